@@ -1,0 +1,36 @@
+# moonsend: every command creates .venv and installs the pinned dependencies first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test lint up bench clean
+
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: install
+	$(BIN)/moonsend demo
+
+test: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+up: install
+	$(BIN)/moonsend up
+
+bench: install
+	$(BIN)/python bench/sqs_depth.py
+
+clean:
+	rm -rf $(VENV) outbox .pytest_cache .ruff_cache build *.egg-info

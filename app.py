@@ -1,0 +1,39 @@
+"""moonsend's Lambda handlers: wiring only, the work is in chalicelib."""
+
+from __future__ import annotations
+
+from chalice import Chalice
+from chalice.app import SNSEvent
+
+from chalicelib import log, wiring
+from chalicelib.config import Settings
+from chalicelib.errors import QueueNotOurs
+from chalicelib.routing import require_our_queue
+from chalicelib.triggers import parse_trigger
+
+app = Chalice(app_name="moonsend")
+_resources = Settings.from_env().resources
+
+
+@app.on_sns_message(topic=_resources.precompile_topic.name)
+def precompile_email(event: SNSEvent) -> None:
+    """Render one recipient event (or a batch of recipients) into its tenant's queue."""
+    wiring.container().precompiler.handle(event.message)
+
+
+@app.on_sns_message(topic=_resources.send_topic.name)
+def send_emails(event: SNSEvent) -> None:
+    """Drain the queue named by the alarm (or by our own continuation) at its tenant's rate."""
+    request = parse_trigger(event.message)
+    if request is None:
+        return
+    c = wiring.container()
+    try:
+        queue = require_our_queue(c.settings.resources, request.queue_name)
+    except QueueNotOurs as exc:
+        log.warning("trigger ignored", reason=str(exc))
+        return
+    context = event.context
+    result = c.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis)
+    if result.unfinished:
+        c.reinvoke(context.function_name, queue, request.generation + 1)

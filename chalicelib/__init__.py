@@ -1,0 +1,1 @@
+"""moonsend's domain: everything the Lambda functions do, one module per concept."""

@@ -1,0 +1,78 @@
+"""boto3 clients, made once per container and shared by every invocation.
+
+boto3 follows `AWS_ENDPOINT_URL` (and `AWS_ENDPOINT_URL_<SERVICE>`) by itself, which is how the same
+code talks to moto's server on loopback locally and to AWS when deployed.
+
+All clients come from one boto3 session, so the service models are loaded from disk once (a fresh
+session costs ~100 ms of CPU per client), and each client is created once: concurrent first calls
+for the same client wait for the one being made instead of making their own.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=64)
+# Sends are never retried by botocore: a retried SES call can deliver twice, and throttling is the
+# sender's to pace, not the SDK's to hide.
+_SEND_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, max_pool_connections=64)
+
+_lock = threading.Lock()
+_session: boto3.session.Session | None = None
+_clients: dict[tuple[str, ...], Any] = {}
+
+
+def _get(key: tuple[str, ...], make: Any) -> Any:
+    found = _clients.get(key)
+    if found is not None:
+        return found
+    with _lock:  # boto3 sessions are not thread-safe while they create clients
+        found = _clients.get(key)
+        if found is None:
+            global _session
+            if _session is None:
+                _session = boto3.session.Session()
+            found = make(_session)
+            _clients[key] = found
+        return found
+
+
+def client(service: str, region: str) -> Any:
+    """The platform's own client for a service (the Lambda role's credentials)."""
+    return _get(
+        ("platform", service, region), lambda s: s.client(service, region_name=region, config=_CONFIG)
+    )
+
+
+def send_client(service: str, region: str) -> Any:
+    """The platform's client for sending (free plan): no SDK retries, as for tenants."""
+    return _get(
+        ("platform-send", service, region),
+        lambda s: s.client(service, region_name=region, config=_SEND_CONFIG),
+    )
+
+
+def tenant_client(service: str, region: str, access_key: str, secret_key: str) -> Any:
+    """A client with a tenant's own keys. Keyed by the keys, so two tenants never share one."""
+    return _get(
+        ("tenant", service, region, access_key, secret_key),
+        lambda s: s.client(
+            service,
+            region_name=region,
+            aws_access_key_id=access_key,
+            aws_secret_access_key=secret_key,
+            config=_SEND_CONFIG,
+        ),
+    )
+
+
+def reset() -> None:
+    """Forget every client and the session (tests and the local stack move the endpoint)."""
+    global _session
+    with _lock:
+        _clients.clear()
+        _session = None

@@ -1,0 +1,52 @@
+"""Settings read from the environment, the only thing that differs between local and AWS.
+
+Chalice puts each stage's `environment_variables` (`.chalice/config.json`) into the Lambda's
+environment; the local stack sets the same variables in its own process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+from chalicelib.resources import Resources, resources_for
+
+APP_NAME = "moonsend"
+
+
+@dataclass(frozen=True)
+class Settings:
+    stage: str
+    region: str
+    account_id: str
+    free_rate_per_second: float
+    # The most a paid tenant may ask for; SES's own MaxSendRate caps it further.
+    max_rate_per_second: float
+    # Stop draining when the Lambda has less than this left, and hand on to a fresh invocation.
+    deadline_margin_ms: int
+    # How long one receive waits for messages; two empty polls in a row end a drain.
+    long_poll_seconds: int
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        return cls(
+            stage=e.get("MOONSEND_STAGE", "dev"),
+            region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
+            account_id=e.get("MOONSEND_ACCOUNT_ID", "123456789012"),
+            free_rate_per_second=float(e.get("MOONSEND_FREE_RATE", "10")),
+            max_rate_per_second=float(e.get("MOONSEND_MAX_RATE", "1000")),
+            deadline_margin_ms=int(e.get("MOONSEND_DEADLINE_MARGIN_MS", "20000")),
+            long_poll_seconds=int(e.get("MOONSEND_LONG_POLL_SECONDS", "1")),
+        )
+
+    @cached_property
+    def resources(self) -> Resources:
+        return resources_for(APP_NAME, self.stage)
+
+    def topic_arn(self, topic_name: str) -> str:
+        return f"arn:aws:sns:{self.region}:{self.account_id}:{topic_name}"
+
+    def queue_arn(self, queue_name: str) -> str:
+        return f"arn:aws:sqs:{self.region}:{self.account_id}:{queue_name}"

@@ -1,0 +1,392 @@
+"""The message contract: what PrecompileEmail accepts and what goes on a tenant's queue.
+
+Accepts MoonMail's canonical message unchanged (one `recipient`) and a batched form with
+`recipients: [...]`, so a large campaign needs one SNS publish per few hundred recipients. Problems
+with the envelope (user, sender, campaign) reject the whole message; problems with one recipient
+reject only that recipient, so the good ones of the same batch still go out. Every error names the
+field and the reason (`recipients[3].email: not an email address`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.errors import FieldError, MessageInvalid
+
+MAX_ID_LENGTH = 128
+MAX_TEMPLATE_BYTES = 256 * 1024
+MAX_SUBJECT_TEMPLATE_BYTES = 2048
+MAX_RECIPIENTS_PER_MESSAGE = 1000
+MAX_METADATA_BYTES = 16 * 1024
+MAX_RATE_PER_SECOND = 10_000.0
+
+# Ids travel into queue names, S3 keys, log lines and file names: a conservative alphabet that still
+# takes the ids identity providers hand out (`auth0|5f3e...`, `google-oauth2|1234`, emails).
+_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.|@:+=-]*$")
+# Pragmatic address check: one @, a dotted domain, no spaces or control characters, ASCII only.
+_EMAIL_RE = re.compile(
+    r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
+    r"@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
+)
+_REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+PLANS = ("free", "paid")
+
+
+@dataclass(frozen=True)
+class Sender:
+    email_address: str
+    from_name: str
+    region: str | None
+    api_key: str | None
+    api_secret: str | None
+    rate_per_second: float
+
+    @property
+    def has_own_account(self) -> bool:
+        """A sender that brings its own SES keys; without them it sends on the platform's account."""
+        return bool(self.api_key and self.api_secret)
+
+    def public_dict(self) -> dict[str, Any]:
+        """The sender as it may travel and be logged: everything but the keys."""
+        return {
+            "region": self.region,
+            "ratePerSecond": self.rate_per_second,
+            "emailAddress": self.email_address,
+            "fromName": self.from_name,
+        }
+
+    def __repr__(self) -> str:  # never let the secret reach a log line through repr()
+        return f"Sender(email_address={self.email_address!r}, region={self.region!r}, ...)"
+
+
+@dataclass(frozen=True)
+class Campaign:
+    id: str
+    subject: str
+    body: str
+    strict: bool = False
+
+
+@dataclass(frozen=True)
+class Recipient:
+    email: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """Recipients are the same recipient whatever the case of their address."""
+        return self.email.lower()
+
+
+@dataclass(frozen=True)
+class RejectedRecipient:
+    email: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class PrecompileRequest:
+    """A validated PrecompileEmail message: one envelope, its good and its rejected recipients."""
+
+    user_id: str
+    plan: str
+    sender: Sender
+    campaign: Campaign
+    recipients: list[Recipient]
+    rejected: list[RejectedRecipient]
+
+
+@dataclass(frozen=True)
+class QueuedEmail:
+    """What precompile puts on a tenant's queue and the sender takes off it.
+
+    The canonical queued message (rendered subject and body, recipient without metadata), with the
+    tenant's SES keys left out: the sender looks them up in the tenant registry by `userId`.
+    """
+
+    user_id: str
+    plan: str
+    sender: dict[str, Any]
+    campaign_id: str
+    subject: str
+    body: str
+    recipient_email: str
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "userId": self.user_id,
+                "userPlan": self.plan,
+                "sender": self.sender,
+                "campaign": {"id": self.campaign_id, "subject": self.subject, "body": self.body},
+                "recipient": {"email": self.recipient_email},
+            },
+            separators=(",", ":"),
+            ensure_ascii=False,
+        )
+
+    @classmethod
+    def from_json(cls, raw: str) -> QueuedEmail:
+        try:
+            d = json.loads(raw)
+            return cls(
+                user_id=str(d["userId"]),
+                plan=str(d.get("userPlan", "paid")),
+                sender=dict(d["sender"]),
+                campaign_id=str(d["campaign"]["id"]),
+                subject=str(d["campaign"]["subject"]),
+                body=str(d["campaign"]["body"]),
+                recipient_email=str(d["recipient"]["email"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise MessageInvalid([FieldError("queued message", f"not a queued email: {exc}")]) from exc
+
+
+# --- validation helpers -------------------------------------------------------------------------
+
+
+def is_email(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) <= 254
+        and bool(_EMAIL_RE.match(value))
+        and (len(value.split("@", 1)[0]) <= 64)
+    )
+
+
+def _id(d: dict[str, Any], key: str, path: str, errors: list[FieldError]) -> str:
+    value = d.get(key)
+    if value is None or value == "":
+        errors.append(FieldError(path, "is required"))
+        return ""
+    if not isinstance(value, str):
+        errors.append(FieldError(path, "must be a string"))
+        return ""
+    if len(value) > MAX_ID_LENGTH:
+        errors.append(FieldError(path, f"longer than {MAX_ID_LENGTH} characters"))
+        return ""
+    if not _ID_RE.match(value):
+        errors.append(FieldError(path, "may only hold ASCII letters, digits and _.|@:+=- (not first)"))
+        return ""
+    return value
+
+
+def _object(d: dict[str, Any], key: str, path: str, errors: list[FieldError]) -> dict[str, Any]:
+    value = d.get(key)
+    if value is None:
+        errors.append(FieldError(path, "is required"))
+        return {}
+    if not isinstance(value, dict):
+        errors.append(FieldError(path, "must be an object"))
+        return {}
+    return value
+
+
+def _text(
+    d: dict[str, Any],
+    key: str,
+    path: str,
+    errors: list[FieldError],
+    *,
+    max_bytes: int,
+    required: bool = True,
+    single_line: bool = False,
+) -> str:
+    value = d.get(key)
+    if value is None or (value == "" and required):
+        if required:
+            errors.append(FieldError(path, "is required"))
+        return ""
+    if not isinstance(value, str):
+        errors.append(FieldError(path, "must be a string"))
+        return ""
+    if len(value.encode("utf-8")) > max_bytes:
+        errors.append(FieldError(path, f"larger than the limit of {max_bytes} bytes"))
+        return ""
+    if single_line and ("\r" in value or "\n" in value):
+        errors.append(FieldError(path, "must not contain line breaks"))
+        return ""
+    return value
+
+
+def parse_rate(value: object) -> float:
+    """`ratePerSecond` as MoonMail sends it (a string) or as a number; positive and finite."""
+    if isinstance(value, bool):
+        raise ValueError("not a number")
+    if isinstance(value, str):
+        try:
+            rate = float(value.strip())
+        except ValueError:
+            raise ValueError("not a number") from None
+    elif isinstance(value, int | float):
+        rate = float(value)
+    else:
+        raise ValueError("not a number")
+    if math.isnan(rate) or math.isinf(rate):
+        raise ValueError("not a finite number")
+    if rate <= 0:
+        raise ValueError("must be greater than zero")
+    if rate > MAX_RATE_PER_SECOND:
+        raise ValueError(f"above the maximum of {MAX_RATE_PER_SECOND:g}")
+    return rate
+
+
+def _sender(d: dict[str, Any], errors: list[FieldError]) -> Sender | None:
+    s = _object(d, "sender", "sender", errors)
+    if not s:
+        return None
+    before = len(errors)
+    email = s.get("emailAddress")
+    if not email:
+        errors.append(FieldError("sender.emailAddress", "is required"))
+    elif not is_email(email):
+        errors.append(FieldError("sender.emailAddress", "not an email address"))
+    from_name = _text(
+        s, "fromName", "sender.fromName", errors, max_bytes=256, required=False, single_line=True
+    )
+    rate = 0.0
+    if s.get("ratePerSecond") is None:
+        errors.append(FieldError("sender.ratePerSecond", "is required"))
+    else:
+        try:
+            rate = parse_rate(s["ratePerSecond"])
+        except ValueError as exc:
+            errors.append(FieldError("sender.ratePerSecond", str(exc)))
+    key, secret = s.get("apiKey") or None, s.get("apiSecret") or None
+    for name, v in (("apiKey", key), ("apiSecret", secret)):
+        if v is not None and (not isinstance(v, str) or len(v) > 256 or not v.isprintable()):
+            errors.append(FieldError(f"sender.{name}", "must be a printable string"))
+    if bool(key) != bool(secret):
+        errors.append(FieldError("sender.apiKey", "apiKey and apiSecret go together"))
+    region = s.get("region") or None
+    if region is not None and (not isinstance(region, str) or not _REGION_RE.match(region)):
+        errors.append(FieldError("sender.region", "not an AWS region"))
+    if len(errors) > before:
+        return None
+    return Sender(
+        email_address=str(email),
+        from_name=from_name,
+        region=region,
+        api_key=key,
+        api_secret=secret,
+        rate_per_second=rate,
+    )
+
+
+def _campaign(d: dict[str, Any], errors: list[FieldError]) -> Campaign | None:
+    c = _object(d, "campaign", "campaign", errors)
+    if not c:
+        return None
+    before = len(errors)
+    cid = _id(c, "id", "campaign.id", errors)
+    subject = _text(c, "subject", "campaign.subject", errors, max_bytes=MAX_SUBJECT_TEMPLATE_BYTES)
+    body = _text(c, "body", "campaign.body", errors, max_bytes=MAX_TEMPLATE_BYTES)
+    strict = c.get("strict", False)
+    if not isinstance(strict, bool):
+        errors.append(FieldError("campaign.strict", "must be true or false"))
+    if len(errors) > before:
+        return None
+    return Campaign(id=cid, subject=subject, body=body, strict=bool(strict))
+
+
+def _recipient(r: object, path: str) -> Recipient | RejectedRecipient:
+    if not isinstance(r, dict):
+        return RejectedRecipient(None, f"{path}: must be an object")
+    email = r.get("email")
+    shown = email if isinstance(email, str) else None
+    if not email:
+        return RejectedRecipient(None, f"{path}.email: is required")
+    if not is_email(email):
+        return RejectedRecipient(shown, f"{path}.email: not an email address")
+    metadata = r.get("metadata", {})
+    if metadata is None:
+        metadata = {}
+    if not isinstance(metadata, dict):
+        return RejectedRecipient(shown, f"{path}.metadata: must be an object")
+    if len(json.dumps(metadata, default=str)) > MAX_METADATA_BYTES:
+        return RejectedRecipient(shown, f"{path}.metadata: larger than {MAX_METADATA_BYTES} bytes")
+    return Recipient(email=str(email), metadata=metadata)
+
+
+def parse_precompile_message(raw: str | bytes | dict[str, Any]) -> PrecompileRequest:
+    """Validate a PrecompileEmail message.
+
+    Raises MessageInvalid when the envelope is unusable; otherwise returns the request with its
+    good recipients and, separately, the rejected ones with their reasons.
+    """
+    if isinstance(raw, str | bytes):
+        try:
+            d = json.loads(raw)
+        except ValueError as exc:
+            raise MessageInvalid([FieldError("message", f"not valid JSON ({exc})")]) from exc
+    else:
+        d = raw
+    if not isinstance(d, dict):
+        raise MessageInvalid([FieldError("message", "must be a JSON object")])
+
+    errors: list[FieldError] = []
+    user_id = _id(d, "userId", "userId", errors)
+    plan = d.get("userPlan", "paid")
+    if plan is None:
+        plan = "paid"
+    if plan not in PLANS:
+        errors.append(FieldError("userPlan", f"must be one of {', '.join(PLANS)}"))
+    sender = _sender(d, errors)
+    campaign = _campaign(d, errors)
+
+    one, many = d.get("recipient"), d.get("recipients")
+    raw_recipients: list[tuple[object, str]] = []
+    if one is not None and many is not None:
+        errors.append(FieldError("recipients", "give either recipient or recipients, not both"))
+    elif many is not None:
+        if not isinstance(many, list) or not many:
+            errors.append(FieldError("recipients", "must be a non-empty list"))
+        elif len(many) > MAX_RECIPIENTS_PER_MESSAGE:
+            errors.append(FieldError("recipients", f"more than {MAX_RECIPIENTS_PER_MESSAGE} in one message"))
+        else:
+            raw_recipients = [(r, f"recipients[{i}]") for i, r in enumerate(many)]
+    elif one is not None:
+        raw_recipients = [(one, "recipient")]
+    else:
+        errors.append(FieldError("recipient", "is required"))
+
+    if errors or sender is None or campaign is None:
+        raise MessageInvalid(errors)
+
+    good: list[Recipient] = []
+    rejected: list[RejectedRecipient] = []
+    seen: set[str] = set()
+    for r, path in raw_recipients:
+        parsed = _recipient(r, path)
+        if isinstance(parsed, Recipient):
+            if parsed.key in seen:  # the same address twice in one message is one recipient
+                continue
+            seen.add(parsed.key)
+            good.append(parsed)
+        else:
+            rejected.append(parsed)
+    if not sender.has_own_account:
+        plan = "free"
+    return PrecompileRequest(
+        user_id=user_id,
+        plan=str(plan),
+        sender=sender,
+        campaign=campaign,
+        recipients=good,
+        rejected=rejected,
+    )
+
+
+def envelope_ids(raw: str | bytes | dict[str, Any]) -> tuple[str | None, str | None]:
+    """Best-effort (userId, campaign.id) of a message that failed validation, for recording."""
+    try:
+        d = json.loads(raw) if isinstance(raw, str | bytes) else raw
+        user, camp = d.get("userId"), (d.get("campaign") or {}).get("id")
+        ok = lambda v: isinstance(v, str) and len(v) <= MAX_ID_LENGTH and bool(_ID_RE.match(v))  # noqa: E731
+        return (user if ok(user) else None, camp if ok(camp) else None)
+    except (ValueError, AttributeError, TypeError):
+        return None, None

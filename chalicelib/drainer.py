@@ -1,0 +1,270 @@
+"""send_emails' work: drain one queue through SES at its tenant's rate.
+
+Receives up to 10 messages at a time, paces every send through the rate limiter, and records every
+outcome before a message is deleted. It stops before the Lambda's time runs out and says so, so the
+handler can hand on to a fresh invocation; two empty long polls in a row mean the queue is drained.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import threading
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib import log
+from chalicelib.campaign_stats import BufferedStats, CampaignStats
+from chalicelib.config import Settings
+from chalicelib.contract import QueuedEmail
+from chalicelib.errors import (
+    MessageInvalid,
+    QuotaExhausted,
+    SendFailed,
+    SendThrottled,
+    TransientSendError,
+)
+from chalicelib.mime import OutgoingEmail, build_mime
+from chalicelib.rate_limiter import RateLimiter
+from chalicelib.ses_sender import SesSender
+from chalicelib.tenants import Tenant, TenantRegistry
+
+EMPTY_POLLS_TO_FINISH = 2
+MAX_THROTTLE_BACKOFF_S = 900
+# Sends run concurrently, each paced by the limiter, so that a 50 ms SES call does not cap a tenant
+# at 20 per second; at most MAX_AHEAD received messages wait for their slot.
+SEND_WORKERS = 48
+MAX_AHEAD = 200
+
+
+class Outcome(enum.Enum):
+    SENT = "sent"  # recorded, delete the message
+    FAILED = "failed"  # recorded with its reason, delete the message
+    THROTTLED = "throttled"  # back on the queue later, slow down
+    RETRY = "retry"  # transient: leave it, SQS redelivers (and dead-letters after too many)
+    STOP = "stop"  # the SES account can send no more today: stop draining
+
+
+@dataclass
+class DrainResult:
+    queue_name: str
+    sent: int = 0
+    failed: int = 0
+    throttled: int = 0
+    retried: int = 0
+    unfinished: bool = False  # stopped for the deadline: hand on to a new invocation
+    stopped_reason: str | None = None
+
+
+class Drainer:
+    def __init__(
+        self,
+        settings: Settings,
+        sqs: Any,
+        tenants: TenantRegistry,
+        stats: CampaignStats,
+        ses: SesSender,
+    ) -> None:
+        self._settings = settings
+        self._sqs = sqs
+        self._tenants = tenants
+        self._stats = BufferedStats(stats)
+        self._ses = ses
+        # One limiter per queue and rate per container, so a re-invocation that lands in the same
+        # container goes on from the last slot instead of starting with a fresh window.
+        self._limiters: dict[tuple[str, float], RateLimiter] = {}
+        self._lock = threading.Lock()
+
+    def limiter(self, queue_name: str, rate: float) -> RateLimiter:
+        with self._lock:
+            key = (queue_name, rate)
+            if key not in self._limiters:
+                self._limiters[key] = RateLimiter(rate)
+            return self._limiters[key]
+
+    def rate_for(self, queue_name: str, tenant: Tenant | None) -> float:
+        if queue_name == self._settings.resources.free_queue.name or tenant is None:
+            return self._settings.free_rate_per_second
+        rate = min(tenant.sender.rate_per_second, self._settings.max_rate_per_second)
+        try:
+            rate = min(rate, self._ses.quota(tenant.sender).max_send_rate)
+        except Exception as exc:
+            log.warning("quota unavailable", user=tenant.user_id, error=type(exc).__name__)
+        return rate
+
+    def drain(self, queue_name: str, remaining_ms: Callable[[], int]) -> DrainResult:
+        """Drain until the queue is empty, the deadline nears, or SES says stop for today.
+
+        Receiving runs ahead of sending (up to `_ahead()` messages held), so the limiter, not the
+        receive-send-delete round trip, sets the pace. Finished messages are deleted in batches.
+        """
+        result = DrainResult(queue_name)
+        url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        inflight: dict[Future[Outcome], dict[str, Any]] = {}
+        to_delete: list[dict[str, Any]] = []
+        empty_polls = 0
+        with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
+            while True:
+                self._collect(url, inflight, to_delete, result, wait=False)
+                if len(to_delete) >= 10:
+                    self._delete(url, to_delete)
+                if result.stopped_reason:
+                    break
+                if remaining_ms() < self._settings.deadline_margin_ms:
+                    result.unfinished = True
+                    break
+                room = self._ahead(queue_name) - len(inflight)
+                if room <= 0:
+                    self._collect(url, inflight, to_delete, result, wait=True)
+                    continue
+                messages = self._sqs.receive_message(
+                    QueueUrl=url,
+                    MaxNumberOfMessages=min(10, room),
+                    WaitTimeSeconds=0 if inflight else self._settings.long_poll_seconds,
+                    MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                ).get("Messages", [])
+                if not messages:
+                    if inflight:
+                        self._collect(url, inflight, to_delete, result, wait=True)
+                        continue
+                    empty_polls += 1
+                    if empty_polls >= EMPTY_POLLS_TO_FINISH:
+                        break
+                    continue
+                empty_polls = 0
+                for m in messages:
+                    inflight[pool.submit(self._send_one, queue_name, m["Body"])] = m
+            # Whatever was started is finished and recorded before the drain hands on or ends.
+            while inflight:
+                self._collect(url, inflight, to_delete, result, wait=True)
+        self._delete(url, to_delete)
+        self._stats.flush()
+        log.info(
+            "drain ended",
+            queue=queue_name,
+            sent=result.sent,
+            failed=result.failed,
+            throttled=result.throttled,
+            retried=result.retried,
+            unfinished=result.unfinished,
+            stopped=result.stopped_reason,
+        )
+        return result
+
+    def _ahead(self, queue_name: str) -> int:
+        """How many messages to hold: about half a second of sends, at least one batch."""
+        with self._lock:
+            rates = [rate for (q, rate) in self._limiters if q == queue_name]
+        rate = max(rates) if rates else 10.0
+        return max(10, min(MAX_AHEAD, math.ceil(rate / 2) + 10))
+
+    def _collect(
+        self,
+        url: str,
+        inflight: dict[Future[Outcome], dict[str, Any]],
+        to_delete: list[dict[str, Any]],
+        result: DrainResult,
+        *,
+        wait: bool,
+    ) -> None:
+        if not inflight:
+            return
+        if wait:
+            done, _ = futures_wait(list(inflight), timeout=0.2, return_when=FIRST_COMPLETED)
+        else:
+            done = {f for f in inflight if f.done()}
+        for future in done:
+            m = inflight.pop(future)
+            outcome = future.result()
+            if outcome is Outcome.SENT:
+                result.sent += 1
+                to_delete.append(m)
+            elif outcome is Outcome.FAILED:
+                result.failed += 1
+                to_delete.append(m)
+            elif outcome is Outcome.THROTTLED:
+                result.throttled += 1
+                self._back_off(url, m)
+            elif outcome is Outcome.RETRY:
+                result.retried += 1
+            else:
+                result.stopped_reason = "daily quota exhausted or sending paused"
+
+    def _delete(self, url: str, messages: list[dict[str, Any]]) -> None:
+        while messages:
+            batch, messages[:] = messages[:10], messages[10:]
+            resp = self._sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)],
+            )
+            for bad in resp.get("Failed", []):
+                # Recorded already; if it comes back, the next drain sees it again.
+                log.warning("delete failed", code=bad.get("Code"), reason=bad.get("Message"))
+
+    def _send_one(self, queue_name: str, body: str) -> Outcome:
+        try:
+            email = QueuedEmail.from_json(body)
+        except MessageInvalid as exc:
+            log.error("unreadable queued message", queue=queue_name, reason=str(exc))
+            return Outcome.FAILED
+        tenant = self._tenants.get(email.user_id)
+        if tenant is None:
+            self._stats.add(
+                email.user_id,
+                email.campaign_id,
+                failed=1,
+                error="tenant unknown: no sender settings registered",
+            )
+            return Outcome.FAILED
+        free = queue_name == self._settings.resources.free_queue.name
+        limiter = self.limiter(queue_name, self.rate_for(queue_name, tenant))
+        mime = build_mime(
+            OutgoingEmail(
+                from_address=tenant.sender.email_address,
+                from_name=tenant.sender.from_name,
+                to=email.recipient_email,
+                subject=email.subject,
+                html=email.body,
+                user_id=email.user_id,
+                campaign_id=email.campaign_id,
+            )
+        )
+        token = limiter.acquire()
+        try:
+            message_id = self._ses.send(tenant.sender, email.recipient_email, mime, platform=free)
+        except SendThrottled:
+            limiter.slow_down(2.0, 5.0)
+            return Outcome.THROTTLED
+        except QuotaExhausted as exc:
+            log.warning("sending stopped", queue=queue_name, user=email.user_id, reason=str(exc))
+            return Outcome.STOP
+        except SendFailed as exc:
+            self._stats.add(email.user_id, email.campaign_id, failed=1, error=str(exc))
+            log.info(
+                "send failed",
+                user=email.user_id,
+                campaign=email.campaign_id,
+                queue=queue_name,
+                reason=str(exc),
+            )
+            return Outcome.FAILED
+        except TransientSendError as exc:
+            log.warning("send error, will retry", user=email.user_id, queue=queue_name, reason=str(exc))
+            return Outcome.RETRY
+        finally:
+            limiter.done(token)
+        self._stats.add(email.user_id, email.campaign_id, sent=1)
+        log.info(
+            "sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id
+        )
+        return Outcome.SENT
+
+    def _back_off(self, url: str, message: dict[str, Any]) -> None:
+        receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+        delay = min(MAX_THROTTLE_BACKOFF_S, 2 ** min(receives, 10))
+        self._sqs.change_message_visibility(
+            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=delay
+        )

@@ -1,0 +1,83 @@
+"""Putting messages on a queue with SendMessageBatch: 10 per call, within the 1 MiB batch limit.
+
+Only the entries SQS reports as failed are retried (with a short backoff); entries that still fail
+after the last attempt are returned to the caller, which records them, so nothing vanishes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MAX_BATCH_ENTRIES = 10
+MAX_BATCH_BYTES = 1024 * 1024
+ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    key: str  # the caller's id for this message (the recipient), reported back on failure
+    body: str
+    delay_seconds: int = 0
+
+
+@dataclass(frozen=True)
+class EnqueueFailure:
+    key: str
+    reason: str
+
+
+def batches(messages: Sequence[Outgoing]) -> list[list[Outgoing]]:
+    """Group messages into SendMessageBatch calls: at most 10 entries and 1 MiB per call."""
+    out: list[list[Outgoing]] = []
+    current: list[Outgoing] = []
+    size = 0
+    for m in messages:
+        n = len(m.body.encode("utf-8"))
+        if current and (len(current) == MAX_BATCH_ENTRIES or size + n > MAX_BATCH_BYTES):
+            out.append(current)
+            current, size = [], 0
+        current.append(m)
+        size += n
+    if current:
+        out.append(current)
+    return out
+
+
+class Enqueuer:
+    def __init__(self, sqs: Any, sleep: Any = time.sleep) -> None:
+        self._sqs = sqs
+        self._sleep = sleep
+        self.calls = 0
+
+    def send(self, queue_url: str, messages: Sequence[Outgoing]) -> list[EnqueueFailure]:
+        failures: list[EnqueueFailure] = []
+        for batch in batches(messages):
+            failures.extend(self._send_batch(queue_url, batch))
+        return failures
+
+    def _send_batch(self, queue_url: str, batch: list[Outgoing]) -> list[EnqueueFailure]:
+        pending = {str(i): m for i, m in enumerate(batch)}
+        failed: dict[str, EnqueueFailure] = {}
+        for attempt in range(ATTEMPTS):
+            if not pending:
+                break
+            if attempt:
+                self._sleep(0.05 * 2**attempt)
+            entries = [
+                {"Id": i, "MessageBody": m.body, "DelaySeconds": m.delay_seconds} for i, m in pending.items()
+            ]
+            self.calls += 1
+            resp = self._sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
+            retry: dict[str, Outgoing] = {}
+            for bad in resp.get("Failed", []):
+                m = pending[bad["Id"]]
+                failed[bad["Id"]] = EnqueueFailure(m.key, f"{bad.get('Code')}: {bad.get('Message')}")
+                if not bad.get("SenderFault"):  # our own fault is not fixed by trying again
+                    retry[bad["Id"]] = m
+            for ok in resp.get("Successful", []):
+                failed.pop(ok["Id"], None)
+            pending = retry
+        return list(failed.values())

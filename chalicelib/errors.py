@@ -1,0 +1,60 @@
+"""Every exception moonsend raises, in one place.
+
+Handlers catch these by type to decide what is recorded and what is retried, so a new failure mode
+gets a class here rather than a string match somewhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class MoonsendError(Exception):
+    """Base of all moonsend errors."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One reason a message is invalid, named by the path of the field (`recipient.email`)."""
+
+    path: str
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.reason}"
+
+
+class MessageInvalid(MoonsendError):
+    """A message that cannot be processed as a whole; `errors` says which fields and why."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(str(e) for e in self.errors))
+
+
+class TemplateInvalid(MoonsendError):
+    """A campaign template that does not parse; the message carries line and column."""
+
+
+class RenderFailed(MoonsendError):
+    """A template that parsed but failed for one recipient (strict undefined, resource limit)."""
+
+
+class QueueNotOurs(MoonsendError):
+    """A queue name that does not belong to this app and stage: never drained, never created."""
+
+
+class SendFailed(MoonsendError):
+    """SES refused a message for good (rejected, invalid address): the recipient is failed."""
+
+
+class SendThrottled(MoonsendError):
+    """SES said the sending rate was exceeded: retry later, never a failure."""
+
+
+class QuotaExhausted(MoonsendError):
+    """The SES account's daily quota is used up: stop draining and leave the messages queued."""
+
+
+class TransientSendError(MoonsendError):
+    """A 5xx or network error from SES: retried with backoff, then dead-lettered."""

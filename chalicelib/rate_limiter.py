@@ -1,0 +1,84 @@
+"""Pacing sends so that no one-second window, as SES counts it, holds more than the promised rate.
+
+SES counts a send when the request reaches it, somewhere between our call's start and its answer.
+So the limiter spaces starts `1/rate` apart and, for the guarantee, never starts send k until one
+second after send k-N *finished* (N = the whole number of sends allowed per second, at least one):
+SES then saw send k-N before that finish and sees send k after this start, more than a second
+later, however the network delays either. The price is one SES latency per N sends (at 50 ms and
+N = rate, 95% of the rate), paid for a promise that holds under any jitter.
+
+Slots are reserved under a lock and waited for outside it, so a thread pool can share one limiter.
+Fractional rates work the same way (0.5/s: one send every two seconds).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+WINDOW_S = 1.0
+# Clock readings and SES's timestamps round to the millisecond: keep a little more than a second.
+EPSILON_S = 0.002
+
+
+class RateLimiter:
+    def __init__(
+        self,
+        rate_per_second: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not rate_per_second > 0:
+            raise ValueError("rate must be positive")
+        self.rate = rate_per_second
+        self._interval = 1.0 / rate_per_second
+        self.per_window = max(1, math.floor(rate_per_second + 1e-9))
+        self._window = WINDOW_S if rate_per_second >= 1 else 1.0 / rate_per_second
+        # Finish times of the last N sends, oldest first (None while a send is still running).
+        self._finished: deque[list[float | None]] = deque()
+        self._next = 0.0
+        self._clock = clock
+        self._cv = threading.Condition()
+        self._slow_until = 0.0
+        self._slow_factor = 1.0
+
+    def acquire(self) -> list[float | None]:
+        """Wait until this caller may start a send; pass the returned token to `done()`."""
+        with self._cv:
+            while True:
+                now = self._clock()
+                if len(self._finished) >= self.per_window:
+                    oldest = self._finished[0][0]
+                    if oldest is None:  # send k-N still running: its finish is the anchor
+                        self._cv.wait(timeout=0.05)
+                        continue
+                    earliest = oldest + self._window + EPSILON_S
+                else:
+                    earliest = 0.0
+                slot = max(now, self._next, earliest)
+                if slot <= now:
+                    break
+                self._cv.wait(timeout=slot - now)
+            interval = self._interval * (self._slow_factor if now < self._slow_until else 1.0)
+            self._next = now + interval
+            token: list[float | None] = [None]
+            self._finished.append(token)
+            while len(self._finished) > self.per_window:
+                self._finished.popleft()
+            return token
+
+    def done(self, token: list[float | None]) -> None:
+        """The send that took `token` has its answer (sent, refused or failed)."""
+        with self._cv:
+            token[0] = self._clock()
+            self._cv.notify_all()
+
+    def slow_down(self, factor: float, for_seconds: float) -> None:
+        """Space sends `factor` times wider for a while (after SES said Throttling)."""
+        with self._cv:
+            now = self._clock()
+            self._slow_factor = max(1.0, factor)
+            self._slow_until = now + for_seconds
+            self._next = max(self._next, now + self._interval * self._slow_factor)

@@ -1,0 +1,110 @@
+"""The AWS resources moonsend needs, defined once.
+
+The local stack provisions exactly these, and deployment generates its CloudFormation from them, so
+the two cannot drift. Every name carries the app and the stage (`moonsend-local-...`). Tenant queues are
+not listed: they are created on first use under `tenant_queue_prefix`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Redelivery budget before a queued email is moved to the dead-letter queue.
+MAX_RECEIVE_COUNT = 5
+# Long enough for the sender to pace, send and delete a batch at the slowest rate it accepts.
+SEND_VISIBILITY_TIMEOUT_S = 300
+# Dead letters are kept as long as SQS allows, so that an operator can look at them.
+DLQ_RETENTION_S = 14 * 24 * 3600
+
+
+@dataclass(frozen=True)
+class TopicDef:
+    logical_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class TableDef:
+    logical_id: str
+    name: str
+    hash_key: str
+    range_key: str | None = None
+    ttl_attribute: str | None = None
+
+
+@dataclass(frozen=True)
+class QueueDef:
+    logical_id: str
+    name: str
+    visibility_timeout: int = SEND_VISIBILITY_TIMEOUT_S
+    retention_seconds: int = 4 * 24 * 3600
+    dead_letter: str | None = None  # name of the queue that receives what fails too often
+    max_receive_count: int = MAX_RECEIVE_COUNT
+
+
+@dataclass(frozen=True)
+class BucketDef:
+    logical_id: str
+    name: str
+    expire_after_days: int
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Names of everything moonsend uses for one app and stage."""
+
+    app_name: str
+    stage: str
+    precompile_topic: TopicDef
+    send_topic: TopicDef
+    tenants_table: TableDef
+    campaigns_table: TableDef
+    dead_letter_queue: QueueDef
+    free_queue: QueueDef
+    payload_bucket: BucketDef
+    extra_topics: tuple[TopicDef, ...] = field(default=())
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.app_name}-{self.stage}"
+
+    @property
+    def tenant_queue_prefix(self) -> str:
+        """Every tenant queue's name starts with this; IAM policies scope tenant queues by it."""
+        return f"{self.prefix}-t-"
+
+    @property
+    def topics(self) -> tuple[TopicDef, ...]:
+        return (self.precompile_topic, self.send_topic, *self.extra_topics)
+
+    @property
+    def tables(self) -> tuple[TableDef, ...]:
+        return (self.tenants_table, self.campaigns_table)
+
+    @property
+    def queues(self) -> tuple[QueueDef, ...]:
+        """In creation order: a queue's dead-letter queue comes before it."""
+        return (self.dead_letter_queue, self.free_queue)
+
+    def function_name(self, handler: str) -> str:
+        """The deployed Lambda name Chalice gives a handler (`moonsend-dev-send_emails`)."""
+        return f"{self.prefix}-{handler}"
+
+
+def resources_for(app_name: str, stage: str) -> Resources:
+    """All of moonsend's resource definitions for one stage."""
+    p = f"{app_name}-{stage}"
+    dlq = QueueDef("DeadLetterQueue", f"{p}-dlq", retention_seconds=DLQ_RETENTION_S)
+    return Resources(
+        app_name=app_name,
+        stage=stage,
+        precompile_topic=TopicDef("PrecompileEmailTopic", f"{p}-PrecompileEmail"),
+        send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
+        tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
+        campaigns_table=TableDef(
+            "CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"
+        ),
+        dead_letter_queue=dlq,
+        free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
+        payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads", expire_after_days=7),
+    )

@@ -1,0 +1,126 @@
+"""The tenant registry: each tenant's sender settings, keyed by userId (DynamoDB, via pynamodb).
+
+Precompile writes it from the incoming message (only when the settings changed, so a campaign of a
+million recipients costs one write per container, not a million), and the sender reads the SES keys
+from it. That keeps tenant keys out of every queued message and every log line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from functools import lru_cache
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DoesNotExist
+from pynamodb.models import Model
+
+from chalicelib.contract import Sender
+
+
+class TenantModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    plan = UnicodeAttribute(default="paid")
+    email_address = UnicodeAttribute()
+    from_name = UnicodeAttribute(default="")
+    region = UnicodeAttribute(null=True)
+    api_key = UnicodeAttribute(null=True)
+    api_secret = UnicodeAttribute(null=True)
+    rate_per_second = NumberAttribute()
+    settings_hash = UnicodeAttribute()
+    updated_at = NumberAttribute()
+
+
+@lru_cache(maxsize=8)
+def _bound(table_name: str, region: str) -> type[TenantModel]:
+    meta = type("Meta", (), {"table_name": table_name, "region": region})
+    return type(f"Tenant_{abs(hash(table_name))}", (TenantModel,), {"Meta": meta})
+
+
+@dataclass(frozen=True)
+class Tenant:
+    user_id: str
+    plan: str
+    sender: Sender
+
+
+def _settings_hash(plan: str, s: Sender) -> str:
+    parts = [
+        plan,
+        s.email_address,
+        s.from_name,
+        s.region or "",
+        s.api_key or "",
+        s.api_secret or "",
+        repr(s.rate_per_second),
+    ]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+class TenantRegistry:
+    """Read and write tenants, with a short per-container cache for the sender's hot path."""
+
+    def __init__(self, table_name: str, region: str, cache_ttl_s: float = 30.0) -> None:
+        self._model = _bound(table_name, region)
+        self._cache: dict[str, tuple[float, Tenant]] = {}
+        self._written: dict[str, str] = {}
+        self._ttl = cache_ttl_s
+        self._lock = threading.Lock()
+
+    def warm(self) -> None:
+        """Create the DynamoDB client now, in one thread, rather than in many at first use."""
+        self._model._get_connection().connection.client  # noqa: B018
+
+    def remember(self, user_id: str, plan: str, sender: Sender) -> bool:
+        """Store the tenant's settings if they changed since this container last wrote them."""
+        digest = _settings_hash(plan, sender)
+        with self._lock:
+            if self._written.get(user_id) == digest:
+                return False
+        self._model(
+            user_id,
+            plan=plan,
+            email_address=sender.email_address,
+            from_name=sender.from_name,
+            region=sender.region,
+            api_key=sender.api_key,
+            api_secret=sender.api_secret,
+            rate_per_second=sender.rate_per_second,
+            settings_hash=digest,
+            updated_at=int(time.time() * 1000),
+        ).save()
+        with self._lock:
+            self._written[user_id] = digest
+            self._cache.pop(user_id, None)
+        return True
+
+    def get(self, user_id: str) -> Tenant | None:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get(user_id)
+            if hit and now - hit[0] < self._ttl:
+                return hit[1]
+        try:
+            item = self._model.get(user_id, consistent_read=True)
+        except DoesNotExist:
+            return None
+        tenant = Tenant(
+            user_id=item.user_id,
+            plan=item.plan,
+            sender=Sender(
+                email_address=item.email_address,
+                from_name=item.from_name or "",
+                region=item.region,
+                api_key=item.api_key,
+                api_secret=item.api_secret,
+                rate_per_second=float(item.rate_per_second),
+            ),
+        )
+        with self._lock:
+            self._cache[user_id] = (now, tenant)
+        return tenant

@@ -1,0 +1,98 @@
+"""Building the domain objects once per Lambda container, from the environment.
+
+Handlers in app.py ask for what they need here; nothing is created at import time, so importing
+app.py stays cheap (Chalice's packager and cold starts both import it).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from functools import cached_property
+
+from chalicelib import aws
+from chalicelib.campaign_stats import CampaignStats
+from chalicelib.config import Settings
+from chalicelib.drainer import Drainer
+from chalicelib.enqueuer import Enqueuer
+from chalicelib.precompile import Precompiler
+from chalicelib.renderer import TemplateCache
+from chalicelib.ses_sender import SesSender
+from chalicelib.tenant_queues import TenantQueues
+from chalicelib.tenants import TenantRegistry
+from chalicelib.triggers import continuation_event
+
+
+class Container:
+    """Everything one Lambda container shares between invocations."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings or Settings.from_env()
+
+    @cached_property
+    def tenants(self) -> TenantRegistry:
+        r = self.settings.resources
+        registry = TenantRegistry(r.tenants_table.name, self.settings.region)
+        registry.warm()
+        return registry
+
+    @cached_property
+    def stats(self) -> CampaignStats:
+        stats = CampaignStats(self.settings.resources.campaigns_table.name, self.settings.region)
+        stats.warm()
+        return stats
+
+    @cached_property
+    def queues(self) -> TenantQueues:
+        region = self.settings.region
+        return TenantQueues(self.settings, aws.client("sqs", region), aws.client("cloudwatch", region))
+
+    @cached_property
+    def precompiler(self) -> Precompiler:
+        return Precompiler(
+            self.settings,
+            TemplateCache(),
+            self.tenants,
+            self.queues,
+            Enqueuer(aws.client("sqs", self.settings.region)),
+            self.stats,
+        )
+
+    @cached_property
+    def drainer(self) -> Drainer:
+        return Drainer(
+            self.settings,
+            aws.client("sqs", self.settings.region),
+            self.tenants,
+            self.stats,
+            SesSender(self.settings.region),
+        )
+
+    def reinvoke(self, function_name: str, queue_name: str, generation: int) -> None:
+        """Hand the drain on to a fresh asynchronous invocation of the same function."""
+        topic = self.settings.topic_arn(self.settings.resources.send_topic.name)
+        aws.client("lambda", self.settings.region).invoke(
+            FunctionName=function_name,
+            InvocationType="Event",
+            Payload=json.dumps(continuation_event(queue_name, generation, topic)).encode(),
+        )
+
+
+_container: Container | None = None
+_lock = threading.Lock()
+
+
+def container() -> Container:
+    global _container
+    with _lock:
+        if _container is None:
+            _container = Container()
+        return _container
+
+
+def reset() -> None:
+    """Forget the container (tests and the local stack, after changing the environment)."""
+    global _container
+    with _lock:
+        _container = None
+    aws.reset()

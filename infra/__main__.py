@@ -1,0 +1,3 @@
+from infra.cli import main
+
+raise SystemExit(main())

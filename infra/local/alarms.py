@@ -1,0 +1,243 @@
+"""CloudWatch alarm evaluation, which moto stores but never does.
+
+Every metric alarm in moto is evaluated from its own definition (namespace, metric, dimensions,
+statistic, threshold, comparison, evaluation periods, datapoints to alarm, missing-data treatment)
+against live values. State is kept in moto (SetAlarmState), so DescribeAlarms shows it. As in
+CloudWatch, actions run only on a state change: AlarmActions when the alarm goes into ALARM (from OK
+or INSUFFICIENT_DATA), OKActions when it goes into OK, never again while the state holds. SNS actions
+get the JSON notification CloudWatch publishes (the shape in seed 003).
+
+Metrics come from the queues themselves (AWS/SQS ApproximateNumberOf*): the only namespace the app
+alarms on. Each alarm is evaluated once per `Period * time_scale` seconds; the local stack compresses
+time (a 60 s period is evaluated every second) so that a demo does not wait a minute per step.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+SQS_METRICS = {
+    "ApproximateNumberOfMessagesVisible": "ApproximateNumberOfMessages",
+    "ApproximateNumberOfMessagesNotVisible": "ApproximateNumberOfMessagesNotVisible",
+    "ApproximateNumberOfMessagesDelayed": "ApproximateNumberOfMessagesDelayed",
+}
+REGION_NAMES = {
+    "us-east-1": "US East (N. Virginia)",
+    "us-east-2": "US East (Ohio)",
+    "us-west-1": "US West (N. California)",
+    "us-west-2": "US West (Oregon)",
+    "eu-west-1": "EU (Ireland)",
+    "eu-central-1": "EU (Frankfurt)",
+}
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "GreaterThanOrEqualToThreshold": lambda v, t: v >= t,
+    "GreaterThanThreshold": lambda v, t: v > t,
+    "LessThanThreshold": lambda v, t: v < t,
+    "LessThanOrEqualToThreshold": lambda v, t: v <= t,
+}
+
+
+@dataclass
+class Transition:
+    alarm_name: str
+    old: str
+    new: str
+    notified: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Track:
+    history: deque[float | None]
+    last_eval: float = 0.0
+
+
+def breaching(value: float | None, alarm: dict[str, Any]) -> bool | None:
+    """Whether one datapoint breaches; None for missing data."""
+    if value is None:
+        return None
+    compare = _COMPARE.get(alarm.get("ComparisonOperator", ""))
+    if compare is None:
+        return None
+    return compare(value, float(alarm.get("Threshold", 0.0)))
+
+
+def next_state(history: list[float | None], alarm: dict[str, Any], current: str) -> str:
+    """The state an alarm moves to after its last `EvaluationPeriods` datapoints."""
+    treat = alarm.get("TreatMissingData") or "missing"
+    outcomes: list[bool | None] = [breaching(v, alarm) for v in history]
+    if treat == "breaching":
+        outcomes = [True if o is None else o for o in outcomes]
+    elif treat == "notBreaching":
+        outcomes = [False if o is None else o for o in outcomes]
+    present = [o for o in outcomes if o is not None]
+    to_alarm = int(alarm.get("DatapointsToAlarm") or alarm.get("EvaluationPeriods") or 1)
+    if sum(1 for o in present if o) >= to_alarm:
+        return "ALARM"
+    if present:
+        return "OK"
+    if treat == "ignore":
+        return current
+    return "INSUFFICIENT_DATA"
+
+
+def notification(
+    alarm: dict[str, Any], old: str, new: str, reason: str, account_id: str, region: str
+) -> dict[str, Any]:
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "+0000"
+    return {
+        "AlarmName": alarm["AlarmName"],
+        "AlarmDescription": alarm.get("AlarmDescription"),
+        "AWSAccountId": account_id,
+        "AlarmConfigurationUpdatedTimestamp": str(alarm.get("AlarmConfigurationUpdatedTimestamp", "")),
+        "NewStateValue": new,
+        "NewStateReason": reason,
+        "StateChangeTime": now,
+        "Region": REGION_NAMES.get(region, region),
+        "AlarmArn": alarm.get("AlarmArn"),
+        "OldStateValue": old,
+        "OKActions": alarm.get("OKActions", []),
+        "AlarmActions": alarm.get("AlarmActions", []),
+        "InsufficientDataActions": alarm.get("InsufficientDataActions", []),
+        "Trigger": {
+            "MetricName": alarm.get("MetricName"),
+            "Namespace": alarm.get("Namespace"),
+            "StatisticType": "Statistic",
+            "Statistic": str(alarm.get("Statistic", "")).upper(),
+            "Unit": alarm.get("Unit"),
+            "Dimensions": [{"value": d["Value"], "name": d["Name"]} for d in alarm.get("Dimensions", [])],
+            "Period": alarm.get("Period"),
+            "EvaluationPeriods": alarm.get("EvaluationPeriods"),
+            "DatapointsToAlarm": alarm.get("DatapointsToAlarm"),
+            "ComparisonOperator": alarm.get("ComparisonOperator"),
+            "Threshold": float(alarm.get("Threshold", 0.0)),
+            "TreatMissingData": alarm.get("TreatMissingData", "missing"),
+            "EvaluateLowSampleCountPercentile": "",
+        },
+    }
+
+
+class AlarmEvaluator:
+    def __init__(
+        self,
+        cloudwatch: Any,
+        sqs: Any,
+        sns: Any,
+        *,
+        account_id: str,
+        region: str,
+        time_scale: float = 1 / 60,
+        tick_s: float = 0.25,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._cw = cloudwatch
+        self._sqs = sqs
+        self._sns = sns
+        self._account = account_id
+        self._region = region
+        self.time_scale = time_scale
+        self._tick_s = tick_s
+        self._clock = clock
+        self._tracks: dict[str, _Track] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.transitions: list[Transition] = []
+        self._lock = threading.Lock()
+
+    def metric_value(self, alarm: dict[str, Any]) -> float | None:
+        if alarm.get("Namespace") != "AWS/SQS":
+            return None
+        attribute = SQS_METRICS.get(alarm.get("MetricName", ""))
+        queue = next((d["Value"] for d in alarm.get("Dimensions", []) if d["Name"] == "QueueName"), None)
+        if attribute is None or queue is None:
+            return None
+        try:
+            url = self._sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+            attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[attribute])
+        except ClientError:
+            return None  # the queue is gone: missing data
+        return float(attrs["Attributes"][attribute])
+
+    def alarms(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for page in self._cw.get_paginator("describe_alarms").paginate(AlarmTypes=["MetricAlarm"]):
+            out.extend(page.get("MetricAlarms", []))
+        return out
+
+    def evaluate_once(self, force: bool = False) -> list[Transition]:
+        """Evaluate every alarm whose period (scaled) has passed; `force` evaluates all now."""
+        changes: list[Transition] = []
+        now = self._clock()
+        with self._lock:
+            alarms = self.alarms()
+            names = {a["AlarmName"] for a in alarms}
+            for gone in set(self._tracks) - names:
+                del self._tracks[gone]
+            for alarm in alarms:
+                name = alarm["AlarmName"]
+                periods = int(alarm.get("EvaluationPeriods") or 1)
+                track = self._tracks.get(name)
+                if track is None or track.history.maxlen != periods:
+                    track = _Track(deque(maxlen=periods))
+                    self._tracks[name] = track
+                interval = float(alarm.get("Period") or 60) * self.time_scale
+                if not force and track.last_eval and now - track.last_eval < interval:
+                    continue
+                track.last_eval = now
+                value = self.metric_value(alarm)
+                track.history.append(value)
+                old = alarm.get("StateValue", "INSUFFICIENT_DATA")
+                new = next_state(list(track.history), alarm, old)
+                if new != old:
+                    changes.append(self._transition(alarm, old, new, value))
+            self.transitions.extend(changes)
+        return changes
+
+    def _transition(self, alarm: dict[str, Any], old: str, new: str, value: float | None) -> Transition:
+        shown = "no datapoint" if value is None else f"1 datapoint [{value}]"
+        reason = (
+            f"Threshold Crossed: {shown} was "
+            f"{'' if new == 'ALARM' else 'not '}{alarm.get('ComparisonOperator')} "
+            f"the threshold ({float(alarm.get('Threshold', 0.0))})."
+        )
+        self._cw.set_alarm_state(AlarmName=alarm["AlarmName"], StateValue=new, StateReason=reason)
+        t = Transition(alarm["AlarmName"], old, new)
+        if not alarm.get("ActionsEnabled", True):
+            return t
+        actions = {
+            "ALARM": "AlarmActions",
+            "OK": "OKActions",
+            "INSUFFICIENT_DATA": "InsufficientDataActions",
+        }[new]
+        message = json.dumps(notification(alarm, old, new, reason, self._account, self._region))
+        subject = f'{new}: "{alarm["AlarmName"]}" in {REGION_NAMES.get(self._region, self._region)}'
+        for arn in alarm.get(actions, []):
+            if arn.startswith("arn:aws:sns:"):
+                self._sns.publish(TopicArn=arn, Subject=subject[:100], Message=message)
+                t.notified.append(arn)
+        return t
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True, name="alarm-evaluator")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._tick_s):
+            try:
+                self.evaluate_once()
+            except Exception as exc:
+                if not self._stop.is_set():
+                    print(f"[alarms] evaluation failed: {exc}")

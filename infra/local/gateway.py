@@ -1,0 +1,200 @@
+"""The local endpoint: one WSGI app on loopback in front of moto's server.
+
+Most requests go straight to moto. Three kinds are answered here instead, because moto cannot:
+Lambda Invoke of the app's own functions (runs the handler in this process), SES sends and quota
+reads (the SES stand-in), and `/_moonsend/...` admin calls (health, SES account settings).
+Requests are told apart as AWS tells them apart: by the service in the SigV4 credential scope.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+from urllib.parse import unquote
+
+from infra.local.lambda_runtime import FunctionRunner
+from infra.local.ses import (
+    Refused,
+    SesStandIn,
+    is_quota_request,
+    message_id_of,
+    parse_send,
+    quota_response,
+    refusal_response,
+)
+
+_AUTH_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
+_INVOKE_RE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
+_ACCOUNT_RE = re.compile(r"^/_moonsend/ses/accounts/([^/]+)/?$")
+
+StartResponse = Callable[..., Any]
+Response = tuple[int, dict[str, str], bytes]
+
+_REASONS = {
+    200: "OK",
+    202: "Accepted",
+    400: "Bad Request",
+    404: "Not Found",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+}
+
+
+def credential_scope(environ: dict[str, Any]) -> tuple[str, str, str]:
+    """(access key id, region, service) of a SigV4-signed request, or empty strings."""
+    m = _AUTH_RE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    return (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
+
+
+def _read_body(environ: dict[str, Any]) -> bytes:
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length else b""
+    environ["wsgi.input"] = io.BytesIO(body)  # whoever reads next reads it again
+    return body
+
+
+def _respond(start_response: StartResponse, resp: Response) -> list[bytes]:
+    status, headers, body = resp
+    headers = {**headers, "Content-Length": str(len(body))}
+    start_response(f"{status} {_REASONS.get(status, 'Status')}", list(headers.items()))
+    return [body]
+
+
+class Gateway:
+    def __init__(self, dispatcher: Any, ses: SesStandIn, runner: FunctionRunner | None = None) -> None:
+        self.dispatcher = dispatcher  # moto's DomainDispatcherApplication
+        self.ses = ses
+        self.runner = runner
+        self.ready = False
+        self._apps: dict[tuple[str, ...], Any] = {}
+        self._apps_lock = threading.Lock()
+
+    def moto_app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        """moto's app for this request's service, found once per kind of request.
+
+        moto's dispatcher looks for the backend of every request under one global lock, trying
+        every service module in turn; with many concurrent requests that lock is where the local
+        stack spends most of its time. Requests of one service, region, path root and target
+        prefix always go to the same backend app, so it is looked up once and remembered.
+        """
+        _key, region, service = credential_scope(environ)
+        path = environ.get("PATH_INFO", "")
+        if not service or path.startswith("/moto-api"):
+            return self.dispatcher(environ, start_response)
+        target = environ.get("HTTP_X_AMZ_TARGET", "").split(".")[0]
+        key = (service, region, path.split("/")[1] if path.count("/") else "", target)
+        app = self._apps.get(key)
+        if app is None:
+            app = self.dispatcher.get_application(environ)
+            with self._apps_lock:
+                self._apps[key] = app
+        return app(environ, start_response)
+
+    def __call__(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "")
+        if path.startswith("/_moonsend/"):
+            return _respond(start_response, self._admin(environ, path))
+        access_key, _region, service = credential_scope(environ)
+        if service == "lambda" and self.runner is not None:
+            m = _INVOKE_RE.match(path)
+            if m and environ.get("REQUEST_METHOD") == "POST":
+                fn = self.runner.resolve(unquote(m.group(1)))
+                if fn is not None:
+                    return _respond(start_response, self._invoke(environ, fn))
+        if service in ("ses", "email"):
+            return self._ses(environ, start_response, path, access_key)
+        return self.moto_app(environ, start_response)
+
+    # --- Lambda ------------------------------------------------------------------------------------
+    def _invoke(self, environ: dict[str, Any], fn: Any) -> Response:
+        assert self.runner is not None
+        body = _read_body(environ)
+        try:
+            event = json.loads(body) if body else {}
+        except ValueError:
+            return (
+                400,
+                {"x-amzn-ErrorType": "InvalidRequestContentException"},
+                json.dumps({"message": "Could not parse request body into json"}).encode(),
+            )
+        kind = environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse")
+        if kind == "Event":
+            self.runner.invoke_async(fn, event)
+            return 202, {"Content-Type": "application/json"}, b""
+        if kind == "DryRun":
+            return 204, {}, b""
+        try:
+            result = self.runner.invoke(fn, event)
+        except Exception as exc:
+            payload = {"errorMessage": str(exc), "errorType": type(exc).__name__}
+            return (
+                200,
+                {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"},
+                (json.dumps(payload).encode()),
+            )
+        return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result).encode()
+
+    # --- SES -----------------------------------------------------------------------------------------
+    def _ses(
+        self, environ: dict[str, Any], start_response: StartResponse, path: str, access_key: str
+    ) -> Iterable[bytes]:
+        body = _read_body(environ)
+        environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ses.account_id_for(access_key)
+        version = is_quota_request(path, body)
+        if version:
+            return _respond(start_response, quota_response(version, self.ses.account(access_key)))
+        send = parse_send(path, body) if environ.get("REQUEST_METHOD") == "POST" else None
+        if send is None:
+            return self.moto_app(environ, start_response)
+        try:
+            admitted = self.ses.admit(access_key)
+        except Refused as refusal:
+            time.sleep(self.ses.latency_for(access_key))
+            return _respond(start_response, refusal_response(send.version, refusal))
+        time.sleep(self.ses.latency_for(access_key))
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured["status"], captured["headers"] = status, headers
+            return lambda _data: None
+
+        chunks = b"".join(self.moto_app(environ, capture))
+        status = int(str(captured.get("status", "500")).split()[0])
+        if status == 200:
+            self.ses.record(admitted, send.raw_mime, send.to, message_id_of(send.version, chunks))
+        else:
+            self.ses.release(access_key, admitted)
+        start_response(captured["status"], captured["headers"])
+        return [chunks]
+
+    # --- admin ---------------------------------------------------------------------------------------
+    def _admin(self, environ: dict[str, Any], path: str) -> Response:
+        if path.rstrip("/") == "/_moonsend/health":
+            return 200, {"Content-Type": "application/json"}, json.dumps({"ready": self.ready}).encode()
+        m = _ACCOUNT_RE.match(path)
+        if m:
+            key = unquote(m.group(1))
+            if environ.get("REQUEST_METHOD") in ("PUT", "POST"):
+                try:
+                    d = json.loads(_read_body(environ) or b"{}")
+                    acct = self.ses.configure(
+                        key,
+                        max_send_rate=d.get("maxSendRate"),
+                        max_24h_send=d.get("max24HourSend"),
+                        latency_ms=d.get("latencyMs"),
+                    )
+                except (ValueError, TypeError) as exc:
+                    return (
+                        400,
+                        {"Content-Type": "application/json"},
+                        json.dumps({"message": str(exc)}).encode(),
+                    )
+            else:
+                acct = self.ses.account(key)
+            return 200, {"Content-Type": "application/json"}, json.dumps(acct.describe()).encode()
+        return 404, {"Content-Type": "application/json"}, b'{"message": "not found"}'

@@ -1,0 +1,211 @@
+"""Running the Chalice app's handlers as Lambda would, in this process.
+
+moto can store Lambda functions but needs Docker to run them, and there is none here. This runtime
+loads the app's handlers from the Chalice app object, gives each invocation a Lambda-like context
+whose remaining time counts down from the function's configured timeout, and runs asynchronous
+invocations on a thread pool with Lambda's retry policy for async events (two retries, then the event
+is recorded as failed).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ASYNC_RETRIES = 2
+DEFAULT_TIMEOUT_S = 60
+
+
+class LambdaContext:
+    """The attributes and method of AWS Lambda's Python context object that code uses."""
+
+    def __init__(
+        self, function_name: str, timeout_s: float, memory_mb: int, region: str, account_id: str
+    ) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account_id}:function:{function_name}"
+        self.memory_limit_in_mb = memory_mb
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = time.strftime("%Y/%m/%d/[$LATEST]") + uuid.uuid4().hex
+        self._deadline = time.monotonic() + timeout_s
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+@dataclass
+class LocalFunction:
+    handler_name: str  # the name in app.handler_map ("send_emails")
+    function_name: str  # the deployed name ("moonsend-local-send_emails")
+    handler: Callable[[dict[str, Any], Any], Any]
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    memory_mb: int = 128
+
+
+@dataclass
+class FailedEvent:
+    function_name: str
+    event: dict[str, Any]
+    error: str
+
+
+@dataclass
+class InvocationStats:
+    started: int = 0
+    succeeded: int = 0
+    errors: int = 0
+    failed_events: list[FailedEvent] = field(default_factory=list)
+
+
+def load_functions(
+    app: Any, prefix: str, chalice_config: Path | None, stage: str, names: list[str] | None = None
+) -> dict[str, LocalFunction]:
+    """Every handler of the Chalice app, with its timeout and memory from `.chalice/config.json`."""
+    settings: dict[str, Any] = {}
+    if chalice_config and chalice_config.exists():
+        cfg = json.loads(chalice_config.read_text())
+        top = cfg.get("lambda_functions", {})
+        st = cfg.get("stages", {}).get(stage, {})
+        defaults = {
+            "lambda_timeout": st.get("lambda_timeout", cfg.get("lambda_timeout", DEFAULT_TIMEOUT_S)),
+            "lambda_memory_size": st.get("lambda_memory_size", cfg.get("lambda_memory_size", 128)),
+        }
+        for name in app.handler_map:
+            merged = dict(defaults)
+            merged.update(top.get(name, {}))
+            merged.update(st.get("lambda_functions", {}).get(name, {}))
+            settings[name] = merged
+    out: dict[str, LocalFunction] = {}
+    for name, handler in app.handler_map.items():
+        if names is not None and name not in names:
+            continue
+        s = settings.get(name, {})
+        fn = LocalFunction(
+            handler_name=name,
+            function_name=f"{prefix}-{name}",
+            handler=handler,
+            timeout_s=float(s.get("lambda_timeout", DEFAULT_TIMEOUT_S)),
+            memory_mb=int(s.get("lambda_memory_size", 128)),
+        )
+        out[fn.function_name] = fn
+    return out
+
+
+class FunctionRunner:
+    def __init__(
+        self,
+        functions: dict[str, LocalFunction],
+        region: str,
+        account_id: str,
+        max_concurrency: int = 32,
+        retry_delay_s: float = 1.0,
+    ) -> None:
+        self.functions = functions
+        self._region = region
+        self._account = account_id
+        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="lambda")
+        self._retry_delay_s = retry_delay_s
+        self._inflight = 0
+        self._cv = threading.Condition()
+        self.stats = InvocationStats()
+        self._closed = False
+
+    def resolve(self, name_or_arn: str) -> LocalFunction | None:
+        name = name_or_arn.split(":function:")[-1].split(":")[0]
+        return self.functions.get(name) or next(
+            (f for f in self.functions.values() if f.handler_name == name), None
+        )
+
+    def context_for(self, fn: LocalFunction) -> LambdaContext:
+        return LambdaContext(fn.function_name, fn.timeout_s, fn.memory_mb, self._region, self._account)
+
+    def invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
+        """A synchronous invocation (RequestResponse): the handler's result, or its exception."""
+        with self._cv:
+            self.stats.started += 1
+        context = self.context_for(fn)
+        started = time.monotonic()
+        try:
+            result = fn.handler(event, context)
+        except Exception:
+            with self._cv:
+                self.stats.errors += 1
+            raise
+        finally:
+            took = time.monotonic() - started
+            if took > fn.timeout_s:
+                print(
+                    f"[lambda] {fn.function_name} ran {took:.1f}s, past its "
+                    f"{fn.timeout_s:.0f}s timeout: AWS would have stopped it"
+                )
+        with self._cv:
+            self.stats.succeeded += 1
+        return result
+
+    def invoke_async(
+        self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None = None
+    ) -> str:
+        """An asynchronous invocation (Event): runs later, retried twice on error like Lambda."""
+        request_id = str(uuid.uuid4())
+        with self._cv:
+            if self._closed:
+                raise RuntimeError("the local runtime is stopped")
+            self._inflight += 1
+        self._pool.submit(self._run_async, fn, event, on_done)
+        return request_id
+
+    def _run_async(
+        self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None
+    ) -> None:
+        ok = False
+        error = ""
+        try:
+            for attempt in range(ASYNC_RETRIES + 1):
+                if attempt:
+                    time.sleep(self._retry_delay_s * attempt)
+                try:
+                    self.invoke(fn, event)
+                    ok = True
+                    break
+                except Exception:
+                    error = traceback.format_exc(limit=6)
+                    print(f"[lambda] {fn.function_name} failed (attempt {attempt + 1}):\n{error}")
+            if not ok:
+                with self._cv:
+                    self.stats.failed_events.append(FailedEvent(fn.function_name, event, error))
+            if on_done is not None:
+                on_done(ok)
+        finally:
+            with self._cv:
+                self._inflight -= 1
+                self._cv.notify_all()
+
+    @property
+    def inflight(self) -> int:
+        with self._cv:
+            return self._inflight
+
+    def wait_idle(self, timeout: float) -> bool:
+        end = time.monotonic() + timeout
+        with self._cv:
+            while self._inflight:
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+        return True
+
+    def shutdown(self) -> None:
+        with self._cv:
+            self._closed = True
+        self._pool.shutdown(wait=False, cancel_futures=True)

@@ -1,0 +1,137 @@
+"""Chalice `schedule` handlers, ticked at their rate (EventBridge is not run by moto).
+
+`rate(N unit)` expressions are supported; cron expressions are ticked once a minute when they match
+the current minute (minute, hour, day of month, month; day-of-week `?`/`*` and year are not checked).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from infra.local.lambda_runtime import FunctionRunner, LocalFunction
+
+_UNITS = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+
+
+def rate_seconds(expression: str) -> float | None:
+    m = re.fullmatch(r"rate\((\d+)\s+(\w+)\)", expression.strip())
+    if not m or m.group(2).lower() not in _UNITS:
+        return None
+    return int(m.group(1)) * _UNITS[m.group(2).lower()]
+
+
+def _field_matches(spec: str, value: int) -> bool:
+    if spec in ("*", "?"):
+        return True
+    for part in spec.split(","):
+        if "/" in part:
+            base, step = part.split("/", 1)
+            start = 0 if base in ("*", "") else int(base)
+            if value >= start and (value - start) % int(step) == 0:
+                return True
+        elif "-" in part:
+            lo, hi = part.split("-", 1)
+            if int(lo) <= value <= int(hi):
+                return True
+        elif part.isdigit() and int(part) == value:
+            return True
+    return False
+
+
+def cron_matches(expression: str, when: datetime) -> bool:
+    m = re.fullmatch(r"cron\((.+)\)", expression.strip())
+    if not m:
+        return False
+    fields = m.group(1).split()
+    if len(fields) != 6:
+        return False
+    minute, hour, dom, month = fields[:4]
+    return (
+        _field_matches(minute, when.minute)
+        and _field_matches(hour, when.hour)
+        and _field_matches(dom, when.day)
+        and _field_matches(month, when.month)
+    )
+
+
+@dataclass
+class Schedule:
+    function: LocalFunction
+    expression: str
+    rule_arn: str
+    next_at: float = 0.0
+    last_minute: str = ""
+
+
+def scheduled_event(rule_arn: str, account_id: str, region: str) -> dict[str, Any]:
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": account_id,
+        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "region": region,
+        "resources": [rule_arn],
+        "detail": {},
+    }
+
+
+class Scheduler:
+    def __init__(
+        self, runner: FunctionRunner, *, account_id: str, region: str, time_scale: float = 1.0
+    ) -> None:
+        self._runner = runner
+        self._account = account_id
+        self._region = region
+        self.time_scale = time_scale
+        self.schedules: list[Schedule] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ticks = 0
+
+    def add(self, fn: LocalFunction, expression: str) -> None:
+        rule = f"arn:aws:events:{self._region}:{self._account}:rule/{fn.function_name}-event"
+        period = rate_seconds(expression)
+        first = time.monotonic() + (period * self.time_scale if period else 0)
+        self.schedules.append(Schedule(fn, expression, rule, next_at=first))
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        minute = datetime.now(UTC).strftime("%Y%m%d%H%M")
+        for s in self.schedules:
+            period = rate_seconds(s.expression)
+            due = False
+            if period is not None:
+                if now >= s.next_at:
+                    due = True
+                    s.next_at = now + period * self.time_scale
+            elif s.last_minute != minute and cron_matches(s.expression, datetime.now(UTC)):
+                s.last_minute = minute
+                due = True
+            if due:
+                self.ticks += 1
+                self._runner.invoke_async(
+                    s.function, scheduled_event(s.rule_arn, self._account, self._region)
+                )
+
+    def start(self) -> None:
+        if not self.schedules:
+            return
+        self._thread = threading.Thread(target=self._run, daemon=True, name="scheduler")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.tick()

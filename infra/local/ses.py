@@ -1,0 +1,382 @@
+"""An SES stand-in with SES's real behaviour, in front of moto's SES.
+
+moto's SES checks identities and stores messages but never throttles and never enforces quotas. This
+stand-in sits in the local gateway in front of it:
+
+- every distinct access key id is its own SES account (a paid tenant brings its own AWS account):
+  its identities live in a moto account of their own, so one tenant's verified sender is not
+  another's;
+- each account has a MaxSendRate enforced over any one-second window (a send over it fails as SES
+  fails it: v1 `Throttling: Maximum sending rate exceeded.`, v2 HTTP 429 `TooManyRequestsException`),
+  a daily quota (`Daily message quota exceeded.`), and a latency added to every send;
+- GetSendQuota (v1) and GetAccount (v2) answer with the quota it enforces;
+- every accepted email is written to the outbox: `<outbox>/<userId>/<campaignId>/<n>.eml` (the full
+  MIME) and one JSON line per send in `<outbox>/sends.jsonl`.
+
+Defaults are those of a new production SES account: 14 sends per second, 50,000 per day.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import json
+import re
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from email import message_from_bytes
+from email.message import EmailMessage
+from email.policy import SMTP
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+DEFAULT_MAX_SEND_RATE = 14.0
+DEFAULT_MAX_24H_SEND = 50_000.0
+DEFAULT_ACCOUNT_ID = "123456789012"
+TENANT_HEADER = "X-Moonsend-Tenant"
+CAMPAIGN_HEADER = "X-Moonsend-Campaign"
+DAY_S = 24 * 3600
+
+
+@dataclass
+class SesAccount:
+    access_key: str
+    account_id: str
+    max_send_rate: float = DEFAULT_MAX_SEND_RATE
+    max_24h_send: float = DEFAULT_MAX_24H_SEND
+    latency_ms: float | None = None  # None: the stand-in's default
+    _recent: deque[float] = field(default_factory=deque)  # accepted sends, last second(s)
+    _day: deque[float] = field(default_factory=deque)  # accepted sends, last 24 hours
+
+    def window(self) -> tuple[float, int]:
+        """The sliding window and the sends allowed in it (0.5/s: one per two seconds)."""
+        if self.max_send_rate >= 1:
+            return 1.0, int(self.max_send_rate)
+        return 1.0 / self.max_send_rate, 1
+
+    def sent_last_24h(self, now: float) -> int:
+        while self._day and self._day[0] <= now - DAY_S:
+            self._day.popleft()
+        return len(self._day)
+
+    def describe(self) -> dict[str, Any]:
+        now = time.time()
+        return {
+            "accessKeyId": self.access_key,
+            "accountId": self.account_id,
+            "maxSendRate": self.max_send_rate,
+            "max24HourSend": self.max_24h_send,
+            "sentLast24Hours": self.sent_last_24h(now),
+            "latencyMs": self.latency_ms,
+        }
+
+
+class Refused(Exception):
+    """A send the stand-in refuses the way SES would (throttling, quota)."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind  # "rate" or "quota"
+        self.message = message
+
+
+def safe_component(value: str) -> str:
+    """An id made safe as one path name; ids that had to change get a hash so they stay apart."""
+    cleaned = re.sub(r"[^A-Za-z0-9_.@+=-]", "_", value)[:100]
+    if cleaned != value or cleaned in ("", ".", "..") or cleaned.startswith("."):
+        digest = hashlib.sha256(value.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+        cleaned = f"{cleaned.lstrip('.') or 'id'}~{digest}"
+    return cleaned
+
+
+class SesStandIn:
+    def __init__(
+        self,
+        outbox: Path,
+        *,
+        latency_ms: float = 50.0,
+        platform_access_key: str | None = None,
+        default_max_send_rate: float = DEFAULT_MAX_SEND_RATE,
+        default_max_24h_send: float = DEFAULT_MAX_24H_SEND,
+        clock: Any = time.time,
+        sleep: Any = time.sleep,
+    ) -> None:
+        self.outbox = outbox
+        self.latency_ms = latency_ms
+        self.platform_access_key = platform_access_key
+        self.default_max_send_rate = default_max_send_rate
+        self.default_max_24h_send = default_max_24h_send
+        self._accounts: dict[str, SesAccount] = {}
+        self._lock = threading.Lock()
+        self._file_lock = threading.Lock()
+        self._counters: dict[tuple[str, str], int] = {}
+        self._clock = clock
+        self._sleep = sleep
+        self.outbox.mkdir(parents=True, exist_ok=True)
+
+    # --- accounts --------------------------------------------------------------------------------
+    def account_id_for(self, access_key: str) -> str:
+        if not access_key or access_key == self.platform_access_key:
+            return DEFAULT_ACCOUNT_ID
+        digits = int(hashlib.sha256(access_key.encode()).hexdigest(), 16) % 10**12
+        account = f"{digits:012d}"
+        return "100000000000" if account == DEFAULT_ACCOUNT_ID else account
+
+    def account(self, access_key: str) -> SesAccount:
+        with self._lock:
+            acct = self._accounts.get(access_key)
+            if acct is None:
+                acct = SesAccount(
+                    access_key,
+                    self.account_id_for(access_key),
+                    self.default_max_send_rate,
+                    self.default_max_24h_send,
+                )
+                self._accounts[access_key] = acct
+            return acct
+
+    def configure(
+        self,
+        access_key: str,
+        *,
+        max_send_rate: float | None = None,
+        max_24h_send: float | None = None,
+        latency_ms: float | None = None,
+    ) -> SesAccount:
+        acct = self.account(access_key)
+        with self._lock:
+            if max_send_rate is not None:
+                if not max_send_rate > 0:
+                    raise ValueError("maxSendRate must be positive")
+                acct.max_send_rate = float(max_send_rate)
+            if max_24h_send is not None:
+                acct.max_24h_send = float(max_24h_send)
+            if latency_ms is not None:
+                acct.latency_ms = float(latency_ms)
+        return acct
+
+    # --- the send path ---------------------------------------------------------------------------
+    def admit(self, access_key: str) -> float:
+        """Count one send against the account, or refuse it; returns the accepted time."""
+        acct = self.account(access_key)
+        with self._lock:
+            now = self._clock()
+            if acct.sent_last_24h(now) >= acct.max_24h_send:
+                raise Refused("quota", "Daily message quota exceeded.")
+            span, allowed = acct.window()
+            while acct._recent and acct._recent[0] <= now - span:
+                acct._recent.popleft()
+            if len(acct._recent) >= allowed:
+                raise Refused("rate", "Maximum sending rate exceeded.")
+            acct._recent.append(now)
+            acct._day.append(now)
+            return now
+
+    def release(self, access_key: str, admitted_at: float) -> None:
+        """Give back a send that SES went on to reject (it never counted)."""
+        acct = self.account(access_key)
+        with self._lock:
+            for q in (acct._recent, acct._day):
+                with contextlib.suppress(ValueError):
+                    q.remove(admitted_at)
+
+    def latency_for(self, access_key: str) -> float:
+        acct = self.account(access_key)
+        return (acct.latency_ms if acct.latency_ms is not None else self.latency_ms) / 1000.0
+
+    def record(self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str) -> Path:
+        """Write an accepted email to the outbox and one line to sends.jsonl."""
+        msg = message_from_bytes(raw_mime, policy=SMTP)
+        user = str(msg.get(TENANT_HEADER) or "unknown")
+        campaign = str(msg.get(CAMPAIGN_HEADER) or "unknown")
+        folder = self.outbox / safe_component(user) / safe_component(campaign)
+        with self._file_lock:
+            key = (user, campaign)
+            if key not in self._counters:
+                folder.mkdir(parents=True, exist_ok=True)
+                self._counters[key] = sum(1 for _ in folder.glob("*.eml"))
+            self._counters[key] += 1
+            path = folder / f"{self._counters[key]}.eml"
+            path.write_bytes(raw_mime)
+            line = {
+                "ts": int(admitted_at * 1000),
+                "userId": user,
+                "campaignId": campaign,
+                "to": to[0] if len(to) == 1 else to,
+                "messageId": message_id,
+            }
+            with (self.outbox / "sends.jsonl").open("a", encoding="utf-8") as f:
+                f.write(json.dumps(line) + "\n")
+        return path
+
+
+# --- the wire: SES v1 (query/XML) and v2 (REST/JSON) requests -------------------------------------
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    version: int
+    raw_mime: bytes
+    to: list[str]
+
+
+def _v1_params(body: bytes) -> dict[str, str]:
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8"), keep_blank_values=True).items()}
+
+
+def _simple_mime(
+    source: str,
+    to: list[str],
+    subject: str,
+    html: str | None,
+    text: str | None,
+    headers: list[dict[str, str]] | None = None,
+) -> bytes:
+    msg = EmailMessage(policy=SMTP)
+    msg["From"] = source
+    msg["To"] = ", ".join(to)
+    msg["Subject"] = subject
+    for h in headers or []:
+        msg[h["Name"]] = h["Value"]
+    if text is not None:
+        msg.set_content(text)
+        if html is not None:
+            msg.add_alternative(html, subtype="html")
+    elif html is not None:
+        msg.set_content(html, subtype="html")
+    return msg.as_bytes()
+
+
+def parse_send(path: str, body: bytes) -> SendRequest | None:
+    """The email of a send request, or None when the request is not a send."""
+    if path.rstrip("/") == "/v2/email/outbound-emails":
+        d = json.loads(body or b"{}")
+        dest = d.get("Destination", {})
+        to = (
+            list(dest.get("ToAddresses", []))
+            + list(dest.get("CcAddresses", []))
+            + list(dest.get("BccAddresses", []))
+        )
+        content = d.get("Content", {})
+        if "Raw" in content:
+            raw = base64.b64decode(content["Raw"]["Data"])
+            if not to:
+                m = message_from_bytes(raw, policy=SMTP)
+                to = [str(a) for a in (m.get_all("To") or [])]
+            return SendRequest(2, raw, to)
+        simple = content.get("Simple", {})
+        b = simple.get("Body", {})
+        return SendRequest(
+            2,
+            _simple_mime(
+                d.get("FromEmailAddress", ""),
+                to,
+                simple.get("Subject", {}).get("Data", ""),
+                b.get("Html", {}).get("Data"),
+                b.get("Text", {}).get("Data"),
+                simple.get("Headers"),
+            ),
+            to,
+        )
+    if path in ("", "/"):
+        p = _v1_params(body)
+        action = p.get("Action")
+        if action == "SendRawEmail":
+            raw = base64.b64decode(p.get("RawMessage.Data", ""))
+            to = [v for k, v in sorted(p.items()) if k.startswith("Destinations.member.")]
+            if not to:
+                m = message_from_bytes(raw, policy=SMTP)
+                to = [str(a) for a in (m.get_all("To") or [])]
+            return SendRequest(1, raw, to)
+        if action == "SendEmail":
+            to = [v for k, v in sorted(p.items()) if k.startswith("Destination.ToAddresses.member.")]
+            return SendRequest(
+                1,
+                _simple_mime(
+                    p.get("Source", ""),
+                    to,
+                    p.get("Message.Subject.Data", ""),
+                    p.get("Message.Body.Html.Data"),
+                    p.get("Message.Body.Text.Data"),
+                ),
+                to,
+            )
+    return None
+
+
+def is_quota_request(path: str, body: bytes) -> int:
+    """1 for v1 GetSendQuota, 2 for v2 GetAccount, 0 otherwise."""
+    if path.rstrip("/") == "/v2/email/account":
+        return 2
+    if path in ("", "/") and _v1_params(body).get("Action") == "GetSendQuota":
+        return 1
+    return 0
+
+
+def refusal_response(version: int, refusal: Refused) -> tuple[int, dict[str, str], bytes]:
+    request_id = str(uuid.uuid4())
+    if version == 1:
+        xml = (
+            '<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/"><Error>'
+            f"<Type>Sender</Type><Code>Throttling</Code><Message>{refusal.message}</Message>"
+            f"</Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+        )
+        return 400, {"Content-Type": "text/xml", "x-amzn-RequestId": request_id}, xml.encode()
+    code = "TooManyRequestsException" if refusal.kind == "rate" else "LimitExceededException"
+    status = 429 if refusal.kind == "rate" else 400
+    body = json.dumps({"message": refusal.message}).encode()
+    return (
+        status,
+        {
+            "Content-Type": "application/json",
+            "x-amzn-ErrorType": code,
+            "x-amzn-RequestId": request_id,
+        },
+        body,
+    )
+
+
+def quota_response(version: int, acct: SesAccount) -> tuple[int, dict[str, str], bytes]:
+    sent = acct.sent_last_24h(time.time())
+    request_id = str(uuid.uuid4())
+    if version == 1:
+        xml = (
+            '<GetSendQuotaResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/">'
+            f"<GetSendQuotaResult><SentLast24Hours>{float(sent)}</SentLast24Hours>"
+            f"<Max24HourSend>{acct.max_24h_send}</Max24HourSend>"
+            f"<MaxSendRate>{acct.max_send_rate}</MaxSendRate></GetSendQuotaResult>"
+            f"<ResponseMetadata><RequestId>{request_id}</RequestId></ResponseMetadata>"
+            "</GetSendQuotaResponse>"
+        )
+        return 200, {"Content-Type": "text/xml"}, xml.encode()
+    body = {
+        "DedicatedIpAutoWarmupEnabled": False,
+        "EnforcementStatus": "HEALTHY",
+        "ProductionAccessEnabled": True,
+        "SendingEnabled": True,
+        "SendQuota": {
+            "Max24HourSend": acct.max_24h_send,
+            "MaxSendRate": acct.max_send_rate,
+            "SentLast24Hours": float(sent),
+        },
+    }
+    return (
+        200,
+        {"Content-Type": "application/json", "x-amzn-RequestId": request_id},
+        json.dumps(body).encode(),
+    )
+
+
+def message_id_of(version: int, body: bytes) -> str:
+    if version == 2:
+        try:
+            return str(json.loads(body)["MessageId"])
+        except (ValueError, KeyError):
+            return ""
+    m = re.search(rb"<MessageId>([^<]+)</MessageId>", body)
+    return m.group(1).decode() if m else ""

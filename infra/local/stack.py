@@ -1,0 +1,316 @@
+"""The whole pipeline on this machine: moto's server on loopback, provisioned, plus the runtime.
+
+`LocalStack.start()` serves moto (with the fast SQS model) behind the gateway on `host:port`, sets
+this process's environment as Chalice sets a Lambda's (stage `local` from `.chalice/config.json`, plus
+`AWS_ENDPOINT_URL`), provisions the resources from their definitions, loads the Chalice app, and
+starts what stands in for AWS: SNS-to-Lambda delivery, alarm evaluation, async invoke and schedules.
+Handlers run in this process, on the same code that is deployed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from chalicelib.config import Settings
+from infra.local import fast_sqs
+from infra.local.alarms import AlarmEvaluator
+from infra.local.gateway import Gateway
+from infra.local.lambda_runtime import FunctionRunner, load_functions
+from infra.local.scheduler import Scheduler
+from infra.local.ses import SesStandIn
+from infra.local.sns_delivery import SnsDelivery
+from infra.provision import provision
+
+ROOT = Path(__file__).resolve().parents[2]
+PLATFORM_ACCESS_KEY = "AKIAMOONSENDPLATFORM"
+PLATFORM_SECRET_KEY = "moonsend-local-platform-secret"
+DEFAULT_PORT = 4566
+
+
+class StackError(Exception):
+    """The local stack cannot start; the message says why and what to do."""
+
+
+@dataclass
+class StackConfig:
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT  # 0: any free port
+    outbox: Path = field(default_factory=lambda: Path("outbox"))
+    region: str = "us-east-1"
+    account_id: str = "123456789012"
+    stage: str = "local"
+    ses_latency_ms: float = 50.0
+    ses_max_send_rate: float = 14.0
+    ses_max_24h_send: float = 50_000.0
+    alarm_time_scale: float = 1 / 60
+    schedule_time_scale: float = 1.0
+    free_rate: float | None = None
+    max_concurrency: int = 64
+    clear_outbox: bool = False
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> StackConfig:
+        e = os.environ
+        cfg = cls(
+            port=int(e.get("MOONSEND_PORT", DEFAULT_PORT)),
+            outbox=Path(e.get("MOONSEND_OUTBOX", "outbox")),
+            ses_latency_ms=float(e.get("MOONSEND_SES_LATENCY_MS", 50)),
+        )
+        for k, v in overrides.items():
+            if v is not None:
+                setattr(cfg, k, v)
+        return cfg
+
+
+def stage_environment(stage: str, config_path: Path = ROOT / ".chalice" / "config.json") -> dict[str, str]:
+    """The environment variables Chalice gives the stage's functions."""
+    cfg = json.loads(config_path.read_text())
+    env = dict(cfg.get("environment_variables", {}))
+    env.update(cfg.get("stages", {}).get(stage, {}).get("environment_variables", {}))
+    return {k: str(v) for k, v in env.items()}
+
+
+def _check_port(host: str, port: int) -> None:
+    if port == 0:
+        return
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise StackError(
+                f"port {port} on {host} is taken ({exc.strerror}): is another local stack running? "
+                f"Stop it, or choose another port with --port or MOONSEND_PORT."
+            ) from None
+
+
+class LocalStack:
+    def __init__(self, config: StackConfig | None = None) -> None:
+        self.config = config or StackConfig()
+        self.endpoint = ""
+        self.settings: Settings | None = None
+        self.outputs: dict[str, str] = {}
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+        self.ses: SesStandIn | None = None
+        self.runner: FunctionRunner | None = None
+        self.sns: SnsDelivery | None = None
+        self.alarms: AlarmEvaluator | None = None
+        self.scheduler: Scheduler | None = None
+        self.app_module: Any = None
+        self._session = boto3.session.Session()
+        self._clients: dict[tuple[str, ...], Any] = {}
+        self._clients_lock = threading.Lock()
+
+    # --- life cycle ----------------------------------------------------------------------------------
+    def start(self) -> LocalStack:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        c = self.config
+        _check_port(c.host, c.port)
+        if c.clear_outbox and c.outbox.exists():
+            shutil.rmtree(c.outbox)
+        fast_sqs.install()
+        self.ses = SesStandIn(
+            c.outbox,
+            latency_ms=c.ses_latency_ms,
+            platform_access_key=PLATFORM_ACCESS_KEY,
+            default_max_send_rate=c.ses_max_send_rate,
+            default_max_24h_send=c.ses_max_24h_send,
+        )
+        gateway = Gateway(DomainDispatcherApplication(create_backend_app), self.ses)
+        try:
+            self._server = make_server(
+                c.host, c.port, gateway, threaded=True, request_handler=MotoRequestHandler
+            )
+        except (OSError, SystemExit) as exc:
+            raise StackError(f"cannot listen on {c.host}:{c.port}: {exc}") from None
+        self._server.daemon_threads = True
+        self.endpoint = f"http://{c.host}:{self._server.server_port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="local-endpoint")
+        self._thread.start()
+
+        self._set_environment()
+        self.settings = Settings.from_env()
+        self.outputs = provision(
+            self.settings, {s: self.client(s) for s in ("sns", "sqs", "dynamodb", "s3", "cloudwatch")}
+        )
+        self._start_runtime(gateway)
+        gateway.ready = True
+        return self
+
+    def _set_environment(self) -> None:
+        c = self.config
+        env = stage_environment(c.stage)
+        env.update(
+            {
+                "MOONSEND_STAGE": c.stage,
+                "MOONSEND_ACCOUNT_ID": c.account_id,
+                "AWS_ENDPOINT_URL": self.endpoint,
+                "AWS_ACCESS_KEY_ID": PLATFORM_ACCESS_KEY,
+                "AWS_SECRET_ACCESS_KEY": PLATFORM_SECRET_KEY,
+                "AWS_DEFAULT_REGION": c.region,
+                "AWS_REGION": c.region,
+            }
+        )
+        if c.free_rate is not None:
+            env["MOONSEND_FREE_RATE"] = str(c.free_rate)
+        env.update(c.extra_env)
+        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+            os.environ.pop(var, None)
+        os.environ.update(env)
+        from chalicelib import wiring
+
+        wiring.reset()
+
+    def _start_runtime(self, gateway: Gateway) -> None:
+        from chalice.app import ScheduledEventConfig, SNSEventConfig
+
+        assert self.settings is not None
+        c, s = self.config, self.settings
+        if str(ROOT) not in sys.path:
+            sys.path.insert(0, str(ROOT))
+        if "app" in sys.modules:
+            self.app_module = importlib.reload(sys.modules["app"])
+        else:
+            self.app_module = importlib.import_module("app")
+        chalice_app = self.app_module.app
+        functions = load_functions(
+            chalice_app, s.resources.prefix, ROOT / ".chalice" / "config.json", c.stage
+        )
+        self.runner = FunctionRunner(functions, c.region, c.account_id, max_concurrency=c.max_concurrency)
+        gateway.runner = self.runner
+        by_handler = {f.handler_name: f for f in functions.values()}
+        self.sns = SnsDelivery(
+            self.client("sqs"), self.client("sns"), self.runner, f"{s.resources.prefix}-local"
+        )
+        self.scheduler = Scheduler(
+            self.runner, account_id=c.account_id, region=c.region, time_scale=c.schedule_time_scale
+        )
+        for source in chalice_app.event_sources:
+            fn = by_handler[source.name]
+            if isinstance(source, SNSEventConfig):
+                arn = source.topic if source.topic.startswith("arn:") else s.topic_arn(source.topic)
+                self.sns.subscribe(arn, fn)
+            elif isinstance(source, ScheduledEventConfig):
+                expr = source.schedule_expression
+                self.scheduler.add(fn, expr if isinstance(expr, str) else expr.to_string())
+        self.sns.start()
+        self.scheduler.start()
+        self.alarms = AlarmEvaluator(
+            self.client("cloudwatch"),
+            self.client("sqs"),
+            self.client("sns"),
+            account_id=c.account_id,
+            region=c.region,
+            time_scale=c.alarm_time_scale,
+        )
+        self.alarms.start()
+
+    def stop(self) -> None:
+        for part in (self.alarms, self.scheduler, self.sns):
+            if part is not None:
+                part.stop()
+        if self.runner is not None:
+            self.runner.shutdown()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def __enter__(self) -> LocalStack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- helpers ----------------------------------------------------------------------------------------
+    def client(
+        self,
+        service: str,
+        *,
+        access_key: str = PLATFORM_ACCESS_KEY,
+        secret_key: str = PLATFORM_SECRET_KEY,
+        region: str | None = None,
+    ) -> Any:
+        """A client for the local endpoint (made once per service, keys and region)."""
+        key = (service, access_key, secret_key, region or self.config.region)
+        with self._clients_lock:
+            found = self._clients.get(key)
+            if found is None:
+                found = self._session.client(
+                    service,
+                    endpoint_url=self.endpoint,
+                    region_name=key[3],
+                    aws_access_key_id=access_key,
+                    aws_secret_access_key=secret_key,
+                    config=Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=32),
+                )
+                self._clients[key] = found
+            return found
+
+    @property
+    def topic_arns(self) -> dict[str, str]:
+        assert self.settings is not None
+        return {t.name: self.outputs[t.logical_id] for t in self.settings.resources.topics}
+
+    def queue_depths(self) -> dict[str, tuple[int, int, int]]:
+        """(visible, in flight, delayed) of every moonsend queue of this stage but the taps."""
+        assert self.settings is not None
+        sqs = self.client("sqs")
+        out: dict[str, tuple[int, int, int]] = {}
+        for url in sqs.list_queues(QueueNamePrefix=self.settings.resources.prefix).get("QueueUrls", []):
+            name = url.rsplit("/", 1)[-1]
+            if "-local-tap-" in name:
+                continue
+            a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+            out[name] = (
+                int(a["ApproximateNumberOfMessages"]),
+                int(a["ApproximateNumberOfMessagesNotVisible"]),
+                int(a["ApproximateNumberOfMessagesDelayed"]),
+            )
+        return out
+
+    def wait_until_drained(self, timeout: float = 120.0, settle_s: float = 0.5, poll_s: float = 0.5) -> bool:
+        """Wait until nothing is left to deliver, run or send (dead letters aside).
+
+        Polls every `poll_s`: each poll is a handful of requests to the endpoint, which shares this
+        process (and its GIL) with the handlers, so polling fast slows down what it waits for.
+        """
+        assert self.sns is not None and self.runner is not None and self.settings is not None
+        dlq = self.settings.resources.dead_letter_queue.name
+        end = time.monotonic() + timeout
+        quiet_since: float | None = None
+        while time.monotonic() < end:
+            busy = (
+                self.sns.backlog() > 0
+                or self.runner.inflight > 0
+                or any(sum(v) for name, v in self.queue_depths().items() if name != dlq)
+            )
+            if busy:
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = time.monotonic()
+            elif time.monotonic() - quiet_since >= settle_s:
+                return True
+            time.sleep(min(poll_s, max(0.0, end - time.monotonic())))
+        return False

@@ -1,0 +1,143 @@
+"""What `moonsend status` shows: per-tenant queue depth and per-campaign counts."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, Progress, TextColumn
+from rich.table import Table
+
+from chalicelib.campaign_stats import CampaignCounts, CampaignStats
+from chalicelib.config import Settings
+
+
+@dataclass(frozen=True)
+class QueueDepth:
+    name: str
+    visible: int
+    in_flight: int
+    delayed: int
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    queues: list[QueueDepth]
+    campaigns: list[CampaignCounts]
+
+
+def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
+    r = settings.resources
+    queues: list[QueueDepth] = []
+    for url in sqs.list_queues(QueueNamePrefix=r.prefix).get("QueueUrls", []):
+        name = url.rsplit("/", 1)[-1]
+        if f"{r.prefix}-local-tap-" in name:
+            continue
+        a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        queues.append(
+            QueueDepth(
+                name,
+                int(a["ApproximateNumberOfMessages"]),
+                int(a["ApproximateNumberOfMessagesNotVisible"]),
+                int(a["ApproximateNumberOfMessagesDelayed"]),
+            )
+        )
+    stats = CampaignStats(r.campaigns_table.name, settings.region)
+    campaigns = [c for c in stats.all() if user is None or c.user_id == user]
+    campaigns.sort(key=lambda c: (c.user_id, c.campaign_id))
+    return Snapshot(sorted(queues, key=lambda q: q.name), campaigns)
+
+
+def done_count(c: CampaignCounts) -> int:
+    return c["sent"] + c["failed"] + c["rejected"] + c["suppressed"]
+
+
+def total_count(c: CampaignCounts) -> int:
+    return c["queued"] + c["rejected"]
+
+
+def queue_table(s: Snapshot) -> Table:
+    t = Table(title="Queues")
+    for col in ("queue", "visible", "in flight", "delayed"):
+        t.add_column(col, justify="left" if col == "queue" else "right")
+    for q in s.queues:
+        t.add_row(q.name, str(q.visible), str(q.in_flight), str(q.delayed))
+    return t
+
+
+def campaign_table(s: Snapshot) -> Table:
+    t = Table(title="Campaigns")
+    cols = (
+        "tenant",
+        "campaign",
+        "queued",
+        "sent",
+        "failed",
+        "rejected",
+        "suppressed",
+        "rate/s",
+        "last error",
+    )
+    for col in cols:
+        t.add_column(col, justify="right" if col not in ("tenant", "campaign", "last error") else "left")
+    for c in s.campaigns:
+        rate = c.achieved_rate
+        t.add_row(
+            c.user_id,
+            c.campaign_id,
+            str(c["queued"]),
+            str(c["sent"]),
+            str(c["failed"]),
+            str(c["rejected"]),
+            str(c["suppressed"]),
+            f"{rate:.1f}" if rate else "-",
+            (c.last_error or "")[:60],
+        )
+    return t
+
+
+def progress_view(s: Snapshot) -> Progress:
+    p = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        auto_refresh=False,
+    )
+    for c in s.campaigns:
+        p.add_task(f"{c.user_id}/{c.campaign_id}", total=max(1, total_count(c)), completed=done_count(c))
+    return p
+
+
+def outbox_summary(outbox: Path) -> dict[str, dict[str, Any]]:
+    """Per tenant, from sends.jsonl: emails sent, unique recipients, achieved rate, busiest second."""
+    sends = outbox / "sends.jsonl"
+    per_user: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    if sends.exists():
+        for line in sends.read_text(encoding="utf-8").splitlines():
+            if line.strip():
+                d = json.loads(line)
+                per_user[d["userId"]].append(d)
+    out: dict[str, dict[str, Any]] = {}
+    for user, rows in per_user.items():
+        ts = sorted(r["ts"] for r in rows)
+        span = (ts[-1] - ts[0]) / 1000.0 if len(ts) > 1 else 0.0
+        out[user] = {
+            "emails": len(rows),
+            "unique": len({(r["campaignId"], str(r["to"]).lower()) for r in rows}),
+            "rate": (len(ts) - 1) / span if span > 0 else None,
+            "max_per_second": max_in_window(ts, 1000),
+        }
+    return out
+
+
+def max_in_window(ts_ms: list[int], window_ms: int) -> int:
+    """The largest number of timestamps in any half-open window [t, t + window_ms)."""
+    best, lo = 0, 0
+    for hi in range(len(ts_ms)):
+        while ts_ms[hi] - ts_ms[lo] >= window_ms:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best

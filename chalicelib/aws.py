@@ -19,7 +19,7 @@ from botocore.config import Config
 _CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=64)
 # Sends are never retried by botocore: a retried SES call can deliver twice, and throttling is the
 # sender's to pace, not the SDK's to hide.
-_SEND_CONFIG = Config(retries={"mode": "standard", "max_attempts": 1}, max_pool_connections=64)
+_SEND_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=64)
 
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None
@@ -43,9 +43,7 @@ def _get(key: tuple[str, ...], make: Any) -> Any:
 
 def client(service: str, region: str) -> Any:
     """The platform's own client for a service (the Lambda role's credentials)."""
-    return _get(
-        ("platform", service, region), lambda s: s.client(service, region_name=region, config=_CONFIG)
-    )
+    return _get(("platform", service, region), lambda s: s.client(service, region_name=region, config=_CONFIG))
 
 
 def send_client(service: str, region: str) -> Any:

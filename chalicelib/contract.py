@@ -245,9 +245,7 @@ def _sender(d: dict[str, Any], errors: list[FieldError]) -> Sender | None:
         errors.append(FieldError("sender.emailAddress", "is required"))
     elif not is_email(email):
         errors.append(FieldError("sender.emailAddress", "not an email address"))
-    from_name = _text(
-        s, "fromName", "sender.fromName", errors, max_bytes=256, required=False, single_line=True
-    )
+    from_name = _text(s, "fromName", "sender.fromName", errors, max_bytes=256, required=False, single_line=True)
     rate = 0.0
     if s.get("ratePerSecond") is None:
         errors.append(FieldError("sender.ratePerSecond", "is required"))

@@ -257,9 +257,7 @@ class Drainer:
         finally:
             limiter.done(token)
         self._stats.add(email.user_id, email.campaign_id, sent=1)
-        log.info(
-            "sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id
-        )
+        log.info("sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id)
         return Outcome.SENT
 
     def _back_off(self, url: str, message: dict[str, Any]) -> None:

@@ -66,9 +66,7 @@ class Enqueuer:
                 break
             if attempt:
                 self._sleep(0.05 * 2**attempt)
-            entries = [
-                {"Id": i, "MessageBody": m.body, "DelaySeconds": m.delay_seconds} for i, m in pending.items()
-            ]
+            entries = [{"Id": i, "MessageBody": m.body, "DelaySeconds": m.delay_seconds} for i, m in pending.items()]
             self.calls += 1
             resp = self._sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
             retry: dict[str, Outgoing] = {}

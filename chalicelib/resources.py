@@ -101,9 +101,7 @@ def resources_for(app_name: str, stage: str) -> Resources:
         precompile_topic=TopicDef("PrecompileEmailTopic", f"{p}-PrecompileEmail"),
         send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
         tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
-        campaigns_table=TableDef(
-            "CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"
-        ),
+        campaigns_table=TableDef("CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads", expire_after_days=7),

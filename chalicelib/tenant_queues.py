@@ -100,9 +100,7 @@ class TenantQueues:
             return self.url(queue_name)  # provisioned with the platform, never created here
         plan = plan_tenant_queue(self._settings, queue_name, user_id)
         try:
-            url = self._sqs.create_queue(QueueName=plan.name, Attributes=plan.attributes, tags=plan.tags)[
-                "QueueUrl"
-            ]
+            url = self._sqs.create_queue(QueueName=plan.name, Attributes=plan.attributes, tags=plan.tags)["QueueUrl"]
         except ClientError as exc:
             # Another container created it with attributes that since changed: use it as it is.
             if exc.response["Error"]["Code"] not in ("QueueAlreadyExists", "QueueNameExists"):

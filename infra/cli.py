@@ -115,7 +115,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     sqs = boto3.client("sqs")
-    console = Console()
+    # Piped or captured output has no width: print whole ids rather than "cli-t…".
+    console = Console() if sys.stdout.isatty() else Console(width=200)
     if not args.watch:
         snap = snapshot(settings, sqs, args.user)
         console.print(queue_table(snap))
@@ -164,6 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="an SES account's MaxSendRate and daily quota",
     )
     up.add_argument("--free-rate", type=float, default=None, help="the free plan's sends per second")
+    up.add_argument(
+        "--stock-sqs",
+        action="store_true",
+        help="use moto's own SQS model (slow at depth; for comparison in benches)",
+    )
     up.set_defaults(func=cmd_up)
 
     send = sub.add_parser("send", help="publish a campaign to PrecompileEmail")

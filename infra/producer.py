@@ -55,8 +55,7 @@ def read_recipients(path: Path) -> list[dict[str, Any]]:
     with path.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
     return [
-        {"email": (row.pop("email", "") or "").strip(), "metadata": {k: v for k, v in row.items() if k}}
-        for row in rows
+        {"email": (row.pop("email", "") or "").strip(), "metadata": {k: v for k, v in row.items() if k}} for row in rows
     ]
 
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 from urllib.parse import unquote
 
+from infra.local import sqs_wire
 from infra.local.lambda_runtime import FunctionRunner
 from infra.local.ses import (
     Refused,
@@ -66,8 +67,11 @@ def _respond(start_response: StartResponse, resp: Response) -> list[bytes]:
 
 
 class Gateway:
-    def __init__(self, dispatcher: Any, ses: SesStandIn, runner: FunctionRunner | None = None) -> None:
+    def __init__(
+        self, dispatcher: Any, ses: SesStandIn, runner: FunctionRunner | None = None, *, fast_sqs: bool = True
+    ) -> None:
         self.dispatcher = dispatcher  # moto's DomainDispatcherApplication
+        self.fast_sqs = fast_sqs
         self.ses = ses
         self.runner = runner
         self.ready = False
@@ -108,6 +112,12 @@ class Gateway:
                     return _respond(start_response, self._invoke(environ, fn))
         if service in ("ses", "email"):
             return self._ses(environ, start_response, path, access_key)
+        if service == "sqs" and self.fast_sqs:
+            target = environ.get("HTTP_X_AMZ_TARGET", "")
+            if target.startswith("AmazonSQS."):
+                answered = sqs_wire.handle(target, _region, _read_body(environ))
+                if answered is not None:
+                    return _respond(start_response, answered)
         return self.moto_app(environ, start_response)
 
     # --- Lambda ------------------------------------------------------------------------------------

@@ -27,9 +27,7 @@ DEFAULT_TIMEOUT_S = 60
 class LambdaContext:
     """The attributes and method of AWS Lambda's Python context object that code uses."""
 
-    def __init__(
-        self, function_name: str, timeout_s: float, memory_mb: int, region: str, account_id: str
-    ) -> None:
+    def __init__(self, function_name: str, timeout_s: float, memory_mb: int, region: str, account_id: str) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
         self.invoked_function_arn = f"arn:aws:lambda:{region}:{account_id}:function:{function_name}"
@@ -122,9 +120,7 @@ class FunctionRunner:
 
     def resolve(self, name_or_arn: str) -> LocalFunction | None:
         name = name_or_arn.split(":function:")[-1].split(":")[0]
-        return self.functions.get(name) or next(
-            (f for f in self.functions.values() if f.handler_name == name), None
-        )
+        return self.functions.get(name) or next((f for f in self.functions.values() if f.handler_name == name), None)
 
     def context_for(self, fn: LocalFunction) -> LambdaContext:
         return LambdaContext(fn.function_name, fn.timeout_s, fn.memory_mb, self._region, self._account)
@@ -164,9 +160,7 @@ class FunctionRunner:
         self._pool.submit(self._run_async, fn, event, on_done)
         return request_id
 
-    def _run_async(
-        self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None
-    ) -> None:
+    def _run_async(self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None) -> None:
         ok = False
         error = ""
         try:

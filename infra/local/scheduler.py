@@ -84,9 +84,7 @@ def scheduled_event(rule_arn: str, account_id: str, region: str) -> dict[str, An
 
 
 class Scheduler:
-    def __init__(
-        self, runner: FunctionRunner, *, account_id: str, region: str, time_scale: float = 1.0
-    ) -> None:
+    def __init__(self, runner: FunctionRunner, *, account_id: str, region: str, time_scale: float = 1.0) -> None:
         self._runner = runner
         self._account = account_id
         self._region = region
@@ -117,9 +115,7 @@ class Scheduler:
                 due = True
             if due:
                 self.ticks += 1
-                self._runner.invoke_async(
-                    s.function, scheduled_event(s.rule_arn, self._account, self._region)
-                )
+                self._runner.invoke_async(s.function, scheduled_event(s.rule_arn, self._account, self._region))
 
     def start(self) -> None:
         if not self.schedules:

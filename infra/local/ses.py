@@ -257,11 +257,7 @@ def parse_send(path: str, body: bytes) -> SendRequest | None:
     if path.rstrip("/") == "/v2/email/outbound-emails":
         d = json.loads(body or b"{}")
         dest = d.get("Destination", {})
-        to = (
-            list(dest.get("ToAddresses", []))
-            + list(dest.get("CcAddresses", []))
-            + list(dest.get("BccAddresses", []))
-        )
+        to = list(dest.get("ToAddresses", [])) + list(dest.get("CcAddresses", [])) + list(dest.get("BccAddresses", []))
         content = d.get("Content", {})
         if "Raw" in content:
             raw = base64.b64decode(content["Raw"]["Data"])

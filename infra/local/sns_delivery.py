@@ -70,12 +70,10 @@ class SnsDelivery:
             QueueName=f"{self._prefix}-tap-{fn.handler_name}"[:80],
             Attributes={"VisibilityTimeout": str(min(visibility, 43200))},
         )["QueueUrl"]
-        arn = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"][
-            "QueueArn"
+        arn = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+        sub = self._sns.subscribe(TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, ReturnSubscriptionArn=True)[
+            "SubscriptionArn"
         ]
-        sub = self._sns.subscribe(
-            TopicArn=topic_arn, Protocol="sqs", Endpoint=arn, ReturnSubscriptionArn=True
-        )["SubscriptionArn"]
         tap = Tap(topic_arn, fn, url, sub)
         self.taps.append(tap)
         return tap

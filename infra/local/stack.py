@@ -9,8 +9,10 @@ Handlers run in this process, on the same code that is deployed.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import json
+import logging
 import os
 import shutil
 import socket
@@ -59,6 +61,7 @@ class StackConfig:
     schedule_time_scale: float = 1.0
     free_rate: float | None = None
     max_concurrency: int = 64
+    fast_sqs: bool = True  # False: moto's own SQS model (only to compare against, in benches)
     clear_outbox: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -126,9 +129,14 @@ class LocalStack:
 
         c = self.config
         _check_port(c.host, c.port)
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         if c.clear_outbox and c.outbox.exists():
             shutil.rmtree(c.outbox)
-        fast_sqs.install()
+        if c.fast_sqs:
+            fast_sqs.install()
+            # A deep queue is hundreds of thousands of long-lived objects, which the cyclic GC would
+            # traverse again and again; collect young objects less often (memory is plentiful here).
+            gc.set_threshold(50_000, 20, 20)
         self.ses = SesStandIn(
             c.outbox,
             latency_ms=c.ses_latency_ms,
@@ -136,11 +144,9 @@ class LocalStack:
             default_max_send_rate=c.ses_max_send_rate,
             default_max_24h_send=c.ses_max_24h_send,
         )
-        gateway = Gateway(DomainDispatcherApplication(create_backend_app), self.ses)
+        gateway = Gateway(DomainDispatcherApplication(create_backend_app), self.ses, fast_sqs=c.fast_sqs)
         try:
-            self._server = make_server(
-                c.host, c.port, gateway, threaded=True, request_handler=MotoRequestHandler
-            )
+            self._server = make_server(c.host, c.port, gateway, threaded=True, request_handler=MotoRequestHandler)
         except (OSError, SystemExit) as exc:
             raise StackError(f"cannot listen on {c.host}:{c.port}: {exc}") from None
         self._server.daemon_threads = True
@@ -193,15 +199,11 @@ class LocalStack:
         else:
             self.app_module = importlib.import_module("app")
         chalice_app = self.app_module.app
-        functions = load_functions(
-            chalice_app, s.resources.prefix, ROOT / ".chalice" / "config.json", c.stage
-        )
+        functions = load_functions(chalice_app, s.resources.prefix, ROOT / ".chalice" / "config.json", c.stage)
         self.runner = FunctionRunner(functions, c.region, c.account_id, max_concurrency=c.max_concurrency)
         gateway.runner = self.runner
         by_handler = {f.handler_name: f for f in functions.values()}
-        self.sns = SnsDelivery(
-            self.client("sqs"), self.client("sns"), self.runner, f"{s.resources.prefix}-local"
-        )
+        self.sns = SnsDelivery(self.client("sqs"), self.client("sns"), self.runner, f"{s.resources.prefix}-local")
         self.scheduler = Scheduler(
             self.runner, account_id=c.account_id, region=c.region, time_scale=c.schedule_time_scale
         )
@@ -263,7 +265,7 @@ class LocalStack:
                     region_name=key[3],
                     aws_access_key_id=access_key,
                     aws_secret_access_key=secret_key,
-                    config=Config(retries={"max_attempts": 2, "mode": "standard"}, max_pool_connections=32),
+                    config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=32),
                 )
                 self._clients[key] = found
             return found

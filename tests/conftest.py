@@ -1,0 +1,56 @@
+"""Shared fixtures. One local stack per test session (it sets this process's AWS environment)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra.local.stack import LocalStack, StackConfig
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    outbox = tmp_path_factory.mktemp("outbox")
+    st = LocalStack(StackConfig(port=0, outbox=outbox, ses_latency_ms=5.0)).start()
+    try:
+        yield st
+    finally:
+        st.stop()
+
+
+@pytest.fixture
+def uid() -> str:
+    """A fresh id, so tests sharing the stack never see each other's tenants or queues."""
+    return uuid.uuid4().hex[:10]
+
+
+def canonical(**overrides: Any) -> dict[str, Any]:
+    """MoonMail's canonical PrecompileEmail message, as in seed 003."""
+    msg: dict[str, Any] = {
+        "userId": "user-1",
+        "sender": {
+            "region": "us-east-1",
+            "apiKey": "AKIAEXAMPLE",
+            "apiSecret": "secret/EXAMPLE+key",
+            "ratePerSecond": "5",
+            "emailAddress": "news@example.com",
+            "fromName": "Example News",
+        },
+        "campaign": {"id": "camp-1", "body": "<p>Hi {{ name }}</p>", "subject": "Hello {{ name }}"},
+        "recipient": {"email": "ann@example.org", "metadata": {"name": "Ann", "surname": "Lee"}},
+    }
+    for key, value in overrides.items():
+        msg[key] = value
+    return msg
+
+
+def read_sends(outbox: Path) -> list[dict[str, Any]]:
+    path = outbox / "sends.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

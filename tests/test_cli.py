@@ -1,0 +1,140 @@
+"""The moonsend command, run as a user runs it: `up` in one process, `send` and `status` in others."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _moonsend(*args: str, **kw) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
+    return subprocess.run(
+        [sys.executable, "-m", "infra", *args], capture_output=True, text=True, timeout=120, env=env, **kw
+    )
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    port = _free_port()
+    outbox = tmp_path_factory.mktemp("cli-outbox")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "infra",
+            "up",
+            "--port",
+            str(port),
+            "--outbox",
+            str(outbox),
+            "--ses-account",
+            "AKIACLITENANT=20/1000",
+            "--ses-latency-ms",
+            "5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    lines = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line)
+        if "ready" in line:
+            break
+    else:
+        proc.kill()
+        pytest.fail("moonsend up never said ready:\n" + "".join(lines))
+    yield port, outbox, proc, lines
+    if proc.poll() is None:
+        proc.kill()
+
+
+def test_up_prints_ready_and_the_topic_arns(running):
+    port, _outbox, _proc, lines = running
+    out = "".join(lines)
+    assert f"ready at http://127.0.0.1:{port}" in out
+
+
+def test_up_refuses_a_taken_port_with_a_clear_message(running):
+    port = running[0]
+    result = _moonsend("up", "--port", str(port))
+    assert result.returncode == 2
+    assert f"port {port} on 127.0.0.1 is taken" in result.stderr
+
+
+def test_send_then_status_shows_the_campaign_delivered(running, tmp_path):
+    port, outbox, _proc, _lines = running
+    (tmp_path / "subject.txt").write_text("Hello {{ name }}")
+    (tmp_path / "body.html").write_text("<p>Hi {{ name }} from {{ city }}</p>")
+    (tmp_path / "people.csv").write_text(
+        "email,name,city\nann@example.org,Ann,Oslo\nbob@example.org,Bob,Lima\nnot-an-address,Eve,Rome\n"
+    )
+    endpoint = f"http://127.0.0.1:{port}"
+    sent = _moonsend(
+        "send",
+        "--endpoint",
+        endpoint,
+        "--user",
+        "cli-tenant",
+        "--from",
+        "news@cli.example",
+        "--subject-file",
+        str(tmp_path / "subject.txt"),
+        "--body-file",
+        str(tmp_path / "body.html"),
+        "--recipients",
+        str(tmp_path / "people.csv"),
+        "--rate",
+        "10",
+        "--api-key",
+        "AKIACLITENANT",
+        "--api-secret",
+        "s3cret",
+        "--verify-sender",
+        "--campaign-id",
+        "cli-camp",
+    )
+    assert sent.returncode == 0, sent.stderr
+    assert sent.stdout.strip() == "cli-camp"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list((outbox / "cli-tenant").rglob("*.eml"))) < 2:
+        time.sleep(0.2)
+    emails = sorted(p.read_text() for p in (outbox / "cli-tenant" / "cli-camp").glob("*.eml"))
+    assert len(emails) == 2 and any("Hi Ann from Oslo" in e for e in emails)
+    time.sleep(1.5)  # counters are flushed once a second
+    status = _moonsend("status", "--endpoint", endpoint, "--user", "cli-tenant")
+    assert status.returncode == 0, status.stderr
+    row = next(line for line in status.stdout.splitlines() if "cli-camp" in line)
+    assert [c.strip() for c in row.split("│")[3:7]] == ["2", "2", "0", "1"]  # queued sent failed rejected
+    assert "moonsend-local-t-cli-tenant" in status.stdout
+
+
+def test_sigterm_stops_the_stack_cleanly(running):
+    _port, _outbox, proc, _lines = running
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert "stopped" in out
+
+
+def test_readme_quick_start_is_the_two_make_commands():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "make demo" in quick and "make test" in quick

@@ -1,0 +1,144 @@
+import json
+
+import pytest
+
+from chalicelib.contract import QueuedEmail, parse_precompile_message, parse_rate
+from chalicelib.errors import MessageInvalid
+from tests.conftest import canonical
+
+
+def test_canonical_moonmail_message_is_accepted_as_is():
+    req = parse_precompile_message(json.dumps(canonical()))
+    assert req.user_id == "user-1"
+    assert req.plan == "paid"
+    assert req.sender.rate_per_second == 5.0
+    assert req.campaign.id == "camp-1"
+    assert [r.email for r in req.recipients] == ["ann@example.org"]
+    assert req.recipients[0].metadata == {"name": "Ann", "surname": "Lee"}
+    assert req.rejected == []
+
+
+@pytest.mark.parametrize(("given", "expected"), [("5", 5.0), (" 2.5 ", 2.5), (14, 14.0), (0.5, 0.5)])
+def test_rate_per_second_accepts_strings_and_numbers(given, expected):
+    assert parse_rate(given) == expected
+
+
+def test_batched_form_takes_many_recipients_and_rejects_only_the_bad_ones():
+    msg = canonical()
+    del msg["recipient"]
+    msg["recipients"] = [
+        {"email": "a@example.org", "metadata": {"name": "A"}},
+        {"email": "not an address"},
+        {"metadata": {"name": "nobody"}},
+        "just a string",
+        {"email": "A@EXAMPLE.ORG"},  # the same recipient as the first, in another case
+        {"email": "b@example.org", "metadata": ["not", "an", "object"]},
+        {"email": "c@example.org"},
+    ]
+    req = parse_precompile_message(msg)
+    assert [r.email for r in req.recipients] == ["a@example.org", "c@example.org"]
+    assert [r.reason for r in req.rejected] == [
+        "recipients[1].email: not an email address",
+        "recipients[2].email: is required",
+        "recipients[3]: must be an object",
+        "recipients[5].metadata: must be an object",
+    ]
+
+
+def test_sender_without_keys_or_free_plan_goes_to_the_free_plan():
+    no_keys = canonical()
+    del no_keys["sender"]["apiKey"]
+    del no_keys["sender"]["apiSecret"]
+    assert parse_precompile_message(no_keys).plan == "free"
+    assert parse_precompile_message(canonical(userPlan="free")).plan == "free"
+
+
+def _with(path: str, value: object) -> dict:
+    msg = canonical()
+    *parents, last = path.split(".")
+    node = msg
+    for p in parents:
+        node = node[p]
+    if value is _DELETE:
+        del node[last]
+    else:
+        node[last] = value
+    return msg
+
+
+_DELETE = object()
+
+BAD_MESSAGES = [
+    ("not json", "{nope", "message: not valid JSON"),
+    ("a list", "[1, 2]", "message: must be a JSON object"),
+    ("no user", _with("userId", _DELETE), "userId: is required"),
+    ("user path traversal", _with("userId", "../x"), "userId: may only hold"),
+    ("user too long", _with("userId", "u" * 300), "userId: longer than 128 characters"),
+    ("user non-ascii", _with("userId", "usér"), "userId: may only hold"),
+    ("user not a string", _with("userId", 42), "userId: must be a string"),
+    ("bad plan", canonical(userPlan="gold"), "userPlan: must be one of free, paid"),
+    ("no sender", _with("sender", _DELETE), "sender: is required"),
+    ("sender not object", _with("sender", "x"), "sender: must be an object"),
+    ("bad from", _with("sender.emailAddress", "nobody"), "sender.emailAddress: not an email address"),
+    ("rate zero", _with("sender.ratePerSecond", "0"), "sender.ratePerSecond: must be greater than zero"),
+    ("rate negative", _with("sender.ratePerSecond", -3), "sender.ratePerSecond: must be greater than zero"),
+    ("rate word", _with("sender.ratePerSecond", "fast"), "sender.ratePerSecond: not a number"),
+    ("rate nan", _with("sender.ratePerSecond", "nan"), "sender.ratePerSecond: not a finite number"),
+    ("rate bool", _with("sender.ratePerSecond", True), "sender.ratePerSecond: not a number"),
+    ("rate missing", _with("sender.ratePerSecond", _DELETE), "sender.ratePerSecond: is required"),
+    ("key without secret", _with("sender.apiSecret", _DELETE), "sender.apiKey: apiKey and apiSecret go"),
+    ("bad region", _with("sender.region", "mars-1"), "sender.region: not an AWS region"),
+    ("header injection", _with("sender.fromName", "A\r\nBcc: x@y.z"), "sender.fromName: must not contain"),
+    ("no campaign id", _with("campaign.id", _DELETE), "campaign.id: is required"),
+    ("no subject", _with("campaign.subject", _DELETE), "campaign.subject: is required"),
+    ("body not text", _with("campaign.body", {"html": 1}), "campaign.body: must be a string"),
+    ("body too big", _with("campaign.body", "x" * (256 * 1024 + 1)), "campaign.body: larger than the limit"),
+    ("strict not bool", _with("campaign.strict", "yes"), "campaign.strict: must be true or false"),
+    ("no recipient", _with("recipient", _DELETE), "recipient: is required"),
+    (
+        "empty batch",
+        {**_with("recipient", _DELETE), "recipients": []},
+        "recipients: must be a non-empty list",
+    ),
+    ("both forms", {**canonical(), "recipients": [{"email": "a@b.co"}]}, "recipients: give either"),
+]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [(b[1], b[2]) for b in BAD_MESSAGES], ids=[b[0] for b in BAD_MESSAGES])
+def test_bad_message_is_rejected_with_the_field_and_the_reason(raw, expected):
+    with pytest.raises(MessageInvalid) as err:
+        parse_precompile_message(raw if isinstance(raw, str) else json.dumps(raw))
+    assert expected in str(err.value)
+
+
+def test_every_envelope_problem_is_reported_at_once():
+    msg = canonical(userId="../x")
+    msg["sender"]["ratePerSecond"] = "0"
+    msg["campaign"]["subject"] = ""
+    with pytest.raises(MessageInvalid) as err:
+        parse_precompile_message(msg)
+    assert [e.path for e in err.value.errors] == ["userId", "sender.ratePerSecond", "campaign.subject"]
+
+
+def test_invalid_single_recipient_is_rejected_not_raised():
+    req = parse_precompile_message(_with("recipient.email", "nope"))
+    assert req.recipients == []
+    assert req.rejected[0].reason == "recipient.email: not an email address"
+
+
+def test_sender_keys_never_show_in_repr_or_in_the_queued_message():
+    req = parse_precompile_message(canonical())
+    assert "secret/EXAMPLE+key" not in repr(req)
+    assert "AKIAEXAMPLE" not in repr(req.sender)
+    queued = QueuedEmail("user-1", "paid", req.sender.public_dict(), "camp-1", "s", "b", "ann@example.org")
+    text = queued.to_json()
+    assert "secret/EXAMPLE+key" not in text and "AKIAEXAMPLE" not in text
+    assert QueuedEmail.from_json(text) == queued
+
+
+def test_queued_message_keeps_the_canonical_shape_without_metadata():
+    queued = QueuedEmail("u", "paid", {"emailAddress": "n@x.io"}, "c", "Hi Ann", "<p>Ann</p>", "ann@x.io")
+    d = json.loads(queued.to_json())
+    assert d["campaign"] == {"id": "c", "subject": "Hi Ann", "body": "<p>Ann</p>"}
+    assert d["recipient"] == {"email": "ann@x.io"}
+    assert d["userId"] == "u"

@@ -1,0 +1,106 @@
+"""The local stack's SQS (moto with incremental bookkeeping) behaves as SQS does."""
+
+import json
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+
+@pytest.fixture
+def sqs(stack):
+    return stack.client("sqs")
+
+
+def _attrs(sqs, url):
+    a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    return (
+        int(a["ApproximateNumberOfMessages"]),
+        int(a["ApproximateNumberOfMessagesNotVisible"]),
+        int(a["ApproximateNumberOfMessagesDelayed"]),
+    )
+
+
+def test_counts_follow_send_receive_and_delete(sqs, uid):
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": f"m{i}"} for i in range(10)])
+    assert _attrs(sqs, url) == (10, 0, 0)
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4, VisibilityTimeout=30)["Messages"]
+    assert len(got) == 4 and _attrs(sqs, url) == (6, 4, 0)
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])
+    sqs.delete_message(QueueUrl=url, ReceiptHandle=got[0]["ReceiptHandle"])  # twice is fine
+    assert _attrs(sqs, url) == (6, 3, 0)
+    bodies = {m["Body"] for m in got[1:]}
+    rest = []
+    while True:
+        batch = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", [])
+        if not batch:
+            break
+        rest += batch
+    assert len(rest) == 6 and not bodies & {m["Body"] for m in rest}
+
+
+def test_message_comes_back_after_its_visibility_timeout_with_a_new_receipt(sqs, uid):
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    first = sqs.receive_message(QueueUrl=url, VisibilityTimeout=1)["Messages"][0]
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    time.sleep(1.1)
+    again = sqs.receive_message(QueueUrl=url, MessageSystemAttributeNames=["ApproximateReceiveCount"])
+    msg = again["Messages"][0]
+    assert msg["MessageId"] == first["MessageId"] and msg["ReceiptHandle"] != first["ReceiptHandle"]
+    assert msg["Attributes"]["ApproximateReceiveCount"] == "2"
+
+
+def test_change_visibility_returns_a_message_early_or_holds_it(sqs, uid):
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    m = sqs.receive_message(QueueUrl=url, VisibilityTimeout=60)["Messages"][0]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    assert _attrs(sqs, url) == (1, 0, 0)
+    m = sqs.receive_message(QueueUrl=url, VisibilityTimeout=60)["Messages"][0]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=600)
+    assert _attrs(sqs, url) == (0, 1, 0)
+    with pytest.raises(ClientError, match="ReceiptHandleIsInvalid"):
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle="bogus", VisibilityTimeout=0)
+
+
+def test_delayed_message_is_counted_as_delayed_then_delivered(sqs, uid):
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)
+    assert _attrs(sqs, url) == (0, 0, 1)
+    started = time.monotonic()
+    got = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=3)["Messages"]
+    assert got[0]["Body"] == "later" and time.monotonic() - started < 2.9  # woke on arrival
+
+
+def test_too_many_receives_move_a_message_to_the_dead_letter_queue(sqs, uid):
+    dlq = sqs.create_queue(QueueName=f"dlq-{uid}")["QueueUrl"]
+    dlq_arn = sqs.get_queue_attributes(QueueUrl=dlq, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    url = sqs.create_queue(
+        QueueName=f"t-{uid}",
+        Attributes={"RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": "2"})},
+    )["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="poison")
+    for _ in range(2):
+        m = sqs.receive_message(QueueUrl=url, VisibilityTimeout=30)["Messages"][0]
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    assert "Messages" not in sqs.receive_message(QueueUrl=url)
+    assert sqs.receive_message(QueueUrl=dlq)["Messages"][0]["Body"] == "poison"
+
+
+def test_purge_empties_the_queue(sqs, uid):
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    sqs.purge_queue(QueueUrl=url)
+    assert _attrs(sqs, url) == (0, 0, 0)
+
+
+def test_fifo_queues_still_work(sqs, uid):
+    url = sqs.create_queue(
+        QueueName=f"t-{uid}.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+    )["QueueUrl"]
+    for body in ("a", "b", "a"):
+        sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g")
+    got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert [m["Body"] for m in got] == ["a", "b"]

@@ -1,0 +1,43 @@
+from email import message_from_bytes
+from email.policy import default
+
+from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER, OutgoingEmail, build_mime, html_to_text
+
+
+def _parse(raw: bytes):
+    return message_from_bytes(raw, policy=default)
+
+
+def test_message_is_multipart_alternative_with_text_derived_from_html():
+    raw = build_mime(
+        OutgoingEmail(
+            "news@acme.io",
+            "Acme",
+            "ann@x.io",
+            "Hi",
+            '<p>Hi <b>Ann</b></p><a href="https://acme.io/r">Read</a><style>p{}</style>',
+            "u1",
+            "c1",
+        )
+    )
+    msg = _parse(raw)
+    assert msg.get_content_type() == "multipart/alternative"
+    text = msg.get_body(("plain",)).get_content()
+    html = msg.get_body(("html",)).get_content()
+    assert "Hi Ann" in text and "Read (https://acme.io/r)" in text and "p{}" not in text
+    assert "<b>Ann</b>" in html
+
+
+def test_headers_identify_sender_tenant_and_campaign_and_encode_non_ascii():
+    raw = build_mime(OutgoingEmail("news@acme.io", "Café Ünïon", "ann@x.io", "Grüße 🎉", "<p>x</p>", "u1", "c1"))
+    assert b"Caf\xc3\xa9" not in raw.split(b"\r\n\r\n")[0]  # headers are 7-bit (RFC 2047)
+    msg = _parse(raw)
+    assert str(msg["From"]) == "Café Ünïon <news@acme.io>"
+    assert str(msg["Subject"]) == "Grüße 🎉"
+    assert msg["To"] == "ann@x.io"
+    assert msg["Message-ID"].endswith("@acme.io>")
+    assert msg[TENANT_HEADER] == "u1" and msg[CAMPAIGN_HEADER] == "c1"
+
+
+def test_html_to_text_keeps_paragraphs_apart():
+    assert html_to_text("<p>one</p><p>two</p>") == "one\n\ntwo\n"

@@ -1,0 +1,92 @@
+"""End to end through the local stack over HTTP on loopback: SNS in, emails in the outbox."""
+
+import json
+from email import message_from_bytes
+from email.policy import default
+
+import pytest
+
+from chalicelib import wiring
+from infra.producer import CampaignSpec, messages, publish
+from tests.conftest import canonical, read_sends
+
+pytestmark = pytest.mark.e2e
+
+
+def _tenant(stack, uid, rate, ses_rate):
+    key = f"AKIAE{uid}".upper()
+    stack.ses.configure(key, max_send_rate=ses_rate)
+    sender = {
+        "region": "us-east-1",
+        "apiKey": key,
+        "apiSecret": f"secret-{uid}",
+        "ratePerSecond": str(rate),
+        "emailAddress": f"news@{uid}.example",
+        "fromName": "News",
+    }
+    stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"]).create_email_identity(
+        EmailIdentity=sender["emailAddress"]
+    )
+    return sender
+
+
+def test_campaign_is_rendered_queued_and_sent_once_per_recipient(stack, uid):
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }} {{ surname }}</p>", "launch")
+    recipients = [{"email": f"r{i}@example.org", "metadata": {"name": f"N{i}", "surname": "S"}} for i in range(25)] + [
+        {"email": "broken"}
+    ]
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, recipients, per_message=10),
+    )
+    assert stack.wait_until_drained(60)
+
+    sends = [s for s in read_sends(stack.config.outbox) if s["userId"] == user]
+    assert sorted(s["to"] for s in sends) == sorted(f"r{i}@example.org" for i in range(25))
+    for eml in (stack.config.outbox / user / "launch").glob("*.eml"):
+        msg = message_from_bytes(eml.read_bytes(), policy=default)
+        n = msg["To"].split("@")[0][1:]
+        assert msg["Subject"] == f"Hi N{n}"
+        assert f"Dear N{n} S" in msg.get_body(("html",)).get_content()
+        assert str(msg["From"]) == f"News <news@{uid}.example>"
+    counts = wiring.container().stats.get(user, "launch")
+    assert (counts["queued"], counts["sent"], counts["rejected"], counts["failed"]) == (25, 25, 1, 0)
+    assert "recipients[5].email: not an email address" in (counts.last_error or "")
+
+
+def test_the_rate_is_capped_by_the_ses_accounts_own_max_rate(stack, uid):
+    sender = _tenant(stack, uid, rate=50, ses_rate=4)  # the tenant asks for more than SES allows
+    user = f"tenant-{uid}"
+    spec = CampaignSpec(user, sender, "s", "b", "c1")
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": f"r{i}@example.org"} for i in range(10)]),
+    )
+    assert stack.wait_until_drained(60)
+    counts = wiring.container().stats.get(user, "c1")
+    assert counts["sent"] == 10
+    ts = sorted(s["ts"] for s in read_sends(stack.config.outbox) if s["userId"] == user)
+    from infra.status import max_in_window
+
+    assert max_in_window(ts, 1000) <= 4
+
+
+def test_bad_messages_on_the_topic_never_crash_the_handler(stack, uid):
+    sns = stack.client("sns")
+    topic = stack.topic_arns["moonsend-local-PrecompileEmail"]
+    failed_before = len(stack.runner.stats.failed_events)
+    for body in (
+        "{not json",
+        "[]",
+        json.dumps(canonical(userId="../etc")),
+        json.dumps(canonical(userId=f"u-{uid}", sender={"emailAddress": "x"})),
+    ):
+        sns.publish(TopicArn=topic, Message=body)
+    assert stack.wait_until_drained(30)
+    assert len(stack.runner.stats.failed_events) == failed_before
+    counts = wiring.container().stats.get(f"u-{uid}", "camp-1")
+    assert counts["rejected"] == 1 and "sender.ratePerSecond: is required" in counts.last_error

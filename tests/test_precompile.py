@@ -1,0 +1,125 @@
+"""precompile_email's decisions, with in-process fakes for AWS."""
+
+import json
+
+from chalicelib.config import Settings
+from chalicelib.enqueuer import Enqueuer
+from chalicelib.precompile import Precompiler
+from chalicelib.renderer import TemplateCache
+from tests.conftest import canonical
+
+
+class FakeSqs:
+    def __init__(self, fail_ids=()):
+        self.batches = []
+        self.fail_ids = set(fail_ids)
+
+    def send_message_batch(self, QueueUrl, Entries):
+        self.batches.append((QueueUrl, Entries))
+        ok = [{"Id": e["Id"]} for e in Entries if e["Id"] not in self.fail_ids]
+        bad = [
+            {"Id": e["Id"], "Code": "InvalidMessageContents", "Message": "no", "SenderFault": True}
+            for e in Entries
+            if e["Id"] in self.fail_ids
+        ]
+        return {"Successful": ok, "Failed": bad}
+
+
+class FakeQueues:
+    def __init__(self):
+        self.ensured = []
+
+    def ensure(self, name, user_id):
+        self.ensured.append((name, user_id))
+        return f"https://sqs/{name}"
+
+
+class FakeTenants:
+    def __init__(self):
+        self.remembered = []
+
+    def remember(self, user_id, plan, sender):
+        self.remembered.append((user_id, plan, sender))
+
+
+class FakeStats:
+    def __init__(self):
+        self.adds = []
+
+    def add(self, user_id, campaign_id, error=None, **deltas):
+        self.adds.append((user_id, campaign_id, deltas, error))
+
+
+def _precompiler(sqs=None):
+    sqs = sqs or FakeSqs()
+    settings = Settings.from_env({"MOONSEND_STAGE": "test"})
+    parts = (FakeTenants(), FakeQueues(), FakeStats())
+    p = Precompiler(settings, TemplateCache(), parts[0], parts[1], Enqueuer(sqs, sleep=lambda _s: None), parts[2])
+    return p, sqs, *parts
+
+
+def _batched(n, **campaign):
+    msg = canonical()
+    del msg["recipient"]
+    msg["campaign"].update(campaign)
+    msg["recipients"] = [{"email": f"r{i}@example.org", "metadata": {"name": f"N{i}"}} for i in range(n)]
+    return json.dumps(msg)
+
+
+def test_queued_messages_are_rendered_and_carry_no_keys():
+    p, sqs, tenants, queues, _stats = _precompiler()
+    result = p.handle(json.dumps(canonical()))
+    assert result.queued == 1 and result.queue == "moonsend-test-t-user-1"
+    body = json.loads(sqs.batches[0][1][0]["MessageBody"])
+    assert body["campaign"]["subject"] == "Hello Ann" and body["campaign"]["body"] == "<p>Hi Ann</p>"
+    assert "apiKey" not in body["sender"] and "apiSecret" not in body["sender"]
+    assert tenants.remembered[0][2].api_secret == "secret/EXAMPLE+key"  # kept in the registry instead
+    assert queues.ensured == [("moonsend-test-t-user-1", "user-1")]
+
+
+def test_a_thousand_recipients_need_at_most_a_hundred_batches():
+    p, sqs, *_ = _precompiler()
+    result = p.handle(_batched(1000))
+    assert result.queued == 1000
+    assert len(sqs.batches) == 100 and all(len(e) == 10 for _u, e in sqs.batches)
+
+
+def test_template_syntax_error_rejects_every_recipient_with_one_reason_and_queues_nothing():
+    p, sqs, _t, _q, stats = _precompiler()
+    result = p.handle(_batched(5, body="<p>\n{% nosuchtag %}"))
+    assert result.queued == 0 and sqs.batches == []
+    assert {r.reason for r in result.rejected} == {"template: body, line 2, column 3: unexpected tag 'nosuchtag'"}
+    assert stats.adds[-1][2] == {"queued": 0, "rejected": 5}
+
+
+def test_strict_campaign_rejects_only_the_recipients_missing_a_variable():
+    msg = json.loads(_batched(3, subject="Hi {{ nickname }}", strict=True))
+    msg["recipients"][1]["metadata"]["nickname"] = "Bo"
+    p, *_ = _precompiler()
+    result = p.handle(json.dumps(msg))
+    assert result.queued == 1
+    assert [r.email for r in result.rejected] == ["r0@example.org", "r2@example.org"]
+    assert "'nickname' is undefined" in result.rejected[0].reason
+
+
+def test_entries_sqs_refuses_are_recorded_as_rejected_not_lost():
+    p, _sqs, _t, _q, stats = _precompiler(FakeSqs(fail_ids={"3"}))
+    result = p.handle(_batched(10))
+    assert result.queued == 9
+    assert [r.email for r in result.rejected] == ["r3@example.org"]
+    assert result.rejected[0].reason.startswith("enqueue: InvalidMessageContents")
+    assert stats.adds[-1][2] == {"queued": 9, "rejected": 1}
+
+
+def test_free_plan_tenants_share_the_free_queue():
+    p, *_ = _precompiler()
+    assert p.handle(json.dumps(canonical(userPlan="free"))).queue == "moonsend-test-free"
+
+
+def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
+    p, sqs, _t, _q, stats = _precompiler()
+    msg = canonical()
+    msg["sender"]["ratePerSecond"] = "-1"
+    result = p.handle(json.dumps(msg))
+    assert result.queued == 0 and sqs.batches == []
+    assert stats.adds == [("user-1", "camp-1", {"rejected": 1}, "sender.ratePerSecond: must be greater than zero")]

@@ -1,0 +1,61 @@
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from chalicelib.rate_limiter import RateLimiter
+from infra.status import max_in_window
+
+
+def _run(rate: float, sends: int, send_time_s: float, workers: int = 16):
+    limiter = RateLimiter(rate)
+    starts: list[float] = []
+    finishes: list[float] = []
+    lock = threading.Lock()
+    clock = limiter._clock
+
+    def one(_):
+        token = limiter.acquire()
+        t0 = clock()
+        threading.Event().wait(send_time_s)
+        t1 = clock()
+        limiter.done(token)
+        with lock:
+            starts.append(t0)
+            finishes.append(t1)
+
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(one, range(sends)))
+    return limiter, sorted(starts), sorted(finishes)
+
+
+@pytest.mark.parametrize(("rate", "sends"), [(20, 50), (7, 20), (2.5, 6)])
+def test_no_one_second_window_holds_more_than_the_rate_whatever_the_latency(rate, sends):
+    limiter, starts, finishes = _run(rate, sends, send_time_s=0.03)
+    n = limiter.per_window
+    # SES sees send k after it started and send k-n before it finished: those must be > 1 s apart.
+    for k in range(n, sends):
+        assert starts[k] - finishes[k - n] > 1.0
+    assert max_in_window([int(t * 1000) for t in starts], 1000) <= n
+
+
+def test_fractional_rate_spaces_sends_by_its_inverse():
+    limiter, starts, _ = _run(0.5, 3, send_time_s=0.0, workers=3)
+    assert limiter.per_window == 1
+    assert starts[1] - starts[0] >= 2.0 and starts[2] - starts[1] >= 2.0
+
+
+def test_slow_down_widens_the_spacing_for_a_while():
+    limiter = RateLimiter(100)
+    limiter.done(limiter.acquire())
+    limiter.slow_down(10.0, 5.0)
+    a = limiter.acquire()
+    limiter.done(a)
+    t0 = limiter._clock()
+    limiter.done(limiter.acquire())
+    assert limiter._clock() - t0 >= 0.09  # 10x the 10 ms spacing
+
+
+def test_rate_must_be_positive():
+    with pytest.raises(ValueError):
+        RateLimiter(0)

@@ -1,0 +1,81 @@
+import time
+
+import pytest
+
+from chalicelib.errors import RenderFailed, TemplateInvalid
+from chalicelib.renderer import CompiledCampaign, TemplateCache, template_variables
+
+
+def render(subject, body, metadata=None, strict=False, email="ann@example.org"):
+    c = CompiledCampaign("c1", subject, body, strict=strict)
+    return c.render(template_variables(email, metadata or {}, "c1"))
+
+
+def test_metadata_is_at_top_level_as_in_moonmail_templates():
+    out = render(
+        "Hi {{ name }}",
+        "<p>{{ name }} {{ surname }} {{ recipient.email }} {{ campaign.id }}</p>",
+        {"name": "Ann", "surname": "Lee"},
+    )
+    assert out.subject == "Hi Ann"
+    assert out.body == "<p>Ann Lee ann@example.org c1</p>"
+
+
+def test_undefined_variables_render_empty_unless_strict():
+    assert render("Hi {{ nobody }}!", "x").subject == "Hi !"
+    with pytest.raises(RenderFailed, match=r"subject, line 1, column \d+: 'nobody' is undefined"):
+        render("Hi {{ nobody }}!", "x", strict=True)
+
+
+def test_body_escapes_recipient_data_but_subject_does_not():
+    out = render("{{ name }} & co", "<p>{{ name }}</p>", {"name": "<script>x</script> & Tom"})
+    assert out.body == "<p>&lt;script&gt;x&lt;/script&gt; &amp; Tom</p>"
+    assert out.subject == "<script>x</script> & Tom & co"
+
+
+def test_line_breaks_in_a_rendered_subject_are_folded_away():
+    assert render("Hi {{ name }}", "x", {"name": "Ann\r\nBcc: evil@x.io"}).subject == "Hi Ann Bcc: evil@x.io"
+
+
+def test_recipient_cannot_override_the_fixed_names():
+    out = render("{{ recipient.email }} {{ campaign.id }}", "x", {"recipient": "spoof", "campaign": "spoof"})
+    assert out.subject == "ann@example.org c1"
+
+
+def test_syntax_error_names_the_template_and_where():
+    with pytest.raises(TemplateInvalid, match=r"^body, line 2, column 3: unexpected tag 'nosuchtag'"):
+        CompiledCampaign("c1", "ok", "<p>\n{% nosuchtag %}</p>", strict=False)
+    # python-liquid gives no position for errors at the very end of a tag: the template is named.
+    with pytest.raises(TemplateInvalid, match=r"^subject: "):
+        CompiledCampaign("c1", "{% if a == %}x{% endif %}", "x", strict=False)
+
+
+def test_unknown_filter_fails_the_recipient_at_render():
+    with pytest.raises(RenderFailed, match="nosuchfilter"):
+        render("s", "{{ name | nosuchfilter }}")
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "{% for i in (1..100000000) %}x{% endfor %}",
+        "{% for i in (1..5000) %}{% for j in (1..5000) %}x{% endfor %}{% endfor %}",
+        "{% for i in (1..3000000) %}xxxxxxxxxx{% endfor %}",
+    ],
+)
+def test_hostile_template_fails_fast_with_a_clear_error(hostile):
+    started = time.process_time()
+    with pytest.raises(RenderFailed, match="limit"):
+        render("s", hostile)
+    # Bounded by the iteration limit (1e5), not by the loop's size (1e8): well under a CPU second.
+    assert time.process_time() - started < 5
+
+
+def test_cache_compiles_a_campaign_once_and_stays_bounded():
+    cache = TemplateCache(size=2)
+    a = cache.get("c1", "s", "b", strict=False)
+    assert cache.get("c1", "s", "b", strict=False) is a
+    assert cache.get("c1", "s", "changed", strict=False) is not a  # same id, new template
+    cache.get("c2", "s", "b", strict=False)
+    cache.get("c3", "s", "b", strict=False)
+    assert len(cache) == 2

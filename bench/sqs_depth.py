@@ -5,7 +5,7 @@ queue to DEPTH with SendMessageBatch, then measure enqueue (SendMessageBatch of 
 (ReceiveMessage of 10 + DeleteMessageBatch) at that depth. moto's stock model is measured at smaller
 depths only: it slows down quadratically and would take hours at 100,000.
 
-    python bench/sqs_depth.py [--depth 100000] [--ops 5000] [--stock-depths 1000,5000]
+    python bench/sqs_depth.py [--depth 100000] [--ops 5000] [--stock-depths 500,2000]
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--depth", type=int, default=100_000)
     ap.add_argument("--ops", type=int, default=5_000)
-    ap.add_argument("--stock-depths", default="1000,5000")
+    ap.add_argument("--stock-depths", default="500,2000")
     ap.add_argument("--clients", type=int, default=2, help="concurrent client threads (a drainer pipelines)")
     ap.add_argument("--one", choices=["fast", "stock"], help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -131,7 +131,7 @@ def main() -> int:
                     "--depth",
                     str(depth),
                     "--ops",
-                    str(min(args.ops, 1000)),
+                    str(min(args.ops, 200)),
                 ],
                 capture_output=True,
                 text=True,

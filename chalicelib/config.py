@@ -27,6 +27,8 @@ class Settings:
     deadline_margin_ms: int
     # How long one receive waits for messages; two empty polls in a row end a drain.
     long_poll_seconds: int
+    # A queued email larger than this goes to S3, with a pointer on the queue.
+    payload_threshold_bytes: int = 256 * 1024
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -39,6 +41,7 @@ class Settings:
             max_rate_per_second=float(e.get("MOONSEND_MAX_RATE", "1000")),
             deadline_margin_ms=int(e.get("MOONSEND_DEADLINE_MARGIN_MS", "20000")),
             long_poll_seconds=int(e.get("MOONSEND_LONG_POLL_SECONDS", "1")),
+            payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
         )
 
     @cached_property

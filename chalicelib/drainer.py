@@ -28,6 +28,7 @@ from chalicelib.errors import (
     TransientSendError,
 )
 from chalicelib.mime import OutgoingEmail, build_mime
+from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
 from chalicelib.ses_sender import SesSender
 from chalicelib.tenants import Tenant, TenantRegistry
@@ -67,12 +68,14 @@ class Drainer:
         tenants: TenantRegistry,
         stats: CampaignStats,
         ses: SesSender,
+        payloads: PayloadStore | None = None,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
         self._tenants = tenants
         self._stats = BufferedStats(stats)
         self._ses = ses
+        self._payloads = payloads
         # One limiter per queue and rate per container, so a re-invocation that lands in the same
         # container goes on from the last slot instead of starting with a fresh window.
         self._limiters: dict[tuple[str, float], RateLimiter] = {}
@@ -200,11 +203,22 @@ class Drainer:
                 QueueUrl=url,
                 Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)],
             )
+            failed = {bad["Id"] for bad in resp.get("Failed", [])}
             for bad in resp.get("Failed", []):
                 # Recorded already; if it comes back, the next drain sees it again.
                 log.warning("delete failed", code=bad.get("Code"), reason=bad.get("Message"))
+            if self._payloads is not None:
+                for i, m in enumerate(batch):
+                    if str(i) not in failed:
+                        self._discard(m["Body"])
 
     def _send_one(self, queue_name: str, body: str) -> Outcome:
+        if self._payloads is not None:
+            try:
+                body = self._payloads.unwrap(body)
+            except Exception as exc:
+                log.warning("payload unavailable, will retry", queue=queue_name, error=type(exc).__name__)
+                return Outcome.RETRY
         try:
             email = QueuedEmail.from_json(body)
         except MessageInvalid as exc:
@@ -259,6 +273,13 @@ class Drainer:
         self._stats.add(email.user_id, email.campaign_id, sent=1)
         log.info("sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id)
         return Outcome.SENT
+
+    def _discard(self, body: str) -> None:
+        assert self._payloads is not None
+        try:
+            self._payloads.discard(body)
+        except Exception as exc:
+            log.warning("payload not deleted", error=type(exc).__name__)
 
     def _back_off(self, url: str, message: dict[str, Any]) -> None:
         receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

@@ -21,6 +21,7 @@ from chalicelib.contract import (
 )
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
+from chalicelib.payloads import PayloadStore
 from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
 from chalicelib.tenant_queues import TenantQueues
@@ -45,6 +46,7 @@ class Precompiler:
         queues: TenantQueues,
         enqueuer: Enqueuer,
         stats: CampaignStats,
+        payloads: PayloadStore | None = None,
     ) -> None:
         self._settings = settings
         self._templates = templates
@@ -52,6 +54,7 @@ class Precompiler:
         self._queues = queues
         self._enqueuer = enqueuer
         self._stats = stats
+        self._payloads = payloads
 
     def handle(self, raw: str) -> PrecompileResult:
         try:
@@ -104,7 +107,10 @@ class Precompiler:
                 body=rendered.body,
                 recipient_email=r.email,
             )
-            outgoing.append(Outgoing(key=r.email, body=email.to_json()))
+            body = email.to_json()
+            if self._payloads is not None:
+                body = self._payloads.wrap(req.user_id, req.campaign.id, body)
+            outgoing.append(Outgoing(key=r.email, body=body))
 
         if outgoing:
             queue = queue_for(self._settings.resources, req.user_id, req.plan)

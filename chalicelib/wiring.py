@@ -15,6 +15,7 @@ from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
+from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
 from chalicelib.ses_sender import SesSender
@@ -48,6 +49,11 @@ class Container:
         return TenantQueues(self.settings, aws.client("sqs", region), aws.client("cloudwatch", region))
 
     @cached_property
+    def payloads(self) -> PayloadStore:
+        s = self.settings
+        return PayloadStore(aws.client("s3", s.region), s.resources.payload_bucket.name, s.payload_threshold_bytes)
+
+    @cached_property
     def precompiler(self) -> Precompiler:
         return Precompiler(
             self.settings,
@@ -56,6 +62,7 @@ class Container:
             self.queues,
             Enqueuer(aws.client("sqs", self.settings.region)),
             self.stats,
+            self.payloads,
         )
 
     @cached_property
@@ -66,6 +73,7 @@ class Container:
             self.tenants,
             self.stats,
             SesSender(self.settings.region),
+            self.payloads,
         )
 
     def reinvoke(self, function_name: str, queue_name: str, generation: int) -> None:

@@ -33,6 +33,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         host=args.host,
         ses_latency_ms=args.ses_latency_ms,
         free_rate=args.free_rate,
+        fast_sqs=False if args.stock_sqs else None,
     )
     stack = LocalStack(config)
     try:
@@ -46,9 +47,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"moonsend local stack ready at {stack.endpoint} (outbox: {config.outbox.resolve()})")
-    for name, arn in stack.topic_arns.items():
-        print(f"  topic {name}: {arn}")
+    topics = " ".join(f"{name}={arn}" for name, arn in stack.topic_arns.items())
+    print(f"moonsend local stack ready at {stack.endpoint} topics: {topics}")
+    print(f"  outbox: {config.outbox.resolve()}")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
     stop.wait()
     print("stopping...", flush=True)

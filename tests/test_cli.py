@@ -69,7 +69,10 @@ def running(tmp_path_factory):
 def test_up_prints_ready_and_the_topic_arns(running):
     port, _outbox, _proc, lines = running
     out = "".join(lines)
-    assert f"ready at http://127.0.0.1:{port}" in out
+    ready = next(line for line in out.splitlines() if "ready" in line)
+    assert f"ready at http://127.0.0.1:{port}" in ready
+    assert "arn:aws:sns:us-east-1:123456789012:moonsend-local-PrecompileEmail" in ready
+    assert "arn:aws:sns:us-east-1:123456789012:moonsend-local-SendEmails" in ready
 
 
 def test_up_refuses_a_taken_port_with_a_clear_message(running):

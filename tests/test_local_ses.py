@@ -1,6 +1,5 @@
 """The SES stand-in: identities per account, rate and daily quota enforced, outbox written."""
 
-import time
 from email import message_from_bytes
 from email.policy import default
 
@@ -42,12 +41,11 @@ def test_unverified_sender_is_rejected_and_identities_belong_to_one_account(stac
 
 def test_sends_over_the_max_rate_are_throttled_as_ses_throttles(stack, uid):
     key = f"AKIAR{uid}"
-    stack.ses.configure(key, max_send_rate=3)
+    stack.ses.configure(key, max_send_rate=0.1)  # one send per ten seconds
     sender = f"news@{uid}.example"
     v2, v1 = _ses(stack, key), _ses(stack, key, "ses")
     v2.create_email_identity(EmailIdentity=sender)
-    for _ in range(3):
-        _send_v2(v2, sender)
+    _send_v2(v2, sender)
     with pytest.raises(ClientError) as err:
         _send_v2(v2, sender)
     assert err.value.response["Error"]["Code"] == "TooManyRequestsException"
@@ -57,8 +55,22 @@ def test_sends_over_the_max_rate_are_throttled_as_ses_throttles(stack, uid):
         v1.send_raw_email(Source=sender, Destinations=["x@example.org"], RawMessage={"Data": _raw(sender)})
     assert err.value.response["Error"]["Code"] == "Throttling"
     assert err.value.response["Error"]["Message"] == "Maximum sending rate exceeded."
-    time.sleep(1.05)
-    assert _send_v2(v2, sender)["MessageId"]  # the window has moved on
+    stack.ses.configure(key, max_send_rate=100)
+    assert _send_v2(v2, sender)["MessageId"]  # within the new rate
+
+
+def test_throttled_and_rejected_sends_are_not_in_the_outbox(stack, uid):
+    key = f"AKIAT{uid}"
+    stack.ses.configure(key, max_send_rate=0.1)
+    sender = f"news@{uid}.example"
+    v2 = _ses(stack, key)
+    with pytest.raises(ClientError, match="MessageRejected"):
+        _send_v2(v2, sender, user=f"u-{uid}")  # not verified: refused, and not counted
+    v2.create_email_identity(EmailIdentity=sender)
+    _send_v2(v2, sender, user=f"u-{uid}")
+    with pytest.raises(ClientError):
+        _send_v2(v2, sender, user=f"u-{uid}")
+    assert len([s for s in read_sends(stack.config.outbox) if s["userId"] == f"u-{uid}"]) == 1
 
 
 def test_daily_quota_is_enforced_and_reported(stack, uid):

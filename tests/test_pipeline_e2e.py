@@ -90,3 +90,20 @@ def test_bad_messages_on_the_topic_never_crash_the_handler(stack, uid):
     assert len(stack.runner.stats.failed_events) == failed_before
     counts = wiring.container().stats.get(f"u-{uid}", "camp-1")
     assert counts["rejected"] == 1 and "sender.ratePerSecond: is required" in counts.last_error
+
+
+def test_an_email_larger_than_a_queue_message_travels_through_s3(stack, uid):
+    sender = _tenant(stack, uid, rate=10, ses_rate=14)
+    user = f"tenant-{uid}"
+    body = "<p>Hello {{ name }}</p><p>{% for i in (1..30000) %}lorem ipsum {% endfor %}</p>"  # ~360 KB
+    spec = CampaignSpec(user, sender, "Big", body, "big")
+    publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"],
+            messages(spec, [{"email": "big@example.org", "metadata": {"name": "Ann"}}]))
+    assert stack.wait_until_drained(60)
+    emls = list((stack.config.outbox / user / "big").glob("*.eml"))
+    assert len(emls) == 1
+    html = message_from_bytes(emls[0].read_bytes(), policy=default).get_body(("html",)).get_content()
+    assert html.startswith("<p>Hello Ann</p>") and len(html) > 250_000
+    s3 = stack.client("s3")
+    left = s3.list_objects_v2(Bucket=stack.settings.resources.payload_bucket.name, Prefix=f"{user}/")
+    assert left.get("KeyCount", 0) == 0  # deleted once sent

@@ -123,3 +123,40 @@ def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
     result = p.handle(json.dumps(msg))
     assert result.queued == 0 and sqs.batches == []
     assert stats.adds == [("user-1", "camp-1", {"rejected": 1}, "sender.ratePerSecond: must be greater than zero")]
+
+
+class FakeS3:
+    def __init__(self):
+        self.objects = {}
+
+    def put_object(self, Bucket, Key, Body, **_kw):
+        self.objects[(Bucket, Key)] = Body
+
+    def get_object(self, Bucket, Key):
+        import io
+
+        return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
+
+    def delete_object(self, Bucket, Key):
+        self.objects.pop((Bucket, Key), None)
+
+
+def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_queue():
+    from chalicelib.payloads import PayloadStore
+
+    s3 = FakeS3()
+    store = PayloadStore(s3, "bucket", threshold_bytes=1000)
+    sqs = FakeSqs()
+    settings = Settings.from_env({"MOONSEND_STAGE": "test"})
+    p = Precompiler(settings, TemplateCache(), FakeTenants(), FakeQueues(), Enqueuer(sqs), FakeStats(), store)
+    msg = canonical()
+    del msg["recipient"]
+    msg["campaign"]["body"] = "<p>{{ name }}</p>" + "x" * 2000
+    msg["recipients"] = [{"email": "big@example.org", "metadata": {"name": "Big"}}]
+    assert p.handle(json.dumps(msg)).queued == 1
+    body = sqs.batches[0][1][0]["MessageBody"]
+    pointer = PayloadStore.pointer(body)
+    assert pointer and pointer["key"].startswith("user-1/camp-1/") and len(body) < 200
+    assert json.loads(store.unwrap(body))["campaign"]["body"].startswith("<p>Big</p>xxx")
+    small = p.handle(json.dumps(canonical()))
+    assert small.queued == 1 and PayloadStore.pointer(sqs.batches[-1][1][0]["MessageBody"]) is None

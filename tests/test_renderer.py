@@ -1,5 +1,3 @@
-import time
-
 import pytest
 
 from chalicelib.errors import RenderFailed, TemplateInvalid
@@ -64,11 +62,9 @@ def test_unknown_filter_fails_the_recipient_at_render():
     ],
 )
 def test_hostile_template_fails_fast_with_a_clear_error(hostile):
-    started = time.process_time()
+    # Stopped by a resource limit (loop iterations or output size), not by the loop running out.
     with pytest.raises(RenderFailed, match="limit"):
         render("s", hostile)
-    # Bounded by the iteration limit (1e5), not by the loop's size (1e8): well under a CPU second.
-    assert time.process_time() - started < 5
 
 
 def test_cache_compiles_a_campaign_once_and_stays_bounded():

@@ -25,6 +25,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from infra.local.periodic import Periodic
+
 SQS_METRICS = {
     "ApproximateNumberOfMessagesVisible": "ApproximateNumberOfMessages",
     "ApproximateNumberOfMessagesNotVisible": "ApproximateNumberOfMessagesNotVisible",
@@ -125,7 +127,9 @@ def notification(
     }
 
 
-class AlarmEvaluator:
+class AlarmEvaluator(Periodic):
+    name = "alarm-evaluator"
+
     def __init__(
         self,
         cloudwatch: Any,
@@ -138,17 +142,15 @@ class AlarmEvaluator:
         tick_s: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(tick_s)
         self._cw = cloudwatch
         self._sqs = sqs
         self._sns = sns
         self._account = account_id
         self._region = region
         self.time_scale = time_scale
-        self._tick_s = tick_s
         self._clock = clock
         self._tracks: dict[str, _Track] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.transitions: list[Transition] = []
         self._lock = threading.Lock()
 
@@ -225,19 +227,5 @@ class AlarmEvaluator:
                 t.notified.append(arn)
         return t
 
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True, name="alarm-evaluator")
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._tick_s):
-            try:
-                self.evaluate_once()
-            except Exception as exc:
-                if not self._stop.is_set():
-                    print(f"[alarms] evaluation failed: {exc}")
+    def tick(self) -> None:
+        self.evaluate_once()

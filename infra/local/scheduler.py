@@ -7,7 +7,6 @@ the current minute (minute, hour, day of month, month; day-of-week `?`/`*` and y
 from __future__ import annotations
 
 import re
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction
+from infra.local.periodic import Periodic
 
 _UNITS = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
 
@@ -83,15 +83,16 @@ def scheduled_event(rule_arn: str, account_id: str, region: str) -> dict[str, An
     }
 
 
-class Scheduler:
+class Scheduler(Periodic):
+    name = "scheduler"
+
     def __init__(self, runner: FunctionRunner, *, account_id: str, region: str, time_scale: float = 1.0) -> None:
+        super().__init__(0.2)
         self._runner = runner
         self._account = account_id
         self._region = region
         self.time_scale = time_scale
         self.schedules: list[Schedule] = []
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
         self.ticks = 0
 
     def add(self, fn: LocalFunction, expression: str) -> None:
@@ -118,16 +119,5 @@ class Scheduler:
                 self._runner.invoke_async(s.function, scheduled_event(s.rule_arn, self._account, self._region))
 
     def start(self) -> None:
-        if not self.schedules:
-            return
-        self._thread = threading.Thread(target=self._run, daemon=True, name="scheduler")
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            self.tick()
+        if self.schedules:
+            super().start()

@@ -1,0 +1,179 @@
+"""send_emails' drain loop, with in-process fakes for SQS, SES and the registry."""
+
+import itertools
+import json
+
+from chalicelib.config import Settings
+from chalicelib.contract import QueuedEmail, Sender
+from chalicelib.drainer import Drainer
+from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
+from chalicelib.ses_sender import SendQuota
+from chalicelib.tenants import Tenant
+
+SETTINGS = Settings.from_env(
+    {
+        "MOONSEND_STAGE": "test",
+        "MOONSEND_LONG_POLL_SECONDS": "0",
+        "MOONSEND_DEADLINE_MARGIN_MS": "1000",
+        "MOONSEND_FREE_RATE": "1000",
+    }
+)
+
+
+class FakeSqs:
+    def __init__(self, bodies):
+        self.waiting = [
+            {"MessageId": str(i), "ReceiptHandle": f"rh{i}", "Body": b, "Attributes": {"ApproximateReceiveCount": "1"}}
+            for i, b in enumerate(bodies)
+        ]
+        self.deleted, self.visibility = [], []
+
+    def get_queue_url(self, QueueName):
+        return {"QueueUrl": f"https://sqs/{QueueName}"}
+
+    def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
+        out, self.waiting = self.waiting[:MaxNumberOfMessages], self.waiting[MaxNumberOfMessages:]
+        return {"Messages": out} if out else {}
+
+    def delete_message_batch(self, QueueUrl, Entries):
+        self.deleted += [e["ReceiptHandle"] for e in Entries]
+        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
+
+    def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
+        self.visibility.append((ReceiptHandle, VisibilityTimeout))
+
+
+class FakeSes:
+    def __init__(self, outcomes=None):
+        self.sent = []
+        self.outcomes = outcomes or {}
+
+    def quota(self, sender, platform=False):
+        return SendQuota(1000.0, 50000.0, 0.0)
+
+    def send(self, sender, to, raw, platform=False):
+        error = self.outcomes.get(to)
+        if error:
+            raise error
+        self.sent.append((sender.api_key, sender.email_address, to, platform))
+        return f"ses-{len(self.sent)}"
+
+
+class FakeTenants:
+    def __init__(self, *tenants):
+        self.by_id = {t.user_id: t for t in tenants}
+
+    def get(self, user_id):
+        return self.by_id.get(user_id)
+
+
+class FakeStats:
+    def __init__(self):
+        self.adds = []
+
+    def add(self, user_id, campaign_id, error=None, **deltas):
+        self.adds.append((user_id, campaign_id, deltas, error))
+
+    def total(self, name):
+        return sum(d.get(name, 0) for _u, _c, d, _e in self.adds)
+
+
+def tenant(user, key=None, rate=1000.0):
+    return Tenant(
+        user,
+        "paid" if key else "free",
+        Sender(f"news@{user}.example", user.title(), "us-east-1", key, key and "secret", rate),
+    )
+
+
+def queued(user, to, plan="paid"):
+    return QueuedEmail(user, plan, {"emailAddress": f"news@{user}.example"}, "c1", "Hi", "<p>Hi</p>", to).to_json()
+
+
+def drainer(sqs, ses, tenants, stats=None):
+    stats = stats or FakeStats()
+    return Drainer(SETTINGS, sqs, tenants, stats, ses), stats
+
+
+def test_drains_everything_deletes_each_sent_message_and_counts_it():
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(25)])
+    ses = FakeSes()
+    d, stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert (result.sent, result.failed, result.unfinished) == (25, 0, False)
+    assert sorted(sqs.deleted) == sorted(f"rh{i}" for i in range(25))
+    assert {s[0] for s in ses.sent} == {"AKIAACME"}
+    assert stats.total("sent") == 25
+
+
+def test_free_queue_sends_every_tenants_email_on_the_platform_account_from_its_own_address():
+    sqs = FakeSqs([queued("ann", "a@example.org", "free"), queued("bob", "b@example.org", "free")])
+    ses = FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("ann"), tenant("bob")))
+    d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    assert sorted(ses.sent) == [
+        (None, "news@ann.example", "a@example.org", True),
+        (None, "news@bob.example", "b@example.org", True),
+    ]
+
+
+def test_outcomes_decide_what_happens_to_each_message():
+    sqs = FakeSqs([queued("acme", f"{n}@example.org") for n in ("ok", "bad", "slow", "flaky")])
+    ses = FakeSes(
+        {
+            "bad@example.org": SendFailed("MessageRejected: Email address is not verified."),
+            "slow@example.org": SendThrottled("TooManyRequestsException"),
+            "flaky@example.org": TransientSendError("ConnectionError"),
+        }
+    )
+    d, stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert (result.sent, result.failed, result.throttled, result.retried) == (1, 1, 1, 1)
+    assert sorted(sqs.deleted) == ["rh0", "rh1"]  # sent and failed-for-good: recorded, then deleted
+    assert sqs.visibility == [("rh2", 2)]  # throttled: back on the queue after a delay
+    assert (stats.total("sent"), stats.total("failed")) == (1, 1)
+    assert stats.adds[-1][3] == "MessageRejected: Email address is not verified."
+
+
+def test_exhausted_daily_quota_stops_the_drain_and_leaves_the_rest_queued():
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(30)])
+    ses = FakeSes({"r0@example.org": QuotaExhausted("Daily message quota exceeded.")})
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.stopped_reason and "rh0" not in sqs.deleted
+    assert len(sqs.waiting) > 0  # never received, still queued
+
+
+def test_deadline_stops_receiving_finishes_what_started_and_asks_to_continue():
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(100)])
+    ses = FakeSes()
+    clock = itertools.count(start=60_000, step=-10_000)  # 60 s, 50 s, ... left
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: next(clock))
+    assert result.unfinished and 0 < result.sent < 100
+    assert len(sqs.deleted) == result.sent == len(ses.sent)  # nothing started was left undeleted
+    assert len(sqs.waiting) == 100 - result.sent
+
+
+def test_a_message_for_an_unknown_tenant_is_failed_with_a_reason_not_dropped():
+    sqs = FakeSqs([queued("ghost", "a@example.org"), "{not json"])
+    d, stats = drainer(sqs, FakeSes(), FakeTenants())
+    result = d.drain("moonsend-test-t-ghost", remaining_ms=lambda: 60_000)
+    assert result.failed == 2
+    assert ("ghost", "c1", {"failed": 1}, "tenant unknown: no sender settings registered") in stats.adds
+    assert json.loads(queued("ghost", "a@example.org"))["userId"] == "ghost"
+
+
+def test_an_email_kept_in_s3_is_fetched_sent_and_its_object_deleted():
+    from chalicelib.payloads import PayloadStore
+    from tests.test_precompile import FakeS3
+
+    s3 = FakeS3()
+    store = PayloadStore(s3, "bucket", threshold_bytes=10)
+    pointer = store.wrap("acme", "c1", queued("acme", "big@example.org"))
+    sqs = FakeSqs([pointer])
+    ses = FakeSes()
+    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AKIAACME")), FakeStats(), ses, store)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.sent == 1 and ses.sent[0][2] == "big@example.org"
+    assert s3.objects == {}

@@ -31,6 +31,7 @@ up: install
 
 bench: install
 	$(BIN)/python bench/sqs_depth.py
+	$(BIN)/python bench/precompile.py
 
 clean:
 	rm -rf $(VENV) outbox .pytest_cache .ruff_cache build *.egg-info

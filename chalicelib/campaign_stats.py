@@ -10,10 +10,11 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
+
+from chalicelib.tables import bound
 
 COUNTERS = ("queued", "rejected", "sent", "failed", "suppressed")
 
@@ -32,12 +33,6 @@ class CampaignStatsModel(Model):
     first_sent_ms = NumberAttribute(null=True)
     last_sent_ms = NumberAttribute(null=True)
     last_error = UnicodeAttribute(null=True)
-
-
-@lru_cache(maxsize=8)
-def _bound(table_name: str, region: str) -> type[CampaignStatsModel]:
-    meta = type("Meta", (), {"table_name": table_name, "region": region})
-    return type(f"CampaignStats_{abs(hash(table_name))}", (CampaignStatsModel,), {"Meta": meta})
 
 
 @dataclass(frozen=True)
@@ -63,7 +58,7 @@ class CampaignCounts:
 
 class CampaignStats:
     def __init__(self, table_name: str, region: str) -> None:
-        self._model = _bound(table_name, region)
+        self._model = bound(CampaignStatsModel, table_name, region)
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""

@@ -11,13 +11,13 @@ import hashlib
 import threading
 import time
 from dataclasses import dataclass
-from functools import lru_cache
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.models import Model
 
 from chalicelib.contract import Sender
+from chalicelib.tables import bound
 
 
 class TenantModel(Model):
@@ -34,12 +34,6 @@ class TenantModel(Model):
     rate_per_second = NumberAttribute()
     settings_hash = UnicodeAttribute()
     updated_at = NumberAttribute()
-
-
-@lru_cache(maxsize=8)
-def _bound(table_name: str, region: str) -> type[TenantModel]:
-    meta = type("Meta", (), {"table_name": table_name, "region": region})
-    return type(f"Tenant_{abs(hash(table_name))}", (TenantModel,), {"Meta": meta})
 
 
 @dataclass(frozen=True)
@@ -66,7 +60,7 @@ class TenantRegistry:
     """Read and write tenants, with a short per-container cache for the sender's hot path."""
 
     def __init__(self, table_name: str, region: str, cache_ttl_s: float = 30.0) -> None:
-        self._model = _bound(table_name, region)
+        self._model = bound(TenantModel, table_name, region)
         self._cache: dict[str, tuple[float, Tenant]] = {}
         self._written: dict[str, str] = {}
         self._ttl = cache_ttl_s

@@ -97,8 +97,11 @@ def test_an_email_larger_than_a_queue_message_travels_through_s3(stack, uid):
     user = f"tenant-{uid}"
     body = "<p>Hello {{ name }}</p><p>{% for i in (1..30000) %}lorem ipsum {% endfor %}</p>"  # ~360 KB
     spec = CampaignSpec(user, sender, "Big", body, "big")
-    publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"],
-            messages(spec, [{"email": "big@example.org", "metadata": {"name": "Ann"}}]))
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": "big@example.org", "metadata": {"name": "Ann"}}]),
+    )
     assert stack.wait_until_drained(60)
     emls = list((stack.config.outbox / user / "big").glob("*.eml"))
     assert len(emls) == 1

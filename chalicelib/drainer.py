@@ -27,13 +27,17 @@ from chalicelib.errors import (
     SendThrottled,
     TransientSendError,
 )
+from chalicelib.ledger import FAILED, FINAL, SENT, Claim, Entry, Ledger
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
+from chalicelib.resources import SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.ses_sender import SesSender
 from chalicelib.tenants import Tenant, TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
+# A claim lives as long as a received message stays invisible: if its holder dies, both expire together.
+CLAIM_HOLD_S = SEND_VISIBILITY_TIMEOUT_S
 MAX_THROTTLE_BACKOFF_S = 900
 # Sends run concurrently, each paced by the limiter, so that a 50 ms SES call does not cap a tenant
 # at 20 per second; at most MAX_AHEAD received messages wait for their slot.
@@ -47,6 +51,8 @@ class Outcome(enum.Enum):
     THROTTLED = "throttled"  # back on the queue later, slow down
     RETRY = "retry"  # transient: leave it, SQS redelivers (and dead-letters after too many)
     STOP = "stop"  # the SES account can send no more today: stop draining
+    DUPLICATE = "duplicate"  # the recipient already has its outcome: delete without sending
+    HELD = "held"  # another copy of it is being sent right now: look again in a moment
 
 
 @dataclass
@@ -56,6 +62,7 @@ class DrainResult:
     failed: int = 0
     throttled: int = 0
     retried: int = 0
+    duplicates: int = 0
     unfinished: bool = False  # stopped for the deadline: hand on to a new invocation
     stopped_reason: str | None = None
 
@@ -68,6 +75,7 @@ class Drainer:
         tenants: TenantRegistry,
         stats: CampaignStats,
         ses: SesSender,
+        ledger: Ledger,
         payloads: PayloadStore | None = None,
     ) -> None:
         self._settings = settings
@@ -75,6 +83,7 @@ class Drainer:
         self._tenants = tenants
         self._stats = BufferedStats(stats)
         self._ses = ses
+        self._ledger = ledger
         self._payloads = payloads
         # One limiter per queue and rate per container, so a re-invocation that lands in the same
         # container goes on from the last slot instead of starting with a fresh window.
@@ -188,8 +197,14 @@ class Drainer:
             elif outcome is Outcome.FAILED:
                 result.failed += 1
                 to_delete.append(m)
+            elif outcome is Outcome.DUPLICATE:
+                result.duplicates += 1
+                to_delete.append(m)
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
+                self._back_off(url, m)
+            elif outcome is Outcome.HELD:
+                result.retried += 1
                 self._back_off(url, m)
             elif outcome is Outcome.RETRY:
                 result.retried += 1
@@ -216,23 +231,34 @@ class Drainer:
         if self._payloads is not None:
             try:
                 body = self._payloads.unwrap(body)
-            except Exception as exc:
+            except Exception as exc:  # S3 unreachable: try again later
                 log.warning("payload unavailable, will retry", queue=queue_name, error=type(exc).__name__)
                 return Outcome.RETRY
         try:
             email = QueuedEmail.from_json(body)
         except MessageInvalid as exc:
+            # Nothing to record it against: leave it, and after a few receives SQS moves it to the
+            # dead-letter queue, where it stays (14 days) for an operator, with this log line as reason.
             log.error("unreadable queued message", queue=queue_name, reason=str(exc))
-            return Outcome.FAILED
+            return Outcome.RETRY
+        claim = self._ledger.claim(email.user_id, email.campaign_id, email.recipient_email, CLAIM_HOLD_S)
+        if isinstance(claim, Entry):
+            if claim.state in FINAL:  # a duplicate of an email that has its outcome: drop it
+                log.info(
+                    "duplicate dropped",
+                    user=email.user_id,
+                    campaign=email.campaign_id,
+                    recipient=email.recipient_email,
+                    state=claim.state,
+                )
+                return Outcome.DUPLICATE
+            return Outcome.HELD  # a copy is being sent now; if that sender dies, its claim expires
+        return self._send_claimed(queue_name, email, claim)
+
+    def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim) -> Outcome:
         tenant = self._tenants.get(email.user_id)
         if tenant is None:
-            self._stats.add(
-                email.user_id,
-                email.campaign_id,
-                failed=1,
-                error="tenant unknown: no sender settings registered",
-            )
-            return Outcome.FAILED
+            return self._fail(email, claim, "tenant unknown: no sender settings registered")
         free = queue_name == self._settings.resources.free_queue.name
         limiter = self.limiter(queue_name, self.rate_for(queue_name, tenant))
         mime = build_mime(
@@ -251,28 +277,43 @@ class Drainer:
             message_id = self._ses.send(tenant.sender, email.recipient_email, mime, platform=free)
         except SendThrottled:
             limiter.slow_down(2.0, 5.0)
+            self._ledger.release(claim)
             return Outcome.THROTTLED
         except QuotaExhausted as exc:
             log.warning("sending stopped", queue=queue_name, user=email.user_id, reason=str(exc))
+            self._ledger.release(claim)
             return Outcome.STOP
         except SendFailed as exc:
-            self._stats.add(email.user_id, email.campaign_id, failed=1, error=str(exc))
-            log.info(
-                "send failed",
-                user=email.user_id,
-                campaign=email.campaign_id,
-                queue=queue_name,
-                reason=str(exc),
-            )
-            return Outcome.FAILED
+            return self._fail(email, claim, str(exc))
         except TransientSendError as exc:
             log.warning("send error, will retry", user=email.user_id, queue=queue_name, reason=str(exc))
+            self._ledger.release(claim)
             return Outcome.RETRY
         finally:
             limiter.done(token)
+        if not self._ledger.finish(claim, SENT, message_id=message_id):
+            log.warning(
+                "claim lost before recording sent",
+                user=email.user_id,
+                campaign=email.campaign_id,
+                recipient=email.recipient_email,
+                message_id=message_id,
+            )
         self._stats.add(email.user_id, email.campaign_id, sent=1)
         log.info("sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id)
         return Outcome.SENT
+
+    def _fail(self, email: QueuedEmail, claim: Claim, reason: str) -> Outcome:
+        self._ledger.finish(claim, FAILED, reason=reason)
+        self._stats.add(email.user_id, email.campaign_id, failed=1, error=reason)
+        log.info(
+            "send failed",
+            user=email.user_id,
+            campaign=email.campaign_id,
+            recipient=email.recipient_email,
+            reason=reason,
+        )
+        return Outcome.FAILED
 
     def _discard(self, body: str) -> None:
         assert self._payloads is not None

@@ -1,12 +1,16 @@
 """precompile_email: validate a recipient event, render it, and queue it for its tenant.
 
-Order of work for one SNS message: validate the envelope, remember the tenant's settings, compile the
-campaign (once per container), render each recipient, put them on the tenant's queue in batches, and
-count what happened. Every recipient ends queued or rejected with a reason; nothing is dropped quietly.
+Order of work for one SNS message: validate the envelope, remember the tenant's settings, look the
+recipients up in the ledger (a redelivered event finds them recorded and queues nothing again),
+compile the campaign (once per container), render each new recipient, put them on the tenant's queue
+in batches, then record them in the ledger (queued, or rejected with the reason) and count them. A
+crash anywhere before the record leaves the recipients unrecorded, so Lambda's retry of the event
+does the work again; the sender's claim makes a second queued copy harmless. Nothing is dropped.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from chalicelib import log
@@ -17,10 +21,12 @@ from chalicelib.contract import (
     QueuedEmail,
     RejectedRecipient,
     envelope_ids,
+    is_email,
     parse_precompile_message,
 )
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
+from chalicelib.ledger import Ledger
 from chalicelib.payloads import PayloadStore
 from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
@@ -34,6 +40,7 @@ class PrecompileResult:
     campaign_id: str | None
     queue: str | None = None
     queued: int = 0
+    duplicates: int = 0  # recipients the ledger already had (a redelivered event)
     rejected: list[RejectedRecipient] = field(default_factory=list)
 
 
@@ -46,6 +53,7 @@ class Precompiler:
         queues: TenantQueues,
         enqueuer: Enqueuer,
         stats: CampaignStats,
+        ledger: Ledger,
         payloads: PayloadStore | None = None,
     ) -> None:
         self._settings = settings
@@ -54,6 +62,7 @@ class Precompiler:
         self._queues = queues
         self._enqueuer = enqueuer
         self._stats = stats
+        self._ledger = ledger
         self._payloads = payloads
 
     def handle(self, raw: str) -> PrecompileResult:
@@ -64,35 +73,44 @@ class Precompiler:
         return self._precompile(request)
 
     def _reject_message(self, raw: str, exc: MessageInvalid) -> PrecompileResult:
+        """An unusable envelope: every recipient it names is rejected with the reason, where it can be
+        recorded (valid tenant and campaign ids); otherwise the log line is the record."""
         user_id, campaign_id = envelope_ids(raw)
         reason = str(exc)
         log.warning("message rejected", user=user_id, campaign=campaign_id, reason=reason)
+        emails = _named_recipients(raw)
+        result = PrecompileResult(user_id, campaign_id)
+        result.rejected = [RejectedRecipient(e, reason) for e in emails] or [RejectedRecipient(None, reason)]
         if user_id and campaign_id:
-            self._stats.add(user_id, campaign_id, rejected=1, error=reason)
-        return PrecompileResult(user_id, campaign_id, rejected=[RejectedRecipient(None, reason)])
+            new = self._ledger.record_rejected(user_id, campaign_id, [(e, reason) for e in emails])
+            count = new if emails else 1
+            if count:
+                self._stats.add(user_id, campaign_id, rejected=count, error=reason)
+        return result
 
     def _precompile(self, req: PrecompileRequest) -> PrecompileResult:
-        result = PrecompileResult(req.user_id, req.campaign.id, rejected=list(req.rejected))
+        result = PrecompileResult(req.user_id, req.campaign.id)
         self._tenants.remember(req.user_id, req.plan, req.sender)
+        named = [r.email for r in req.recipients] + [r.email for r in req.rejected if r.email]
+        known = self._ledger.recorded(req.user_id, req.campaign.id, named)
+        fresh = [r for r in req.recipients if r.key not in known]
+        result.rejected = [r for r in req.rejected if not (r.email and r.email.lower() in known)]
+        result.duplicates = len(req.recipients) - len(fresh)
         try:
             compiled = self._templates.get(
                 req.campaign.id, req.campaign.subject, req.campaign.body, strict=req.campaign.strict
             )
         except TemplateInvalid as exc:
             reason = f"template: {exc}"
-            result.rejected.extend(RejectedRecipient(r.email, reason) for r in req.recipients)
+            result.rejected.extend(RejectedRecipient(r.email, reason) for r in fresh)
             log.warning(
-                "template invalid",
-                user=req.user_id,
-                campaign=req.campaign.id,
-                reason=reason,
-                recipients=len(req.recipients),
+                "template invalid", user=req.user_id, campaign=req.campaign.id, reason=reason, recipients=len(fresh)
             )
-            return self._finish(req, result)
+            return self._finish(req, result, [])
 
         outgoing: list[Outgoing] = []
         public_sender = req.sender.public_dict()
-        for r in req.recipients:
+        for r in fresh:
             try:
                 rendered = compiled.render(template_variables(r.email, r.metadata, req.campaign.id))
             except RenderFailed as exc:
@@ -112,29 +130,35 @@ class Precompiler:
                 body = self._payloads.wrap(req.user_id, req.campaign.id, body)
             outgoing.append(Outgoing(key=r.email, body=body))
 
+        queued: list[str] = []
         if outgoing:
             queue = queue_for(self._settings.resources, req.user_id, req.plan)
             url = self._queues.ensure(queue, req.user_id)
             failures = self._enqueuer.send(url, outgoing)
+            failed = {f.key for f in failures}
             result.queue = queue
-            result.queued = len(outgoing) - len(failures)
+            queued = [o.key for o in outgoing if o.key not in failed]
             result.rejected.extend(RejectedRecipient(f.key, f"enqueue: {f.reason}") for f in failures)
-        return self._finish(req, result)
+        return self._finish(req, result, queued)
 
-    def _finish(self, req: PrecompileRequest, result: PrecompileResult) -> PrecompileResult:
-        for r in result.rejected:
-            log.info(
-                "recipient rejected",
-                user=req.user_id,
-                campaign=req.campaign.id,
-                recipient=r.email,
-                reason=r.reason,
-            )
+    def _finish(self, req: PrecompileRequest, result: PrecompileResult, queued: list[str]) -> PrecompileResult:
+        # Recorded only where the sender has not already been faster; counted as queued either way.
+        self._ledger.record_queued(req.user_id, req.campaign.id, queued)
+        result.queued = len(queued)
+        # Even an invalid address is recorded under what was given, when it can be a key at all.
+        keyable = [(r.email, r.reason) for r in result.rejected if _keyable(r.email)]
+        rejected = self._ledger.record_rejected(req.user_id, req.campaign.id, keyable)
+        rejected += sum(1 for r in result.rejected if not _keyable(r.email))  # counted and logged
+        if len(result.rejected) <= 20:  # one line per recipient for small batches, a summary for big
+            for r in result.rejected:
+                log.info(
+                    "recipient rejected", user=req.user_id, campaign=req.campaign.id, recipient=r.email, reason=r.reason
+                )
         self._stats.add(
             req.user_id,
             req.campaign.id,
             queued=result.queued,
-            rejected=len(result.rejected),
+            rejected=rejected,
             error=result.rejected[-1].reason if result.rejected else None,
         )
         log.info(
@@ -144,5 +168,26 @@ class Precompiler:
             queue=result.queue,
             queued=result.queued,
             rejected=len(result.rejected),
+            duplicates=result.duplicates,
         )
         return result
+
+
+def _keyable(email: str | None) -> bool:
+    return bool(email) and len(email.encode("utf-8")) <= 254 and email.isprintable()  # type: ignore[union-attr]
+
+
+def _named_recipients(raw: str) -> list[str]:
+    """The valid addresses an (invalid) message names, so that each can be recorded as rejected."""
+    try:
+        d = json.loads(raw)
+    except ValueError:
+        return []
+    if not isinstance(d, dict):
+        return []
+    items = d.get("recipients") if isinstance(d.get("recipients"), list) else [d.get("recipient")]
+    out: list[str] = []
+    for r in items:
+        if isinstance(r, dict) and is_email(r.get("email")) and r["email"].lower() not in {e.lower() for e in out}:
+            out.append(r["email"])
+    return out

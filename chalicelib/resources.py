@@ -59,6 +59,7 @@ class Resources:
     send_topic: TopicDef
     tenants_table: TableDef
     campaigns_table: TableDef
+    ledger_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     payload_bucket: BucketDef
@@ -79,7 +80,7 @@ class Resources:
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
-        return (self.tenants_table, self.campaigns_table)
+        return (self.tenants_table, self.campaigns_table, self.ledger_table)
 
     @property
     def queues(self) -> tuple[QueueDef, ...]:
@@ -102,6 +103,10 @@ def resources_for(app_name: str, stage: str) -> Resources:
         send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
         tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
         campaigns_table=TableDef("CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"),
+        # One item per recipient of a campaign: its state, reason, SES message id and send claim.
+        ledger_table=TableDef(
+            "LedgerTable", f"{p}-ledger", hash_key="pk", range_key="rcpt", ttl_attribute="expires_at"
+        ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads", expire_after_days=7),

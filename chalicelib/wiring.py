@@ -15,6 +15,7 @@ from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
+from chalicelib.ledger import Ledger
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
@@ -49,6 +50,12 @@ class Container:
         return TenantQueues(self.settings, aws.client("sqs", region), aws.client("cloudwatch", region))
 
     @cached_property
+    def ledger(self) -> Ledger:
+        ledger = Ledger(self.settings.resources.ledger_table.name, self.settings.region)
+        ledger.warm()
+        return ledger
+
+    @cached_property
     def payloads(self) -> PayloadStore:
         s = self.settings
         return PayloadStore(aws.client("s3", s.region), s.resources.payload_bucket.name, s.payload_threshold_bytes)
@@ -62,6 +69,7 @@ class Container:
             self.queues,
             Enqueuer(aws.client("sqs", self.settings.region)),
             self.stats,
+            self.ledger,
             self.payloads,
         )
 
@@ -73,6 +81,7 @@ class Container:
             self.tenants,
             self.stats,
             SesSender(self.settings.region),
+            self.ledger,
             self.payloads,
         )
 

@@ -1,14 +1,15 @@
 """send_emails' drain loop, with in-process fakes for SQS, SES and the registry."""
 
 import itertools
-import json
 
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
 from chalicelib.drainer import Drainer
 from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
+from chalicelib.ledger import Entry
 from chalicelib.ses_sender import SendQuota
 from chalicelib.tenants import Tenant
+from tests.fakes import FakeLedger
 
 SETTINGS = Settings.from_env(
     {
@@ -90,9 +91,9 @@ def queued(user, to, plan="paid"):
     return QueuedEmail(user, plan, {"emailAddress": f"news@{user}.example"}, "c1", "Hi", "<p>Hi</p>", to).to_json()
 
 
-def drainer(sqs, ses, tenants, stats=None):
+def drainer(sqs, ses, tenants, stats=None, ledger=None):
     stats = stats or FakeStats()
-    return Drainer(SETTINGS, sqs, tenants, stats, ses), stats
+    return Drainer(SETTINGS, sqs, tenants, stats, ses, ledger or FakeLedger()), stats
 
 
 def test_drains_everything_deletes_each_sent_message_and_counts_it():
@@ -157,11 +158,47 @@ def test_deadline_stops_receiving_finishes_what_started_and_asks_to_continue():
 
 def test_a_message_for_an_unknown_tenant_is_failed_with_a_reason_not_dropped():
     sqs = FakeSqs([queued("ghost", "a@example.org"), "{not json"])
-    d, stats = drainer(sqs, FakeSes(), FakeTenants())
+    ledger = FakeLedger()
+    d, stats = drainer(sqs, FakeSes(), FakeTenants(), ledger=ledger)
     result = d.drain("moonsend-test-t-ghost", remaining_ms=lambda: 60_000)
-    assert result.failed == 2
+    assert result.failed == 1 and result.retried == 1
     assert ("ghost", "c1", {"failed": 1}, "tenant unknown: no sender settings registered") in stats.adds
-    assert json.loads(queued("ghost", "a@example.org"))["userId"] == "ghost"
+    assert ledger.state("ghost", "c1", "a@example.org") == "failed"
+    assert sqs.deleted == ["rh0"]  # the unreadable one stays, for the dead-letter queue
+
+
+def test_duplicate_queue_messages_give_one_send_and_the_copies_are_dropped():
+    sqs = FakeSqs([queued("acme", "a@example.org"), queued("acme", "A@example.org"), queued("acme", "b@example.org")])
+    ses = FakeSes()
+    ledger = FakeLedger()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
+    first = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert sorted(s[2].lower() for s in ses.sent) == ["a@example.org", "b@example.org"]
+    assert first.sent == 2 and (first.duplicates + first.retried) == 1
+    sqs.waiting = FakeSqs([queued("acme", "a@example.org")]).waiting  # redelivered after it was sent
+    again = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert again.duplicates == 1 and again.sent == 0 and len(ses.sent) == 2
+    assert ledger.state("acme", "c1", "a@example.org") == "sent"
+
+
+def test_a_recipient_claimed_by_another_drainer_is_left_on_the_queue():
+    ledger = FakeLedger()
+    assert ledger.claim("acme", "c1", "a@example.org", 300)  # another drainer, alive
+    sqs = FakeSqs([queued("acme", "a@example.org")])
+    ses = FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.retried == 1 and ses.sent == [] and sqs.deleted == []
+
+
+def test_throttled_and_transient_sends_give_the_claim_back_for_the_retry():
+    ledger = FakeLedger()
+    sqs = FakeSqs([queued("acme", "slow@example.org")])
+    d, _ = drainer(
+        sqs, FakeSes({"slow@example.org": SendThrottled("x")}), FakeTenants(tenant("acme", "AK")), ledger=ledger
+    )
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert not isinstance(ledger.claim("acme", "c1", "slow@example.org", 300), Entry)
 
 
 def test_an_email_kept_in_s3_is_fetched_sent_and_its_object_deleted():
@@ -173,7 +210,7 @@ def test_an_email_kept_in_s3_is_fetched_sent_and_its_object_deleted():
     pointer = store.wrap("acme", "c1", queued("acme", "big@example.org"))
     sqs = FakeSqs([pointer])
     ses = FakeSes()
-    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AKIAACME")), FakeStats(), ses, store)
+    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AKIAACME")), FakeStats(), ses, FakeLedger(), store)
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert result.sent == 1 and ses.sent[0][2] == "big@example.org"
     assert s3.objects == {}

@@ -2,11 +2,14 @@
 
 import json
 
+import pytest
+
 from chalicelib.config import Settings
 from chalicelib.enqueuer import Enqueuer
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
 from tests.conftest import canonical
+from tests.fakes import FakeLedger
 
 
 class FakeSqs:
@@ -54,7 +57,9 @@ def _precompiler(sqs=None):
     sqs = sqs or FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
     parts = (FakeTenants(), FakeQueues(), FakeStats())
-    p = Precompiler(settings, TemplateCache(), parts[0], parts[1], Enqueuer(sqs, sleep=lambda _s: None), parts[2])
+    p = Precompiler(
+        settings, TemplateCache(), parts[0], parts[1], Enqueuer(sqs, sleep=lambda _s: None), parts[2], FakeLedger()
+    )
     return p, sqs, *parts
 
 
@@ -148,7 +153,9 @@ def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_qu
     store = PayloadStore(s3, "bucket", threshold_bytes=1000)
     sqs = FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
-    p = Precompiler(settings, TemplateCache(), FakeTenants(), FakeQueues(), Enqueuer(sqs), FakeStats(), store)
+    p = Precompiler(
+        settings, TemplateCache(), FakeTenants(), FakeQueues(), Enqueuer(sqs), FakeStats(), FakeLedger(), store
+    )
     msg = canonical()
     del msg["recipient"]
     msg["campaign"]["body"] = "<p>{{ name }}</p>" + "x" * 2000
@@ -160,3 +167,43 @@ def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_qu
     assert json.loads(store.unwrap(body))["campaign"]["body"].startswith("<p>Big</p>xxx")
     small = p.handle(json.dumps(canonical()))
     assert small.queued == 1 and PayloadStore.pointer(sqs.batches[-1][1][0]["MessageBody"]) is None
+
+
+def test_a_redelivered_event_queues_nothing_again():
+    p, sqs, _t, _q, stats = _precompiler()
+    first = p.handle(_batched(30))
+    again = p.handle(_batched(30))
+    assert first.queued == 30 and again.queued == 0 and again.duplicates == 30
+    assert sum(len(e) for _u, e in sqs.batches) == 30
+    assert [a[2]["queued"] for a in stats.adds] == [30, 0]
+
+
+def test_rejected_recipients_are_recorded_in_the_ledger_with_their_reason():
+    p, *_ = _precompiler()
+    msg = json.loads(_batched(2))
+    msg["recipients"].append({"email": "bad address"})
+    msg["recipients"].append({"email": "strict@example.org", "metadata": {}})
+    msg["campaign"]["subject"] = "Hi {{ name }}"
+    msg["campaign"]["strict"] = True
+    p.handle(json.dumps(msg))
+    ledger = p._ledger
+    assert ledger.state("user-1", "camp-1", "r0@example.org") == "queued"
+    assert ledger.state("user-1", "camp-1", "strict@example.org") == "rejected"
+    assert "'name' is undefined" in ledger.rows[("user-1#camp-1", "strict@example.org")]["reason"]
+
+
+def test_a_crash_after_enqueue_loses_nothing_the_retry_queues_again():
+    sqs = FakeSqs()
+    p, *_ = _precompiler(sqs)
+    original = p._ledger.record_queued
+
+    def crash(*_a):
+        raise RuntimeError("crash before the record")
+
+    p._ledger.record_queued = crash
+    with pytest.raises(RuntimeError):
+        p.handle(_batched(5))
+    p._ledger.record_queued = original
+    retried = p.handle(_batched(5))  # Lambda retries the event
+    assert retried.queued == 5
+    assert sum(len(e) for _u, e in sqs.batches) == 10  # two copies each: the sender's claim sends one

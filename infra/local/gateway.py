@@ -31,6 +31,9 @@ from infra.local.ses import (
 
 _AUTH_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 _INVOKE_RE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
+_DYNAMODB_WRITES = frozenset(
+    {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "ExecuteStatement"}
+)
 _ACCOUNT_RE = re.compile(r"^/_moonsend/ses/accounts/([^/]+)/?$")
 
 StartResponse = Callable[..., Any]
@@ -77,6 +80,7 @@ class Gateway:
         self.ready = False
         self._apps: dict[tuple[str, ...], Any] = {}
         self._apps_lock = threading.Lock()
+        self._dynamodb_lock = threading.Lock()
 
     def moto_app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """moto's app for this request's service, found once per kind of request.
@@ -112,6 +116,14 @@ class Gateway:
                     return _respond(start_response, self._invoke(environ, fn))
         if service in ("ses", "email"):
             return self._ses(environ, start_response, path, access_key)
+        if service == "dynamodb":
+            target = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
+            if target in _DYNAMODB_WRITES:
+                # DynamoDB applies each write to an item atomically (a condition is checked and the
+                # write made as one step); moto checks and writes without a lock, so two concurrent
+                # conditional writes can both pass. Serialise writes, as the real service behaves.
+                with self._dynamodb_lock:
+                    return list(self.moto_app(environ, start_response))
         if service == "sqs" and self.fast_sqs:
             target = environ.get("HTTP_X_AMZ_TARGET", "")
             if target.startswith("AmazonSQS."):

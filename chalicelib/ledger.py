@@ -1,0 +1,224 @@
+"""The per-recipient ledger: every recipient of a campaign ends in one recorded state.
+
+One DynamoDB item per (tenant, campaign, lower-cased address), shared by precompile_email and
+send_emails. It is what makes sending exactly-once although SNS, Lambda and SQS all deliver at least
+once (the design of seed 001: a conditional-write ledger keyed by a business id, never a message id):
+
+- precompile records `queued` after the email is on the queue, and `rejected` with the reason when it
+  is not; a redelivered event finds the recipient recorded and queues nothing again. A crash between
+  enqueue and record leaves the email queued with no record: the redelivered event queues it again,
+  and the claim below makes the second copy a no-op;
+- send_emails claims the recipient before calling SES (a conditional write: not sent or failed, and
+  not claimed by someone else within the claim's lifetime), and records `sent` with SES's MessageId,
+  or `failed` with the reason, after. A duplicate queue message for a recipient with an outcome is
+  deleted without sending; a claim whose holder vanished expires and may be retaken.
+
+The one ambiguous window: SES accepted the email and the sender died before recording `sent`. The
+claim then expires (after the queue's visibility timeout) and the redelivered message is sent again.
+It is bounded by the time between SES's answer and the next write (milliseconds) times the crash rate.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import Model
+
+from chalicelib.tables import bound
+
+QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
+FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED})
+RETENTION_S = 180 * 24 * 3600
+WRITE_WORKERS = 8
+T = TypeVar("T")
+
+
+class LedgerModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    pk = UnicodeAttribute(hash_key=True)  # "<userId>#<campaignId>" ('#' is not in the id alphabet)
+    rcpt = UnicodeAttribute(range_key=True)  # lower-cased address
+    email = UnicodeAttribute(null=True)
+    state = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
+    message_id = UnicodeAttribute(null=True)
+    claim_token = UnicodeAttribute(null=True)
+    claimed_until = NumberAttribute(null=True)  # epoch ms
+    attempts = NumberAttribute(null=True)
+    updated_at = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
+
+
+@dataclass(frozen=True)
+class Entry:
+    email: str
+    state: str | None
+    reason: str | None
+    message_id: str | None
+    updated_at: int | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    pk: str
+    rcpt: str
+    token: str
+
+
+def _pk(user_id: str, campaign_id: str) -> str:
+    return f"{user_id}#{campaign_id}"
+
+
+def _failed(exc: Exception) -> bool:
+    cause = getattr(exc, "cause_response_code", None)
+    return cause == "ConditionalCheckFailedException"
+
+
+class Ledger:
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(LedgerModel, table_name, region)
+
+    def warm(self) -> None:
+        """Create the DynamoDB client now, in one thread, rather than in many at first use."""
+        self._model._get_connection().connection.client  # noqa: B018
+
+    # --- precompile ------------------------------------------------------------------------------
+    def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]:
+        """The recipients of these addresses that the ledger knows, with their state."""
+        pk = _pk(user_id, campaign_id)
+        keys = sorted({e.lower() for e in emails})
+        out: dict[str, str | None] = {}
+        for i in range(0, len(keys), 100):
+            for item in self._model.batch_get([(pk, k) for k in keys[i : i + 100]]):
+                out[item.rcpt] = item.state
+        return out
+
+    def record_queued(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Record recipients as queued, never over another state (the sender may be faster).
+
+        Returns how many were newly recorded."""
+        m = self._model
+        cond = m.state.does_not_exist()
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, QUEUED, None, cond)))
+
+    def record_rejected(self, user_id: str, campaign_id: str, rejected: list[tuple[str, str]]) -> int:
+        """Record recipients as rejected with their reason, unless they already have a state."""
+        m = self._model
+        cond = m.state.does_not_exist()
+        return sum(self._each(rejected, lambda r: self._update(user_id, campaign_id, r[0], REJECTED, r[1], cond)))
+
+    def _update(
+        self, user_id: str, campaign_id: str, email: str, state: str, reason: str | None, condition: Condition
+    ) -> bool:
+        m = self._model
+        now = int(time.time() * 1000)
+        actions = [
+            m.state.set(state),
+            m.email.set(email),
+            m.updated_at.set(now),
+            m.expires_at.set(now // 1000 + RETENTION_S),
+        ]
+        if reason:
+            actions.append(m.reason.set(reason[:1000]))
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
+            return True
+        except UpdateError as exc:
+            if _failed(exc):
+                return False
+            raise
+
+    @staticmethod
+    def _each(items: list[T], fn: Callable[[T], bool]) -> list[bool]:
+        """One conditional write per item (DynamoDB has no conditional batch), a few at a time."""
+        if len(items) <= 2:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(min(WRITE_WORKERS, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    # --- send_emails -------------------------------------------------------------------------------
+    def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry:
+        """Take the right to send to this recipient, or say why not (the entry as it stands)."""
+        m = self._model
+        now = int(time.time() * 1000)
+        token = uuid.uuid4().hex
+        pk, rcpt = _pk(user_id, campaign_id), email.lower()
+        cond = (m.state.does_not_exist() | (m.state == QUEUED)) & (
+            m.claimed_until.does_not_exist() | (m.claimed_until < now)
+        )
+        try:
+            m(pk, rcpt).update(
+                actions=[
+                    m.claim_token.set(token),
+                    m.claimed_until.set(now + int(hold_s * 1000)),
+                    m.email.set(email),
+                    m.attempts.add(1),
+                    m.updated_at.set(now),
+                    m.expires_at.set(now // 1000 + RETENTION_S),
+                ],
+                condition=cond,
+            )
+            return Claim(pk, rcpt, token)
+        except UpdateError as exc:
+            if not _failed(exc):
+                raise
+        return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
+
+    def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool:
+        """Record the outcome of a claimed send. False if the claim had been lost meanwhile."""
+        m = self._model
+        now = int(time.time() * 1000)
+        actions = [m.state.set(state), m.updated_at.set(now), m.claimed_until.remove()]
+        if message_id:
+            actions.append(m.message_id.set(message_id))
+        if reason:
+            actions.append(m.reason.set(reason[:1000]))
+        try:
+            m(claim.pk, claim.rcpt).update(actions=actions, condition=m.claim_token == claim.token)
+            return True
+        except UpdateError as exc:
+            if _failed(exc):
+                return False
+            raise
+
+    def release(self, claim: Claim) -> None:
+        """Give a claim back without an outcome (throttled, transient error): it may be retaken."""
+        m = self._model
+        try:
+            m(claim.pk, claim.rcpt).update(actions=[m.claimed_until.set(0)], condition=m.claim_token == claim.token)
+        except UpdateError as exc:
+            if not _failed(exc):
+                raise
+
+    # --- reading -------------------------------------------------------------------------------------
+    def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None:
+        try:
+            item = self._model.get(_pk(user_id, campaign_id), email.lower(), consistent_read=True)
+        except DoesNotExist:
+            return None
+        return _entry(item)
+
+    def entries(self, user_id: str, campaign_id: str, state: str | None = None) -> Iterator[Entry]:
+        m = self._model
+        cond = (m.state == state) if state else None
+        for item in m.query(_pk(user_id, campaign_id), filter_condition=cond):
+            yield _entry(item)
+
+
+def _entry(item: LedgerModel) -> Entry:
+    return Entry(
+        email=item.email or item.rcpt,
+        state=item.state,
+        reason=item.reason,
+        message_id=item.message_id,
+        updated_at=int(item.updated_at) if item.updated_at else None,
+    )

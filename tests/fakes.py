@@ -1,0 +1,70 @@
+"""In-memory stand-ins for the ledger, with the same conditions as the DynamoDB one."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+from chalicelib.ledger import FINAL, QUEUED, REJECTED, Claim, Entry
+
+
+class FakeLedger:
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], dict] = {}
+        self.lock = threading.Lock()
+
+    def _row(self, user, campaign, email):
+        return self.rows.setdefault((f"{user}#{campaign}", email.lower()), {"email": email})
+
+    def recorded(self, user, campaign, emails):
+        out = {}
+        for e in emails:
+            row = self.rows.get((f"{user}#{campaign}", e.lower()))
+            if row is not None:
+                out[e.lower()] = row.get("state")
+        return out
+
+    def _record(self, user, campaign, email, state, reason=None):
+        with self.lock:
+            row = self._row(user, campaign, email)
+            if row.get("state"):
+                return False
+            row.update(state=state, reason=reason)
+            return True
+
+    def record_queued(self, user, campaign, emails):
+        return sum(self._record(user, campaign, e, QUEUED) for e in emails)
+
+    def record_rejected(self, user, campaign, rejected):
+        return sum(self._record(user, campaign, e, REJECTED, r) for e, r in rejected)
+
+    def claim(self, user, campaign, email, hold_s):
+        now = time.time()
+        with self.lock:
+            row = self._row(user, campaign, email)
+            if row.get("state") in (None, QUEUED) and row.get("claimed_until", 0) < now:
+                token = uuid.uuid4().hex
+                row.update(claim_token=token, claimed_until=now + hold_s)
+                return Claim(f"{user}#{campaign}", email.lower(), token)
+            return Entry(email, row.get("state"), row.get("reason"), row.get("message_id"), None)
+
+    def finish(self, claim, state, *, message_id=None, reason=None):
+        with self.lock:
+            row = self.rows[(claim.pk, claim.rcpt)]
+            if row.get("claim_token") != claim.token:
+                return False
+            row.update(state=state, message_id=message_id, reason=reason, claimed_until=0)
+            return True
+
+    def release(self, claim):
+        with self.lock:
+            row = self.rows[(claim.pk, claim.rcpt)]
+            if row.get("claim_token") == claim.token:
+                row["claimed_until"] = 0
+
+    def state(self, user, campaign, email):
+        return self.rows.get((f"{user}#{campaign}", email.lower()), {}).get("state")
+
+    def final_count(self):
+        return sum(1 for r in self.rows.values() if r.get("state") in FINAL)

@@ -1,0 +1,110 @@
+"""Exactly once through the local stack: redeliveries, duplicates and crashes give one email each."""
+
+import json
+
+import pytest
+
+from chalicelib import wiring
+from chalicelib.contract import QueuedEmail
+from infra.producer import CampaignSpec, messages, publish
+from tests.conftest import read_sends
+from tests.test_pipeline_e2e import _tenant
+
+pytestmark = pytest.mark.e2e
+
+
+def _sent_to(stack, user):
+    return sorted(s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user)
+
+
+def test_the_same_sns_event_delivered_three_times_sends_once(stack, uid):
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    spec = CampaignSpec(user, sender, "Hi", "<p>Hi {{ name }}</p>", "c1")
+    body = next(messages(spec, [{"email": f"r{i}@example.org", "metadata": {"name": "X"}} for i in range(8)]))
+    sns = stack.client("sns")
+    for _ in range(3):
+        sns.publish(TopicArn=stack.topic_arns["moonsend-local-PrecompileEmail"], Message=body)
+    assert stack.wait_until_drained(60)
+    assert _sent_to(stack, user) == sorted(f"r{i}@example.org" for i in range(8))
+    ledger = wiring.container().ledger
+    assert {e.state for e in ledger.entries(user, "c1")} == {"sent"}
+    assert all(e.message_id for e in ledger.entries(user, "c1"))
+
+
+def test_duplicate_queue_messages_for_one_recipient_send_once(stack, uid):
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    c = wiring.container()
+    c.tenants.remember(user, "paid", _sender_obj(sender))
+    url = c.queues.ensure(f"moonsend-local-t-{user}", user)
+    copy = QueuedEmail(user, "paid", {}, "c1", "Hi", "<p>Hi</p>", "dup@example.org").to_json()
+    stack.client("sqs").send_message_batch(
+        QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": copy} for i in range(5)]
+    )
+    assert stack.wait_until_drained(60)
+    assert _sent_to(stack, user) == ["dup@example.org"]
+    assert c.ledger.get(user, "c1", "dup@example.org").state == "sent"
+
+
+def test_a_precompile_that_crashes_after_enqueue_is_retried_and_still_sends_once(stack, uid, monkeypatch):
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    ledger = wiring.container().ledger
+    real = ledger.record_queued
+    crashes = []
+
+    def crash_once(user_id, campaign_id, emails):
+        if user_id == user and not crashes:
+            crashes.append(len(emails))
+            raise RuntimeError("injected: the container died after enqueue, before the record")
+        return real(user_id, campaign_id, emails)
+
+    monkeypatch.setattr(ledger, "record_queued", crash_once)
+    spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "c1")
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": f"r{i}@example.org"} for i in range(6)]),
+    )
+    assert stack.wait_until_drained(60)
+    assert crashes == [6]
+    assert _sent_to(stack, user) == sorted(f"r{i}@example.org" for i in range(6))  # each once, none lost
+    assert {e.state for e in ledger.entries(user, "c1")} == {"sent"}
+
+
+def test_every_rejected_recipient_is_queryable_with_its_reason(stack, uid):
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    msg = {
+        "userId": user,
+        "sender": sender,
+        "campaign": {"id": "c1", "subject": "Hi {{ name }}", "body": "b", "strict": True},
+        "recipients": [
+            {"email": "ok@example.org", "metadata": {"name": "A"}},
+            {"email": "noname@example.org"},
+            {"email": "not-an-address"},
+        ],
+    }
+    stack.client("sns").publish(TopicArn=stack.topic_arns["moonsend-local-PrecompileEmail"], Message=json.dumps(msg))
+    assert stack.wait_until_drained(60)
+    entries = {e.email: e for e in wiring.container().ledger.entries(user, "c1")}
+    assert entries["ok@example.org"].state == "sent"
+    assert entries["noname@example.org"].state == "rejected"
+    assert "'name' is undefined" in entries["noname@example.org"].reason
+    rejected = {e.email: e.reason for e in wiring.container().ledger.entries(user, "c1", state="rejected")}
+    assert set(rejected) == {"noname@example.org", "not-an-address"}
+    assert rejected["not-an-address"] == "recipients[2].email: not an email address"
+
+
+def _sender_obj(sender):
+    from chalicelib.contract import Sender
+
+    return Sender(
+        sender["emailAddress"],
+        sender["fromName"],
+        sender["region"],
+        sender["apiKey"],
+        sender["apiSecret"],
+        float(sender["ratePerSecond"]),
+    )

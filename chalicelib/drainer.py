@@ -167,11 +167,14 @@ class Drainer:
         return result
 
     def _ahead(self, queue_name: str) -> int:
-        """How many messages to hold: about half a second of sends, at least one batch."""
+        """How many messages to hold: a second and a half of sends, at least two batches.
+
+        Each message spends the ledger claim, its slot, the SES call and the ledger record in flight;
+        holding fewer than that round trip's worth caps the rate below the tenant's."""
         with self._lock:
             rates = [rate for (q, rate) in self._limiters if q == queue_name]
         rate = max(rates) if rates else 10.0
-        return max(10, min(MAX_AHEAD, math.ceil(rate / 2) + 10))
+        return max(20, min(MAX_AHEAD, math.ceil(rate * 1.5) + 10))
 
     def _collect(
         self,

@@ -133,6 +133,31 @@ def cmd_status(args: argparse.Namespace) -> int:
             return 0
 
 
+def cmd_recipients(args: argparse.Namespace) -> int:
+    import csv
+
+    from chalicelib.config import Settings
+    from chalicelib.ledger import Ledger
+
+    _client_env(args.endpoint, args.stage)
+    settings = Settings.from_env()
+    ledger = Ledger(settings.resources.ledger_table.name, settings.region)
+    writer = csv.writer(sys.stdout) if args.csv else None
+    if writer:
+        writer.writerow(["email", "state", "reason", "message_id", "updated_at"])
+    count = 0
+    for e in ledger.entries(args.user, args.campaign, state=args.state):
+        count += 1
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.updated_at / 1000)) if e.updated_at else ""
+        if writer:
+            writer.writerow([e.email, e.state or "", e.reason or "", e.message_id or "", when])
+        else:
+            print(f"{e.email}\t{e.state or '-'}\t{when}\t{e.message_id or ''}\t{e.reason or ''}")
+    if not writer:
+        print(f"{count} recipient(s)", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
@@ -205,6 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--endpoint", default=None)
     st.add_argument("--stage", default="local")
     st.set_defaults(func=cmd_status)
+
+    rc = sub.add_parser("recipients", help="each recipient of a campaign with its state and reason")
+    rc.add_argument("--user", required=True)
+    rc.add_argument("--campaign", required=True)
+    rc.add_argument("--state", choices=["queued", "sent", "failed", "rejected", "suppressed"], default=None)
+    rc.add_argument("--csv", action="store_true", help="CSV with a header, for large campaigns")
+    rc.add_argument("--endpoint", default=None)
+    rc.add_argument("--stage", default="local")
+    rc.set_defaults(func=cmd_recipients)
 
     demo = sub.add_parser("demo", help="run three tenants' campaigns through the local stack")
     demo.add_argument("--port", type=int, default=0, help="port (default: any free port)")

@@ -129,6 +129,36 @@ def test_send_then_status_shows_the_campaign_delivered(running, tmp_path):
     assert "moonsend-local-t-cli-tenant" in status.stdout
 
 
+def test_recipients_lists_each_recipient_with_its_state_and_reason(running):
+    port = running[0]
+    out = _moonsend(
+        "recipients",
+        "--endpoint",
+        f"http://127.0.0.1:{port}",
+        "--user",
+        "cli-tenant",
+        "--campaign",
+        "cli-camp",
+        "--csv",
+    )
+    assert out.returncode == 0, out.stderr
+    rows = {line.split(",")[0]: line for line in out.stdout.splitlines()[1:]}
+    assert rows["ann@example.org"].split(",")[1] == "sent"
+    assert rows["not-an-address"].split(",")[1:3] == ["rejected", "recipients[2].email: not an email address"]
+    failed_only = _moonsend(
+        "recipients",
+        "--endpoint",
+        f"http://127.0.0.1:{port}",
+        "--user",
+        "cli-tenant",
+        "--campaign",
+        "cli-camp",
+        "--state",
+        "rejected",
+    )
+    assert failed_only.stdout.count("\n") == 1 and "not-an-address" in failed_only.stdout
+
+
 def test_sigterm_stops_the_stack_cleanly(running):
     _port, _outbox, proc, _lines = running
     proc.send_signal(signal.SIGTERM)

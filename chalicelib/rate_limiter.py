@@ -41,18 +41,23 @@ class RateLimiter:
         self._next = 0.0
         self._clock = clock
         self._cv = threading.Condition()
+        self._turnstile = threading.Lock()
         self._slow_until = 0.0
         self._slow_factor = 1.0
 
     def acquire(self) -> list[float | None]:
-        """Wait until this caller may start a send; pass the returned token to `done()`."""
-        with self._cv:
+        """Wait until this caller may start a send; pass the returned token to `done()`.
+
+        Callers queue on a turnstile and only the one at its head waits for the slot, so a pool of
+        threads does not wake up all at once at every finished send (in Python, such thundering herds
+        cost more than the sends)."""
+        with self._turnstile, self._cv:
             while True:
                 now = self._clock()
                 if len(self._finished) >= self.per_window:
                     oldest = self._finished[0][0]
                     if oldest is None:  # send k-N still running: its finish is the anchor
-                        self._cv.wait(timeout=0.05)
+                        self._cv.wait()
                         continue
                     earliest = oldest + self._window + EPSILON_S
                 else:

@@ -8,12 +8,13 @@ Requests are told apart as AWS tells them apart: by the service in the SigV4 cre
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
@@ -49,6 +50,59 @@ _REASONS = {
 }
 
 
+class ItemLocks:
+    """Striped locks over DynamoDB items: one stripe for a single-item write, all for a multi-item one."""
+
+    STRIPES = 64
+
+    def __init__(self) -> None:
+        self._locks = [threading.Lock() for _ in range(self.STRIPES)]
+
+    def hold(self, target: str, body: bytes) -> contextlib.AbstractContextManager[None]:
+        stripe = self._stripe(target, body)
+        return self._one(stripe) if stripe is not None else self._all()
+
+    def _stripe(self, target: str, body: bytes) -> int | None:
+        if target not in ("UpdateItem", "DeleteItem", "PutItem"):
+            return None
+        try:
+            d = json.loads(body)
+            key = d.get("Key") if target != "PutItem" else None
+        except ValueError:
+            return None
+        if target == "PutItem":
+            return self._put_stripe(d)
+        if not isinstance(key, dict):
+            return None
+        return hash((d.get("TableName"), json.dumps(key, sort_keys=True))) % self.STRIPES
+
+    def _put_stripe(self, d: dict[str, Any]) -> int | None:
+        """A PutItem's item key, from the table's key schema (read from moto in this process)."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        name, item = d.get("TableName"), d.get("Item") or {}
+        for backends in dynamodb_backends.values():
+            for backend in backends.values():
+                table = backend.tables.get(name)
+                if table is not None:
+                    names = [table.hash_key_attr] + ([table.range_key_attr] if table.range_key_attr else [])
+                    key = {n: item.get(n) for n in names}
+                    return hash((name, json.dumps(key, sort_keys=True))) % self.STRIPES
+        return None
+
+    @contextlib.contextmanager
+    def _one(self, stripe: int) -> Iterator[None]:
+        with self._locks[stripe]:
+            yield
+
+    @contextlib.contextmanager
+    def _all(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            for lock in self._locks:  # always in the same order: no deadlock with single stripes
+                stack.enter_context(lock)
+            yield
+
+
 def credential_scope(environ: dict[str, Any]) -> tuple[str, str, str]:
     """(access key id, region, service) of a SigV4-signed request, or empty strings."""
     m = _AUTH_RE.search(environ.get("HTTP_AUTHORIZATION", ""))
@@ -80,7 +134,7 @@ class Gateway:
         self.ready = False
         self._apps: dict[tuple[str, ...], Any] = {}
         self._apps_lock = threading.Lock()
-        self._dynamodb_lock = threading.Lock()
+        self._item_locks = ItemLocks()
 
     def moto_app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """moto's app for this request's service, found once per kind of request.
@@ -121,8 +175,9 @@ class Gateway:
             if target in _DYNAMODB_WRITES:
                 # DynamoDB applies each write to an item atomically (a condition is checked and the
                 # write made as one step); moto checks and writes without a lock, so two concurrent
-                # conditional writes can both pass. Serialise writes, as the real service behaves.
-                with self._dynamodb_lock:
+                # conditional writes can both pass. Writes to one item are serialised here, as the
+                # real service behaves; writes to different items still run side by side.
+                with self._item_locks.hold(target, _read_body(environ)):
                     return list(self.moto_app(environ, start_response))
         if service == "sqs" and self.fast_sqs:
             target = environ.get("HTTP_X_AMZ_TARGET", "")

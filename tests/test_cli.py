@@ -130,33 +130,17 @@ def test_send_then_status_shows_the_campaign_delivered(running, tmp_path):
 
 
 def test_recipients_lists_each_recipient_with_its_state_and_reason(running):
-    port = running[0]
-    out = _moonsend(
-        "recipients",
-        "--endpoint",
-        f"http://127.0.0.1:{port}",
-        "--user",
-        "cli-tenant",
-        "--campaign",
-        "cli-camp",
-        "--csv",
-    )
+    def recipients(*extra):
+        endpoint = f"http://127.0.0.1:{running[0]}"
+        return _moonsend("recipients", "--endpoint", endpoint, "--user", "cli-tenant", "--campaign", "cli-camp", *extra)
+
+    out = recipients("--csv")
     assert out.returncode == 0, out.stderr
     rows = {line.split(",")[0]: line for line in out.stdout.splitlines()[1:]}
     assert rows["ann@example.org"].split(",")[1] == "sent"
     assert rows["not-an-address"].split(",")[1:3] == ["rejected", "recipients[2].email: not an email address"]
-    failed_only = _moonsend(
-        "recipients",
-        "--endpoint",
-        f"http://127.0.0.1:{port}",
-        "--user",
-        "cli-tenant",
-        "--campaign",
-        "cli-camp",
-        "--state",
-        "rejected",
-    )
-    assert failed_only.stdout.count("\n") == 1 and "not-an-address" in failed_only.stdout
+    rejected_only = recipients("--state", "rejected")
+    assert rejected_only.stdout.count("\n") == 1 and "not-an-address" in rejected_only.stdout
 
 
 def test_sigterm_stops_the_stack_cleanly(running):

@@ -207,3 +207,33 @@ def test_a_crash_after_enqueue_loses_nothing_the_retry_queues_again():
     retried = p.handle(_batched(5))  # Lambda retries the event
     assert retried.queued == 5
     assert sum(len(e) for _u, e in sqs.batches) == 10  # two copies each: the sender's claim sends one
+
+
+@pytest.mark.parametrize("step", ["ledger look-up", "render", "enqueue", "ledger record"])
+def test_a_crash_at_any_step_loses_no_recipient_once_lambda_retries(step, monkeypatch):
+    sqs = FakeSqs()
+    p, *_ = _precompiler(sqs)
+    ledger = p._ledger
+    targets = {
+        "ledger look-up": (ledger, "recorded"),
+        "render": (p._templates, "get"),
+        "enqueue": (sqs, "send_message_batch"),
+        "ledger record": (ledger, "record_queued"),
+    }
+    obj, name = targets[step]
+    real = getattr(obj, name)
+    calls = []
+
+    def crash_once(*a, **k):
+        if not calls:
+            calls.append(1)
+            raise RuntimeError(f"injected crash at {step}")
+        return real(*a, **k)
+
+    monkeypatch.setattr(obj, name, crash_once)
+    with pytest.raises(RuntimeError):
+        p.handle(_batched(7))
+    p.handle(_batched(7))  # Lambda's retry of the same event
+    queued = {json.loads(e["MessageBody"])["recipient"]["email"] for _u, entries in sqs.batches for e in entries}
+    assert queued == {f"r{i}@example.org" for i in range(7)}
+    assert all(ledger.state("user-1", "camp-1", f"r{i}@example.org") == "queued" for i in range(7))

@@ -39,6 +39,8 @@ EMPTY_POLLS_TO_FINISH = 2
 # A claim lives as long as a received message stays invisible: if its holder dies, both expire together.
 CLAIM_HOLD_S = SEND_VISIBILITY_TIMEOUT_S
 MAX_THROTTLE_BACKOFF_S = 900
+MAX_SQS_DELAY_S = 900
+THROTTLES_ATTRIBUTE = "moonsend-throttles"
 # Sends run concurrently, each paced by the limiter, so that a 50 ms SES call does not cap a tenant
 # at 20 per second; at most MAX_AHEAD received messages wait for their slot.
 SEND_WORKERS = 48
@@ -137,6 +139,7 @@ class Drainer:
                     MaxNumberOfMessages=min(10, room),
                     WaitTimeSeconds=0 if inflight else self._settings.long_poll_seconds,
                     MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                    MessageAttributeNames=[THROTTLES_ATTRIBUTE],
                 ).get("Messages", [])
                 if not messages:
                     if inflight:
@@ -205,7 +208,7 @@ class Drainer:
                 to_delete.append(m)
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
-                self._back_off(url, m)
+                self._requeue_later(url, m)
             elif outcome is Outcome.HELD:
                 result.retried += 1
                 self._back_off(url, m)
@@ -324,6 +327,24 @@ class Drainer:
             self._payloads.discard(body)
         except Exception as exc:
             log.warning("payload not deleted", error=type(exc).__name__)
+
+    def _requeue_later(self, url: str, message: dict[str, Any]) -> None:
+        """Put a throttled email back with a growing delay, as a fresh message.
+
+        Throttling is not the email's fault: holding the same message invisible would count each try
+        against the queue's maxReceiveCount and a throttling storm would dead-letter good email. A new
+        copy starts its count afresh; the copy is sent before the original is deleted, so a crash in
+        between leaves two copies, and the ledger's claim sends one.
+        """
+        throttles = int(message.get("MessageAttributes", {}).get(THROTTLES_ATTRIBUTE, {}).get("StringValue", "0"))
+        delay = min(MAX_SQS_DELAY_S, 2 ** min(throttles + 1, 10))
+        self._sqs.send_message(
+            QueueUrl=url,
+            MessageBody=message["Body"],
+            DelaySeconds=delay,
+            MessageAttributes={THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}},
+        )
+        self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def _back_off(self, url: str, message: dict[str, Any]) -> None:
         receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

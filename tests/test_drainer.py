@@ -27,7 +27,7 @@ class FakeSqs:
             {"MessageId": str(i), "ReceiptHandle": f"rh{i}", "Body": b, "Attributes": {"ApproximateReceiveCount": "1"}}
             for i, b in enumerate(bodies)
         ]
-        self.deleted, self.visibility = [], []
+        self.deleted, self.visibility, self.requeued = [], [], []
 
     def get_queue_url(self, QueueName):
         return {"QueueUrl": f"https://sqs/{QueueName}"}
@@ -42,6 +42,12 @@ class FakeSqs:
 
     def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
         self.visibility.append((ReceiptHandle, VisibilityTimeout))
+
+    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes):
+        self.requeued.append((MessageBody, DelaySeconds, MessageAttributes))
+
+    def delete_message(self, QueueUrl, ReceiptHandle):
+        self.deleted.append(ReceiptHandle)
 
 
 class FakeSes:
@@ -130,8 +136,9 @@ def test_outcomes_decide_what_happens_to_each_message():
     d, stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert (result.sent, result.failed, result.throttled, result.retried) == (1, 1, 1, 1)
-    assert sorted(sqs.deleted) == ["rh0", "rh1"]  # sent and failed-for-good: recorded, then deleted
-    assert sqs.visibility == [("rh2", 2)]  # throttled: back on the queue after a delay
+    assert sorted(sqs.deleted) == ["rh0", "rh1", "rh2"]  # sent, failed for good, and throttled (re-queued)
+    assert [(d, a["moonsend-throttles"]["StringValue"]) for _b, d, a in sqs.requeued] == [(2, "1")]
+    assert sqs.visibility == []
     assert (stats.total("sent"), stats.total("failed")) == (1, 1)
     assert stats.adds[-1][3] == "MessageRejected: Email address is not verified."
 

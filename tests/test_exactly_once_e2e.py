@@ -108,3 +108,27 @@ def _sender_obj(sender):
         sender["apiSecret"],
         float(sender["ratePerSecond"]),
     )
+
+
+def test_a_throttling_storm_delays_email_but_sends_each_once_and_dead_letters_none(stack, uid):
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    key = sender["apiKey"]
+    # The drainer learns MaxSendRate 20 and caches it; then SES drops to 3/s: most sends are throttled.
+    from chalicelib.contract import Sender
+
+    wiring.container().drainer._ses.quota(
+        Sender(sender["emailAddress"], "", "us-east-1", key, sender["apiSecret"], 20.0)
+    )
+    stack.ses.configure(key, max_send_rate=3)
+    spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "storm")
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": f"r{i}@example.org"} for i in range(12)]),
+    )
+    assert stack.wait_until_drained(120)
+    assert _sent_to(stack, user) == sorted(f"r{i}@example.org" for i in range(12))
+    assert {e.state for e in wiring.container().ledger.entries(user, "storm")} == {"sent"}
+    assert stack.queue_depths()["moonsend-local-dlq"] == (0, 0, 0)
+    assert stack.ses.account(key).refused > 0  # the storm did happen

@@ -104,3 +104,17 @@ def test_fifo_queues_still_work(sqs, uid):
         sqs.send_message(QueueUrl=url, MessageBody=body, MessageGroupId="g")
     got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
     assert [m["Body"] for m in got] == ["a", "b"]
+
+
+def test_message_attributes_are_returned_when_asked_for(sqs, uid):
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message(
+        QueueUrl=url,
+        MessageBody="x",
+        MessageAttributes={
+            "moonsend-throttles": {"DataType": "Number", "StringValue": "3"},
+            "other": {"DataType": "String", "StringValue": "y"},
+        },
+    )
+    m = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["moonsend-throttles"])["Messages"][0]
+    assert m["MessageAttributes"] == {"moonsend-throttles": {"DataType": "Number", "StringValue": "3"}}

@@ -50,6 +50,7 @@ class SesAccount:
     max_send_rate: float = DEFAULT_MAX_SEND_RATE
     max_24h_send: float = DEFAULT_MAX_24H_SEND
     latency_ms: float | None = None  # None: the stand-in's default
+    refused: int = 0  # sends refused for rate or quota
     _recent: deque[float] = field(default_factory=deque)  # accepted sends, last second(s)
     _day: deque[float] = field(default_factory=deque)  # accepted sends, last 24 hours
 
@@ -167,11 +168,13 @@ class SesStandIn:
         with self._lock:
             now = self._clock()
             if acct.sent_last_24h(now) >= acct.max_24h_send:
+                acct.refused += 1
                 raise Refused("quota", "Daily message quota exceeded.")
             span, allowed = acct.window()
             while acct._recent and acct._recent[0] <= now - span:
                 acct._recent.popleft()
             if len(acct._recent) >= allowed:
+                acct.refused += 1
                 raise Refused("rate", "Maximum sending rate exceeded.")
             acct._recent.append(now)
             acct._day.append(now)

@@ -75,12 +75,11 @@ def _receive(backend: Any, queue: FastQueue, p: dict[str, Any]) -> Response | No
     visibility = int(p.get("VisibilityTimeout", queue.visibility_timeout))  # type: ignore[attr-defined]
     if not (1 <= count <= 10 and 0 <= wait <= 20 and 0 <= visibility <= 43200):
         return None
-    if p.get("MessageAttributeNames"):
-        return None
+    attribute_names = list(p.get("MessageAttributeNames") or [])
     wanted = set(p.get("AttributeNames", [])) | set(p.get("MessageSystemAttributeNames", []))
     if wanted - {"All", *_SYSTEM_ATTRIBUTES}:
         return None
-    messages = backend.receive_message(queue.name, count, wait, visibility, [])
+    messages = backend.receive_message(queue.name, count, wait, visibility, attribute_names)
     out = []
     for m in messages:
         item: dict[str, Any] = {
@@ -98,6 +97,9 @@ def _receive(backend: Any, queue: FastQueue, p: dict[str, Any]) -> Response | No
         attrs = {k: v for k, v in values.items() if "All" in wanted or k in wanted}
         if attrs:
             item["Attributes"] = attrs
+        if m.message_attributes:
+            item["MessageAttributes"] = m.message_attributes
+            item["MD5OfMessageAttributes"] = m.attribute_md5
         out.append(item)
     return _ok({"Messages": out} if out else {})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from chalice import Chalice
 from chalice.app import SNSEvent
 
-from chalicelib import log, wiring
+from chalicelib import drain_chain, log, wiring
 from chalicelib.config import Settings
 from chalicelib.errors import QueueNotOurs
 from chalicelib.routing import require_our_queue
@@ -33,7 +33,4 @@ def send_emails(event: SNSEvent) -> None:
     except QueueNotOurs as exc:
         log.warning("trigger ignored", reason=str(exc))
         return
-    context = event.context
-    result = c.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis)
-    if result.unfinished:
-        c.reinvoke(context.function_name, queue, request.generation + 1)
+    drain_chain.run(c, request, queue, event.context)

@@ -60,6 +60,7 @@ class Resources:
     tenants_table: TableDef
     campaigns_table: TableDef
     ledger_table: TableDef
+    leases_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     payload_bucket: BucketDef
@@ -80,7 +81,7 @@ class Resources:
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
-        return (self.tenants_table, self.campaigns_table, self.ledger_table)
+        return (self.tenants_table, self.campaigns_table, self.ledger_table, self.leases_table)
 
     @property
     def queues(self) -> tuple[QueueDef, ...]:
@@ -107,6 +108,8 @@ def resources_for(app_name: str, stage: str) -> Resources:
         ledger_table=TableDef(
             "LedgerTable", f"{p}-ledger", hash_key="pk", range_key="rcpt", ttl_attribute="expires_at"
         ),
+        # One item per queue being drained: who drains it, until when.
+        leases_table=TableDef("LeasesTable", f"{p}-leases", hash_key="queue", ttl_attribute="expires_at"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads", expire_after_days=7),

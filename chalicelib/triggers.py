@@ -21,6 +21,7 @@ class DrainRequest:
     queue_name: str
     source: str  # "alarm" or "continue"
     generation: int = 0
+    lease: str | None = None  # the lease token a continuation carries
 
 
 def parse_trigger(message: str) -> DrainRequest | None:
@@ -32,7 +33,7 @@ def parse_trigger(message: str) -> DrainRequest | None:
     if not isinstance(d, dict):
         return None
     if d.get("kind") == CONTINUE_KIND and isinstance(d.get("queue"), str):
-        return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)))
+        return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"))
     if d.get("NewStateValue") != "ALARM":
         return None
     trigger = d.get("Trigger") or {}
@@ -44,9 +45,9 @@ def parse_trigger(message: str) -> DrainRequest | None:
     return None
 
 
-def continuation_event(queue_name: str, generation: int, topic_arn: str) -> dict[str, Any]:
+def continuation_event(queue_name: str, generation: int, topic_arn: str, lease: str) -> dict[str, Any]:
     """The payload of the sender's asynchronous self-invocation, in Lambda's SNS event shape."""
-    message = json.dumps({"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation})
+    message = json.dumps({"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation, "lease": lease})
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     return {
         "Records": [

@@ -15,6 +15,7 @@ from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
+from chalicelib.lease import Leases
 from chalicelib.ledger import Ledger
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
@@ -85,13 +86,17 @@ class Container:
             self.payloads,
         )
 
-    def reinvoke(self, function_name: str, queue_name: str, generation: int) -> None:
-        """Hand the drain on to a fresh asynchronous invocation of the same function."""
+    @cached_property
+    def leases(self) -> Leases:
+        return Leases(self.settings.resources.leases_table.name, self.settings.region)
+
+    def reinvoke(self, function_name: str, queue_name: str, generation: int, lease: str) -> None:
+        """Hand the drain (and its lease) on to a fresh asynchronous invocation of the same function."""
         topic = self.settings.topic_arn(self.settings.resources.send_topic.name)
         aws.client("lambda", self.settings.region).invoke(
             FunctionName=function_name,
             InvocationType="Event",
-            Payload=json.dumps(continuation_event(queue_name, generation, topic)).encode(),
+            Payload=json.dumps(continuation_event(queue_name, generation, topic, lease)).encode(),
         )
 
 

@@ -1,0 +1,39 @@
+"""The chain of send_emails invocations that drains one queue: lease, drain, hand on, release.
+
+A trigger (the alarm, or later the sweeper) takes the queue's lease or returns at once if another
+drainer holds it. The holder drains until its Lambda time runs short, then re-invokes itself with the
+lease token; the continuation renews the lease and goes on. When the queue is empty the lease is
+released, so the next alarm starts a new chain. A chain that dies lets its lease expire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib import log
+from chalicelib.drainer import DrainResult
+from chalicelib.lease import Lease
+from chalicelib.triggers import DrainRequest
+
+# A lease outlives its holder's Lambda time by this much, so that a re-invocation can renew it.
+LEASE_GRACE_MS = 60_000
+
+
+def run(container: Any, request: DrainRequest, queue: str, context: Any) -> DrainResult | None:
+    """One link of the chain. Returns None when another drainer holds the queue."""
+    hold = int(context.get_remaining_time_in_millis()) + LEASE_GRACE_MS
+    leases = container.leases
+    lease: Lease | None
+    if request.source == "continue" and request.lease:
+        lease = leases.renew(queue, request.lease, hold)
+    else:
+        lease = leases.acquire(queue, hold)
+    if lease is None:
+        log.info("queue already being drained", queue=queue, trigger=request.source)
+        return None
+    result: DrainResult = container.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis)
+    if result.unfinished:
+        container.reinvoke(context.function_name, queue, request.generation + 1, lease.token)
+    else:
+        leases.release(lease)
+    return result

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from chalice import Chalice
-from chalice.app import SNSEvent
+from chalice import Chalice, Rate
+from chalice.app import CloudWatchEvent, SNSEvent
 
 from chalicelib import drain_chain, log, wiring
 from chalicelib.config import Settings
@@ -34,3 +34,9 @@ def send_emails(event: SNSEvent) -> None:
         log.warning("trigger ignored", reason=str(exc))
         return
     drain_chain.run(c, request, queue, event.context)
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def sweep_queues(event: CloudWatchEvent) -> None:
+    """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""
+    wiring.container().sweeper.sweep()

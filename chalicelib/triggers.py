@@ -14,12 +14,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 CONTINUE_KIND = "moonsend.drain.continue"
+SWEEP_KIND = "moonsend.drain.sweep"
 
 
 @dataclass(frozen=True)
 class DrainRequest:
     queue_name: str
-    source: str  # "alarm" or "continue"
+    source: str  # "alarm", "sweep" or "continue"
     generation: int = 0
     lease: str | None = None  # the lease token a continuation carries
 
@@ -34,6 +35,8 @@ def parse_trigger(message: str) -> DrainRequest | None:
         return None
     if d.get("kind") == CONTINUE_KIND and isinstance(d.get("queue"), str):
         return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"))
+    if d.get("kind") == SWEEP_KIND and isinstance(d.get("queue"), str):
+        return DrainRequest(d["queue"], "sweep")
     if d.get("NewStateValue") != "ALARM":
         return None
     trigger = d.get("Trigger") or {}
@@ -45,16 +48,25 @@ def parse_trigger(message: str) -> DrainRequest | None:
     return None
 
 
+def sweep_event(queue_name: str, topic_arn: str) -> dict[str, Any]:
+    """The payload with which the sweeper starts a drain of a stalled queue."""
+    return _sns_event(json.dumps({"kind": SWEEP_KIND, "queue": queue_name}), topic_arn, "sweeper")
+
+
 def continuation_event(queue_name: str, generation: int, topic_arn: str, lease: str) -> dict[str, Any]:
     """The payload of the sender's asynchronous self-invocation, in Lambda's SNS event shape."""
     message = json.dumps({"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation, "lease": lease})
+    return _sns_event(message, topic_arn, "self-invoke")
+
+
+def _sns_event(message: str, topic_arn: str, via: str) -> dict[str, Any]:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
     return {
         "Records": [
             {
                 "EventSource": "aws:sns",
                 "EventVersion": "1.0",
-                "EventSubscriptionArn": f"{topic_arn}:self-invoke",
+                "EventSubscriptionArn": f"{topic_arn}:{via}",
                 "Sns": {
                     "Type": "Notification",
                     "MessageId": str(uuid.uuid4()),

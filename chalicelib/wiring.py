@@ -21,9 +21,10 @@ from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
 from chalicelib.ses_sender import SesSender
+from chalicelib.sweeper import Sweeper
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
-from chalicelib.triggers import continuation_event
+from chalicelib.triggers import continuation_event, sweep_event
 
 
 class Container:
@@ -89,6 +90,19 @@ class Container:
     @cached_property
     def leases(self) -> Leases:
         return Leases(self.settings.resources.leases_table.name, self.settings.region)
+
+    @cached_property
+    def sweeper(self) -> Sweeper:
+        return Sweeper(self.settings, aws.client("sqs", self.settings.region), self.leases, self.start_drain)
+
+    def start_drain(self, queue_name: str) -> None:
+        """Invoke send_emails asynchronously for a queue (the sweeper's way in)."""
+        s = self.settings
+        aws.client("lambda", s.region).invoke(
+            FunctionName=s.resources.function_name("send_emails"),
+            InvocationType="Event",
+            Payload=json.dumps(sweep_event(queue_name, s.topic_arn(s.resources.send_topic.name))).encode(),
+        )
 
     def reinvoke(self, function_name: str, queue_name: str, generation: int, lease: str) -> None:
         """Hand the drain (and its lease) on to a fresh asynchronous invocation of the same function."""

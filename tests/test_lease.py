@@ -116,3 +116,53 @@ def test_continuation_messages_carry_the_lease(lease):
     assert (req.queue_name, req.source, req.generation) == ("q", "continue", 4)
     assert req.lease == (lease or "")
     assert json.loads(event["Records"][0]["Sns"]["Message"])["kind"] == "moonsend.drain.continue"
+
+
+def test_a_stalled_queue_is_picked_up_by_the_sweeper(stack, uid):
+    """Messages arrive while the alarm is already in ALARM: no notification, so only the sweeper helps."""
+    from chalicelib.contract import QueuedEmail, Sender
+    from tests.conftest import read_sends
+    from tests.test_pipeline_e2e import _tenant
+
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    c = wiring.container()
+    c.tenants.remember(
+        user, "paid", Sender(sender["emailAddress"], "", "us-east-1", sender["apiKey"], sender["apiSecret"], 20.0)
+    )
+    queue = f"moonsend-local-t-{user}"
+    url = c.queues.ensure(queue, user)
+    stack.alarms.evaluate_once(force=True)  # the new alarm settles (OK: the queue is empty)
+    cw = stack.client("cloudwatch")
+    cw.set_alarm_state(AlarmName=f"{queue}-not-empty", StateValue="ALARM", StateReason="left over from a drain")
+    body = QueuedEmail(user, "paid", {}, "c1", "Hi", "<p>Hi</p>", "late@example.org").to_json()
+    stack.client("sqs").send_message(QueueUrl=url, MessageBody=body)
+    time.sleep(2.5)  # alarm evaluations come and go: the state stays ALARM, nothing is notified
+    assert stack.queue_depths()[queue][0] == 1
+    from infra.local.scheduler import scheduled_event
+
+    tick = scheduled_event("arn:aws:events:us-east-1:123456789012:rule/sweep", "123456789012", "us-east-1")
+    resp = stack.client("lambda").invoke(FunctionName="moonsend-local-sweep_queues", Payload=json.dumps(tick))
+    assert resp["StatusCode"] == 200 and "FunctionError" not in resp
+    assert stack.wait_until_drained(30)
+    assert [s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user] == ["late@example.org"]
+
+
+def test_the_sweeper_leaves_queues_that_are_being_drained_alone(stack, uid):
+    from chalicelib.sweeper import Sweeper
+
+    started = []
+    leases = wiring.container().leases
+    sweeper = Sweeper(wiring.container().settings, stack.client("sqs"), leases, started.append)
+    busy, idle = f"moonsend-local-t-busy{uid}", f"moonsend-local-t-idle{uid}"
+    sqs = stack.client("sqs")
+    for q in (busy, idle):
+        sqs.send_message(QueueUrl=sqs.create_queue(QueueName=q)["QueueUrl"], MessageBody="{}")
+    lease = leases.acquire(busy, 60_000)
+    try:
+        sweeper.sweep()
+        assert idle in started and busy not in started
+    finally:  # these hold unsendable messages: leave nothing for the stack's own sweeper
+        leases.release(lease)
+        for q in (busy, idle):
+            sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=q)["QueueUrl"])

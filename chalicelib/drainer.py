@@ -164,6 +164,7 @@ class Drainer:
             failed=result.failed,
             throttled=result.throttled,
             retried=result.retried,
+            duplicates=result.duplicates,
             unfinished=result.unfinished,
             stopped=result.stopped_reason,
         )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
-from chalicelib.tables import bound
+from chalicelib.tables import bound, warm
 
 COUNTERS = ("queued", "rejected", "sent", "failed", "suppressed")
 
@@ -62,7 +62,7 @@ class CampaignStats:
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
-        self._model._get_connection().connection.client  # noqa: B018
+        warm(self._model)
 
     def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None:
         actions = []

@@ -17,7 +17,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError
 from pynamodb.models import Model
 
-from chalicelib.tables import bound
+from chalicelib.tables import bound, condition_failed
 
 
 class LeaseModel(Model):
@@ -38,10 +38,6 @@ class Lease:
     expires_ms: int
 
 
-def _conditional_failed(exc: Exception) -> bool:
-    return getattr(exc, "cause_response_code", None) == "ConditionalCheckFailedException"
-
-
 class Leases:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(LeaseModel, table_name, region)
@@ -55,7 +51,7 @@ class Leases:
                 condition=condition  # type: ignore[arg-type]
             )
         except PutError as exc:
-            if _conditional_failed(exc):
+            if condition_failed(exc):
                 return None
             raise
         return Lease(queue, token, expires)
@@ -74,7 +70,7 @@ class Leases:
         try:
             self._model(lease.queue).delete(condition=self._model.token == lease.token)
         except DeleteError as exc:
-            if not _conditional_failed(exc):
+            if not condition_failed(exc):
                 raise
 
     def holder(self, queue: str) -> Lease | None:

@@ -32,7 +32,7 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 
-from chalicelib.tables import bound
+from chalicelib.tables import bound, condition_failed, warm
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
 FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED})
@@ -78,18 +78,13 @@ def _pk(user_id: str, campaign_id: str) -> str:
     return f"{user_id}#{campaign_id}"
 
 
-def _failed(exc: Exception) -> bool:
-    cause = getattr(exc, "cause_response_code", None)
-    return cause == "ConditionalCheckFailedException"
-
-
 class Ledger:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(LedgerModel, table_name, region)
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
-        self._model._get_connection().connection.client  # noqa: B018
+        warm(self._model)
 
     # --- precompile ------------------------------------------------------------------------------
     def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]:
@@ -133,7 +128,7 @@ class Ledger:
             m(_pk(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
             return True
         except UpdateError as exc:
-            if _failed(exc):
+            if condition_failed(exc):
                 return False
             raise
 
@@ -169,7 +164,7 @@ class Ledger:
             )
             return Claim(pk, rcpt, token)
         except UpdateError as exc:
-            if not _failed(exc):
+            if not condition_failed(exc):
                 raise
         return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
 
@@ -186,7 +181,7 @@ class Ledger:
             m(claim.pk, claim.rcpt).update(actions=actions, condition=m.claim_token == claim.token)
             return True
         except UpdateError as exc:
-            if _failed(exc):
+            if condition_failed(exc):
                 return False
             raise
 
@@ -196,7 +191,7 @@ class Ledger:
         try:
             m(claim.pk, claim.rcpt).update(actions=[m.claimed_until.set(0)], condition=m.claim_token == claim.token)
         except UpdateError as exc:
-            if not _failed(exc):
+            if not condition_failed(exc):
                 raise
 
     # --- reading -------------------------------------------------------------------------------------

@@ -23,3 +23,13 @@ def _bind(model: type[Model], table_name: str, region: str) -> type[Model]:
 def bound(model: type[M], table_name: str, region: str) -> type[M]:
     """A subclass of `model` on `table_name` (one per model and table, so connections are reused)."""
     return _bind(model, table_name, region)  # type: ignore[return-value]
+
+
+def warm(model: type[Model]) -> None:
+    """Create a model's DynamoDB client now, in one thread, rather than in many at its first use."""
+    model._get_connection().connection.client  # noqa: B018
+
+
+def condition_failed(exc: Exception) -> bool:
+    """Whether a pynamodb write failed because its condition did not hold (and not for any other reason)."""
+    return getattr(exc, "cause_response_code", None) == "ConditionalCheckFailedException"

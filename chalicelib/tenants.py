@@ -17,7 +17,7 @@ from pynamodb.exceptions import DoesNotExist
 from pynamodb.models import Model
 
 from chalicelib.contract import Sender
-from chalicelib.tables import bound
+from chalicelib.tables import bound, warm
 
 
 class TenantModel(Model):
@@ -68,7 +68,7 @@ class TenantRegistry:
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
-        self._model._get_connection().connection.client  # noqa: B018
+        warm(self._model)
 
     def remember(self, user_id: str, plan: str, sender: Sender) -> bool:
         """Store the tenant's settings if they changed since this container last wrote them."""

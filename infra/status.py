@@ -29,7 +29,8 @@ class Snapshot:
     campaigns: list[CampaignCounts]
 
 
-def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
+def queue_depths(settings: Settings, sqs: Any) -> list[QueueDepth]:
+    """Every queue of this stage (the local stack's SNS taps aside), with its counts."""
     r = settings.resources
     queues: list[QueueDepth] = []
     for url in sqs.list_queues(QueueNamePrefix=r.prefix).get("QueueUrls", []):
@@ -45,6 +46,12 @@ def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
                 int(a["ApproximateNumberOfMessagesDelayed"]),
             )
         )
+    return queues
+
+
+def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
+    r = settings.resources
+    queues = queue_depths(settings, sqs)
     stats = CampaignStats(r.campaigns_table.name, settings.region)
     campaigns = [c for c in stats.all() if user is None or c.user_id == user]
     campaigns.sort(key=lambda c: (c.user_id, c.campaign_id))

@@ -277,20 +277,10 @@ class LocalStack:
 
     def queue_depths(self) -> dict[str, tuple[int, int, int]]:
         """(visible, in flight, delayed) of every moonsend queue of this stage but the taps."""
+        from infra.status import queue_depths
+
         assert self.settings is not None
-        sqs = self.client("sqs")
-        out: dict[str, tuple[int, int, int]] = {}
-        for url in sqs.list_queues(QueueNamePrefix=self.settings.resources.prefix).get("QueueUrls", []):
-            name = url.rsplit("/", 1)[-1]
-            if "-local-tap-" in name:
-                continue
-            a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
-            out[name] = (
-                int(a["ApproximateNumberOfMessages"]),
-                int(a["ApproximateNumberOfMessagesNotVisible"]),
-                int(a["ApproximateNumberOfMessagesDelayed"]),
-            )
-        return out
+        return {q.name: (q.visible, q.in_flight, q.delayed) for q in queue_depths(self.settings, self.client("sqs"))}
 
     def wait_until_drained(self, timeout: float = 120.0, settle_s: float = 0.5, poll_s: float = 0.5) -> bool:
         """Wait until nothing is left to deliver, run or send (dead letters aside).

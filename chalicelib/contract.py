@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 from chalicelib.errors import FieldError, MessageInvalid
 
@@ -23,6 +24,8 @@ MAX_SUBJECT_TEMPLATE_BYTES = 2048
 MAX_RECIPIENTS_PER_MESSAGE = 1000
 MAX_METADATA_BYTES = 16 * 1024
 MAX_RATE_PER_SECOND = 10_000.0
+# One encoder for every metadata size check: json.dumps builds a new one per call when given options.
+_METADATA_SIZE = json.JSONEncoder(default=str)
 
 # Ids travel into queue names, S3 keys, log lines and file names: a conservative alphabet that still
 # takes the ids identity providers hand out (`auth0|5f3e...`, `google-oauth2|1234`, emails).
@@ -71,10 +74,11 @@ class Campaign:
     strict: bool = False
 
 
-@dataclass(frozen=True)
-class Recipient:
+class Recipient(NamedTuple):
+    """One recipient of a message (a NamedTuple: campaigns build hundreds of thousands of them)."""
+
     email: str
-    metadata: dict[str, Any] = field(default_factory=dict)
+    metadata: dict[str, Any] = {}  # noqa: RUF012 (never mutated)
 
     @property
     def key(self) -> str:
@@ -117,17 +121,30 @@ class QueuedEmail:
     recipient_email: str
 
     def to_json(self) -> str:
-        return json.dumps(
-            {
-                "userId": self.user_id,
-                "userPlan": self.plan,
-                "sender": self.sender,
-                "campaign": {"id": self.campaign_id, "subject": self.subject, "body": self.body},
-                "recipient": {"email": self.recipient_email},
-            },
+        return QueuedEmail.encoder(self.user_id, self.plan, self.sender, self.campaign_id)(
+            self.subject, self.body, self.recipient_email
+        )
+
+    @staticmethod
+    def encoder(user_id: str, plan: str, sender: dict[str, Any], campaign_id: str) -> Callable[[str, str, str], str]:
+        """A function from (subject, body, address) to the queued JSON, for one campaign's batch.
+
+        The envelope is the same for every recipient of a batch, so it is encoded once; per recipient
+        only three strings are escaped (with the json module's C escaper) and joined. This was half of
+        precompile's cost outside rendering. The output is what `json.dumps(..., separators=(",", ":"),
+        ensure_ascii=False)` gives for the same dict.
+        """
+        head = json.dumps(
+            {"userId": user_id, "userPlan": plan, "sender": sender, "campaign": {"id": campaign_id}},
             separators=(",", ":"),
             ensure_ascii=False,
         )
+        prefix = head[:-2] + ',"subject":'  # drop the closing `}}` of campaign and message
+
+        def encode(subject: str, body: str, email: str, _q: Callable[[str], str] = _json_string) -> str:
+            return f'{prefix}{_q(subject)},"body":{_q(body)}}},"recipient":{{"email":{_q(email)}}}}}'
+
+        return encode
 
     @classmethod
     def from_json(cls, raw: str) -> QueuedEmail:
@@ -144,6 +161,9 @@ class QueuedEmail:
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise MessageInvalid([FieldError("queued message", f"not a queued email: {exc}")]) from exc
+
+
+_json_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
 
 
 # --- validation helpers -------------------------------------------------------------------------
@@ -305,7 +325,7 @@ def _recipient(r: object, path: str) -> Recipient | RejectedRecipient:
         metadata = {}
     if not isinstance(metadata, dict):
         return RejectedRecipient(shown, f"{path}.metadata: must be an object")
-    if len(json.dumps(metadata, default=str)) > MAX_METADATA_BYTES:
+    if len(_METADATA_SIZE.encode(metadata)) > MAX_METADATA_BYTES:
         return RejectedRecipient(shown, f"{path}.metadata: larger than {MAX_METADATA_BYTES} bytes")
     return Recipient(email=str(email), metadata=metadata)
 

@@ -13,6 +13,8 @@ import uuid
 from typing import Any
 from urllib.parse import quote
 
+from chalicelib.enqueuer import utf8_size
+
 POINTER_KEY = "moonsendPayload"
 DEFAULT_THRESHOLD_BYTES = 256 * 1024
 
@@ -26,9 +28,9 @@ class PayloadStore:
 
     def wrap(self, user_id: str, campaign_id: str, body: str) -> str:
         """The queue message for `body`: the body itself, or a pointer to it in S3."""
+        if len(body) <= self.threshold_bytes // 4 or utf8_size(body) <= self.threshold_bytes:
+            return body  # a character is at most four bytes: most bodies need no count at all
         data = body.encode("utf-8")
-        if len(data) <= self.threshold_bytes:
-            return body
         key = f"{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{uuid.uuid4().hex}.json"
         self._s3.put_object(
             Bucket=self._bucket, Key=key, Body=data, ServerSideEncryption="AES256", ContentType="application/json"

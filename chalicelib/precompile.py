@@ -10,8 +10,11 @@ does the work again; the sender's claim makes a second queued copy harmless. Not
 
 from __future__ import annotations
 
+import hashlib
 import json
+import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from chalicelib import log
 from chalicelib.campaign_stats import CampaignStats
@@ -32,6 +35,8 @@ from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
+
+UNATTRIBUTED = "_unattributed"  # where messages with no usable tenant or campaign id are recorded
 
 
 @dataclass
@@ -73,19 +78,28 @@ class Precompiler:
         return self._precompile(request)
 
     def _reject_message(self, raw: str, exc: MessageInvalid) -> PrecompileResult:
-        """An unusable envelope: every recipient it names is rejected with the reason, where it can be
-        recorded (valid tenant and campaign ids); otherwise the log line is the record."""
+        """An unusable envelope: recorded, never dropped, and recorded once however often it is redelivered.
+
+        With a valid tenant and campaign id, each recipient it names is rejected in that campaign with
+        the reason (or the message itself, under its digest, if it names none). Without them (not JSON,
+        a hostile userId) there is no campaign to put it in: it goes to the `_unattributed` tenant under
+        the day's date (an id no tenant can have), where `moonsend status` counts it and `moonsend
+        recipients --user _unattributed --campaign <date>` lists the reasons.
+        """
         user_id, campaign_id = envelope_ids(raw)
         reason = str(exc)
-        log.warning("message rejected", user=user_id, campaign=campaign_id, reason=reason)
         emails = _named_recipients(raw)
         result = PrecompileResult(user_id, campaign_id)
         result.rejected = [RejectedRecipient(e, reason) for e in emails] or [RejectedRecipient(None, reason)]
         if user_id and campaign_id:
-            new = self._ledger.record_rejected(user_id, campaign_id, [(e, reason) for e in emails])
-            count = new if emails else 1
-            if count:
-                self._stats.add(user_id, campaign_id, rejected=count, error=reason)
+            records = [(e, reason) for e in emails] or [(message_key(raw), reason)]
+        else:
+            user_id, campaign_id = UNATTRIBUTED, time.strftime("%Y-%m-%d", time.gmtime())
+            records = [(message_key(raw), f"{reason}{_given_ids(raw)}")]
+        log.warning("message rejected", user=user_id, campaign=campaign_id, reason=records[0][1])
+        new = self._ledger.record_rejected(user_id, campaign_id, records)
+        if new:  # a redelivered bad message finds itself recorded and is not counted twice
+            self._stats.add(user_id, campaign_id, rejected=new, error=records[0][1])
         return result
 
     def _precompile(self, req: PrecompileRequest) -> PrecompileResult:
@@ -109,23 +123,14 @@ class Precompiler:
             return self._finish(req, result, [])
 
         outgoing: list[Outgoing] = []
-        public_sender = req.sender.public_dict()
+        encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id)
         for r in fresh:
             try:
                 rendered = compiled.render(template_variables(r.email, r.metadata, req.campaign.id))
             except RenderFailed as exc:
                 result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
                 continue
-            email = QueuedEmail(
-                user_id=req.user_id,
-                plan=req.plan,
-                sender=public_sender,
-                campaign_id=req.campaign.id,
-                subject=rendered.subject,
-                body=rendered.body,
-                recipient_email=r.email,
-            )
-            body = email.to_json()
+            body = encode(rendered.subject, rendered.body, r.email)
             if self._payloads is not None:
                 body = self._payloads.wrap(req.user_id, req.campaign.id, body)
             outgoing.append(Outgoing(key=r.email, body=body))
@@ -171,6 +176,29 @@ class Precompiler:
             duplicates=result.duplicates,
         )
         return result
+
+
+def message_key(raw: str | bytes | dict[str, Any]) -> str:
+    """The ledger key of a rejected message with no recipient to key it by: its content's digest."""
+    if isinstance(raw, dict):
+        data = json.dumps(raw, sort_keys=True, default=str).encode("utf-8")
+    else:
+        data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+    return f"message-{hashlib.sha256(data).hexdigest()[:32]}"
+
+
+def _given_ids(raw: str | bytes | dict[str, Any]) -> str:
+    """` (userId given: '../x')`: the ids a rejected message carried, shortened, so its sender can find it.
+
+    Ids are not secrets; the sender's keys are never echoed."""
+    try:
+        d = json.loads(raw) if isinstance(raw, str | bytes) else raw
+        campaign = d.get("campaign") if isinstance(d.get("campaign"), dict) else {}
+        given = [("userId", d.get("userId")), ("campaign.id", campaign.get("id"))]
+    except (ValueError, AttributeError, TypeError):
+        return ""
+    shown = [f"{name} given: {v[:60]!r}{'...' if len(v) > 60 else ''}" for name, v in given if isinstance(v, str)]
+    return f" ({', '.join(shown)})" if shown else ""
 
 
 def _keyable(email: str | None) -> bool:

@@ -136,6 +136,25 @@ def test_sender_keys_never_show_in_repr_or_in_the_queued_message():
     assert QueuedEmail.from_json(text) == queued
 
 
+@pytest.mark.parametrize("text", ["plain", 'quote " and \\ backslash', "é ü 日本", "line\nbreak\x00\u2028", ""])
+def test_queued_json_is_what_json_dumps_gives_for_any_text(text):
+    # The encoder joins a pre-encoded envelope with escaped strings; it must match the json module exactly.
+    queued = QueuedEmail(f"u{text}", "paid", {"fromName": text, "rate": 1.5}, f"c{text}", text, text, "a@x.io")
+    expected = json.dumps(
+        {
+            "userId": queued.user_id,
+            "userPlan": "paid",
+            "sender": queued.sender,
+            "campaign": {"id": queued.campaign_id, "subject": text, "body": text},
+            "recipient": {"email": "a@x.io"},
+        },
+        separators=(",", ":"),
+        ensure_ascii=False,
+    )
+    assert queued.to_json() == expected
+    assert QueuedEmail.from_json(queued.to_json()) == queued
+
+
 def test_queued_message_keeps_the_canonical_shape_without_metadata():
     queued = QueuedEmail("u", "paid", {"emailAddress": "n@x.io"}, "c", "Hi Ann", "<p>Ann</p>", "ann@x.io")
     d = json.loads(queued.to_json())

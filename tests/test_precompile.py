@@ -1,6 +1,7 @@
 """precompile_email's decisions, with in-process fakes for AWS."""
 
 import json
+import time
 
 import pytest
 
@@ -128,6 +129,38 @@ def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
     result = p.handle(json.dumps(msg))
     assert result.queued == 0 and sqs.batches == []
     assert stats.adds == [("user-1", "camp-1", {"rejected": 1}, "sender.ratePerSecond: must be greater than zero")]
+
+
+@pytest.mark.parametrize(
+    ("raw", "reason"),
+    [
+        ("{not json", "message: not valid JSON"),
+        (
+            json.dumps(canonical(userId="../x")),
+            "userId: may only hold ASCII letters, digits and _.|@:+=- (not first)"
+            " (userId given: '../x', campaign.id given: 'camp-1')",
+        ),
+        (json.dumps(canonical(userId="t" * 300)), "userId: longer than 128 characters (userId given: 'tttt"),
+    ],
+)
+def test_a_message_with_no_usable_tenant_is_recorded_once_under_unattributed_however_often_redelivered(raw, reason):
+    from chalicelib.precompile import UNATTRIBUTED, message_key
+
+    p, sqs, _t, _q, stats = _precompiler()
+    p.handle(raw)
+    p.handle(raw)  # SNS redelivers
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    row = p._ledger.rows[(f"{UNATTRIBUTED}#{day}", message_key(raw))]
+    assert row["state"] == "rejected" and row["reason"].startswith(reason)
+    assert [a[:3] for a in stats.adds] == [(UNATTRIBUTED, day, {"rejected": 1})]  # counted once
+    assert sqs.batches == []
+
+
+def test_a_rejected_message_never_echoes_the_senders_secret():
+    msg = canonical(userId="../x")
+    p, *_ = _precompiler()
+    p.handle(json.dumps(msg))
+    assert not any("secret/EXAMPLE+key" in str(row) for row in p._ledger.rows.values())
 
 
 class FakeS3:

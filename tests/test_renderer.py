@@ -1,3 +1,5 @@
+import tracemalloc
+
 import pytest
 
 from chalicelib.errors import RenderFailed, TemplateInvalid
@@ -65,6 +67,39 @@ def test_hostile_template_fails_fast_with_a_clear_error(hostile):
     # Stopped by a resource limit (loop iterations or output size), not by the loop running out.
     with pytest.raises(RenderFailed, match="limit"):
         render("s", hostile)
+
+
+A64K = "{% capture a %}{% for i in (1..60000) %}a{% endfor %}{% endcapture %}"
+
+
+@pytest.mark.parametrize(
+    ("hostile", "reason"),
+    [
+        ("{{ (1..1000000000) | sum }}", "sum: more than 100,000 items"),
+        ("{{ (1..1000000000) | sort | first }}", "sort: more than 100,000 items"),
+        ("{{ (1..3000000) | join: ',' }}", "join: more than 100,000 items"),
+        (A64K + "{{ a | replace: 'a', a }}", "replace: result too large"),
+        (A64K + "{{ a | split: '' | join: a }}", "join: result too large"),
+        (A64K + "{% for i in (1..90000) %}{{ a }}{% endfor %}", "output too large"),
+        ("{% for i in (1..300) %}{% for j in (1..300) %}" + "x" * 50 + "{% endfor %}{% endfor %}", "output too large"),
+    ],
+)
+def test_hostile_template_is_stopped_before_it_builds_its_output(hostile, reason):
+    # Each of these once asked python-liquid for gigabytes (its output limit only sees a string once it
+    # exists): peak memory while failing shows the limit acted before the allocation, not after.
+    tracemalloc.start()
+    try:
+        with pytest.raises(RenderFailed, match=reason):
+            render("s", hostile)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024 * 1024
+
+
+def test_output_limit_does_not_cut_a_large_but_legitimate_email():
+    body = "{% for i in (1..2000) %}<p>Line {{ forloop.index }} for {{ name }}</p>{% endfor %}"
+    assert render("s", body, {"name": "Ann"}).body.count("for Ann") == 2000
 
 
 def test_cache_compiles_a_campaign_once_and_stays_bounded():

@@ -29,6 +29,8 @@ class Settings:
     long_poll_seconds: int
     # A queued email larger than this goes to S3, with a pointer on the queue.
     payload_threshold_bytes: int = 256 * 1024
+    # Emails one free-plan tenant may queue per UTC day (0: no cap).
+    free_daily_cap: int = 300
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -42,6 +44,7 @@ class Settings:
             deadline_margin_ms=int(e.get("MOONSEND_DEADLINE_MARGIN_MS", "20000")),
             long_poll_seconds=int(e.get("MOONSEND_LONG_POLL_SECONDS", "1")),
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
+            free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
         )
 
     @cached_property

@@ -10,13 +10,14 @@ from __future__ import annotations
 import enum
 import math
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor
 from concurrent.futures import wait as futures_wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from chalicelib import log
+from chalicelib import log, metrics
 from chalicelib.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail
@@ -27,11 +28,12 @@ from chalicelib.errors import (
     SendThrottled,
     TransientSendError,
 )
-from chalicelib.ledger import FAILED, FINAL, SENT, Claim, Entry, Ledger
+from chalicelib.ledger import FAILED, FINAL, SENT, UNATTRIBUTED, Claim, Entry, Ledger, message_key, unattributed_day
+from chalicelib.metrics import QueueLag
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
-from chalicelib.resources import SEND_VISIBILITY_TIMEOUT_S
+from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.ses_sender import SesSender
 from chalicelib.tenants import Tenant, TenantRegistry
 
@@ -51,7 +53,8 @@ class Outcome(enum.Enum):
     SENT = "sent"  # recorded, delete the message
     FAILED = "failed"  # recorded with its reason, delete the message
     THROTTLED = "throttled"  # back on the queue later, slow down
-    RETRY = "retry"  # transient: leave it, SQS redelivers (and dead-letters after too many)
+    RETRY = "retry"  # transient: back on the queue after a growing delay (SQS dead-letters after too many)
+    DEAD_LETTER = "dead-letter"  # recorded as failed after its last try: SQS moves it to the dead-letter queue
     STOP = "stop"  # the SES account can send no more today: stop draining
     DUPLICATE = "duplicate"  # the recipient already has its outcome: delete without sending
     HELD = "held"  # another copy of it is being sent right now: look again in a moment
@@ -65,6 +68,9 @@ class DrainResult:
     throttled: int = 0
     retried: int = 0
     duplicates: int = 0
+    dead_lettered: int = 0
+    lag: QueueLag = field(default_factory=QueueLag)
+    tenants: set[str] = field(default_factory=set)
     unfinished: bool = False  # stopped for the deadline: hand on to a new invocation
     stopped_reason: str | None = None
 
@@ -138,7 +144,7 @@ class Drainer:
                     QueueUrl=url,
                     MaxNumberOfMessages=min(10, room),
                     WaitTimeSeconds=0 if inflight else self._settings.long_poll_seconds,
-                    MessageSystemAttributeNames=["ApproximateReceiveCount"],
+                    MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
                     MessageAttributeNames=[THROTTLES_ATTRIBUTE],
                 ).get("Messages", [])
                 if not messages:
@@ -151,7 +157,7 @@ class Drainer:
                     continue
                 empty_polls = 0
                 for m in messages:
-                    inflight[pool.submit(self._send_one, queue_name, m["Body"])] = m
+                    inflight[pool.submit(self._send_one, queue_name, m, result)] = m
             # Whatever was started is finished and recorded before the drain hands on or ends.
             while inflight:
                 self._collect(url, inflight, to_delete, result, wait=True)
@@ -165,10 +171,38 @@ class Drainer:
             throttled=result.throttled,
             retried=result.retried,
             duplicates=result.duplicates,
+            dead_lettered=result.dead_lettered,
+            lag_mean_ms=round(result.lag.mean_ms),
+            lag_max_ms=result.lag.max_ms,
             unfinished=result.unfinished,
             stopped=result.stopped_reason,
         )
+        self._emit_metrics(queue_name, result)
         return result
+
+    def _emit_metrics(self, queue_name: str, result: DrainResult) -> None:
+        free = queue_name == self._settings.resources.free_queue.name
+        counts = {
+            "Sent": result.sent,
+            "Failed": result.failed,
+            "Throttled": result.throttled,
+            "Retried": result.retried,
+            "Duplicates": result.duplicates,
+            "DeadLettered": result.dead_lettered,
+        }
+        try:
+            metrics.emit(
+                metrics.drain_record(
+                    stage=self._settings.stage,
+                    plan="free" if free else "paid",
+                    queue=queue_name,
+                    tenant=None if free or len(result.tenants) != 1 else next(iter(result.tenants)),
+                    counts=counts,
+                    lag=result.lag,
+                )
+            )
+        except Exception as exc:  # metrics must never fail a drain whose outcomes are recorded
+            log.warning("metrics not emitted", queue=queue_name, error=type(exc).__name__)
 
     def _ahead(self, queue_name: str) -> int:
         """How many messages to hold: a second and a half of sends, at least two batches.
@@ -210,11 +244,12 @@ class Drainer:
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
                 self._requeue_later(url, m)
-            elif outcome is Outcome.HELD:
+            elif outcome is Outcome.HELD or outcome is Outcome.RETRY:
                 result.retried += 1
                 self._back_off(url, m)
-            elif outcome is Outcome.RETRY:
-                result.retried += 1
+            elif outcome is Outcome.DEAD_LETTER:
+                result.dead_lettered += 1
+                self._release_to_dead_letter(url, m)
             else:
                 result.stopped_reason = "daily quota exhausted or sending paused"
 
@@ -234,7 +269,10 @@ class Drainer:
                     if str(i) not in failed:
                         self._discard(m["Body"])
 
-    def _send_one(self, queue_name: str, body: str) -> Outcome:
+    def _send_one(self, queue_name: str, message: dict[str, Any], result: DrainResult) -> Outcome:
+        body = message["Body"]
+        attributes = message.get("Attributes", {})
+        receives = int(attributes.get("ApproximateReceiveCount", "1"))
         if self._payloads is not None:
             try:
                 body = self._payloads.unwrap(body)
@@ -244,9 +282,14 @@ class Drainer:
         try:
             email = QueuedEmail.from_json(body)
         except MessageInvalid as exc:
-            # Nothing to record it against: leave it, and after a few receives SQS moves it to the
-            # dead-letter queue, where it stays (14 days) for an operator, with this log line as reason.
-            log.error("unreadable queued message", queue=queue_name, reason=str(exc))
+            # No recipient to record it against: recorded under `_unattributed` by its digest (once,
+            # however often it comes back), and left for SQS to move to the dead-letter queue, where an
+            # operator finds it (14 days).
+            reason = f"unreadable queued message in {queue_name}: {exc}"
+            log.error("unreadable queued message", queue=queue_name, reason=reason)
+            day = unattributed_day()
+            if self._ledger.record_rejected(UNATTRIBUTED, day, [(message_key(body), reason)]):
+                self._stats.add(UNATTRIBUTED, day, rejected=1, error=reason)
             return Outcome.RETRY
         claim = self._ledger.claim(email.user_id, email.campaign_id, email.recipient_email, CLAIM_HOLD_S)
         if isinstance(claim, Entry):
@@ -260,9 +303,13 @@ class Drainer:
                 )
                 return Outcome.DUPLICATE
             return Outcome.HELD  # a copy is being sent now; if that sender dies, its claim expires
-        return self._send_claimed(queue_name, email, claim)
+        result.tenants.add(email.user_id)
+        outcome = self._send_claimed(queue_name, email, claim, receives)
+        if outcome is Outcome.SENT and "SentTimestamp" in attributes:
+            result.lag.add(int(time.time() * 1000) - int(attributes["SentTimestamp"]))
+        return outcome
 
-    def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim) -> Outcome:
+    def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim, receives: int = 1) -> Outcome:
         tenant = self._tenants.get(email.user_id)
         if tenant is None:
             return self._fail(email, claim, "tenant unknown: no sender settings registered")
@@ -293,6 +340,10 @@ class Drainer:
         except SendFailed as exc:
             return self._fail(email, claim, str(exc))
         except TransientSendError as exc:
+            if receives >= MAX_RECEIVE_COUNT:
+                # Its last try: record why before SQS moves it to the dead-letter queue.
+                self._fail(email, claim, f"{exc} (gave up after {receives} tries; message in the dead-letter queue)")
+                return Outcome.DEAD_LETTER
             log.warning("send error, will retry", user=email.user_id, queue=queue_name, reason=str(exc))
             self._ledger.release(claim)
             return Outcome.RETRY
@@ -346,6 +397,10 @@ class Drainer:
             MessageAttributes={THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}},
         )
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def _release_to_dead_letter(self, url: str, message: dict[str, Any]) -> None:
+        """Make it visible now: the next receive exceeds maxReceiveCount and SQS dead-letters it."""
+        self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
 
     def _back_off(self, url: str, message: dict[str, Any]) -> None:
         receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

@@ -20,12 +20,14 @@ It is bounded by the time between SES's answer and the next write (milliseconds)
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
@@ -72,6 +74,24 @@ class Claim:
     pk: str
     rcpt: str
     token: str
+
+
+# Where messages with no usable tenant or campaign id are recorded, under the UTC day as the campaign:
+# ids may not start with `_`, so no tenant can have this one.
+UNATTRIBUTED = "_unattributed"
+
+
+def unattributed_day() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def message_key(raw: str | bytes | dict[str, Any]) -> str:
+    """The ledger key of a rejected message with no recipient to key it by: its content's digest."""
+    if isinstance(raw, dict):
+        data = json.dumps(raw, sort_keys=True, default=str).encode("utf-8")
+    else:
+        data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+    return f"message-{hashlib.sha256(data).hexdigest()[:32]}"
 
 
 def _pk(user_id: str, campaign_id: str) -> str:

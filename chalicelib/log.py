@@ -1,19 +1,30 @@
-"""Structured logs: one JSON object per line, with tenant, campaign and queue where known.
+"""Structured logs: one JSON object per line (Powertools Logger), with tenant, campaign and queue where known.
 
-Callers pass fields explicitly; secrets are never among them (contract.Sender hides its keys even from
-repr), and any field whose name looks like a secret is masked as a last line of defence.
+Callers pass fields explicitly (`log.info("sent", user=..., campaign=..., queue=...)`) rather than
+appending them to the logger: in the local stack many handlers share one process and Lambda's send
+threads share one container, so keys appended to a shared logger would leak from one tenant's line into
+another's. Secrets are never among the fields (contract.Sender hides its keys even from repr), and any
+field whose name looks like a secret is masked as a last line of defence.
+
+The level comes from `MOONSEND_LOG_LEVEL` (or Powertools' own `POWERTOOLS_LOG_LEVEL`), INFO by default.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import time
+import os
 from typing import Any
+
+from aws_lambda_powertools import Logger
 
 _SECRET_WORDS = ("secret", "password", "apikey", "api_key", "token", "credential")
 
-logger = logging.getLogger("moonsend")
+logger = Logger(
+    service="moonsend",
+    level=os.environ.get("MOONSEND_LOG_LEVEL") or os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO",
+    use_rfc3339=True,
+    utc=True,
+)
 
 
 def _safe(key: str, value: Any) -> Any:
@@ -23,12 +34,15 @@ def _safe(key: str, value: Any) -> Any:
     return value
 
 
+def set_level(level: str | int) -> None:
+    logger.setLevel(level)
+
+
 def event(level: int, message: str, **fields: Any) -> None:
     if not logger.isEnabledFor(level):
         return
-    record = {"ts": round(time.time(), 3), "level": logging.getLevelName(level), "message": message}
-    record.update({k: _safe(k, v) for k, v in fields.items() if v is not None})
-    logger.log(level, json.dumps(record, default=str, ensure_ascii=False))
+    extra = {k: _safe(k, v) for k, v in fields.items() if v is not None}
+    logger.log(level, message, extra=extra, stacklevel=3)
 
 
 def info(message: str, **fields: Any) -> None:

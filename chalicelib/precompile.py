@@ -10,9 +10,7 @@ does the work again; the sender's claim makes a second queued copy harmless. Not
 
 from __future__ import annotations
 
-import hashlib
 import json
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,16 +25,15 @@ from chalicelib.contract import (
     is_email,
     parse_precompile_message,
 )
+from chalicelib.daily_cap import DailyCap, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
-from chalicelib.ledger import Ledger
+from chalicelib.ledger import UNATTRIBUTED, Ledger, message_key, unattributed_day
 from chalicelib.payloads import PayloadStore
 from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
-
-UNATTRIBUTED = "_unattributed"  # where messages with no usable tenant or campaign id are recorded
 
 
 @dataclass
@@ -60,6 +57,7 @@ class Precompiler:
         stats: CampaignStats,
         ledger: Ledger,
         payloads: PayloadStore | None = None,
+        daily_cap: DailyCap | None = None,
     ) -> None:
         self._settings = settings
         self._templates = templates
@@ -69,6 +67,7 @@ class Precompiler:
         self._stats = stats
         self._ledger = ledger
         self._payloads = payloads
+        self._daily_cap = daily_cap
 
     def handle(self, raw: str) -> PrecompileResult:
         try:
@@ -94,7 +93,7 @@ class Precompiler:
         if user_id and campaign_id:
             records = [(e, reason) for e in emails] or [(message_key(raw), reason)]
         else:
-            user_id, campaign_id = UNATTRIBUTED, time.strftime("%Y-%m-%d", time.gmtime())
+            user_id, campaign_id = UNATTRIBUTED, unattributed_day()
             records = [(message_key(raw), f"{reason}{_given_ids(raw)}")]
         log.warning("message rejected", user=user_id, campaign=campaign_id, reason=records[0][1])
         new = self._ledger.record_rejected(user_id, campaign_id, records)
@@ -134,6 +133,13 @@ class Precompiler:
             if self._payloads is not None:
                 body = self._payloads.wrap(req.user_id, req.campaign.id, body)
             outgoing.append(Outgoing(key=r.email, body=body))
+
+        if outgoing and req.plan == "free" and self._daily_cap is not None and self._daily_cap.cap > 0:
+            fit = self._daily_cap.reserve(req.user_id, len(outgoing))
+            if fit < len(outgoing):
+                reason = cap_reason(self._daily_cap.cap)
+                result.rejected.extend(RejectedRecipient(o.key, reason) for o in outgoing[fit:])
+                outgoing = outgoing[:fit]
 
         queued: list[str] = []
         if outgoing:
@@ -176,15 +182,6 @@ class Precompiler:
             duplicates=result.duplicates,
         )
         return result
-
-
-def message_key(raw: str | bytes | dict[str, Any]) -> str:
-    """The ledger key of a rejected message with no recipient to key it by: its content's digest."""
-    if isinstance(raw, dict):
-        data = json.dumps(raw, sort_keys=True, default=str).encode("utf-8")
-    else:
-        data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
-    return f"message-{hashlib.sha256(data).hexdigest()[:32]}"
 
 
 def _given_ids(raw: str | bytes | dict[str, Any]) -> str:

@@ -61,6 +61,7 @@ class Resources:
     campaigns_table: TableDef
     ledger_table: TableDef
     leases_table: TableDef
+    usage_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     payload_bucket: BucketDef
@@ -81,7 +82,7 @@ class Resources:
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
-        return (self.tenants_table, self.campaigns_table, self.ledger_table, self.leases_table)
+        return (self.tenants_table, self.campaigns_table, self.ledger_table, self.leases_table, self.usage_table)
 
     @property
     def queues(self) -> tuple[QueueDef, ...]:
@@ -110,6 +111,10 @@ def resources_for(app_name: str, stage: str) -> Resources:
         ),
         # One item per queue being drained: who drains it, until when.
         leases_table=TableDef("LeasesTable", f"{p}-leases", hash_key="queue", ttl_attribute="expires_at"),
+        # One item per free-plan tenant and UTC day: emails queued against the daily cap.
+        usage_table=TableDef(
+            "UsageTable", f"{p}-usage", hash_key="user_id", range_key="day", ttl_attribute="expires_at"
+        ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads", expire_after_days=7),

@@ -13,6 +13,7 @@ from functools import cached_property
 from chalicelib import aws
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
+from chalicelib.daily_cap import DailyCap
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
 from chalicelib.lease import Leases
@@ -73,7 +74,15 @@ class Container:
             self.stats,
             self.ledger,
             self.payloads,
+            self.daily_cap,
         )
+
+    @cached_property
+    def daily_cap(self) -> DailyCap:
+        s = self.settings
+        cap = DailyCap(s.resources.usage_table.name, s.region, s.free_daily_cap)
+        cap.warm()
+        return cap
 
     @cached_property
     def drainer(self) -> Drainer:

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from chalicelib import log
+
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 
 
@@ -248,7 +250,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=os.environ.get("MOONSEND_LOG_LEVEL", "WARNING"), format="%(message)s")
+    level = os.environ.get("MOONSEND_LOG_LEVEL", "WARNING")
+    logging.basicConfig(level=level, format="%(message)s")
+    log.set_level(level)  # the handlers' JSON lines: warnings and errors only, unless asked
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     args = build_parser().parse_args(argv)
     return int(args.func(args))

@@ -13,6 +13,15 @@ import pytest
 from infra.local.stack import LocalStack, StackConfig
 
 
+@pytest.fixture(scope="session", autouse=True)
+def quiet_logs() -> Iterator[None]:
+    """The handlers' INFO lines (one per email) would fill pytest's captured output: warnings up only."""
+    from chalicelib import log
+
+    log.set_level("WARNING")
+    yield
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     outbox = tmp_path_factory.mktemp("outbox")

@@ -6,7 +6,7 @@ from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
 from chalicelib.drainer import Drainer
 from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
-from chalicelib.ledger import Entry
+from chalicelib.ledger import UNATTRIBUTED, Entry, message_key, unattributed_day
 from chalicelib.ses_sender import SendQuota
 from chalicelib.tenants import Tenant
 from tests.fakes import FakeLedger
@@ -22,9 +22,15 @@ SETTINGS = Settings.from_env(
 
 
 class FakeSqs:
-    def __init__(self, bodies):
+    def __init__(self, bodies, receives=1, sent_ms=None):
         self.waiting = [
-            {"MessageId": str(i), "ReceiptHandle": f"rh{i}", "Body": b, "Attributes": {"ApproximateReceiveCount": "1"}}
+            {
+                "MessageId": str(i),
+                "ReceiptHandle": f"rh{i}",
+                "Body": b,
+                "Attributes": {"ApproximateReceiveCount": str(receives)}
+                | ({"SentTimestamp": str(sent_ms)} if sent_ms else {}),
+            }
             for i, b in enumerate(bodies)
         ]
         self.deleted, self.visibility, self.requeued = [], [], []
@@ -138,7 +144,7 @@ def test_outcomes_decide_what_happens_to_each_message():
     assert (result.sent, result.failed, result.throttled, result.retried) == (1, 1, 1, 1)
     assert sorted(sqs.deleted) == ["rh0", "rh1", "rh2"]  # sent, failed for good, and throttled (re-queued)
     assert [(d, a["moonsend-throttles"]["StringValue"]) for _b, d, a in sqs.requeued] == [(2, "1")]
-    assert sqs.visibility == []
+    assert sqs.visibility == [("rh3", 2)]  # transient: back in 2 s, then 4, 8, ... (by receive count)
     assert (stats.total("sent"), stats.total("failed")) == (1, 1)
     assert stats.adds[-1][3] == "MessageRejected: Email address is not verified."
 
@@ -172,6 +178,43 @@ def test_a_message_for_an_unknown_tenant_is_failed_with_a_reason_not_dropped():
     assert ("ghost", "c1", {"failed": 1}, "tenant unknown: no sender settings registered") in stats.adds
     assert ledger.state("ghost", "c1", "a@example.org") == "failed"
     assert sqs.deleted == ["rh0"]  # the unreadable one stays, for the dead-letter queue
+    # ... and is recorded, under `_unattributed` and the day, by its digest, with the reason.
+    row = ledger.rows[(f"{UNATTRIBUTED}#{unattributed_day()}", message_key("{not json"))]
+    assert row["state"] == "rejected" and row["reason"].startswith("unreadable queued message in moonsend-test-t-ghost")
+
+
+def test_a_transient_error_on_the_last_try_records_the_failure_before_the_dead_letter_queue():
+    ledger = FakeLedger()
+    sqs = FakeSqs([queued("acme", "flaky@example.org")], receives=5)  # maxReceiveCount is 5
+    ses = FakeSes({"flaky@example.org": TransientSendError("ServiceUnavailable: try later")})
+    d, stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AK")), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.dead_lettered == 1 and sqs.deleted == []  # not deleted: SQS moves it to the DLQ
+    assert sqs.visibility == [("rh0", 0)]  # visible at once, so the move happens now
+    assert ledger.state("acme", "c1", "flaky@example.org") == "failed"
+    reason = ledger.rows[("acme#c1", "flaky@example.org")]["reason"]
+    assert reason == "ServiceUnavailable: try later (gave up after 5 tries; message in the dead-letter queue)"
+    assert stats.total("failed") == 1
+
+
+def test_each_drain_reports_queue_lag_and_counts_as_one_emf_record(tmp_path, monkeypatch):
+    import json
+    import time
+
+    metrics_file = tmp_path / "metrics.jsonl"
+    monkeypatch.setenv("MOONSEND_METRICS_FILE", str(metrics_file))
+    enqueued = int(time.time() * 1000) - 4_000  # waited about four seconds on the queue
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(3)], sent_ms=enqueued)
+    d, _ = drainer(sqs, FakeSes(), FakeTenants(tenant("acme", "AK")))
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.lag.count == 3 and 4_000 <= result.lag.max_ms < 60_000
+    (line,) = metrics_file.read_text().splitlines()
+    record = json.loads(line)
+    (directive,) = record["_aws"]["CloudWatchMetrics"]
+    assert directive["Namespace"] == "moonsend"
+    assert directive["Dimensions"] == [["stage", "plan", "service"]]  # never the tenant: it would be a metric each
+    assert record["Sent"] == [3.0] and record["Failed"] == [0.0] and record["tenant"] == "acme"
+    assert 4_000 <= record["QueueLagMaxMs"][0] < 60_000
 
 
 def test_duplicate_queue_messages_give_one_send_and_the_copies_are_dropped():

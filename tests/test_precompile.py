@@ -144,7 +144,7 @@ def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
     ],
 )
 def test_a_message_with_no_usable_tenant_is_recorded_once_under_unattributed_however_often_redelivered(raw, reason):
-    from chalicelib.precompile import UNATTRIBUTED, message_key
+    from chalicelib.ledger import UNATTRIBUTED, message_key
 
     p, sqs, _t, _q, stats = _precompiler()
     p.handle(raw)

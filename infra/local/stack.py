@@ -175,6 +175,8 @@ class LocalStack:
                 "AWS_SECRET_ACCESS_KEY": PLATFORM_SECRET_KEY,
                 "AWS_DEFAULT_REGION": c.region,
                 "AWS_REGION": c.region,
+                # EMF records to a file beside the outbox, not into a terminal's progress display.
+                "MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"),
             }
         )
         if c.free_rate is not None:

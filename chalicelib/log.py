@@ -45,6 +45,10 @@ def event(level: int, message: str, **fields: Any) -> None:
     logger.log(level, message, extra=extra, stacklevel=3)
 
 
+def debug(message: str, **fields: Any) -> None:
+    event(logging.DEBUG, message, **fields)
+
+
 def info(message: str, **fields: Any) -> None:
     event(logging.INFO, message, **fields)
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 WINDOW_S = 1.0
 # Clock readings and SES's timestamps round to the millisecond: keep a little more than a second.
-EPSILON_S = 0.002
+EPSILON_S = 0.001
 
 
 class RateLimiter:

@@ -41,3 +41,23 @@ def test_headers_identify_sender_tenant_and_campaign_and_encode_non_ascii():
 
 def test_html_to_text_keeps_paragraphs_apart():
     assert html_to_text("<p>one</p><p>two</p>") == "one\n\ntwo\n"
+
+
+def test_html_to_text_drops_comments_scripts_and_head_and_unescapes_entities():
+    html = (
+        "<html><head><title>T</title><style>.a{}</style></head><body><!-- hidden -->"
+        "<script>x()</script><h1>Fish &amp; Chips</h1><p>Tom&#39;s<br>menu</p>"
+        "<a href='https://x.io/?a=1&amp;b=2'>Order</a> <a href=\"#top\">Top</a> <a href=mailto:a@x.io>Mail</a>"
+        "</body></html>"
+    )
+    assert html_to_text(html) == "Fish & Chips\n\nTom's\nmenu\nOrder (https://x.io/?a=1&b=2) Top Mail\n"
+
+
+def test_the_boundary_never_occurs_in_the_quoted_printable_parts():
+    body = "<p>a=_moonsend_ and =_ and --=_moonsend_x</p>"
+    raw = build_mime(OutgoingEmail("news@acme.io", "Acme", "ann@x.io", "Hi", body, "u1", "c1"))
+    msg = _parse(raw)
+    boundary = msg.get_boundary()
+    assert boundary.startswith("=_moonsend_")
+    assert raw.count(boundary.encode()) == 4  # the header's parameter, then opening, between the parts, closing
+    assert msg.get_body(("html",)).get_content() == body

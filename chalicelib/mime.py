@@ -117,7 +117,8 @@ def build_mime(email: OutgoingEmail) -> bytes:
     domain = email.from_address.rpartition("@")[2]
     # Our own boundary: "=_" never occurs in quoted-printable text (it writes "=" as "=3D"), so it needs
     # no check; left to the generator, it checks with a regular expression compiled for every message.
-    msg = MIMEMultipart("alternative", boundary=f"=_moonsend_{uuid.uuid4().hex}")
+    # 96 random bits, short enough that Content-Type stays on one line (no folding, see _Smtp).
+    msg = MIMEMultipart("alternative", boundary=f"=_ms_{uuid.uuid4().hex[:24]}")
     msg["From"] = formataddr((email.from_name, email.from_address), charset="utf-8")
     msg["To"] = email.to
     msg["Subject"] = _header(email.subject)

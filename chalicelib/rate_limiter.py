@@ -22,6 +22,8 @@ from collections.abc import Callable
 WINDOW_S = 1.0
 # Clock readings and SES's timestamps round to the millisecond: keep a little more than a second.
 EPSILON_S = 0.001
+# How far behind its schedule the limiter may catch up, in back-to-back sends (still within the window).
+CATCH_UP_S = 0.25
 
 
 class RateLimiter:
@@ -62,12 +64,16 @@ class RateLimiter:
                     earliest = oldest + self._window + EPSILON_S
                 else:
                     earliest = 0.0
-                slot = max(now, self._next, earliest)
-                if slot <= now:
+                due = max(self._next, earliest)
+                if due <= now:
                     break
-                self._cv.wait(timeout=slot - now)
+                self._cv.wait(timeout=due - now)
             interval = self._interval * (self._slow_factor if now < self._slow_until else 1.0)
-            self._next = now + interval
+            # The next slot follows this one's due time, not the moment this thread got to run: a thread
+            # that woke late (the GIL, a busy machine) would otherwise push every later slot back, and the
+            # rate would sag by each delay. Catching up is bounded (CATCH_UP_S), and the anchor above, not
+            # the spacing, is what keeps every one-second window within the rate.
+            self._next = max(due, now - CATCH_UP_S) + interval
             token: list[float | None] = [None]
             self._finished.append(token)
             while len(self._finished) > self.per_window:

@@ -54,10 +54,10 @@ def test_html_to_text_drops_comments_scripts_and_head_and_unescapes_entities():
 
 
 def test_the_boundary_never_occurs_in_the_quoted_printable_parts():
-    body = "<p>a=_moonsend_ and =_ and --=_moonsend_x</p>"
+    body = "<p>a=_ms_ and =_ and --=_ms_x</p>"
     raw = build_mime(OutgoingEmail("news@acme.io", "Acme", "ann@x.io", "Hi", body, "u1", "c1"))
     msg = _parse(raw)
     boundary = msg.get_boundary()
-    assert boundary.startswith("=_moonsend_")
+    assert boundary.startswith("=_ms_")
     assert raw.count(boundary.encode()) == 4  # the header's parameter, then opening, between the parts, closing
     assert msg.get_body(("html",)).get_content() == body

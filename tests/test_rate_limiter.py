@@ -59,3 +59,19 @@ def test_slow_down_widens_the_spacing_for_a_while():
 def test_rate_must_be_positive():
     with pytest.raises(ValueError):
         RateLimiter(0)
+
+
+def test_a_late_caller_does_not_push_every_later_slot_back():
+    # Slots follow the schedule, not the moment a thread got to run: after a stall, the sends that were
+    # due go at once (the window anchor still bounds them), instead of the whole schedule sliding back.
+    limiter = RateLimiter(10)  # a slot every 100 ms
+    limiter.done(limiter.acquire())
+    threading.Event().wait(0.35)  # this caller stalls for three and a half slots
+    t0 = limiter._clock()
+    for _ in range(3):
+        limiter.done(limiter.acquire())
+    assert limiter._clock() - t0 < 0.09  # the three overdue slots, back to back
+    t1 = limiter._clock()
+    limiter.done(limiter.acquire())
+    limiter.done(limiter.acquire())
+    assert limiter._clock() - t1 >= 0.09  # then the spacing again

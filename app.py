@@ -36,6 +36,12 @@ def send_emails(event: SNSEvent) -> None:
     drain_chain.run(c, request, queue, event.context)
 
 
+@app.on_sns_message(topic=_resources.events_topic.name)
+def ses_events(event: SNSEvent) -> None:
+    """Record SES's sending events (Send closes the window between SES's answer and our record)."""
+    wiring.container().ses_events.handle(event.message)
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""

@@ -31,6 +31,8 @@ class Settings:
     payload_threshold_bytes: int = 256 * 1024
     # Emails one free-plan tenant may queue per UTC day (0: no cap).
     free_daily_cap: int = 300
+    # Send with SES's event publishing through the stage's configuration set (False: without).
+    ses_events: bool = True
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -45,6 +47,7 @@ class Settings:
             long_poll_seconds=int(e.get("MOONSEND_LONG_POLL_SECONDS", "1")),
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
             free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
+            ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
         )
 
     @cached_property

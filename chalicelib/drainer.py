@@ -359,15 +359,16 @@ class Drainer:
             return Outcome.RETRY
         finally:
             limiter.done(token)
-        if not self._ledger.finish(claim, SENT, message_id=message_id):
+        if self._ledger.finish(claim, SENT, message_id=message_id):
+            self._stats.add(email.user_id, email.campaign_id, sent=1)
+        else:  # SES's Send event was faster (and counted it), or the claim expired and was retaken
             log.warning(
-                "claim lost before recording sent",
+                "sent, but its outcome was already recorded",
                 user=email.user_id,
                 campaign=email.campaign_id,
                 recipient=email.recipient_email,
                 message_id=message_id,
             )
-        self._stats.add(email.user_id, email.campaign_id, sent=1)
         # DEBUG: the ledger is the per-email record; a line per email at INFO would cost CPU at high rates
         # and CloudWatch Logs ingestion on every email. Each drain logs a summary at INFO.
         log.debug("sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id)

@@ -189,7 +189,10 @@ class Ledger:
         return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
 
     def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool:
-        """Record the outcome of a claimed send. False if the claim had been lost meanwhile."""
+        """Record the outcome of a claimed send.
+
+        False if the claim was lost meanwhile, or SES's own Send event recorded the outcome first (then
+        the event's write counted it, and this one must not count it again)."""
         m = self._model
         now = int(time.time() * 1000)
         actions = [m.state.set(state), m.updated_at.set(now), m.claimed_until.remove()]
@@ -198,12 +201,63 @@ class Ledger:
         if reason:
             actions.append(m.reason.set(reason[:1000]))
         try:
-            m(claim.pk, claim.rcpt).update(actions=actions, condition=m.claim_token == claim.token)
+            m(claim.pk, claim.rcpt).update(
+                actions=actions,
+                condition=(m.claim_token == claim.token) & (m.state.does_not_exist() | (m.state == QUEUED)),
+            )
             return True
         except UpdateError as exc:
             if condition_failed(exc):
                 return False
             raise
+
+    def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
+        """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.
+
+        This closes the ambiguous window of a send: if the sender died after SES accepted the email and
+        before it recorded `sent`, the event records it, and the redelivered queue message, finding the
+        recipient sent, is dropped instead of sent again. True if this call recorded it."""
+        m = self._model
+        now = int(time.time() * 1000)
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[
+                    m.state.set(SENT),
+                    m.message_id.set(message_id),
+                    m.email.set(email),
+                    m.reason.set("recorded from SES's Send event"),
+                    m.updated_at.set(now),
+                    m.expires_at.set(now // 1000 + RETENTION_S),
+                ],
+                condition=m.state.does_not_exist() | (m.state == QUEUED),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def record_failed_event(
+        self, user_id: str, campaign_id: str, email: str, message_id: str, reason: str
+    ) -> str | None:
+        """SES refused an email it had accepted (its Reject event): `failed`, over `sent` of that message.
+
+        Returns the state it replaced (None: nothing recorded, the entry has another outcome)."""
+        m = self._model
+        before = self.get(user_id, campaign_id, email)
+        now = int(time.time() * 1000)
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[m.state.set(FAILED), m.reason.set(reason[:1000]), m.updated_at.set(now)],
+                condition=m.state.does_not_exist()
+                | (m.state == QUEUED)
+                | ((m.state == SENT) & (m.message_id == message_id)),
+            )
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return None
+            raise
+        return (before.state if before else None) or QUEUED
 
     def release(self, claim: Claim) -> None:
         """Give a claim back without an outcome (throttled, transient error): it may be retaken."""

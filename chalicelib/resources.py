@@ -57,6 +57,9 @@ class Resources:
     stage: str
     precompile_topic: TopicDef
     send_topic: TopicDef
+    # SES publishes its sending events (Send, Reject, and later Delivery, Bounce, Complaint) here,
+    # through the configuration set below.
+    events_topic: TopicDef
     tenants_table: TableDef
     campaigns_table: TableDef
     ledger_table: TableDef
@@ -78,7 +81,7 @@ class Resources:
 
     @property
     def topics(self) -> tuple[TopicDef, ...]:
-        return (self.precompile_topic, self.send_topic, *self.extra_topics)
+        return (self.precompile_topic, self.send_topic, self.events_topic, *self.extra_topics)
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
@@ -88,6 +91,11 @@ class Resources:
     def queues(self) -> tuple[QueueDef, ...]:
         """In creation order: a queue's dead-letter queue comes before it."""
         return (self.dead_letter_queue, self.free_queue)
+
+    @property
+    def configuration_set(self) -> str:
+        """The SES configuration set every email is sent with; its event destination is `events_topic`."""
+        return f"{self.prefix}-events"
 
     def function_name(self, handler: str) -> str:
         """The deployed Lambda name Chalice gives a handler (`moonsend-dev-send_emails`)."""
@@ -103,6 +111,7 @@ def resources_for(app_name: str, stage: str) -> Resources:
         stage=stage,
         precompile_topic=TopicDef("PrecompileEmailTopic", f"{p}-PrecompileEmail"),
         send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
+        events_topic=TopicDef("SesEventsTopic", f"{p}-SesEvents"),
         tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
         campaigns_table=TableDef("CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"),
         # One item per recipient of a campaign: its state, reason, SES message id and send claim.

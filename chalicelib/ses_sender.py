@@ -3,6 +3,12 @@
 Each message goes out with its own tenant's keys and region (or the platform's, on the free plan),
 whatever else is in the batch. SES's answers are sorted into what the drainer must do:
 sent, throttled (pace down, retry), quota exhausted (stop), failed for good, or transient.
+
+Every email is sent with the stage's configuration set, whose event destination is the events topic:
+SES then publishes a `Send` event for each email it accepted, and that event records the email as sent
+even if the sender died before it could (chalicelib.ses_events). The platform's account gets the
+configuration set with the platform's resources; a tenant's own account gets it here, on first use. If
+the tenant's keys may not create it, the tenant's email goes out without it (and the log says so once).
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from chalicelib import aws
+from chalicelib import aws, log
 from chalicelib.contract import Sender
 from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
 
@@ -37,11 +43,63 @@ class SendQuota:
     sent_last_24h: float
 
 
+EVENT_DESTINATION = "moonsend-events"
+EVENT_TYPES = ["SEND", "REJECT", "BOUNCE", "COMPLAINT", "DELIVERY"]
+
+
+def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
+    """Create the configuration set and its SNS event destination in the client's account (idempotent)."""
+    try:
+        client.create_configuration_set(ConfigurationSetName=name)
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
+    try:
+        client.create_configuration_set_event_destination(
+            ConfigurationSetName=name,
+            EventDestinationName=EVENT_DESTINATION,
+            EventDestination={
+                "Enabled": True,
+                "MatchingEventTypes": EVENT_TYPES,
+                "SnsDestination": {"TopicArn": topic_arn},
+            },
+        )
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+            raise
+
+
 class SesSender:
-    def __init__(self, platform_region: str) -> None:
+    def __init__(
+        self, platform_region: str, configuration_set: str | None = None, events_topic_arn: str | None = None
+    ) -> None:
         self._platform_region = platform_region
         self._quotas: dict[tuple[str, str], tuple[float, SendQuota]] = {}
         self._lock = threading.Lock()
+        self._configuration_set = configuration_set
+        self._events_topic_arn = events_topic_arn
+        self._ready: dict[tuple[str, str], bool] = {}  # tenant account -> has the configuration set
+
+    def _configuration_set_for(self, sender: Sender, platform: bool, client: Any) -> str | None:
+        name = self._configuration_set
+        if not name or platform or not sender.has_own_account:
+            return name  # the platform's account: provisioned with the platform
+        key = (sender.api_key or "", sender.region or self._platform_region)
+        with self._lock:
+            ready = self._ready.get(key)
+        if ready is None:
+            try:
+                ensure_configuration_set(client, name, self._events_topic_arn or "")
+                ready = True
+            except (ClientError, BotoCoreError) as exc:
+                ready = False
+                log.warning(
+                    "tenant account without SES event publishing",
+                    reason=f"{type(exc).__name__}: cannot create configuration set {name}",
+                )
+            with self._lock:
+                self._ready[key] = ready
+        return name if ready else None
 
     def _client(self, sender: Sender, platform: bool) -> Any:
         region = sender.region or self._platform_region
@@ -73,12 +131,17 @@ class SesSender:
 
     def send(self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False) -> str:
         """Send and return SES's MessageId, or raise the error that says what to do next."""
+        client = self._client(sender, platform)
+        params: dict[str, Any] = {
+            "FromEmailAddress": sender.email_address,
+            "Destination": {"ToAddresses": [to]},
+            "Content": {"Raw": {"Data": raw_mime}},
+        }
+        configuration_set = self._configuration_set_for(sender, platform, client)
+        if configuration_set:
+            params["ConfigurationSetName"] = configuration_set
         try:
-            resp = self._client(sender, platform).send_email(
-                FromEmailAddress=sender.email_address,
-                Destination={"ToAddresses": [to]},
-                Content={"Raw": {"Data": raw_mime}},
-            )
+            resp = client.send_email(**params)
         except ClientError as exc:
             raise classify(exc) from exc
         except BotoCoreError as exc:  # connection refused, read timeout, ...

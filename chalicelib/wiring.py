@@ -21,6 +21,7 @@ from chalicelib.ledger import Ledger
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
+from chalicelib.ses_events import SesEvents
 from chalicelib.ses_sender import SesSender
 from chalicelib.sweeper import Sweeper
 from chalicelib.tenant_queues import TenantQueues
@@ -85,13 +86,25 @@ class Container:
         return cap
 
     @cached_property
+    def ses(self) -> SesSender:
+        s = self.settings
+        r = s.resources
+        if not s.ses_events:
+            return SesSender(s.region)
+        return SesSender(s.region, r.configuration_set, s.topic_arn(r.events_topic.name))
+
+    @cached_property
+    def ses_events(self) -> SesEvents:
+        return SesEvents(self.ledger, self.stats)
+
+    @cached_property
     def drainer(self) -> Drainer:
         return Drainer(
             self.settings,
             aws.client("sqs", self.settings.region),
             self.tenants,
             self.stats,
-            SesSender(self.settings.region),
+            self.ses,
             self.ledger,
             self.payloads,
         )

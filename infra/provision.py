@@ -12,6 +12,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.config import Settings
+from chalicelib.ses_sender import ensure_configuration_set
 from chalicelib.tenant_queues import not_empty_alarm
 
 
@@ -84,4 +85,15 @@ def provision(settings: Settings, clients: dict[str, Any]) -> dict[str, str]:
         },
     )
     out[b.logical_id] = b.name
+    if "sesv2" in clients:
+        out["ConfigurationSet"] = configure_ses_events(settings, clients["sesv2"])
     return out
+
+
+def configure_ses_events(settings: Settings, sesv2: Any) -> str:
+    """The platform account's configuration set, publishing Send and Reject events to the events topic.
+
+    (Tenants' own SES accounts get theirs from the sender on first use: chalicelib.ses_sender.)"""
+    r = settings.resources
+    ensure_configuration_set(sesv2, r.configuration_set, settings.topic_arn(r.events_topic.name))
+    return r.configuration_set

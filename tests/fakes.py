@@ -52,10 +52,27 @@ class FakeLedger:
     def finish(self, claim, state, *, message_id=None, reason=None):
         with self.lock:
             row = self.rows[(claim.pk, claim.rcpt)]
-            if row.get("claim_token") != claim.token:
+            if row.get("claim_token") != claim.token or row.get("state") not in (None, QUEUED):
                 return False
             row.update(state=state, message_id=message_id, reason=reason, claimed_until=0)
             return True
+
+    def record_sent_event(self, user, campaign, email, message_id):
+        with self.lock:
+            row = self._row(user, campaign, email)
+            if row.get("state") not in (None, QUEUED):
+                return False
+            row.update(state="sent", message_id=message_id, reason="recorded from SES's Send event")
+            return True
+
+    def record_failed_event(self, user, campaign, email, message_id, reason):
+        with self.lock:
+            row = self._row(user, campaign, email)
+            before = row.get("state")
+            if before not in (None, QUEUED) and not (before == "sent" and row.get("message_id") == message_id):
+                return None
+            row.update(state="failed", reason=reason)
+            return before or QUEUED
 
     def release(self, claim):
         with self.lock:

@@ -1,11 +1,14 @@
 """Exactly once through the local stack: redeliveries, duplicates and crashes give one email each."""
 
 import json
+import time
 
 import pytest
 
 from chalicelib import wiring
 from chalicelib.contract import QueuedEmail
+from chalicelib.ledger import Entry
+from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
 from tests.test_pipeline_e2e import _tenant
@@ -132,3 +135,59 @@ def test_a_throttling_storm_delays_email_but_sends_each_once_and_dead_letters_no
     assert {e.state for e in wiring.container().ledger.entries(user, "storm")} == {"sent"}
     assert stack.queue_depths()["moonsend-local-dlq"] == (0, 0, 0)
     assert stack.ses.account(key).refused > 0  # the storm did happen
+
+
+def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_never_sends_twice(
+    stack, uid, monkeypatch
+):
+    """The one ambiguous window: SES took the email, the drainer died before recording `sent`.
+
+    SES's Send event (event publishing through the configuration set) records it; when the queue
+    message comes back after its visibility timeout, the claim finds the recipient sent and drops it."""
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    queue = f"moonsend-local-t-{user}"
+    c = wiring.container()
+    received = {}
+    real_send_one, real_finish = c.drainer._send_one, c.ledger.finish
+
+    def remember_handle(queue_name, message, result):
+        if queue_name == queue:
+            received["handle"] = message["ReceiptHandle"]
+        return real_send_one(queue_name, message, result)
+
+    def die_once(claim, state, **kw):
+        if claim.pk.startswith(f"{user}#") and "died" not in received:
+            received["died"] = True
+            raise RuntimeError("injected: the Lambda died after SES accepted, before recording sent")
+        return real_finish(claim, state, **kw)
+
+    monkeypatch.setattr(c.drainer, "_send_one", remember_handle)
+    monkeypatch.setattr(c.ledger, "finish", die_once)
+    spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "c1")
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": "once@example.org"}]),
+    )
+    deadline = time.time() + 30
+    nothing = Entry("", None, None, None, None)
+    while time.time() < deadline and (c.ledger.get(user, "c1", "once@example.org") or nothing).state != "sent":
+        time.sleep(0.2)
+    entry = c.ledger.get(user, "c1", "once@example.org")
+    assert received.get("died") and entry.state == "sent"  # recorded by the event, not by the dead sender
+    assert [s["messageId"] for s in read_sends(stack.config.outbox) if s["userId"] == user] == [entry.message_id]
+
+    # Its visibility timeout passes and its lease expires: the message is back, a sweep starts a drain.
+    sqs = stack.client("sqs")
+    url = sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=received["handle"], VisibilityTimeout=0)
+    held = c.leases.holder(queue)
+    if held is not None:
+        c.leases.release(held)
+    tick = scheduled_event("arn:aws:events:us-east-1:123456789012:rule/sweep", "123456789012", "us-east-1")
+    stack.client("lambda").invoke(FunctionName="moonsend-local-sweep_queues", Payload=json.dumps(tick))
+    assert stack.wait_until_drained(30)
+    assert _sent_to(stack, user) == ["once@example.org"]  # one email, though the queue message came back
+    assert stack.queue_depths()[queue] == (0, 0, 0)
+    assert wiring.container().stats.get(user, "c1")["sent"] == 1

@@ -36,6 +36,7 @@ _DYNAMODB_WRITES = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "ExecuteStatement"}
 )
 _ACCOUNT_RE = re.compile(r"^/_moonsend/ses/accounts/([^/]+)/?$")
+_EVENT_DESTINATIONS = re.compile(r"^/v2/email/configuration-sets/([^/]+)/event-destinations/?$")
 
 StartResponse = Callable[..., Any]
 Response = tuple[int, dict[str, str], bytes]
@@ -225,6 +226,10 @@ class Gateway:
         version = is_quota_request(path, body)
         if version:
             return _respond(start_response, quota_response(version, self.ses.account(access_key)))
+        destination = _EVENT_DESTINATIONS.match(path)
+        if destination and environ.get("REQUEST_METHOD") == "POST":  # moto has no v2 event destinations
+            self.ses.add_event_destination(access_key, unquote(destination.group(1)), body)
+            return _respond(start_response, (200, {"Content-Type": "application/json"}, b"{}"))
         send = parse_send(path, body) if environ.get("REQUEST_METHOD") == "POST" else None
         if send is None:
             return self.moto_app(environ, start_response)
@@ -243,7 +248,9 @@ class Gateway:
         chunks = b"".join(self.moto_app(environ, capture))
         status = int(str(captured.get("status", "500")).split()[0])
         if status == 200:
-            self.ses.record(admitted, send.raw_mime, send.to, message_id_of(send.version, chunks))
+            message_id = message_id_of(send.version, chunks)
+            self.ses.record(admitted, send.raw_mime, send.to, message_id)
+            self.ses.publish_send_event(access_key, send.configuration_set, send.raw_mime, send.to, message_id)
         else:
             self.ses.release(access_key, admitted)
         start_response(captured["status"], captured["headers"])

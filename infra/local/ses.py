@@ -11,7 +11,10 @@ stand-in sits in the local gateway in front of it:
   a daily quota (`Daily message quota exceeded.`), and a latency added to every send;
 - GetSendQuota (v1) and GetAccount (v2) answer with the quota it enforces;
 - every accepted email is written to the outbox: `<outbox>/<userId>/<campaignId>/<n>.eml` (the full
-  MIME) and one JSON line per send in `<outbox>/sends.jsonl`.
+  MIME) and one JSON line per send in `<outbox>/sends.jsonl`;
+- event publishing: a configuration set's SNS event destination (CreateConfigurationSetEventDestination,
+  which moto lacks) is kept per account, and a send made with that configuration set publishes SES's
+  `Send` event record to the destination's topic, a little after the send, as SES does.
 
 Defaults are those of a new production SES account: 14 sends per second, 50,000 per day.
 """
@@ -119,6 +122,10 @@ class SesStandIn:
         self._clock = clock
         self._sleep = sleep
         self.outbox.mkdir(parents=True, exist_ok=True)
+        # (account id, configuration set) -> {destination name: (event types, SNS topic ARN)}
+        self._destinations: dict[tuple[str, str], dict[str, tuple[frozenset[str], str]]] = {}
+        self.publish: Any = None  # (topic_arn, message) -> None; set by the stack
+        self._events: Any = None  # a one-thread executor, so events never delay a send's answer
 
     # --- accounts --------------------------------------------------------------------------------
     def account_id_for(self, access_key: str) -> str:
@@ -192,6 +199,40 @@ class SesStandIn:
         acct = self.account(access_key)
         return (acct.latency_ms if acct.latency_ms is not None else self.latency_ms) / 1000.0
 
+    # --- event publishing --------------------------------------------------------------------------
+    def add_event_destination(self, access_key: str, configuration_set: str, body: bytes) -> None:
+        """CreateConfigurationSetEventDestination (SES v2), for the caller's account."""
+        d = json.loads(body or b"{}")
+        dest = d.get("EventDestination", {})
+        topic = (dest.get("SnsDestination") or {}).get("TopicArn")
+        if not topic or not dest.get("Enabled", False):
+            return
+        types = frozenset(str(t).upper() for t in dest.get("MatchingEventTypes", []))
+        key = (self.account_id_for(access_key), configuration_set)
+        with self._lock:
+            self._destinations.setdefault(key, {})[str(d.get("EventDestinationName", "default"))] = (types, topic)
+
+    def publish_send_event(
+        self, access_key: str, configuration_set: str | None, raw_mime: bytes, to: list[str], message_id: str
+    ) -> None:
+        """Publish SES's `Send` event record to every matching destination of the configuration set."""
+        if not configuration_set or self.publish is None:
+            return
+        account = self.account_id_for(access_key)
+        with self._lock:
+            topics = [
+                t for types, t in self._destinations.get((account, configuration_set), {}).values() if "SEND" in types
+            ]
+        if not topics:
+            return
+        record = json.dumps(send_event(account, configuration_set, raw_mime, to, message_id))
+        if self._events is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._events = ThreadPoolExecutor(1, thread_name_prefix="ses-events")
+        for topic in topics:
+            self._events.submit(self.publish, topic, record)
+
     def record(self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str) -> Path:
         """Write an accepted email to the outbox and one line to sends.jsonl."""
         msg = message_from_bytes(raw_mime, policy=SMTP)
@@ -218,6 +259,35 @@ class SesStandIn:
         return path
 
 
+def send_event(account: str, configuration_set: str, raw_mime: bytes, to: list[str], message_id: str) -> dict[str, Any]:
+    """SES's event publishing record for a `Send` event (eventType, mail, send), as SES publishes it."""
+    msg = message_from_bytes(raw_mime, policy=SMTP)
+    source = str(msg.get("From") or "")
+    address = source.rsplit("<", 1)[-1].rstrip(">").strip()
+    now = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + f".{int(time.time() * 1000) % 1000:03d}Z"
+    return {
+        "eventType": "Send",
+        "mail": {
+            "timestamp": now,
+            "source": address,
+            "sourceArn": f"arn:aws:ses:us-east-1:{account}:identity/{address}",
+            "sendingAccountId": account,
+            "messageId": message_id,
+            "destination": list(to),
+            "headersTruncated": False,
+            "headers": [{"name": k, "value": str(v)} for k, v in msg.items()],
+            "commonHeaders": {
+                "from": [source],
+                "to": [str(a) for a in (msg.get_all("To") or [])],
+                "messageId": str(msg.get("Message-ID") or ""),
+                "subject": str(msg.get("Subject") or ""),
+            },
+            "tags": {"ses:configuration-set": [configuration_set], "ses:caller-identity": ["moonsend"]},
+        },
+        "send": {},
+    }
+
+
 # --- the wire: SES v1 (query/XML) and v2 (REST/JSON) requests -------------------------------------
 
 
@@ -226,6 +296,7 @@ class SendRequest:
     version: int
     raw_mime: bytes
     to: list[str]
+    configuration_set: str | None = None
 
 
 def _v1_params(body: bytes) -> dict[str, str]:
@@ -267,7 +338,7 @@ def parse_send(path: str, body: bytes) -> SendRequest | None:
             if not to:
                 m = message_from_bytes(raw, policy=SMTP)
                 to = [str(a) for a in (m.get_all("To") or [])]
-            return SendRequest(2, raw, to)
+            return SendRequest(2, raw, to, d.get("ConfigurationSetName"))
         simple = content.get("Simple", {})
         b = simple.get("Body", {})
         return SendRequest(
@@ -281,6 +352,7 @@ def parse_send(path: str, body: bytes) -> SendRequest | None:
                 simple.get("Headers"),
             ),
             to,
+            d.get("ConfigurationSetName"),
         )
     if path in ("", "/"):
         p = _v1_params(body)
@@ -291,7 +363,7 @@ def parse_send(path: str, body: bytes) -> SendRequest | None:
             if not to:
                 m = message_from_bytes(raw, policy=SMTP)
                 to = [str(a) for a in (m.get_all("To") or [])]
-            return SendRequest(1, raw, to)
+            return SendRequest(1, raw, to, p.get("ConfigurationSetName"))
         if action == "SendEmail":
             to = [v for k, v in sorted(p.items()) if k.startswith("Destination.ToAddresses.member.")]
             return SendRequest(

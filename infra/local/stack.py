@@ -157,8 +157,10 @@ class LocalStack:
         self._set_environment()
         self.settings = Settings.from_env()
         self.outputs = provision(
-            self.settings, {s: self.client(s) for s in ("sns", "sqs", "dynamodb", "s3", "cloudwatch")}
+            self.settings, {s: self.client(s) for s in ("sns", "sqs", "dynamodb", "s3", "cloudwatch", "sesv2")}
         )
+        events_sns = self.client("sns")
+        self.ses.publish = lambda topic_arn, message: events_sns.publish(TopicArn=topic_arn, Message=message)
         self._start_runtime(gateway)
         gateway.ready = True
         return self

@@ -1,0 +1,100 @@
+"""SES's sending events (event publishing through the configuration set), recorded in the ledger.
+
+SES publishes one JSON record per event to the events topic: `{"eventType": "Send", "mail": {...},
+"send": {}}`. The email is matched by the headers moonsend puts on every message (tenant, campaign) and
+its one recipient (`mail.destination`), so no lookup table is needed.
+
+- `Send`: SES accepted the email. Recorded as sent with SES's message id unless an outcome is already
+  recorded. This is what closes the one ambiguous window of a send (SES accepted it; the sender died
+  before recording it): the record appears anyway, and the redelivered queue message is dropped.
+- `Reject`: SES accepted the call but refused the email (a virus): recorded as failed with the reason.
+- Other events (Delivery, Bounce, Complaint, ...) are logged and left to the compliance handling.
+
+Events of emails that did not come from moonsend (no tenant header) are ignored. A malformed record is
+logged and dropped: it carries no recipient to record anything against, and SNS would redeliver it in
+vain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib import log
+from chalicelib.campaign_stats import CampaignStats
+from chalicelib.ledger import Ledger
+from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER
+
+
+@dataclass(frozen=True)
+class SesEvent:
+    event_type: str
+    message_id: str
+    user_id: str | None
+    campaign_id: str | None
+    recipients: tuple[str, ...]
+    detail: dict[str, Any]
+
+
+def parse_event(raw: str | dict[str, Any]) -> SesEvent:
+    """Raise ValueError when the record is not an SES event."""
+    d = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    event_type = d.get("eventType") or d.get("notificationType")
+    mail = d.get("mail")
+    if not isinstance(event_type, str) or not isinstance(mail, dict) or not mail.get("messageId"):
+        raise ValueError("no eventType, mail or mail.messageId")
+    headers = {
+        str(h.get("name", "")).lower(): str(h.get("value", "")) for h in mail.get("headers", []) if isinstance(h, dict)
+    }
+    detail = d.get(event_type[:1].lower() + event_type[1:].replace(" ", ""), {})
+    return SesEvent(
+        event_type=event_type,
+        message_id=str(mail["messageId"]),
+        user_id=headers.get(TENANT_HEADER.lower()),
+        campaign_id=headers.get(CAMPAIGN_HEADER.lower()),
+        recipients=tuple(str(a) for a in mail.get("destination", []) if isinstance(a, str)),
+        detail=detail if isinstance(detail, dict) else {},
+    )
+
+
+class SesEvents:
+    def __init__(self, ledger: Ledger, stats: CampaignStats) -> None:
+        self._ledger = ledger
+        self._stats = stats
+
+    def handle(self, raw: str) -> str:
+        """Record one event; returns what was done (for logs and tests)."""
+        try:
+            event = parse_event(raw)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("SES event unreadable, dropped", reason=str(exc))
+            return "unreadable"
+        if not event.user_id or not event.campaign_id or len(event.recipients) != 1:
+            log.info("SES event not about a moonsend email", event=event.event_type, message_id=event.message_id)
+            return "ignored"
+        user, campaign, to = event.user_id, event.campaign_id, event.recipients[0]
+        if event.event_type == "Send":
+            if self._ledger.record_sent_event(user, campaign, to, event.message_id):
+                # The sender did not record it (it died, or has not got there yet): count it here.
+                self._stats.add(user, campaign, sent=1)
+                log.warning(
+                    "sent recorded from SES's Send event",
+                    user=user,
+                    campaign=campaign,
+                    recipient=to,
+                    message_id=event.message_id,
+                )
+                return "recorded sent"
+            return "already recorded"
+        if event.event_type == "Reject":
+            reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
+            replaced = self._ledger.record_failed_event(user, campaign, to, event.message_id, reason)
+            if replaced is None:
+                return "already recorded"
+            self._stats.add(user, campaign, failed=1, sent=-1 if replaced == "sent" else 0, error=reason)
+            return "recorded failed"
+        log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
+        return "logged"

@@ -32,6 +32,8 @@ up: install
 bench: install
 	$(BIN)/python bench/sqs_depth.py
 	$(BIN)/python bench/precompile.py
+	$(BIN)/python bench/send_rate.py
+	$(BIN)/python bench/requests_per_email.py
 
 clean:
 	rm -rf $(VENV) outbox .pytest_cache .ruff_cache build *.egg-info

@@ -45,6 +45,8 @@ class SendQuota:
 
 EVENT_DESTINATION = "moonsend-events"
 EVENT_TYPES = ["SEND", "REJECT", "BOUNCE", "COMPLAINT", "DELIVERY"]
+# SES v2 says AlreadyExistsException; its v1 codes (which moto also answers v2 calls with) are tolerated.
+_EXISTS = {"AlreadyExistsException", "ConfigurationSetAlreadyExists", "EventDestinationAlreadyExists"}
 
 
 def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
@@ -52,7 +54,7 @@ def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
     try:
         client.create_configuration_set(ConfigurationSetName=name)
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+        if exc.response.get("Error", {}).get("Code") not in _EXISTS:
             raise
     try:
         client.create_configuration_set_event_destination(
@@ -65,7 +67,7 @@ def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
             },
         )
     except ClientError as exc:
-        if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+        if exc.response.get("Error", {}).get("Code") not in _EXISTS:
             raise
 
 
@@ -79,6 +81,7 @@ class SesSender:
         self._configuration_set = configuration_set
         self._events_topic_arn = events_topic_arn
         self._ready: dict[tuple[str, str], bool] = {}  # tenant account -> has the configuration set
+        self._ensuring: dict[tuple[str, str], threading.Lock] = {}
 
     def _configuration_set_for(self, sender: Sender, platform: bool, client: Any) -> str | None:
         name = self._configuration_set
@@ -87,7 +90,15 @@ class SesSender:
         key = (sender.api_key or "", sender.region or self._platform_region)
         with self._lock:
             ready = self._ready.get(key)
-        if ready is None:
+            if ready is None:
+                guard = self._ensuring.setdefault(key, threading.Lock())
+        if ready is not None:
+            return name if ready else None
+        with guard:  # one creation per account, however many send threads arrive at once
+            with self._lock:
+                ready = self._ready.get(key)
+            if ready is not None:
+                return name if ready else None
             try:
                 ensure_configuration_set(client, name, self._events_topic_arn or "")
                 ready = True
@@ -95,7 +106,7 @@ class SesSender:
                 ready = False
                 log.warning(
                     "tenant account without SES event publishing",
-                    reason=f"{type(exc).__name__}: cannot create configuration set {name}",
+                    reason=f"{_code(exc)}: cannot create configuration set {name}",
                 )
             with self._lock:
                 self._ready[key] = ready
@@ -147,6 +158,12 @@ class SesSender:
         except BotoCoreError as exc:  # connection refused, read timeout, ...
             raise TransientSendError(f"{type(exc).__name__}: {exc}") from exc
         return str(resp["MessageId"])
+
+
+def _code(exc: Exception) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", "ClientError"))
+    return type(exc).__name__
 
 
 def classify(exc: ClientError) -> Exception:

@@ -1,0 +1,69 @@
+"""SesSender: the configuration set in a tenant's own account, created once, and sends without it if refused."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from botocore.exceptions import ClientError
+
+from chalicelib.contract import Sender
+from chalicelib.ses_sender import SesSender
+
+
+class FakeSesV2:
+    def __init__(self, refuse=None):
+        self.created, self.sent = [], []
+        self.refuse = refuse
+        self.lock = threading.Lock()
+
+    def create_configuration_set(self, ConfigurationSetName):
+        if self.refuse:
+            raise ClientError({"Error": {"Code": self.refuse, "Message": "no"}}, "CreateConfigurationSet")
+        with self.lock:
+            if ConfigurationSetName in self.created:
+                raise ClientError({"Error": {"Code": "AlreadyExistsException"}}, "CreateConfigurationSet")
+            self.created.append(ConfigurationSetName)
+
+    def create_configuration_set_event_destination(self, **kw):
+        with self.lock:
+            self.created.append(("destination", kw["EventDestination"]["SnsDestination"]["TopicArn"]))
+
+    def send_email(self, **params):
+        with self.lock:
+            self.sent.append(params.get("ConfigurationSetName"))
+        return {"MessageId": f"m{len(self.sent)}"}
+
+
+def _sender(client):
+    ses = SesSender("us-east-1", "moonsend-test-events", "arn:aws:sns:us-east-1:123456789012:moonsend-test-SesEvents")
+    ses._client = lambda sender, platform: client  # type: ignore[method-assign]
+    return ses
+
+
+TENANT = Sender("news@acme.io", "Acme", "eu-west-1", "AKIAACME", "secret", 10.0)
+
+
+def test_a_tenant_account_gets_the_configuration_set_once_however_many_sends_start_together():
+    client = FakeSesV2()
+    ses = _sender(client)
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(lambda i: ses.send(TENANT, f"r{i}@x.io", b"raw"), range(40)))
+    assert client.created == [
+        "moonsend-test-events",
+        ("destination", "arn:aws:sns:us-east-1:123456789012:moonsend-test-SesEvents"),
+    ]
+    assert set(client.sent) == {"moonsend-test-events"} and len(client.sent) == 40
+
+
+def test_a_tenant_whose_keys_may_not_create_it_still_sends_without_it():
+    client = FakeSesV2(refuse="AccessDeniedException")
+    ses = _sender(client)
+    for i in range(3):
+        assert ses.send(TENANT, f"r{i}@x.io", b"raw") == f"m{i + 1}"
+    assert client.sent == [None, None, None]
+
+
+def test_the_platform_account_uses_the_provisioned_set_without_creating_it():
+    client = FakeSesV2()
+    ses = _sender(client)
+    ses.send(Sender("news@free.io", "Free", None, None, None, 1.0), "a@x.io", b"raw", platform=True)
+    assert client.created == [] and client.sent == ["moonsend-test-events"]

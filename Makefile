@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint up bench clean
+.PHONY: install demo test lint up bench clean package deploy destroy smoke
+
+STAGE ?= dev
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,5 +37,17 @@ bench: install
 	$(BIN)/python bench/send_rate.py
 	$(BIN)/python bench/requests_per_email.py
 
+package: install
+	$(BIN)/moonsend package --stage $(STAGE)
+
+deploy: install
+	$(BIN)/moonsend deploy --stage $(STAGE) --artifacts-bucket $(ARTIFACTS_BUCKET)
+
+destroy: install
+	$(BIN)/moonsend destroy --stage $(STAGE)
+
+smoke: install
+	$(BIN)/moonsend smoke --stage $(STAGE) --sender $(SENDER)
+
 clean:
-	rm -rf $(VENV) outbox .pytest_cache .ruff_cache build *.egg-info
+	rm -rf $(VENV) outbox .pytest_cache .ruff_cache build *.egg-info .chalice/deployments

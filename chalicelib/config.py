@@ -52,7 +52,7 @@ class Settings:
 
     @cached_property
     def resources(self) -> Resources:
-        return resources_for(APP_NAME, self.stage)
+        return resources_for(APP_NAME, self.stage, self.account_id)
 
     def topic_arn(self, topic_name: str) -> str:
         return f"arn:aws:sns:{self.region}:{self.account_id}:{topic_name}"

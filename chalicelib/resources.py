@@ -102,8 +102,8 @@ class Resources:
         return f"{self.prefix}-{handler}"
 
 
-def resources_for(app_name: str, stage: str) -> Resources:
-    """All of moonsend's resource definitions for one stage."""
+def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -> Resources:
+    """All of moonsend's resource definitions for one stage (of one AWS account: bucket names are global)."""
     p = f"{app_name}-{stage}"
     dlq = QueueDef("DeadLetterQueue", f"{p}-dlq", retention_seconds=DLQ_RETENTION_S)
     return Resources(
@@ -126,5 +126,5 @@ def resources_for(app_name: str, stage: str) -> Resources:
         ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
-        payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads", expire_after_days=7),
+        payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads-{account_id}", expire_after_days=7),
     )

@@ -166,6 +166,83 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run(port=args.port, outbox=args.outbox)
 
 
+def cmd_package(args: argparse.Namespace) -> int:
+    import dataclasses
+    import json
+
+    from infra.package import package
+
+    report = package(args.stage, Path(args.out) if args.out else None)
+    print(json.dumps(dataclasses.asdict(report), indent=2))
+    return 1 if report.dev_only_packages else 0
+
+
+def _aws_clients(region: str | None) -> dict[str, Any]:
+    import boto3
+
+    session = boto3.session.Session(region_name=region)
+    names = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts")
+    return {n: session.client(n) for n in names}
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from infra.deploy import deploy_plan, execute
+    from infra.package import package
+
+    clients = _aws_clients(args.region)
+    report = package(args.stage)
+    plan, _ = deploy_plan(args.stage, Path(report.template), Path(report.bundle), args.artifacts_bucket)
+    if args.dry_run:
+        print("\n".join(str(a) for a in plan))
+        return 0
+    execute(plan, clients)
+    print(f"deployed stack moonsend-{args.stage}")
+    return 0
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from infra.deploy import destroy_plan, execute
+
+    clients = _aws_clients(args.region)
+    account = clients["sts"].get_caller_identity()["Account"]
+    plan = destroy_plan(
+        args.stage, clients["sqs"], clients["cloudwatch"], delete_data=args.delete_data, account_id=account
+    )
+    print("\n".join(str(a) for a in plan))
+    if args.dry_run:
+        return 0
+    if not args.yes and input(f"destroy moonsend-{args.stage}? type the stage name: ").strip() != args.stage:
+        print("nothing done")
+        return 1
+    execute(plan, clients, say=lambda line: None)
+    if not args.delete_data:
+        print("tables kept (they hold the ledger and counters); --delete-data removes them too")
+    return 0
+
+
+def cmd_smoke(args: argparse.Namespace) -> int:
+    import json
+    import uuid
+
+    from chalicelib.config import Settings
+    from infra.deploy import SIMULATOR, smoke_messages, stack_name, wait_for_outcomes
+
+    clients = _aws_clients(args.region)
+    account = clients["sts"].get_caller_identity()["Account"]
+    outputs = clients["cloudformation"].describe_stacks(StackName=stack_name(args.stage))["Stacks"][0]["Outputs"]
+    topic = next(o["OutputValue"] for o in outputs if o["OutputKey"] == "PrecompileEmailTopicArn")
+    campaign = f"smoke-{uuid.uuid4().hex[:8]}"
+    for message in smoke_messages(args.sender, campaign):
+        clients["sns"].publish(TopicArn=topic, Message=json.dumps(message))
+    print(f"published campaign {campaign} to {', '.join(SIMULATOR)}; waiting for the ledger ...")
+    region = clients["sns"].meta.region_name
+    settings = Settings.from_env({"MOONSEND_STAGE": args.stage, "MOONSEND_ACCOUNT_ID": account, "AWS_REGION": region})
+    seen = wait_for_outcomes(settings, campaign, timeout_s=args.timeout)
+    for address, state in seen.items():
+        print(f"{address:<40} {state}")
+    return 0 if all(seen[a] == want for a, want in SIMULATOR.items()) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="moonsend", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -241,6 +318,33 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--endpoint", default=None)
     rc.add_argument("--stage", default="local")
     rc.set_defaults(func=cmd_recipients)
+
+    pk = sub.add_parser("package", help="the deployable template and bundle of a stage (build/<stage>/)")
+    pk.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    pk.add_argument("--out", default=None, help="output folder (default build/<stage>)")
+    pk.set_defaults(func=cmd_package)
+
+    dp = sub.add_parser("deploy", help="package and deploy a stage to the AWS account of your credentials")
+    dp.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    dp.add_argument("--artifacts-bucket", required=True, help="an S3 bucket of yours for the bundle")
+    dp.add_argument("--region", default=None)
+    dp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    dp.set_defaults(func=cmd_deploy)
+
+    ds = sub.add_parser("destroy", help="remove a stage: tenant queues and alarms, payloads, the stack")
+    ds.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    ds.add_argument("--region", default=None)
+    ds.add_argument("--delete-data", action="store_true", help="also delete the tables (ledger, counters)")
+    ds.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    ds.add_argument("--yes", action="store_true", help="do not ask")
+    ds.set_defaults(func=cmd_destroy)
+
+    sm = sub.add_parser("smoke", help="send a small campaign to the SES mailbox simulator and check the ledger")
+    sm.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    sm.add_argument("--sender", required=True, help="a verified SES identity of the platform account")
+    sm.add_argument("--region", default=None)
+    sm.add_argument("--timeout", type=float, default=600)
+    sm.set_defaults(func=cmd_smoke)
 
     demo = sub.add_parser("demo", help="run three tenants' campaigns through the local stack")
     demo.add_argument("--port", type=int, default=0, help="port (default: any free port)")

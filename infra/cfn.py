@@ -1,0 +1,243 @@
+"""The CloudFormation Chalice does not write, generated from the same definitions as the local stack.
+
+`chalice package --merge-template` merges this into Chalice's SAM template, so one stack holds the
+functions and everything they use: topics (with the policies that let CloudWatch alarms and SES publish
+to them), tables with TTL, the dead-letter and free-plan queues, the free queue's alarm, the payload
+bucket with its lifecycle rule, the SES configuration set whose event destination is the events topic,
+and the stage's secret for signed links. It also edits Chalice's functions: the account id goes into
+their environment, and their SNS subscriptions refer to the topics of this template (so CloudFormation
+creates a topic before subscribing to it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.resources import Resources, resources_for
+from chalicelib.ses_sender import EVENT_DESTINATION, EVENT_TYPES
+from chalicelib.tenant_queues import ALARM_PERIOD_S
+
+# Chalice's logical ids of the functions and of their SNS event (CamelCase of the handler name).
+SNS_HANDLERS = {
+    "PrecompileEmail": "precompile_topic",
+    "SendEmails": "send_topic",
+    "SesEvents": "events_topic",
+}
+FUNCTIONS = ("PrecompileEmail", "SendEmails", "SesEvents", "SweepQueues")
+ACCOUNT = "${AWS::AccountId}"
+
+
+def _topics(r: Resources) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for t in r.topics:
+        out[t.logical_id] = {
+            "Type": "AWS::SNS::Topic",
+            "Properties": {"TopicName": t.name, "KmsMasterKeyId": "alias/aws/sns"},
+        }
+    out["SendEmailsTopicPolicy"] = {
+        "Type": "AWS::SNS::TopicPolicy",
+        "Properties": {
+            "Topics": [{"Ref": r.send_topic.logical_id}],
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        "Sid": "QueueAlarmsOfThisAccount",
+                        "Effect": "Allow",
+                        "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                        "Action": "sns:Publish",
+                        "Resource": {"Ref": r.send_topic.logical_id},
+                        "Condition": {"StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}}},
+                    }
+                ],
+            },
+        },
+    }
+    out["SesEventsTopicPolicy"] = {
+        "Type": "AWS::SNS::TopicPolicy",
+        "Properties": {
+            "Topics": [{"Ref": r.events_topic.logical_id}],
+            "PolicyDocument": {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {
+                        # Only this account's SES, only through the stage's configuration set: an event
+                        # from anywhere else could mark another tenant's recipients as sent.
+                        "Sid": "SesEventsOfThisAccount",
+                        "Effect": "Allow",
+                        "Principal": {"Service": "ses.amazonaws.com"},
+                        "Action": "sns:Publish",
+                        "Resource": {"Ref": r.events_topic.logical_id},
+                        "Condition": {
+                            "StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}},
+                            "ArnLike": {
+                                "AWS:SourceArn": {
+                                    "Fn::Sub": f"arn:${{AWS::Partition}}:ses:*:{ACCOUNT}:configuration-set/"
+                                    f"{r.configuration_set}"
+                                }
+                            },
+                        },
+                    }
+                ],
+            },
+        },
+    }
+    return out
+
+
+def _tables(r: Resources) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for t in r.tables:
+        keys = [{"AttributeName": t.hash_key, "KeyType": "HASH"}]
+        attrs = [{"AttributeName": t.hash_key, "AttributeType": "S"}]
+        if t.range_key:
+            keys.append({"AttributeName": t.range_key, "KeyType": "RANGE"})
+            attrs.append({"AttributeName": t.range_key, "AttributeType": "S"})
+        props: dict[str, Any] = {
+            "TableName": t.name,
+            "BillingMode": "PAY_PER_REQUEST",
+            "KeySchema": keys,
+            "AttributeDefinitions": attrs,
+            "SSESpecification": {"SSEEnabled": True},
+            "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+        }
+        if t.ttl_attribute:
+            props["TimeToLiveSpecification"] = {"AttributeName": t.ttl_attribute, "Enabled": True}
+        # The ledger and counters are the tenants' records: kept if the stack goes (`make destroy` says so).
+        out[t.logical_id] = {
+            "Type": "AWS::DynamoDB::Table",
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+            "Properties": props,
+        }
+    return out
+
+
+def _queues(r: Resources) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for q in r.queues:
+        props: dict[str, Any] = {
+            "QueueName": q.name,
+            "VisibilityTimeout": q.visibility_timeout,
+            "MessageRetentionPeriod": q.retention_seconds,
+            "SqsManagedSseEnabled": True,
+        }
+        if q.dead_letter:
+            dlq = next(d for d in r.queues if d.name == q.dead_letter)
+            props["RedrivePolicy"] = {
+                "deadLetterTargetArn": {"Fn::GetAtt": [dlq.logical_id, "Arn"]},
+                "maxReceiveCount": q.max_receive_count,
+            }
+        out[q.logical_id] = {"Type": "AWS::SQS::Queue", "Properties": props}
+    out["FreePlanQueueAlarm"] = {
+        "Type": "AWS::CloudWatch::Alarm",
+        "Properties": {
+            "AlarmName": f"{r.free_queue.name}-not-empty",
+            "Namespace": "AWS/SQS",
+            "MetricName": "ApproximateNumberOfMessagesVisible",
+            "Dimensions": [{"Name": "QueueName", "Value": {"Fn::GetAtt": [r.free_queue.logical_id, "QueueName"]}}],
+            "Statistic": "Maximum",
+            "Period": ALARM_PERIOD_S,
+            "EvaluationPeriods": 1,
+            "DatapointsToAlarm": 1,
+            "Threshold": 1,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "notBreaching",
+            "AlarmActions": [{"Ref": r.send_topic.logical_id}],
+        },
+    }
+    return out
+
+
+def _bucket(r: Resources) -> dict[str, Any]:
+    b = r.payload_bucket
+    return {
+        b.logical_id: {
+            "Type": "AWS::S3::Bucket",
+            "Properties": {
+                "BucketName": {"Fn::Sub": f"{r.prefix}-payloads-{ACCOUNT}"},
+                "BucketEncryption": {
+                    "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+                },
+                "PublicAccessBlockConfiguration": {
+                    "BlockPublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "IgnorePublicAcls": True,
+                    "RestrictPublicBuckets": True,
+                },
+                "LifecycleConfiguration": {
+                    "Rules": [{"Id": "expire-payloads", "Status": "Enabled", "ExpirationInDays": b.expire_after_days}]
+                },
+            },
+        }
+    }
+
+
+def _ses(r: Resources) -> dict[str, Any]:
+    return {
+        "SesConfigurationSet": {
+            "Type": "AWS::SES::ConfigurationSet",
+            "Properties": {"Name": r.configuration_set},
+        },
+        "SesEventDestination": {
+            "Type": "AWS::SES::ConfigurationSetEventDestination",
+            "DependsOn": ["SesEventsTopicPolicy"],
+            "Properties": {
+                "ConfigurationSetName": {"Ref": "SesConfigurationSet"},
+                "EventDestination": {
+                    "Name": EVENT_DESTINATION,
+                    "Enabled": True,
+                    "MatchingEventTypes": [t.lower() for t in EVENT_TYPES],
+                    "SnsDestination": {"TopicARN": {"Ref": r.events_topic.logical_id}},
+                },
+            },
+        },
+    }
+
+
+def _secret(r: Resources) -> dict[str, Any]:
+    return {
+        "LinkSigningSecret": {
+            "Type": "AWS::SecretsManager::Secret",
+            "Properties": {
+                "Name": f"{r.prefix}/link-signing-key",
+                "Description": "HMAC key of the stage's signed links (unsubscribe, tracking)",
+                "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True},
+            },
+        }
+    }
+
+
+def _function_edits() -> dict[str, Any]:
+    """What the merge adds to Chalice's functions: the account id in their environment."""
+    variables = {"MOONSEND_ACCOUNT_ID": {"Ref": "AWS::AccountId"}}
+    return {fn: {"Properties": {"Environment": {"Variables": variables}}} for fn in FUNCTIONS}
+
+
+def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, Any]:
+    """Point Chalice's SNS subscriptions at this template's topics (`Ref`), after the merge.
+
+    Chalice writes the topic as an ARN string built from its name, which does not make CloudFormation
+    create the topic first; a merge cannot replace that value (it merges dicts key by key), so the
+    packaged template is edited here instead."""
+    r = resources_for("moonsend", stage, ACCOUNT)
+    for fn, attr in SNS_HANDLERS.items():
+        event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SnsSubscription"]
+        event["Properties"]["Topic"] = {"Ref": getattr(r, attr).logical_id}
+    return template
+
+
+def merge_template(stage: str) -> dict[str, Any]:
+    """The template `chalice package --merge-template` merges into Chalice's for this stage."""
+    r = resources_for("moonsend", stage, ACCOUNT)
+    resources: dict[str, Any] = {}
+    for part in (_topics(r), _tables(r), _queues(r), _bucket(r), _ses(r), _secret(r), _function_edits()):
+        resources.update(part)
+    return {
+        "Description": f"moonsend ({stage}): multi-tenant email sending on SES",
+        "Resources": resources,
+        "Outputs": {
+            "PrecompileEmailTopicArn": {"Value": {"Ref": r.precompile_topic.logical_id}},
+            "DeadLetterQueueUrl": {"Value": {"Ref": r.dead_letter_queue.logical_id}},
+        },
+    }

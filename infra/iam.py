@@ -1,0 +1,121 @@
+"""Least-privilege IAM policies, one per Lambda function, generated from the resource definitions.
+
+Each function gets only the actions its code calls, on the resources of its own stage: tables, topics,
+queues and the bucket by name, tenant queues and their alarms by the stage's name prefix. Region and
+account are left as `*` inside the ARNs, so one policy file serves any account; the names, which carry
+app and stage, are what scopes them. Two actions have no resource-level permissions in AWS and get
+`"Resource": "*"`: `sqs:ListQueues` (the sweeper lists by the stage prefix) and `ses:GetAccount`.
+
+Chalice reads the files from `.chalice/` (`iam_policy_file` per function and stage); `moonsend
+package` rewrites them, and a test fails if a committed file differs from what this module generates.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from chalicelib.resources import Resources, resources_for
+
+ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS = ("precompile_email", "send_emails", "ses_events", "sweep_queues")
+LOGS = {
+    "Effect": "Allow",
+    "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+    "Resource": "arn:aws:logs:*:*:*",
+}
+# pynamodb reads each table's key schema once per container (DescribeTable).
+_READ = ["dynamodb:GetItem", "dynamodb:DescribeTable"]
+_WRITE = ["dynamodb:UpdateItem", "dynamodb:PutItem"]
+
+
+def _table(r: Resources, name: str) -> str:
+    return f"arn:aws:dynamodb:*:*:table/{name}"
+
+
+def _queue(name: str) -> str:
+    return f"arn:aws:sqs:*:*:{name}"
+
+
+def _stmt(sid: str, actions: list[str], resources: list[str] | str) -> dict[str, Any]:
+    return {"Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)), "Resource": resources}
+
+
+def policies(r: Resources) -> dict[str, dict[str, Any]]:
+    """{function name: IAM policy document} for one stage."""
+    tenant_queues = _queue(f"{r.tenant_queue_prefix}*")
+    stage_queues = [tenant_queues, _queue(r.free_queue.name)]
+    bucket_objects = f"arn:aws:s3:::{r.prefix}-payloads-*/*"  # the bucket's name ends in the account id
+    send_fn = f"arn:aws:lambda:*:*:function:{r.function_name('send_emails')}"
+    tables = {t.logical_id: _table(r, t.name) for t in r.tables}
+
+    precompile = [
+        _stmt("Registry", _READ + _WRITE, [tables["TenantsTable"]]),
+        _stmt("Ledger", _READ + _WRITE + ["dynamodb:BatchGetItem"], [tables["LedgerTable"]]),
+        _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
+        _stmt(
+            "Queues",
+            ["sqs:CreateQueue", "sqs:GetQueueUrl", "sqs:TagQueue", "sqs:SendMessage", "sqs:GetQueueAttributes"],
+            stage_queues,
+        ),
+        _stmt("QueueAlarms", ["cloudwatch:PutMetricAlarm"], [f"arn:aws:cloudwatch:*:*:alarm:{r.tenant_queue_prefix}*"]),
+        _stmt("Payloads", ["s3:PutObject"], [bucket_objects]),
+    ]
+    send = [
+        _stmt("Registry", _READ, [tables["TenantsTable"]]),
+        _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
+        _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+        _stmt("Lease", _READ + _WRITE + ["dynamodb:DeleteItem"], [tables["LeasesTable"]]),
+        _stmt(
+            "Drain",
+            [
+                "sqs:GetQueueUrl",
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:ChangeMessageVisibility",
+                "sqs:SendMessage",
+                "sqs:GetQueueAttributes",
+            ],
+            stage_queues,
+        ),
+        _stmt(
+            "Send",
+            ["ses:SendEmail", "ses:SendRawEmail"],
+            ["arn:aws:ses:*:*:identity/*", f"arn:aws:ses:*:*:configuration-set/{r.configuration_set}"],
+        ),
+        _stmt("SendQuota", ["ses:GetAccount"], "*"),
+        _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject"], [bucket_objects]),
+        _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
+    ]
+    events = [
+        _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
+        _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+    ]
+    sweep = [
+        _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),
+        _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
+        _stmt("Lease", _READ, [tables["LeasesTable"]]),
+        _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
+    ]
+    docs = {"precompile_email": precompile, "send_emails": send, "ses_events": events, "sweep_queues": sweep}
+    return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}
+
+
+def policy_file(stage: str, function: str) -> str:
+    """The file name Chalice's config refers to (relative to `.chalice/`)."""
+    return f"policy-{stage}-{function}.json"
+
+
+def render(doc: dict[str, Any]) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def write_policies(stage: str, account_id: str = "123456789012", chalice_dir: Path = ROOT / ".chalice") -> list[Path]:
+    """Write the stage's policy files where Chalice reads them; returns their paths."""
+    written = []
+    for fn, doc in policies(resources_for("moonsend", stage, account_id)).items():
+        path = chalice_dir / policy_file(stage, fn)
+        path.write_text(render(doc), encoding="utf-8")
+        written.append(path)
+    return written

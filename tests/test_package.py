@@ -1,0 +1,151 @@
+"""Deployment, checked without an AWS account: the packaged templates, their IAM, the bundle, the plans."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from chalicelib.resources import resources_for
+from infra import iam
+from infra.deploy import deploy_plan, destroy_plan, smoke_messages
+from infra.package import package
+
+pytestmark = pytest.mark.package
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", params=["dev", "prod"])
+def packaged(request, tmp_path_factory):
+    report = package(request.param, tmp_path_factory.mktemp(request.param) / "out")
+    return request.param, report, json.loads(Path(report.template).read_text())
+
+
+def test_the_packaged_template_passes_cfn_lint(packaged):
+    _stage, report, _template = packaged
+    lint = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), report.template], capture_output=True, text=True
+    )
+    assert lint.returncode & 2 == 0, lint.stdout  # bit 2: errors (4 and 8 are warnings and notes)
+    assert lint.returncode == 0, lint.stdout  # and, today, not even a warning
+
+
+def _statements(template):
+    for res in template["Resources"].values():
+        if res["Type"] == "AWS::IAM::Role":
+            for policy in res["Properties"].get("Policies", []):
+                yield from policy["PolicyDocument"]["Statement"]
+
+
+def test_no_policy_grants_a_wildcard_action(packaged):
+    _stage, _report, template = packaged
+    statements = list(_statements(template))
+    assert len(statements) > 10
+    for st in statements:
+        assert "NotAction" not in st
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        for action in actions:
+            assert action != "*" and not action.endswith(":*") and "*" not in action.split(":")[1], st
+        if st["Resource"] == "*":  # only the two actions AWS gives no resource-level permission for
+            assert set(actions) <= {"sqs:ListQueues", "ses:GetAccount"}, st
+
+
+def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
+    _stage, _report, template = packaged
+    roles = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    assert set(roles) == {"PrecompileEmailRole", "SendEmailsRole", "SesEventsRole", "SweepQueuesRole"}
+
+    def actions(role):
+        doc = roles[role]["Properties"]["Policies"][0]["PolicyDocument"]
+        return {
+            a for st in doc["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+        }
+
+    assert "ses:SendEmail" in actions("SendEmailsRole") and "ses:SendEmail" not in actions("PrecompileEmailRole")
+    assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
+    assert not any(a.startswith(("sqs:", "ses:", "lambda:")) for a in actions("SesEventsRole"))
+
+
+def test_every_topic_queue_and_table_the_code_names_is_in_the_template(packaged):
+    stage, _report, template = packaged
+    r = resources_for("moonsend", stage, "${AWS::AccountId}")
+    names = {}
+    for res in template["Resources"].values():
+        p = res.get("Properties", {})
+        for key in ("TopicName", "TableName", "QueueName", "Name"):
+            if isinstance(p.get(key), str):
+                names[p[key]] = res["Type"]
+    for topic in r.topics:
+        assert names.get(topic.name) == "AWS::SNS::Topic"
+    for table in r.tables:
+        assert names.get(table.name) == "AWS::DynamoDB::Table"
+    for queue in r.queues:
+        assert names.get(queue.name) == "AWS::SQS::Queue"
+    assert names.get(r.configuration_set) == "AWS::SES::ConfigurationSet"
+    bucket = template["Resources"][r.payload_bucket.logical_id]["Properties"]["BucketName"]
+    assert bucket == {"Fn::Sub": r.payload_bucket.name}  # the account id filled in by CloudFormation
+
+
+def test_subscriptions_refer_to_the_templates_own_topics(packaged):
+    _stage, _report, template = packaged
+    for fn, topic in (("PrecompileEmail", "PrecompileEmailTopic"), ("SendEmails", "SendEmailsTopic")):
+        event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SnsSubscription"]
+        assert event["Properties"]["Topic"] == {"Ref": topic}
+        env = template["Resources"][fn]["Properties"]["Environment"]["Variables"]
+        assert env["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}
+
+
+def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(packaged):
+    _stage, report, _template = packaged
+    assert report.dev_only_packages == []
+    assert report.import_app_ms > 0  # measured by importing app from the bundle alone (-S: no site-packages)
+    assert report.zipped_mb < 50  # Lambda's limit for a direct upload
+
+
+def test_committed_policy_files_are_what_the_generator_writes():
+    for stage in ("dev", "prod"):
+        for fn, doc in iam.policies(resources_for("moonsend", stage)).items():
+            committed = (ROOT / ".chalice" / iam.policy_file(stage, fn)).read_text()
+            assert committed == iam.render(doc), f"run `moonsend package --stage {stage}`"
+
+
+def test_deploy_plan_uploads_the_bundle_by_content_and_points_every_function_at_it(tmp_path):
+    template = {
+        "Resources": {"F": {"Type": "AWS::Serverless::Function", "Properties": {"CodeUri": "./deployment.zip"}}}
+    }
+    (tmp_path / "sam.json").write_text(json.dumps(template))
+    (tmp_path / "deployment.zip").write_bytes(b"bundle")
+    plan, out = deploy_plan("dev", tmp_path / "sam.json", tmp_path / "deployment.zip", "my-artifacts")
+    assert [a.kind for a in plan] == ["upload", "deploy-stack"]
+    key = plan[0].target
+    assert key.startswith("moonsend/dev/") and key.endswith(".zip")
+    assert out["Resources"]["F"]["Properties"]["CodeUri"] == {"Bucket": "my-artifacts", "Key": key}
+
+
+def test_destroy_plan_removes_tenant_queues_and_alarms_and_keeps_the_tables_unless_asked(stack, uid):
+    from chalicelib import wiring
+
+    c = wiring.container()
+    queue = f"moonsend-local-t-gone{uid}"
+    c.queues.ensure(queue, f"gone{uid}")
+    plan = destroy_plan(
+        "local", stack.client("sqs"), stack.client("cloudwatch"), delete_data=False, account_id="123456789012"
+    )
+    kinds = [(a.kind, a.target.rsplit("/", 1)[-1]) for a in plan]
+    assert ("delete-queue", queue) in kinds and ("delete-alarm", f"{queue}-not-empty") in kinds
+    assert kinds[-1] == ("delete-stack", "moonsend-local") and not any(k == "delete-table" for k, _ in kinds)
+    with_data = destroy_plan(
+        "local", stack.client("sqs"), stack.client("cloudwatch"), delete_data=True, account_id="123456789012"
+    )
+    assert {t for k, t in ((a.kind, a.target) for a in with_data) if k == "delete-table"} == {
+        t.name for t in stack.settings.resources.tables
+    }
+
+
+def test_the_smoke_campaign_is_a_valid_message():
+    from chalicelib.contract import parse_precompile_message
+
+    (msg,) = smoke_messages("ops@example.com", "smoke-1")
+    req = parse_precompile_message(json.dumps(msg))
+    assert req.plan == "free" and len(req.recipients) == 3 and req.rejected == []

@@ -41,7 +41,7 @@ package: install
 	$(BIN)/moonsend package --stage $(STAGE)
 
 deploy: install
-	$(BIN)/moonsend deploy --stage $(STAGE) --artifacts-bucket $(ARTIFACTS_BUCKET)
+	$(BIN)/moonsend deploy --stage $(STAGE) $(if $(ARTIFACTS_BUCKET),--artifacts-bucket $(ARTIFACTS_BUCKET))
 
 destroy: install
 	$(BIN)/moonsend destroy --stage $(STAGE)

@@ -185,13 +185,41 @@ def _aws_clients(region: str | None) -> dict[str, Any]:
     return {n: session.client(n) for n in names}
 
 
+def _artifacts_bucket(clients: dict[str, Any], *, create: bool) -> str:
+    """`moonsend-artifacts-<account>-<region>`, created (private, encrypted) if it does not exist."""
+    from botocore.exceptions import ClientError
+
+    s3 = clients["s3"]
+    region = s3.meta.region_name
+    name = f"moonsend-artifacts-{clients['sts'].get_caller_identity()['Account']}-{region}"
+    try:
+        s3.head_bucket(Bucket=name)
+    except ClientError:
+        if create:
+            kwargs: dict[str, Any] = {}
+            if region != "us-east-1":
+                kwargs["CreateBucketConfiguration"] = {"LocationConstraint": region}
+            s3.create_bucket(Bucket=name, **kwargs)
+            s3.put_public_access_block(
+                Bucket=name,
+                PublicAccessBlockConfiguration={
+                    "BlockPublicAcls": True,
+                    "IgnorePublicAcls": True,
+                    "BlockPublicPolicy": True,
+                    "RestrictPublicBuckets": True,
+                },
+            )
+    return name
+
+
 def cmd_deploy(args: argparse.Namespace) -> int:
     from infra.deploy import deploy_plan, execute
     from infra.package import package
 
     clients = _aws_clients(args.region)
+    bucket = args.artifacts_bucket or _artifacts_bucket(clients, create=not args.dry_run)
     report = package(args.stage)
-    plan, _ = deploy_plan(args.stage, Path(report.template), Path(report.bundle), args.artifacts_bucket)
+    plan, _ = deploy_plan(args.stage, Path(report.template), Path(report.bundle), bucket)
     if args.dry_run:
         print("\n".join(str(a) for a in plan))
         return 0
@@ -326,7 +354,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     dp = sub.add_parser("deploy", help="package and deploy a stage to the AWS account of your credentials")
     dp.add_argument("--stage", default="dev", choices=["dev", "prod"])
-    dp.add_argument("--artifacts-bucket", required=True, help="an S3 bucket of yours for the bundle")
+    dp.add_argument(
+        "--artifacts-bucket",
+        default=None,
+        help="S3 bucket for the bundle (default moonsend-artifacts-<account>-<region>)",
+    )
     dp.add_argument("--region", default=None)
     dp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     dp.set_defaults(func=cmd_deploy)

@@ -66,6 +66,9 @@ class Nop:
     def record_rejected(self, user: str, campaign: str, rejected: list) -> int:
         return len(rejected)
 
+    def record_suppressed(self, user: str, campaign: str, suppressed: list) -> int:
+        return len(suppressed)
+
 
 def recipients(n: int) -> list[dict]:
     return [

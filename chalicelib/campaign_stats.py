@@ -16,7 +16,9 @@ from pynamodb.models import Model
 
 from chalicelib.tables import bound, warm
 
-COUNTERS = ("queued", "rejected", "sent", "failed", "suppressed")
+# What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
+# about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
+COUNTERS = ("queued", "rejected", "sent", "failed", "suppressed", "delivered", "bounced", "complained")
 
 
 class CampaignStatsModel(Model):
@@ -30,6 +32,9 @@ class CampaignStatsModel(Model):
     sent = NumberAttribute(default=0)
     failed = NumberAttribute(default=0)
     suppressed = NumberAttribute(default=0)
+    delivered = NumberAttribute(default=0)
+    bounced = NumberAttribute(default=0)
+    complained = NumberAttribute(default=0)
     first_sent_ms = NumberAttribute(null=True)
     last_sent_ms = NumberAttribute(null=True)
     last_error = UnicodeAttribute(null=True)

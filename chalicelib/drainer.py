@@ -28,13 +28,25 @@ from chalicelib.errors import (
     SendThrottled,
     TransientSendError,
 )
-from chalicelib.ledger import FAILED, FINAL, SENT, UNATTRIBUTED, Claim, Entry, Ledger, message_key, unattributed_day
+from chalicelib.ledger import (
+    FAILED,
+    FINAL,
+    SENT,
+    SUPPRESSED,
+    UNATTRIBUTED,
+    Claim,
+    Entry,
+    Ledger,
+    message_key,
+    unattributed_day,
+)
 from chalicelib.metrics import QueueLag
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
 from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.ses_sender import SesSender
+from chalicelib.suppression import Suppressions
 from chalicelib.tenants import Tenant, TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
@@ -57,6 +69,7 @@ class Outcome(enum.Enum):
     DEAD_LETTER = "dead-letter"  # recorded as failed after its last try: SQS moves it to the dead-letter queue
     STOP = "stop"  # the SES account can send no more today: stop draining
     DUPLICATE = "duplicate"  # the recipient already has its outcome: delete without sending
+    SUPPRESSED = "suppressed"  # suppressed since it was queued: recorded, deleted, not sent
     HELD = "held"  # another copy of it is being sent right now: look again in a moment
 
 
@@ -68,6 +81,9 @@ class DrainResult:
     throttled: int = 0
     retried: int = 0
     duplicates: int = 0
+    suppressed: int = 0
+    # (tenant, lower-cased address) -> why: recipients found suppressed by this drain's batch look-ups.
+    suppressed_now: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     dead_lettered: int = 0
     lag: QueueLag = field(default_factory=QueueLag)
     tenants: set[str] = field(default_factory=set)
@@ -85,6 +101,7 @@ class Drainer:
         ses: SesSender,
         ledger: Ledger,
         payloads: PayloadStore | None = None,
+        suppressions: Suppressions | None = None,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
@@ -93,6 +110,9 @@ class Drainer:
         self._ses = ses
         self._ledger = ledger
         self._payloads = payloads
+        self._suppressions = suppressions
+        self._ses_accounts_known: set[str] = set()
+        self._learning: dict[str, threading.Lock] = {}
         # One limiter per queue and rate per container, so a re-invocation that lands in the same
         # container goes on from the last slot instead of starting with a fresh window.
         self._limiters: dict[tuple[str, float], RateLimiter] = {}
@@ -158,6 +178,7 @@ class Drainer:
                         break
                     continue
                 empty_polls = 0
+                result.suppressed_now.update(self._suppressed_in(messages))
                 for m in messages:
                     future = pool.submit(self._send_one, queue_name, m, result)
                     inflight[future] = m
@@ -248,6 +269,9 @@ class Drainer:
             elif outcome is Outcome.FAILED:
                 result.failed += 1
                 to_delete.append(m)
+            elif outcome is Outcome.SUPPRESSED:
+                result.suppressed += 1
+                to_delete.append(m)
             elif outcome is Outcome.DUPLICATE:
                 result.duplicates += 1
                 to_delete.append(m)
@@ -314,15 +338,65 @@ class Drainer:
                 return Outcome.DUPLICATE
             return Outcome.HELD  # a copy is being sent now; if that sender dies, its claim expires
         result.tenants.add(email.user_id)
+        why = self._suppressed_now(email, result, via_s3=body is not message["Body"])
+        if why:
+            self._ledger.finish(claim, SUPPRESSED, reason=why)
+            self._stats.add(email.user_id, email.campaign_id, suppressed=1, error=why)
+            return Outcome.SUPPRESSED
         outcome = self._send_claimed(queue_name, email, claim, receives)
         if outcome is Outcome.SENT and "SentTimestamp" in attributes:
             result.lag.add(int(time.time() * 1000) - int(attributes["SentTimestamp"]))
         return outcome
 
+    def _suppressed_in(self, messages: list[dict[str, Any]]) -> dict[tuple[str, str], str]:
+        """One look-up per receive batch: which of these recipients were suppressed since queued."""
+        if self._suppressions is None:
+            return {}
+        by_user: dict[str, list[str]] = {}
+        for m in messages:
+            try:
+                email = QueuedEmail.from_json(m["Body"])
+            except MessageInvalid:
+                continue  # an S3 pointer (checked alone when sent) or unreadable (recorded when sent)
+            by_user.setdefault(email.user_id, []).append(email.recipient_email)
+        found: dict[tuple[str, str], str] = {}
+        for user, emails in by_user.items():
+            for address, why in self._suppressions.check(user, emails).items():
+                found[(user, address)] = why
+        return found
+
+    def _suppressed_now(self, email: QueuedEmail, result: DrainResult, *, via_s3: bool) -> str | None:
+        key = (email.user_id, email.recipient_email.lower())
+        if key in result.suppressed_now:
+            return result.suppressed_now[key]
+        if via_s3 and self._suppressions is not None:  # not in the batch look-up: its body was in S3
+            return self._suppressions.check(email.user_id, [email.recipient_email]).get(key[1])
+        return None
+
+    def _learn_ses_account(self, tenant: Tenant) -> None:
+        """Record which AWS account a tenant's keys belong to, before its first email goes out.
+
+        Its SES events are trusted only from that account (chalicelib.ses_events), so the others of its
+        sends wait for this one STS call rather than race an event ahead of the record. One try per
+        container: if STS fails, the tenant's events are dropped as untrusted and the log says why."""
+        if not tenant.sender.has_own_account or tenant.ses_account_id or tenant.user_id in self._ses_accounts_known:
+            return
+        with self._lock:
+            guard = self._learning.setdefault(tenant.user_id, threading.Lock())
+        with guard:
+            if tenant.user_id in self._ses_accounts_known:
+                return
+            try:
+                self._tenants.set_ses_account(tenant.user_id, self._ses.account_of(tenant.sender))
+            except Exception as exc:  # sending goes on; its events will be dropped as untrusted
+                log.warning("tenant SES account unknown", user=tenant.user_id, error=type(exc).__name__)
+            self._ses_accounts_known.add(tenant.user_id)
+
     def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim, receives: int = 1) -> Outcome:
         tenant = self._tenants.get(email.user_id)
         if tenant is None:
             return self._fail(email, claim, "tenant unknown: no sender settings registered")
+        self._learn_ses_account(tenant)
         free = queue_name == self._settings.resources.free_queue.name
         limiter = self.limiter(queue_name, self.rate_for(queue_name, tenant))
         mime = build_mime(

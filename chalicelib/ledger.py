@@ -38,6 +38,7 @@ from chalicelib.tables import bound, condition_failed, warm
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
 FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED})
+FEEDBACK = ("delivered", "bounced", "complained")
 RETENTION_S = 180 * 24 * 3600
 WRITE_WORKERS = 8
 T = TypeVar("T")
@@ -58,6 +59,10 @@ class LedgerModel(Model):
     attempts = NumberAttribute(null=True)
     updated_at = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
+    delivered_at = NumberAttribute(null=True)  # epoch ms, from SES's events
+    bounced_at = NumberAttribute(null=True)
+    complained_at = NumberAttribute(null=True)
+    feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,7 @@ class Entry:
     reason: str | None
     message_id: str | None
     updated_at: int | None
+    feedback: str | None = None  # delivered / bounced / complained, from SES's events
 
 
 @dataclass(frozen=True)
@@ -130,6 +136,12 @@ class Ledger:
         m = self._model
         cond = m.state.does_not_exist()
         return sum(self._each(rejected, lambda r: self._update(user_id, campaign_id, r[0], REJECTED, r[1], cond)))
+
+    def record_suppressed(self, user_id: str, campaign_id: str, suppressed: list[tuple[str, str]]) -> int:
+        """Record recipients as suppressed (not queued) with why, unless they already have a state."""
+        m = self._model
+        cond = m.state.does_not_exist()
+        return sum(self._each(suppressed, lambda r: self._update(user_id, campaign_id, r[0], SUPPRESSED, r[1], cond)))
 
     def _update(
         self, user_id: str, campaign_id: str, email: str, state: str, reason: str | None, condition: Condition
@@ -259,6 +271,27 @@ class Ledger:
             raise
         return (before.state if before else None) or QUEUED
 
+    def record_feedback(self, user_id: str, campaign_id: str, email: str, kind: str, detail: str) -> bool:
+        """What the receiving side said of a sent email (delivered, bounced, complained), once per kind.
+
+        Kept beside the state (which stays `sent`: the email did go out) as `<kind>_at` and the latest
+        `feedback` line. True the first time this kind is recorded, so that it is counted once."""
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind}")
+        m = self._model
+        attr = getattr(m, f"{kind}_at")
+        now = int(time.time() * 1000)
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[attr.set(now), m.feedback.set(f"{kind}: {detail}"[:1000]), m.updated_at.set(now)],
+                condition=attr.does_not_exist(),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
     def release(self, claim: Claim) -> None:
         """Give a claim back without an outcome (throttled, transient error): it may be retaken."""
         m = self._model
@@ -290,4 +323,5 @@ def _entry(item: LedgerModel) -> Entry:
         reason=item.reason,
         message_id=item.message_id,
         updated_at=int(item.updated_at) if item.updated_at else None,
+        feedback=item.feedback,
     )

@@ -32,6 +32,7 @@ from chalicelib.ledger import UNATTRIBUTED, Ledger, message_key, unattributed_da
 from chalicelib.payloads import PayloadStore
 from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
+from chalicelib.suppression import Suppressions
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
 
@@ -44,6 +45,7 @@ class PrecompileResult:
     queued: int = 0
     duplicates: int = 0  # recipients the ledger already had (a redelivered event)
     rejected: list[RejectedRecipient] = field(default_factory=list)
+    suppressed: list[tuple[str, str]] = field(default_factory=list)  # (address, why): recorded, not queued
 
 
 class Precompiler:
@@ -58,6 +60,7 @@ class Precompiler:
         ledger: Ledger,
         payloads: PayloadStore | None = None,
         daily_cap: DailyCap | None = None,
+        suppressions: Suppressions | None = None,
     ) -> None:
         self._settings = settings
         self._templates = templates
@@ -68,6 +71,7 @@ class Precompiler:
         self._ledger = ledger
         self._payloads = payloads
         self._daily_cap = daily_cap
+        self._suppressions = suppressions
 
     def handle(self, raw: str) -> PrecompileResult:
         try:
@@ -109,6 +113,11 @@ class Precompiler:
         fresh = [r for r in req.recipients if r.key not in known]
         result.rejected = [r for r in req.rejected if not (r.email and r.email.lower() in known)]
         result.duplicates = len(req.recipients) - len(fresh)
+        if self._suppressions is not None and fresh:
+            blocked = self._suppressions.check(req.user_id, [r.email for r in fresh])
+            if blocked:
+                result.suppressed = [(r.email, blocked[r.key]) for r in fresh if r.key in blocked]
+                fresh = [r for r in fresh if r.key not in blocked]
         try:
             compiled = self._templates.get(
                 req.campaign.id, req.campaign.subject, req.campaign.body, strict=req.campaign.strict
@@ -156,6 +165,7 @@ class Precompiler:
         # Recorded only where the sender has not already been faster; counted as queued either way.
         self._ledger.record_queued(req.user_id, req.campaign.id, queued)
         result.queued = len(queued)
+        suppressed = self._ledger.record_suppressed(req.user_id, req.campaign.id, result.suppressed)
         # Even an invalid address is recorded under what was given, when it can be a key at all.
         keyable = [(r.email, r.reason) for r in result.rejected if _keyable(r.email)]
         rejected = self._ledger.record_rejected(req.user_id, req.campaign.id, keyable)
@@ -170,6 +180,7 @@ class Precompiler:
             req.campaign.id,
             queued=result.queued,
             rejected=rejected,
+            **({"suppressed": suppressed} if suppressed else {}),
             error=result.rejected[-1].reason if result.rejected else None,
         )
         log.info(

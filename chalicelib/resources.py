@@ -65,6 +65,7 @@ class Resources:
     ledger_table: TableDef
     leases_table: TableDef
     usage_table: TableDef
+    suppressions_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     payload_bucket: BucketDef
@@ -85,7 +86,14 @@ class Resources:
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
-        return (self.tenants_table, self.campaigns_table, self.ledger_table, self.leases_table, self.usage_table)
+        return (
+            self.tenants_table,
+            self.campaigns_table,
+            self.ledger_table,
+            self.leases_table,
+            self.usage_table,
+            self.suppressions_table,
+        )
 
     @property
     def queues(self) -> tuple[QueueDef, ...]:
@@ -124,6 +132,8 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         usage_table=TableDef(
             "UsageTable", f"{p}-usage", hash_key="user_id", range_key="day", ttl_attribute="expires_at"
         ),
+        # One item per suppressed address: per tenant (`tenant#<userId>`) or for all (`platform`).
+        suppressions_table=TableDef("SuppressionsTable", f"{p}-suppressions", hash_key="scope", range_key="rcpt"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads-{account_id}", expire_after_days=7),

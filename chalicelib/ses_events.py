@@ -8,7 +8,14 @@ its one recipient (`mail.destination`), so no lookup table is needed.
   recorded. This is what closes the one ambiguous window of a send (SES accepted it; the sender died
   before recording it): the record appears anyway, and the redelivered queue message is dropped.
 - `Reject`: SES accepted the call but refused the email (a virus): recorded as failed with the reason.
-- Other events (Delivery, Bounce, Complaint, ...) are logged and left to the compliance handling.
+- `Delivery`, `Bounce`, `Complaint`: recorded beside the recipient's state and counted once each. A
+  permanent bounce suppresses the address for every tenant (it does not exist), a complaint for the
+  tenant it complained about; transient bounces are only counted.
+
+Events are trusted only from the SES account that sent the email: the platform's own for the free plan,
+and for a paid tenant the account its keys belong to (learned with STS when the sender first uses them).
+The events topic accepts SES events from any account through a configuration set of the stage's name,
+so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
 
 Events of emails that did not come from moonsend (no tenant header) are ignored. A malformed record is
 logged and dropped: it carries no recipient to record anything against, and SNS would redeliver it in
@@ -25,6 +32,8 @@ from chalicelib import log
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.ledger import Ledger
 from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER
+from chalicelib.suppression import BOUNCE, COMPLAINT, Suppressions
+from chalicelib.tenants import TenantRegistry
 
 
 @dataclass(frozen=True)
@@ -35,6 +44,7 @@ class SesEvent:
     campaign_id: str | None
     recipients: tuple[str, ...]
     detail: dict[str, Any]
+    sending_account: str | None = None
 
 
 def parse_event(raw: str | dict[str, Any]) -> SesEvent:
@@ -57,13 +67,34 @@ def parse_event(raw: str | dict[str, Any]) -> SesEvent:
         campaign_id=headers.get(CAMPAIGN_HEADER.lower()),
         recipients=tuple(str(a) for a in mail.get("destination", []) if isinstance(a, str)),
         detail=detail if isinstance(detail, dict) else {},
+        sending_account=str(mail["sendingAccountId"]) if mail.get("sendingAccountId") else None,
     )
 
 
 class SesEvents:
-    def __init__(self, ledger: Ledger, stats: CampaignStats) -> None:
+    def __init__(
+        self,
+        ledger: Ledger,
+        stats: CampaignStats,
+        suppressions: Suppressions | None = None,
+        tenants: TenantRegistry | None = None,
+        platform_account: str | None = None,
+    ) -> None:
         self._ledger = ledger
         self._stats = stats
+        self._suppressions = suppressions
+        self._tenants = tenants
+        self._platform_account = platform_account
+
+    def _trusted(self, event: SesEvent) -> bool:
+        """Whether the event comes from the SES account that sent this tenant's email."""
+        if self._tenants is None:  # no registry to check against (unit tests of the recording alone)
+            return True
+        tenant = self._tenants.get(event.user_id or "")
+        if tenant is None:
+            return False
+        expected = tenant.ses_account_id if tenant.sender.has_own_account else self._platform_account
+        return bool(expected) and event.sending_account == expected
 
     def handle(self, raw: str) -> str:
         """Record one event; returns what was done (for logs and tests)."""
@@ -76,6 +107,14 @@ class SesEvents:
             log.info("SES event not about a moonsend email", event=event.event_type, message_id=event.message_id)
             return "ignored"
         user, campaign, to = event.user_id, event.campaign_id, event.recipients[0]
+        if not self._trusted(event):
+            log.warning(
+                "SES event from an account that did not send this tenant's email, dropped",
+                user=user,
+                account=event.sending_account,
+                event=event.event_type,
+            )
+            return "untrusted"
         if event.event_type == "Send":
             if self._ledger.record_sent_event(user, campaign, to, event.message_id):
                 # The sender did not record it (it died, or has not got there yet): count it here.
@@ -96,5 +135,33 @@ class SesEvents:
                 return "already recorded"
             self._stats.add(user, campaign, failed=1, sent=-1 if replaced == "sent" else 0, error=reason)
             return "recorded failed"
+        if event.event_type == "Delivery":
+            return self._feedback(user, campaign, to, "delivered", str(event.detail.get("smtpResponse", "")))
+        if event.event_type == "Bounce":
+            kind = str(event.detail.get("bounceType", "Undetermined"))
+            diagnostic = _bounce_diagnostic(event.detail, to)
+            outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}")
+            if kind == "Permanent" and self._suppressions is not None:
+                self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
+            return outcome
+        if event.event_type == "Complaint":
+            kind = str(event.detail.get("complaintFeedbackType", "complaint"))
+            outcome = self._feedback(user, campaign, to, "complained", kind)
+            if self._suppressions is not None:
+                self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
+            return outcome
         log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
         return "logged"
+
+    def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str) -> str:
+        if self._ledger.record_feedback(user, campaign, to, kind, detail):
+            self._stats.add(user, campaign, **{kind: 1})
+            return f"recorded {kind}"
+        return "already recorded"
+
+
+def _bounce_diagnostic(bounce: dict[str, Any], to: str) -> str:
+    for r in bounce.get("bouncedRecipients", []):
+        if isinstance(r, dict) and str(r.get("emailAddress", "")).lower() == to.lower():
+            return str(r.get("diagnosticCode") or r.get("status") or bounce.get("bounceSubType", ""))
+    return str(bounce.get("bounceSubType", ""))

@@ -46,7 +46,12 @@ class SendQuota:
 EVENT_DESTINATION = "moonsend-events"
 EVENT_TYPES = ["SEND", "REJECT", "BOUNCE", "COMPLAINT", "DELIVERY"]
 # SES v2 says AlreadyExistsException; its v1 codes (which moto also answers v2 calls with) are tolerated.
-_EXISTS = {"AlreadyExistsException", "ConfigurationSetAlreadyExists", "EventDestinationAlreadyExists"}
+_EXISTS = {
+    "AlreadyExistsException",
+    "ConfigurationSetAlreadyExists",
+    "ConfigurationSetAlreadyExistsException",
+    "EventDestinationAlreadyExists",
+}
 
 
 def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
@@ -111,6 +116,13 @@ class SesSender:
             with self._lock:
                 self._ready[key] = ready
         return name if ready else None
+
+    def account_of(self, sender: Sender) -> str:
+        """The AWS account a tenant's keys belong to (STS GetCallerIdentity with those keys)."""
+        assert sender.api_key and sender.api_secret
+        region = sender.region or self._platform_region
+        sts = aws.tenant_client("sts", region, sender.api_key, sender.api_secret)
+        return str(sts.get_caller_identity()["Account"])
 
     def _client(self, sender: Sender, platform: bool) -> Any:
         region = sender.region or self._platform_region

@@ -34,6 +34,8 @@ class TenantModel(Model):
     rate_per_second = NumberAttribute()
     settings_hash = UnicodeAttribute()
     updated_at = NumberAttribute()
+    # The AWS account the tenant's SES keys belong to (STS), so that SES events can be checked against it.
+    ses_account_id = UnicodeAttribute(null=True)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class Tenant:
     user_id: str
     plan: str
     sender: Sender
+    ses_account_id: str | None = None
 
 
 def _settings_hash(plan: str, s: Sender) -> str:
@@ -76,22 +79,41 @@ class TenantRegistry:
         with self._lock:
             if self._written.get(user_id) == digest:
                 return False
-        self._model(
-            user_id,
-            plan=plan,
-            email_address=sender.email_address,
-            from_name=sender.from_name,
-            region=sender.region,
-            api_key=sender.api_key,
-            api_secret=sender.api_secret,
-            rate_per_second=sender.rate_per_second,
-            settings_hash=digest,
-            updated_at=int(time.time() * 1000),
-        ).save()
+        m = self._model
+        # An update, not a put: what the sender learned about the tenant (its SES account) stays.
+        # The account is cleared when the keys change: new keys may belong to another account.
+        actions = [
+            m.plan.set(plan),
+            m.email_address.set(sender.email_address),
+            m.from_name.set(sender.from_name),
+            m.rate_per_second.set(sender.rate_per_second),
+            m.settings_hash.set(digest),
+            m.updated_at.set(int(time.time() * 1000)),
+        ]
+        for attr, value in ((m.region, sender.region), (m.api_key, sender.api_key), (m.api_secret, sender.api_secret)):
+            actions.append(attr.set(value) if value else attr.remove())
+        current = self._keys_of(user_id)
+        if current != (sender.api_key, sender.api_secret):
+            actions.append(m.ses_account_id.remove())
+        m(user_id).update(actions=actions)
         with self._lock:
             self._written[user_id] = digest
             self._cache.pop(user_id, None)
         return True
+
+    def _keys_of(self, user_id: str) -> tuple[str | None, str | None] | None:
+        try:
+            item = self._model.get(user_id, consistent_read=True, attributes_to_get=["api_key", "api_secret"])
+        except DoesNotExist:
+            return None
+        return (item.api_key, item.api_secret)
+
+    def set_ses_account(self, user_id: str, account_id: str) -> None:
+        """Remember which AWS account the tenant's SES keys belong to."""
+        m = self._model
+        m(user_id).update(actions=[m.ses_account_id.set(account_id)], condition=m.user_id.exists())
+        with self._lock:
+            self._cache.pop(user_id, None)
 
     def get(self, user_id: str) -> Tenant | None:
         now = time.monotonic()
@@ -114,6 +136,7 @@ class TenantRegistry:
                 api_secret=item.api_secret,
                 rate_per_second=float(item.rate_per_second),
             ),
+            ses_account_id=item.ses_account_id,
         )
         with self._lock:
             self._cache[user_id] = (now, tenant)

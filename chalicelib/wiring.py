@@ -23,6 +23,7 @@ from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
 from chalicelib.ses_events import SesEvents
 from chalicelib.ses_sender import SesSender
+from chalicelib.suppression import Suppressions
 from chalicelib.sweeper import Sweeper
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
@@ -76,6 +77,7 @@ class Container:
             self.ledger,
             self.payloads,
             self.daily_cap,
+            self.suppressions,
         )
 
     @cached_property
@@ -95,7 +97,13 @@ class Container:
 
     @cached_property
     def ses_events(self) -> SesEvents:
-        return SesEvents(self.ledger, self.stats)
+        return SesEvents(self.ledger, self.stats, self.suppressions, self.tenants, self.settings.account_id)
+
+    @cached_property
+    def suppressions(self) -> Suppressions:
+        s = Suppressions(self.settings.resources.suppressions_table.name, self.settings.region)
+        s.warm()
+        return s
 
     @cached_property
     def drainer(self) -> Drainer:
@@ -107,6 +115,7 @@ class Container:
             self.ses,
             self.ledger,
             self.payloads,
+            self.suppressions,
         )
 
     @cached_property

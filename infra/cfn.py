@@ -61,19 +61,18 @@ def _topics(r: Resources) -> dict[str, Any]:
                 "Version": "2012-10-17",
                 "Statement": [
                     {
-                        # Only this account's SES, only through the stage's configuration set: an event
-                        # from anywhere else could mark another tenant's recipients as sent.
-                        "Sid": "SesEventsOfThisAccount",
+                        # SES of any account, but only through a configuration set of the stage's name: paid
+                        # tenants send from their own accounts. The handler then trusts an event only from
+                        # the account that sent that tenant's email (chalicelib.ses_events).
+                        "Sid": "SesEventsThroughTheStagesConfigurationSet",
                         "Effect": "Allow",
                         "Principal": {"Service": "ses.amazonaws.com"},
                         "Action": "sns:Publish",
                         "Resource": {"Ref": r.events_topic.logical_id},
                         "Condition": {
-                            "StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}},
                             "ArnLike": {
                                 "AWS:SourceArn": {
-                                    "Fn::Sub": f"arn:${{AWS::Partition}}:ses:*:{ACCOUNT}:configuration-set/"
-                                    f"{r.configuration_set}"
+                                    "Fn::Sub": "arn:${AWS::Partition}:ses:*:*:configuration-set/" + r.configuration_set
                                 }
                             },
                         },

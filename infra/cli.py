@@ -146,15 +146,16 @@ def cmd_recipients(args: argparse.Namespace) -> int:
     ledger = Ledger(settings.resources.ledger_table.name, settings.region)
     writer = csv.writer(sys.stdout) if args.csv else None
     if writer:
-        writer.writerow(["email", "state", "reason", "message_id", "updated_at"])
+        writer.writerow(["email", "state", "reason", "message_id", "updated_at", "feedback"])
     count = 0
     for e in ledger.entries(args.user, args.campaign, state=args.state):
         count += 1
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.updated_at / 1000)) if e.updated_at else ""
         if writer:
-            writer.writerow([e.email, e.state or "", e.reason or "", e.message_id or "", when])
+            writer.writerow([e.email, e.state or "", e.reason or "", e.message_id or "", when, e.feedback or ""])
         else:
-            print(f"{e.email}\t{e.state or '-'}\t{when}\t{e.message_id or ''}\t{e.reason or ''}")
+            extra = f"\t{e.feedback}" if e.feedback else ""
+            print(f"{e.email}\t{e.state or '-'}\t{when}\t{e.message_id or ''}\t{e.reason or ''}{extra}")
     if not writer:
         print(f"{count} recipient(s)", file=sys.stderr)
     return 0

@@ -50,8 +50,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     send_fn = f"arn:aws:lambda:*:*:function:{r.function_name('send_emails')}"
     tables = {t.logical_id: _table(r, t.name) for t in r.tables}
 
+    suppressions = tables["SuppressionsTable"]
     precompile = [
         _stmt("Registry", _READ + _WRITE, [tables["TenantsTable"]]),
+        _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE + ["dynamodb:BatchGetItem"], [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
         _stmt(
@@ -63,7 +65,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Payloads", ["s3:PutObject"], [bucket_objects]),
     ]
     send = [
-        _stmt("Registry", _READ, [tables["TenantsTable"]]),
+        _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
+        _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
         _stmt("Lease", _READ + _WRITE + ["dynamodb:DeleteItem"], [tables["LeasesTable"]]),
@@ -89,6 +92,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
     ]
     events = [
+        _stmt("Registry", _READ, [tables["TenantsTable"]]),
+        _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
     ]

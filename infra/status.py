@@ -85,6 +85,9 @@ def campaign_table(s: Snapshot) -> Table:
         "failed",
         "rejected",
         "suppressed",
+        "delivered",
+        "bounced",
+        "complained",
         "rate/s",
         "last error",
     )
@@ -100,6 +103,9 @@ def campaign_table(s: Snapshot) -> Table:
             str(c["failed"]),
             str(c["rejected"]),
             str(c["suppressed"]),
+            str(c["delivered"]),
+            str(c["bounced"]),
+            str(c["complained"]),
             f"{rate:.1f}" if rate else "-",
             (c.last_error or "")[:60],
         )

@@ -39,6 +39,18 @@ class FakeLedger:
     def record_rejected(self, user, campaign, rejected):
         return sum(self._record(user, campaign, e, REJECTED, r) for e, r in rejected)
 
+    def record_suppressed(self, user, campaign, suppressed):
+        return sum(self._record(user, campaign, e, "suppressed", r) for e, r in suppressed)
+
+    def record_feedback(self, user, campaign, email, kind, detail):
+        with self.lock:
+            row = self._row(user, campaign, email)
+            if row.get(f"{kind}_at"):
+                return False
+            row[f"{kind}_at"] = 1
+            row["feedback"] = f"{kind}: {detail}"
+            return True
+
     def claim(self, user, campaign, email, hold_s):
         now = time.time()
         with self.lock:

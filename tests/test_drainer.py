@@ -264,3 +264,26 @@ def test_an_email_kept_in_s3_is_fetched_sent_and_its_object_deleted():
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert result.sent == 1 and ses.sent[0][2] == "big@example.org"
     assert s3.objects == {}
+
+
+class FakeSuppressions:
+    def __init__(self, blocked):
+        self.blocked = {e.lower(): why for e, why in blocked.items()}
+        self.lookups = 0
+
+    def check(self, user_id, emails):
+        self.lookups += 1
+        return {e.lower(): self.blocked[e.lower()] for e in emails if e.lower() in self.blocked}
+
+
+def test_a_recipient_suppressed_after_it_was_queued_is_recorded_and_not_sent():
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(12)])
+    ses, ledger = FakeSes(), FakeLedger()
+    suppressions = FakeSuppressions({"r3@example.org": "suppressed for this tenant: complaint (abuse)"})
+    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AK")), FakeStats(), ses, ledger, None, suppressions)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert (result.sent, result.suppressed) == (11, 1)
+    assert "r3@example.org" not in {s[2] for s in ses.sent}
+    assert ledger.state("acme", "c1", "r3@example.org") == "suppressed"
+    assert "rh3" in sqs.deleted  # recorded, so the message goes
+    assert suppressions.lookups == 2  # one look-up per receive batch of 10, not one per email

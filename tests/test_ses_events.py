@@ -76,3 +76,125 @@ def test_a_reject_event_turns_that_sent_email_into_failed_and_moves_the_count():
     assert ledger.state("acme", "spring", "ann@x.io") == "failed"
     assert ledger.rows[("acme#spring", "ann@x.io")]["reason"] == "rejected by SES: Bad content"
     assert (stats.total("sent"), stats.total("failed")) == (-1, 1)
+
+
+# --- bounces, complaints, deliveries: SES's own example records (event publishing to SNS) -----------
+
+BOUNCE = {
+    "eventType": "Bounce",
+    "bounce": {
+        "bounceType": "Permanent",
+        "bounceSubType": "General",
+        "bouncedRecipients": [
+            {
+                "emailAddress": "ann@x.io",
+                "action": "failed",
+                "status": "5.1.1",
+                "diagnosticCode": "smtp; 550 5.1.1 user unknown",
+            }
+        ],
+        "timestamp": "2017-08-05T00:41:02.669Z",
+        "feedbackId": "01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000",
+        "reportingMTA": "dsn; mta.example.com",
+    },
+}
+COMPLAINT = {
+    "eventType": "Complaint",
+    "complaint": {
+        "complainedRecipients": [{"emailAddress": "ann@x.io"}],
+        "timestamp": "2017-08-05T00:41:02.669Z",
+        "feedbackId": "01000157c44f053b-61b59c11-9236-11e6-8f96-7be8aexample-000000",
+        "userAgent": "Mozilla/5.0",
+        "complaintFeedbackType": "abuse",
+        "arrivalDate": "2017-08-05T00:41:02.669Z",
+    },
+}
+DELIVERY = {
+    "eventType": "Delivery",
+    "delivery": {
+        "timestamp": "2016-10-19T23:21:04.133Z",
+        "processingTimeMillis": 11893,
+        "recipients": ["ann@x.io"],
+        "smtpResponse": "250 2.6.0 Message received",
+        "reportingMTA": "mta.example.com",
+    },
+}
+
+
+def _record(kind, account="111122223333"):
+    mail = json.loads(_event())["mail"]
+    mail["sendingAccountId"] = account
+    return json.dumps({**kind, "mail": mail})
+
+
+class FakeSuppressions:
+    def __init__(self):
+        self.added = []
+
+    def add(self, user_id, email, source, reason):
+        self.added.append((user_id, email, source))
+        return True
+
+
+class Tenants:
+    def __init__(self, tenant):
+        self.tenant = tenant
+
+    def get(self, user_id):
+        return self.tenant if user_id == self.tenant.user_id else None
+
+
+def _acme(account="111122223333"):
+    from chalicelib.contract import Sender
+    from chalicelib.tenants import Tenant
+
+    return Tenant("acme", "paid", Sender("news@acme.io", "Acme", "us-east-1", "AKIA", "s", 5.0), account)
+
+
+def _handler(account="111122223333"):
+    ledger, stats, sup = FakeLedger(), FakeStats(), FakeSuppressions()
+    return SesEvents(ledger, stats, sup, Tenants(_acme(account)), "123456789012"), ledger, stats, sup
+
+
+def test_a_permanent_bounce_suppresses_the_address_for_every_tenant_and_is_counted_once():
+    events, ledger, stats, sup = _handler()
+    assert events.handle(_record(BOUNCE)) == "recorded bounced"
+    assert events.handle(_record(BOUNCE)) == "already recorded"
+    assert sup.added == [(None, "ann@x.io", "bounce"), (None, "ann@x.io", "bounce")]  # idempotent in the store
+    assert stats.total("bounced") == 1
+    assert ledger.rows[("acme#spring", "ann@x.io")]["feedback"] == "bounced: Permanent: smtp; 550 5.1.1 user unknown"
+
+
+def test_a_transient_bounce_is_counted_but_suppresses_nothing():
+    events, _ledger, stats, sup = _handler()
+    transient = json.loads(json.dumps(BOUNCE))
+    transient["bounce"]["bounceType"] = "Transient"
+    events.handle(_record(transient))
+    assert sup.added == [] and stats.total("bounced") == 1
+
+
+def test_a_complaint_suppresses_the_address_for_that_tenant_only():
+    events, _ledger, stats, sup = _handler()
+    assert events.handle(_record(COMPLAINT)) == "recorded complained"
+    assert sup.added == [("acme", "ann@x.io", "complaint")] and stats.total("complained") == 1
+
+
+def test_a_delivery_is_recorded_beside_the_sent_state():
+    events, ledger, stats, _sup = _handler()
+    claim = ledger.claim("acme", "spring", "ann@x.io", 300)
+    ledger.finish(claim, "sent", message_id="ses-msg-1")
+    assert events.handle(_record(DELIVERY)) == "recorded delivered"
+    row = ledger.rows[("acme#spring", "ann@x.io")]
+    assert row["state"] == "sent" and row["feedback"] == "delivered: 250 2.6.0 Message received"
+    assert stats.total("delivered") == 1
+
+
+def test_an_event_from_an_account_that_did_not_send_the_tenants_email_is_dropped():
+    # The events topic takes SES events from any account (paid tenants send from theirs); only the
+    # tenant's own account may speak for its email, or anyone could suppress another tenant's list.
+    events, ledger, stats, sup = _handler(account="111122223333")
+    assert events.handle(_record(BOUNCE, account="999999999999")) == "untrusted"
+    assert events.handle(_record(COMPLAINT, account="999999999999")) == "untrusted"
+    assert sup.added == [] and stats.adds == [] and ledger.rows == {}
+    unknown = SesEvents(FakeLedger(), FakeStats(), FakeSuppressions(), Tenants(_acme(account=None)), "123456789012")
+    assert unknown.handle(_record(BOUNCE)) == "untrusted"  # the tenant's account not learned yet

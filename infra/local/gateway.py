@@ -171,6 +171,9 @@ class Gateway:
                     return _respond(start_response, self._invoke(environ, fn))
         if service in ("ses", "email"):
             return self._ses(environ, start_response, path, access_key)
+        if service == "sts":
+            # Each access key is its own account (as for SES): GetCallerIdentity answers with it.
+            environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ses.account_id_for(access_key)
         if service == "dynamodb":
             target = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
             if target in _DYNAMODB_WRITES:

@@ -215,23 +215,28 @@ class SesStandIn:
     def publish_send_event(
         self, access_key: str, configuration_set: str | None, raw_mime: bytes, to: list[str], message_id: str
     ) -> None:
-        """Publish SES's `Send` event record to every matching destination of the configuration set."""
+        """Publish SES's events of an accepted email to the matching destinations of its configuration set.
+
+        `Send` first; then what the receiving side says, as the SES mailbox simulator does:
+        `bounce@simulator.amazonses.com` bounces (permanent), `complaint@...` is delivered and complains,
+        anything else is delivered (into the outbox)."""
         if not configuration_set or self.publish is None:
             return
         account = self.account_id_for(access_key)
         with self._lock:
-            topics = [
-                t for types, t in self._destinations.get((account, configuration_set), {}).values() if "SEND" in types
-            ]
-        if not topics:
+            destinations = list(self._destinations.get((account, configuration_set), {}).values())
+        if not destinations:
             return
-        record = json.dumps(send_event(account, configuration_set, raw_mime, to, message_id))
+        base = send_event(account, configuration_set, raw_mime, to, message_id)
         if self._events is None:
             from concurrent.futures import ThreadPoolExecutor
 
             self._events = ThreadPoolExecutor(1, thread_name_prefix="ses-events")
-        for topic in topics:
-            self._events.submit(self.publish, topic, record)
+        for record in (base, *outcome_events(base)):
+            kind = str(record["eventType"]).upper()
+            for types, topic in destinations:
+                if kind in types:
+                    self._events.submit(self.publish, topic, json.dumps(record))
 
     def record(self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str) -> Path:
         """Write an accepted email to the outbox and one line to sends.jsonl."""
@@ -286,6 +291,55 @@ def send_event(account: str, configuration_set: str, raw_mime: bytes, to: list[s
         },
         "send": {},
     }
+
+
+SIMULATOR_DOMAIN = "simulator.amazonses.com"
+
+
+def outcome_events(send: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Delivery, Bounce or Complaint records that follow a Send record (one recipient each)."""
+    mail = send["mail"]
+    out: list[dict[str, Any]] = []
+    now = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    for rcpt in mail["destination"]:
+        local, _, domain = rcpt.lower().partition("@")
+        one = {**mail, "destination": [rcpt]}
+        if domain == SIMULATOR_DOMAIN and local.startswith("bounce"):
+            bounced = {
+                "emailAddress": rcpt,
+                "action": "failed",
+                "status": "5.1.1",
+                "diagnosticCode": "smtp; 550 5.1.1 user unknown",
+            }
+            bounce = {
+                "bounceType": "Permanent",
+                "bounceSubType": "General",
+                "bouncedRecipients": [bounced],
+                "timestamp": now,
+                "feedbackId": f"{uuid.uuid4().hex}-000000",
+                "reportingMTA": "dsn; moonsend-local",
+            }
+            out.append({"eventType": "Bounce", "bounce": bounce, "mail": one})
+            continue
+        delivery = {
+            "timestamp": now,
+            "processingTimeMillis": 50,
+            "recipients": [rcpt],
+            "smtpResponse": "250 2.6.0 Message received",
+            "reportingMTA": "moonsend-local",
+        }
+        out.append({"eventType": "Delivery", "delivery": delivery, "mail": one})
+        if domain == SIMULATOR_DOMAIN and local.startswith("complaint"):
+            complaint = {
+                "complainedRecipients": [{"emailAddress": rcpt}],
+                "timestamp": now,
+                "feedbackId": f"{uuid.uuid4().hex}-000000",
+                "userAgent": "moonsend-local",
+                "complaintFeedbackType": "abuse",
+                "arrivalDate": now,
+            }
+            out.append({"eventType": "Complaint", "complaint": complaint, "mail": one})
+    return out
 
 
 # --- the wire: SES v1 (query/XML) and v2 (REST/JSON) requests -------------------------------------

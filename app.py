@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from chalice import Chalice, Rate
+from typing import Any
+
+from chalice import Chalice, Rate, Response
 from chalice.app import CloudWatchEvent, SNSEvent
 
 from chalicelib import drain_chain, log, wiring
@@ -40,6 +42,29 @@ def send_emails(event: SNSEvent) -> None:
 def ses_events(event: SNSEvent) -> None:
     """Record SES's sending events (Send closes the window between SES's answer and our record)."""
     wiring.container().ses_events.handle(event.message)
+
+
+_FORMS = ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]
+
+
+def _html(page: Any) -> Response:
+    return Response(
+        body=page.html,
+        status_code=page.status,
+        headers={"Content-Type": "text/html; charset=utf-8", "Cache-Control": "no-store"},
+    )
+
+
+@app.route("/unsubscribe/{token}", methods=["GET"])
+def unsubscribe_page(token: str) -> Response:
+    """The confirmation page behind `{{ unsubscribe_url }}` (a form; no JavaScript)."""
+    return _html(wiring.container().unsubscribes.confirm_page(token))
+
+
+@app.route("/unsubscribe/{token}", methods=["POST"], content_types=_FORMS)
+def unsubscribe(token: str) -> Response:
+    """Unsubscribe at once: the page's button, and mailbox providers' one-click (RFC 8058)."""
+    return _html(wiring.container().unsubscribes.unsubscribe(token))
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

@@ -110,7 +110,20 @@ def main() -> int:
         port = s.getsockname()[1]
     key, secret = "AKIABENCHREQUESTS", "bench-secret"
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "infra", "up", "--port", str(port), "--outbox", tmp, "--ses-latency-ms", "5"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "infra",
+            "up",
+            "--port",
+            str(port),
+            "--outbox",
+            tmp,
+            "--api-port",
+            "0",
+            "--ses-latency-ms",
+            "5",
+        ]
         cmd += ["--ses-account", f"{key}=1000"]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
         try:

@@ -72,7 +72,7 @@ def measure(depth: int, ops: int, fast: bool, clients: int = 2) -> dict[str, flo
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [sys.executable, "-m", "infra", "up", "--port", str(port), "--outbox", tmp]
+        cmd = [sys.executable, "-m", "infra", "up", "--port", str(port), "--outbox", tmp, "--api-port", "0"]
         if not fast:
             cmd.append("--stock-sqs")
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)

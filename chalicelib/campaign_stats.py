@@ -18,7 +18,17 @@ from chalicelib.tables import bound, warm
 
 # What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
-COUNTERS = ("queued", "rejected", "sent", "failed", "suppressed", "delivered", "bounced", "complained")
+COUNTERS = (
+    "queued",
+    "rejected",
+    "sent",
+    "failed",
+    "suppressed",
+    "delivered",
+    "bounced",
+    "complained",
+    "unsubscribed",
+)
 
 
 class CampaignStatsModel(Model):
@@ -35,6 +45,7 @@ class CampaignStatsModel(Model):
     delivered = NumberAttribute(default=0)
     bounced = NumberAttribute(default=0)
     complained = NumberAttribute(default=0)
+    unsubscribed = NumberAttribute(default=0)
     first_sent_ms = NumberAttribute(null=True)
     last_sent_ms = NumberAttribute(null=True)
     last_error = UnicodeAttribute(null=True)

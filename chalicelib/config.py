@@ -33,6 +33,10 @@ class Settings:
     free_daily_cap: int = 300
     # Send with SES's event publishing through the stage's configuration set (False: without).
     ses_events: bool = True
+    # Where the app's HTTP routes are (links in emails point there), and the key that signs those links:
+    # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
+    api_url: str = "http://127.0.0.1:8000"
+    link_secret: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -48,6 +52,8 @@ class Settings:
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
             free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
             ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
+            api_url=e.get("MOONSEND_API_URL", "http://127.0.0.1:8000"),
+            link_secret=e.get("MOONSEND_LINK_SECRET") or None,
         )
 
     @cached_property

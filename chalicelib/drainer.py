@@ -40,6 +40,7 @@ from chalicelib.ledger import (
     message_key,
     unattributed_day,
 )
+from chalicelib.links import LinkSigner
 from chalicelib.metrics import QueueLag
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
@@ -102,6 +103,7 @@ class Drainer:
         ledger: Ledger,
         payloads: PayloadStore | None = None,
         suppressions: Suppressions | None = None,
+        links: LinkSigner | None = None,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
@@ -111,6 +113,7 @@ class Drainer:
         self._ledger = ledger
         self._payloads = payloads
         self._suppressions = suppressions
+        self._links = links
         self._ses_accounts_known: set[str] = set()
         self._learning: dict[str, threading.Lock] = {}
         # One limiter per queue and rate per container, so a re-invocation that lands in the same
@@ -408,6 +411,11 @@ class Drainer:
                 html=email.body,
                 user_id=email.user_id,
                 campaign_id=email.campaign_id,
+                unsubscribe_url=(
+                    self._links.unsubscribe_url(email.user_id, email.campaign_id, email.recipient_email)
+                    if self._links
+                    else None
+                ),
             )
         )
         token = limiter.acquire()

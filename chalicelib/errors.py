@@ -58,3 +58,7 @@ class QuotaExhausted(MoonsendError):
 
 class TransientSendError(MoonsendError):
     """A 5xx or network error from SES: retried with backoff, then dead-lettered."""
+
+
+class LinkInvalid(MoonsendError):
+    """A signed link that does not verify (forged, altered, expired, malformed): why is for logs only."""

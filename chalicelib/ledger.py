@@ -38,7 +38,7 @@ from chalicelib.tables import bound, condition_failed, warm
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
 FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED})
-FEEDBACK = ("delivered", "bounced", "complained")
+FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed")
 RETENTION_S = 180 * 24 * 3600
 WRITE_WORKERS = 8
 T = TypeVar("T")
@@ -62,6 +62,7 @@ class LedgerModel(Model):
     delivered_at = NumberAttribute(null=True)  # epoch ms, from SES's events
     bounced_at = NumberAttribute(null=True)
     complained_at = NumberAttribute(null=True)
+    unsubscribed_at = NumberAttribute(null=True)
     feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
 
 

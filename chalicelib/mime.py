@@ -24,11 +24,16 @@ _QP_UTF8 = Charset("utf-8")
 _QP_UTF8.body_encoding = QP
 
 
-class _Smtp(Compat32):
-    """compat32 with CRLF line ends, and short one-line ASCII headers written without the folder.
+MAX_HEADER_LINE = 998
 
-    compat32 runs every header through `email.header.Header` to fold it; for a header that already fits
-    on one line that is pure cost (half of building a message). Anything else is folded as before.
+
+class _Smtp(Compat32):
+    """compat32 with CRLF line ends, and one-line ASCII headers written as they are.
+
+    compat32 runs every header through `email.header.Header` to fold it at 78 characters; for an ASCII
+    header that is pure cost (half of building a message), and for a long URL (List-Unsubscribe) it only
+    puts the whole value on a continuation line. RFC 5322 asks lines to be at most 998 characters and
+    only recommends 78; non-ASCII values (RFC 2047 encoded words) are folded as before.
     """
 
     def _fold(self, name: str, value: Any, sanitize: bool) -> str:
@@ -37,7 +42,7 @@ class _Smtp(Compat32):
             and value.isascii()
             and "\n" not in value
             and "\r" not in value
-            and len(name) + 2 + len(value) <= (self.max_line_length or 78)
+            and len(name) + 2 + len(value) <= MAX_HEADER_LINE
         ):
             return f"{name}: {value}{self.linesep}"
         return str(super()._fold(name, value, sanitize))
@@ -58,6 +63,7 @@ class OutgoingEmail:
     html: str
     user_id: str
     campaign_id: str
+    unsubscribe_url: str | None = None
 
 
 # The text part is derived with a few regular expressions rather than html.parser: HTMLParser costs
@@ -126,6 +132,10 @@ def build_mime(email: OutgoingEmail) -> bytes:
     msg["Message-ID"] = make_msgid(domain=domain)
     msg[TENANT_HEADER] = email.user_id
     msg[CAMPAIGN_HEADER] = email.campaign_id
+    if email.unsubscribe_url:
+        # RFC 2369 and RFC 8058: mailbox providers show an unsubscribe button and POST to the link.
+        msg["List-Unsubscribe"] = f"<{email.unsubscribe_url}>"
+        msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     msg.attach(_part(html_to_text(email.html), "plain"))
     msg.attach(_part(email.html, "html"))
     return msg.as_bytes(policy=SMTP_COMPAT)

@@ -29,6 +29,7 @@ from chalicelib.daily_cap import DailyCap, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
 from chalicelib.ledger import UNATTRIBUTED, Ledger, message_key, unattributed_day
+from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
 from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
@@ -61,6 +62,7 @@ class Precompiler:
         payloads: PayloadStore | None = None,
         daily_cap: DailyCap | None = None,
         suppressions: Suppressions | None = None,
+        links: LinkSigner | None = None,
     ) -> None:
         self._settings = settings
         self._templates = templates
@@ -72,6 +74,7 @@ class Precompiler:
         self._payloads = payloads
         self._daily_cap = daily_cap
         self._suppressions = suppressions
+        self._links = links
 
     def handle(self, raw: str) -> PrecompileResult:
         try:
@@ -132,9 +135,12 @@ class Precompiler:
 
         outgoing: list[Outgoing] = []
         encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id)
+        # Signing a link costs an HMAC per recipient: only for templates that show it.
+        links = self._links if "unsubscribe_url" in req.campaign.body + req.campaign.subject else None
         for r in fresh:
+            extra = {"unsubscribe_url": links.unsubscribe_url(req.user_id, req.campaign.id, r.email)} if links else None
             try:
-                rendered = compiled.render(template_variables(r.email, r.metadata, req.campaign.id))
+                rendered = compiled.render(template_variables(r.email, r.metadata, req.campaign.id, extra))
             except RenderFailed as exc:
                 result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
                 continue

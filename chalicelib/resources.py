@@ -31,6 +31,16 @@ class TableDef:
     range_key: str | None = None
     ttl_attribute: str | None = None
 
+    def key_schema(self) -> list[dict[str, str]]:
+        """KeySchema as CreateTable and CloudFormation both take it (string keys)."""
+        keys = [{"AttributeName": self.hash_key, "KeyType": "HASH"}]
+        if self.range_key:
+            keys.append({"AttributeName": self.range_key, "KeyType": "RANGE"})
+        return keys
+
+    def attribute_definitions(self) -> list[dict[str, str]]:
+        return [{"AttributeName": k["AttributeName"], "AttributeType": "S"} for k in self.key_schema()]
+
 
 @dataclass(frozen=True)
 class QueueDef:
@@ -99,6 +109,11 @@ class Resources:
     def queues(self) -> tuple[QueueDef, ...]:
         """In creation order: a queue's dead-letter queue comes before it."""
         return (self.dead_letter_queue, self.free_queue)
+
+    @property
+    def link_secret_name(self) -> str:
+        """The Secrets Manager secret whose value signs the stage's links."""
+        return f"{self.prefix}/link-signing-key"
 
     @property
     def configuration_set(self) -> str:

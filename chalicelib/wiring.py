@@ -18,6 +18,7 @@ from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
 from chalicelib.lease import Leases
 from chalicelib.ledger import Ledger
+from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
@@ -28,6 +29,7 @@ from chalicelib.sweeper import Sweeper
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
 from chalicelib.triggers import continuation_event, sweep_event
+from chalicelib.unsubscribe import Unsubscribes
 
 
 class Container:
@@ -78,6 +80,7 @@ class Container:
             self.payloads,
             self.daily_cap,
             self.suppressions,
+            self.links,
         )
 
     @cached_property
@@ -100,6 +103,19 @@ class Container:
         return SesEvents(self.ledger, self.stats, self.suppressions, self.tenants, self.settings.account_id)
 
     @cached_property
+    def links(self) -> LinkSigner:
+        s = self.settings
+        secret = s.link_secret
+        if secret is None:  # on AWS: read once per container
+            sm = aws.client("secretsmanager", s.region)
+            secret = sm.get_secret_value(SecretId=s.resources.link_secret_name)["SecretString"]
+        return LinkSigner(secret.encode("utf-8"), s.api_url)
+
+    @cached_property
+    def unsubscribes(self) -> Unsubscribes:
+        return Unsubscribes(self.links, self.suppressions, self.ledger, self.stats)
+
+    @cached_property
     def suppressions(self) -> Suppressions:
         s = Suppressions(self.settings.resources.suppressions_table.name, self.settings.region)
         s.warm()
@@ -116,6 +132,7 @@ class Container:
             self.ledger,
             self.payloads,
             self.suppressions,
+            self.links,
         )
 
     @cached_property

@@ -27,6 +27,25 @@ FUNCTIONS = ("PrecompileEmail", "SendEmails", "SesEvents", "SweepQueues")
 ACCOUNT = "${AWS::AccountId}"
 
 
+def _publish_policy(topic_id: str, sid: str, service: str, condition: dict[str, Any]) -> dict[str, Any]:
+    """A topic policy letting one AWS service publish to one topic, under a condition."""
+    statement = {
+        "Sid": sid,
+        "Effect": "Allow",
+        "Principal": {"Service": service},
+        "Action": "sns:Publish",
+        "Resource": {"Ref": topic_id},
+        "Condition": condition,
+    }
+    return {
+        "Type": "AWS::SNS::TopicPolicy",
+        "Properties": {
+            "Topics": [{"Ref": topic_id}],
+            "PolicyDocument": {"Version": "2012-10-17", "Statement": [statement]},
+        },
+    }
+
+
 def _topics(r: Resources) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for t in r.topics:
@@ -34,69 +53,33 @@ def _topics(r: Resources) -> dict[str, Any]:
             "Type": "AWS::SNS::Topic",
             "Properties": {"TopicName": t.name, "KmsMasterKeyId": "alias/aws/sns"},
         }
-    out["SendEmailsTopicPolicy"] = {
-        "Type": "AWS::SNS::TopicPolicy",
-        "Properties": {
-            "Topics": [{"Ref": r.send_topic.logical_id}],
-            "PolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        "Sid": "QueueAlarmsOfThisAccount",
-                        "Effect": "Allow",
-                        "Principal": {"Service": "cloudwatch.amazonaws.com"},
-                        "Action": "sns:Publish",
-                        "Resource": {"Ref": r.send_topic.logical_id},
-                        "Condition": {"StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}}},
-                    }
-                ],
-            },
-        },
-    }
-    out["SesEventsTopicPolicy"] = {
-        "Type": "AWS::SNS::TopicPolicy",
-        "Properties": {
-            "Topics": [{"Ref": r.events_topic.logical_id}],
-            "PolicyDocument": {
-                "Version": "2012-10-17",
-                "Statement": [
-                    {
-                        # SES of any account, but only through a configuration set of the stage's name: paid
-                        # tenants send from their own accounts. The handler then trusts an event only from
-                        # the account that sent that tenant's email (chalicelib.ses_events).
-                        "Sid": "SesEventsThroughTheStagesConfigurationSet",
-                        "Effect": "Allow",
-                        "Principal": {"Service": "ses.amazonaws.com"},
-                        "Action": "sns:Publish",
-                        "Resource": {"Ref": r.events_topic.logical_id},
-                        "Condition": {
-                            "ArnLike": {
-                                "AWS:SourceArn": {
-                                    "Fn::Sub": "arn:${AWS::Partition}:ses:*:*:configuration-set/" + r.configuration_set
-                                }
-                            },
-                        },
-                    }
-                ],
-            },
-        },
-    }
+    out["SendEmailsTopicPolicy"] = _publish_policy(
+        r.send_topic.logical_id,
+        "QueueAlarmsOfThisAccount",
+        "cloudwatch.amazonaws.com",
+        {"StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}}},
+    )
+    # SES of any account, but only through a configuration set of the stage's name: paid tenants send
+    # from their own accounts. The handler then trusts an event only from the account that sent that
+    # tenant's email (chalicelib.ses_events).
+    configuration_set = {"Fn::Sub": "arn:${AWS::Partition}:ses:*:*:configuration-set/" + r.configuration_set}
+    out["SesEventsTopicPolicy"] = _publish_policy(
+        r.events_topic.logical_id,
+        "SesEventsThroughTheStagesConfigurationSet",
+        "ses.amazonaws.com",
+        {"ArnLike": {"AWS:SourceArn": configuration_set}},
+    )
     return out
 
 
 def _tables(r: Resources) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for t in r.tables:
-        keys = [{"AttributeName": t.hash_key, "KeyType": "HASH"}]
-        attrs = [{"AttributeName": t.hash_key, "AttributeType": "S"}]
-        if t.range_key:
-            keys.append({"AttributeName": t.range_key, "KeyType": "RANGE"})
-            attrs.append({"AttributeName": t.range_key, "AttributeType": "S"})
         props: dict[str, Any] = {
             "TableName": t.name,
             "BillingMode": "PAY_PER_REQUEST",
-            "KeySchema": keys,
-            "AttributeDefinitions": attrs,
+            "KeySchema": t.key_schema(),
+            "AttributeDefinitions": t.attribute_definitions(),
             "SSESpecification": {"SSEEnabled": True},
             "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
         }
@@ -199,7 +182,7 @@ def _secret(r: Resources) -> dict[str, Any]:
         "LinkSigningSecret": {
             "Type": "AWS::SecretsManager::Secret",
             "Properties": {
-                "Name": f"{r.prefix}/link-signing-key",
+                "Name": r.link_secret_name,
                 "Description": "HMAC key of the stage's signed links (unsubscribe, tracking)",
                 "GenerateSecretString": {"PasswordLength": 64, "ExcludePunctuation": True},
             },
@@ -208,13 +191,23 @@ def _secret(r: Resources) -> dict[str, Any]:
 
 
 def _function_edits() -> dict[str, Any]:
-    """What the merge adds to Chalice's functions: the account id in their environment."""
-    variables = {"MOONSEND_ACCOUNT_ID": {"Ref": "AWS::AccountId"}}
-    return {fn: {"Properties": {"Environment": {"Variables": variables}}} for fn in FUNCTIONS}
+    """What the merge adds to Chalice's functions: the account id, and where links in emails point.
+
+    The API's own handler is not told its URL: it only checks links, and its URL depends on it."""
+    out: dict[str, Any] = {}
+    for fn in (*FUNCTIONS, "APIHandler"):
+        variables: dict[str, Any] = {"MOONSEND_ACCOUNT_ID": {"Ref": "AWS::AccountId"}}
+        if fn in ("PrecompileEmail", "SendEmails"):
+            variables["MOONSEND_API_URL"] = {
+                "Fn::Sub": "https://${RestAPI}.execute-api.${AWS::Region}.${AWS::URLSuffix}/api"
+            }
+        out[fn] = {"Properties": {"Environment": {"Variables": variables}}}
+    return out
 
 
 def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, Any]:
-    """Point Chalice's SNS subscriptions at this template's topics (`Ref`), after the merge.
+    """Point Chalice's SNS subscriptions at this template's topics (`Ref`), after the merge (and mend one
+    reference Chalice gets wrong).
 
     Chalice writes the topic as an ARN string built from its name, which does not make CloudFormation
     create the topic first; a merge cannot replace that value (it merges dicts key by key), so the
@@ -223,6 +216,10 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
     for fn, attr in SNS_HANDLERS.items():
         event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SnsSubscription"]
         event["Properties"]["Topic"] = {"Ref": getattr(r, attr).logical_id}
+    # Chalice 1.34 names the API function `APIHandler` but its log group `${ApiHandler}`.
+    group = template["Resources"].get("ApiHandlerLogGroup", {}).get("Properties", {})
+    if group.get("LogGroupName") == {"Fn::Sub": "/aws/lambda/${ApiHandler}"}:
+        group["LogGroupName"] = {"Fn::Sub": "/aws/lambda/${APIHandler}"}
     return template
 
 

@@ -36,6 +36,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         ses_latency_ms=args.ses_latency_ms,
         free_rate=args.free_rate,
         fast_sqs=False if args.stock_sqs else None,
+        api_port=args.api_port,
     )
     stack = LocalStack(config)
     try:
@@ -52,6 +53,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     topics = " ".join(f"{name}={arn}" for name, arn in stack.topic_arns.items())
     print(f"moonsend local stack ready at {stack.endpoint} topics: {topics}")
     print(f"  outbox: {config.outbox.resolve()}")
+    print(f"  app's HTTP routes (unsubscribe links): {stack.api_url}")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
     stop.wait()
     print("stopping...", flush=True)
@@ -279,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser("up", help="start the local stack (moto on loopback + the runtime)")
     up.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
     up.add_argument("--port", type=int, default=None, help="port (default 4566, env MOONSEND_PORT)")
+    up.add_argument(
+        "--api-port", type=int, default=None, help="port of the app's HTTP routes (default 8000, env MOONSEND_API_PORT)"
+    )
     up.add_argument(
         "--outbox",
         type=Path,

@@ -19,7 +19,7 @@ from typing import Any
 from chalicelib.resources import Resources, resources_for
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("precompile_email", "send_emails", "ses_events", "sweep_queues")
+FUNCTIONS = ("precompile_email", "send_emails", "ses_events", "sweep_queues", "api_handler")
 LOGS = {
     "Effect": "Allow",
     "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
@@ -97,13 +97,32 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
     ]
+    link_key = _stmt(
+        "LinkSigningKey",
+        ["secretsmanager:GetSecretValue"],
+        [f"arn:aws:secretsmanager:*:*:secret:{r.link_secret_name}-*"],
+    )
+    precompile.append(link_key)
+    send.append(link_key)
+    api = [
+        link_key,
+        _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
+        _stmt("Ledger", ["dynamodb:UpdateItem", "dynamodb:DescribeTable"], [tables["LedgerTable"]]),
+        _stmt("Counters", ["dynamodb:UpdateItem", "dynamodb:DescribeTable"], [tables["CampaignsTable"]]),
+    ]
     sweep = [
         _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
         _stmt("Lease", _READ, [tables["LeasesTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
     ]
-    docs = {"precompile_email": precompile, "send_emails": send, "ses_events": events, "sweep_queues": sweep}
+    docs = {
+        "precompile_email": precompile,
+        "send_emails": send,
+        "ses_events": events,
+        "sweep_queues": sweep,
+        "api_handler": api,
+    }
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}
 
 

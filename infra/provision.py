@@ -25,11 +25,7 @@ def provision(settings: Settings, clients: dict[str, Any]) -> dict[str, str]:
     for topic in r.topics:
         out[topic.logical_id] = sns.create_topic(Name=topic.name)["TopicArn"]
     for table in r.tables:
-        keys = [{"AttributeName": table.hash_key, "KeyType": "HASH"}]
-        attrs = [{"AttributeName": table.hash_key, "AttributeType": "S"}]
-        if table.range_key:
-            keys.append({"AttributeName": table.range_key, "KeyType": "RANGE"})
-            attrs.append({"AttributeName": table.range_key, "AttributeType": "S"})
+        keys, attrs = table.key_schema(), table.attribute_definitions()
         try:
             ddb.create_table(
                 TableName=table.name,

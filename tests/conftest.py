@@ -25,7 +25,7 @@ def quiet_logs() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     outbox = tmp_path_factory.mktemp("outbox")
-    st = LocalStack(StackConfig(port=0, outbox=outbox, ses_latency_ms=5.0)).start()
+    st = LocalStack(StackConfig(port=0, api_port=0, outbox=outbox, ses_latency_ms=5.0)).start()
     try:
         yield st
     finally:

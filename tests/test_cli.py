@@ -45,6 +45,8 @@ def running(tmp_path_factory):
             "AKIACLITENANT=20/1000",
             "--ses-latency-ms",
             "5",
+            "--api-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

@@ -54,7 +54,7 @@ def test_no_policy_grants_a_wildcard_action(packaged):
 def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     _stage, _report, template = packaged
     roles = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
-    assert set(roles) == {"PrecompileEmailRole", "SendEmailsRole", "SesEventsRole", "SweepQueuesRole"}
+    assert set(roles) == {"PrecompileEmailRole", "SendEmailsRole", "SesEventsRole", "SweepQueuesRole", "ApiHandlerRole"}
 
     def actions(role):
         doc = roles[role]["Properties"]["Policies"][0]["PolicyDocument"]

@@ -14,6 +14,7 @@ import importlib
 import json
 import logging
 import os
+import secrets
 import shutil
 import socket
 import sys
@@ -55,6 +56,7 @@ class StackConfig:
     account_id: str = "123456789012"
     stage: str = "local"
     ses_latency_ms: float = 50.0
+    api_port: int = 8000  # the app's HTTP routes, as `chalice local` serves them (0: any free port)
     ses_max_send_rate: float = 14.0
     ses_max_24h_send: float = 50_000.0
     alarm_time_scale: float = 1 / 60
@@ -72,11 +74,20 @@ class StackConfig:
             port=int(e.get("MOONSEND_PORT", DEFAULT_PORT)),
             outbox=Path(e.get("MOONSEND_OUTBOX", "outbox")),
             ses_latency_ms=float(e.get("MOONSEND_SES_LATENCY_MS", 50)),
+            api_port=int(e.get("MOONSEND_API_PORT", 8000)),
         )
         for k, v in overrides.items():
             if v is not None:
                 setattr(cfg, k, v)
         return cfg
+
+
+def _link_secret(outbox: Path) -> str:
+    path = outbox / ".link-secret"
+    if not path.exists():
+        outbox.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_hex(32), encoding="utf-8")
+    return path.read_text(encoding="utf-8").strip()
 
 
 def stage_environment(stage: str, config_path: Path = ROOT / ".chalice" / "config.json") -> dict[str, str]:
@@ -112,6 +123,8 @@ class LocalStack:
         self.runner: FunctionRunner | None = None
         self.sns: SnsDelivery | None = None
         self.alarms: AlarmEvaluator | None = None
+        self.api: Any = None
+        self.api_url: str | None = None
         self.scheduler: Scheduler | None = None
         self.app_module: Any = None
         self._session = boto3.session.Session()
@@ -179,6 +192,8 @@ class LocalStack:
                 "AWS_REGION": c.region,
                 # EMF records to a file beside the outbox, not into a terminal's progress display.
                 "MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"),
+                # The key that signs links, kept with the outbox so that its emails' links stay valid.
+                "MOONSEND_LINK_SECRET": _link_secret(c.outbox),
             }
         )
         if c.free_rate is not None:
@@ -230,6 +245,29 @@ class LocalStack:
             time_scale=c.alarm_time_scale,
         )
         self.alarms.start()
+        self._start_api(chalice_app)
+
+    def _start_api(self, chalice_app: Any) -> None:
+        """Serve the app's HTTP routes on `api_port`, as `chalice local` does; links in emails point here."""
+        from chalice.config import Config as ChaliceConfig
+        from chalice.local import create_local_server
+
+        c = self.config
+        on_disk = json.loads((ROOT / ".chalice" / "config.json").read_text())
+        cfg = ChaliceConfig.create(
+            chalice_stage=c.stage, app_name="moonsend", config_from_disk=on_disk, project_dir=str(ROOT)
+        )
+        try:
+            self.api = create_local_server(chalice_app, cfg, c.host, c.api_port)
+        except OSError as exc:
+            raise StackError(f"cannot serve the API on {c.host}:{c.api_port}: {exc} (try --api-port)") from None
+        self.api_url = f"http://{c.host}:{self.api.server.server_port}"
+        os.environ["MOONSEND_API_URL"] = self.api_url
+        from chalicelib import wiring
+
+        wiring.reset()  # the containers made so far knew no API address
+        self._api_thread = threading.Thread(target=self.api.server.serve_forever, daemon=True, name="local-api")
+        self._api_thread.start()
 
     def stop(self) -> None:
         for part in (self.alarms, self.scheduler, self.sns):
@@ -237,6 +275,9 @@ class LocalStack:
                 part.stop()
         if self.runner is not None:
             self.runner.shutdown()
+        if self.api is not None:
+            self.api.server.shutdown()
+            self.api.server.server_close()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()

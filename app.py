@@ -11,9 +11,12 @@ from chalicelib import drain_chain, log, wiring
 from chalicelib.config import Settings
 from chalicelib.errors import QueueNotOurs
 from chalicelib.routing import require_our_queue
+from chalicelib.tracking import PIXEL
 from chalicelib.triggers import parse_trigger
+from chalicelib.unsubscribe import NOT_FOUND
 
 app = Chalice(app_name="moonsend")
+app.api.binary_types.append("image/gif")  # the open pixel
 _resources = Settings.from_env().resources
 
 
@@ -65,6 +68,23 @@ def unsubscribe_page(token: str) -> Response:
 def unsubscribe(token: str) -> Response:
     """Unsubscribe at once: the page's button, and mailbox providers' one-click (RFC 8058)."""
     return _html(wiring.container().unsubscribes.unsubscribe(token))
+
+
+@app.route("/o/{token}", methods=["GET"])
+def opened(token: str) -> Response:
+    """The open pixel: records the first open, and always answers with a transparent 1x1 GIF."""
+    wiring.container().tracking.opened(token)
+    headers = {"Content-Type": "image/gif", "Cache-Control": "no-store, max-age=0"}
+    return Response(body=PIXEL, status_code=200, headers=headers)
+
+
+@app.route("/c/{token}", methods=["GET"])
+def clicked(token: str) -> Response:
+    """A tracked link: records the first click, then redirects to the URL the token was signed for."""
+    r = wiring.container().tracking.clicked(token)
+    if r.location is None:
+        return _html(NOT_FOUND)
+    return Response(body="", status_code=r.status, headers={"Location": r.location, "Cache-Control": "no-store"})
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

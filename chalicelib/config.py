@@ -37,6 +37,12 @@ class Settings:
     # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
     api_url: str = "http://127.0.0.1:8000"
     link_secret: str | None = None
+    # The reputation guard: pause a tenant whose permanent bounces or complaints pass these rates over
+    # the window (once it has sent at least `reputation_min_sent` in it).
+    bounce_limit: float = 0.05
+    complaint_limit: float = 0.001
+    reputation_window_days: int = 7
+    reputation_min_sent: int = 200
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -54,6 +60,10 @@ class Settings:
             ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
             api_url=e.get("MOONSEND_API_URL", "http://127.0.0.1:8000"),
             link_secret=e.get("MOONSEND_LINK_SECRET") or None,
+            bounce_limit=float(e.get("MOONSEND_BOUNCE_LIMIT", "0.05")),
+            complaint_limit=float(e.get("MOONSEND_COMPLAINT_LIMIT", "0.001")),
+            reputation_window_days=int(e.get("MOONSEND_REPUTATION_WINDOW_DAYS", "7")),
+            reputation_min_sent=int(e.get("MOONSEND_REPUTATION_MIN_SENT", "200")),
         )
 
     @cached_property

@@ -72,6 +72,7 @@ class Campaign:
     subject: str
     body: str
     strict: bool = False
+    tracking: bool = True  # open pixel and click redirects (campaign.tracking: false turns them off)
 
 
 class Recipient(NamedTuple):
@@ -306,9 +307,12 @@ def _campaign(d: dict[str, Any], errors: list[FieldError]) -> Campaign | None:
     strict = c.get("strict", False)
     if not isinstance(strict, bool):
         errors.append(FieldError("campaign.strict", "must be true or false"))
+    tracking = c.get("tracking", True)
+    if not isinstance(tracking, bool):
+        errors.append(FieldError("campaign.tracking", "must be true or false"))
     if len(errors) > before:
         return None
-    return Campaign(id=cid, subject=subject, body=body, strict=bool(strict))
+    return Campaign(id=cid, subject=subject, body=body, strict=bool(strict), tracking=bool(tracking))
 
 
 def _recipient(r: object, path: str) -> Recipient | RejectedRecipient:

@@ -7,8 +7,8 @@ queues them; what does not fit is recorded as rejected with the reason, never dr
 One DynamoDB item per tenant and day, incremented with an atomic ADD (no read first, no race between
 concurrent precompiles): the answer says how many of the batch fit. A reservation is not given back if
 the emails later fail: a crash between reserving and queueing (Lambda then retries the event) counts
-some emails twice against the cap, which errs on the side of the platform's quota. Items expire two days
-later by TTL.
+some emails twice against the cap, which errs on the side of the platform's quota. Items expire ten days
+later by TTL (the reputation guard reads the same items over a week).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pynamodb.models import Model
 
 from chalicelib.tables import bound, warm
 
-EXPIRE_AFTER_S = 2 * 24 * 3600
+# Kept longer than the reputation guard's window (chalicelib.reputation), which reads the same items.
+USAGE_RETENTION_S = 10 * 24 * 3600
 
 
 class UsageModel(Model):
@@ -29,7 +30,10 @@ class UsageModel(Model):
 
     user_id = UnicodeAttribute(hash_key=True)
     day = UnicodeAttribute(range_key=True)  # UTC, YYYY-MM-DD
-    queued = NumberAttribute(default=0)
+    queued = NumberAttribute(default=0)  # free plan: emails queued against the daily cap
+    sent = NumberAttribute(null=True)  # reputation guard: sends, permanent bounces, complaints of the day
+    bounced = NumberAttribute(null=True)
+    complained = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
 
 
@@ -52,7 +56,7 @@ class DailyCap:
         now = time.time() if now is None else now
         m = self._model
         item = m(user_id, time.strftime("%Y-%m-%d", time.gmtime(now)))
-        item.update(actions=[m.queued.add(wanted), m.expires_at.set(int(now) + EXPIRE_AFTER_S)])
+        item.update(actions=[m.queued.add(wanted), m.expires_at.set(int(now) + USAGE_RETENTION_S)])
         before = int(item.queued) - wanted  # what other batches had reserved when this one landed
         return max(0, min(wanted, self.cap - before))
 

@@ -45,6 +45,7 @@ from chalicelib.metrics import QueueLag
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
+from chalicelib.reputation import Reputation
 from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.ses_sender import SesSender
 from chalicelib.suppression import Suppressions
@@ -72,6 +73,7 @@ class Outcome(enum.Enum):
     DUPLICATE = "duplicate"  # the recipient already has its outcome: delete without sending
     SUPPRESSED = "suppressed"  # suppressed since it was queued: recorded, deleted, not sent
     HELD = "held"  # another copy of it is being sent right now: look again in a moment
+    PAUSED = "paused"  # its tenant is paused: held, not sent, nothing recorded against it
 
 
 @dataclass
@@ -104,11 +106,12 @@ class Drainer:
         payloads: PayloadStore | None = None,
         suppressions: Suppressions | None = None,
         links: LinkSigner | None = None,
+        reputation: Reputation | None = None,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
         self._tenants = tenants
-        self._stats = BufferedStats(stats)
+        self._stats = BufferedStats(stats, reputation=reputation)
         self._ses = ses
         self._ledger = ledger
         self._payloads = payloads
@@ -116,6 +119,7 @@ class Drainer:
         self._links = links
         self._ses_accounts_known: set[str] = set()
         self._learning: dict[str, threading.Lock] = {}
+        self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
         # One limiter per queue and rate per container, so a re-invocation that lands in the same
         # container goes on from the last slot instead of starting with a fresh window.
         self._limiters: dict[tuple[str, float], RateLimiter] = {}
@@ -146,6 +150,12 @@ class Drainer:
         """
         result = DrainResult(queue_name)
         url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        paused = self._paused_owner(queue_name, url)
+        if paused:
+            # Before receiving anything: receiving would count against the messages' redelivery budget.
+            result.stopped_reason = paused
+            log.info("drain skipped", queue=queue_name, reason=paused)
+            return result
         inflight: dict[Future[Outcome], dict[str, Any]] = {}
         # This drain's own: the container's Drainer may run several drains at once (the local stack does).
         finished: queue.SimpleQueue[Future[Outcome]] = queue.SimpleQueue()
@@ -281,6 +291,15 @@ class Drainer:
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
                 self._requeue_later(url, m)
+            elif outcome is Outcome.PAUSED:
+                result.retried += 1
+                if self._is_free(url):
+                    self._hold(url, m)  # the shared queue goes on for the other free tenants
+                else:
+                    self._sqs.change_message_visibility(
+                        QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
+                    )
+                    result.stopped_reason = "tenant paused"
             elif outcome is Outcome.HELD or outcome is Outcome.RETRY:
                 result.retried += 1
                 self._back_off(url, m)
@@ -399,6 +418,9 @@ class Drainer:
         tenant = self._tenants.get(email.user_id)
         if tenant is None:
             return self._fail(email, claim, "tenant unknown: no sender settings registered")
+        if tenant.paused_reason:
+            self._ledger.release(claim)
+            return Outcome.PAUSED
         self._learn_ses_account(tenant)
         free = queue_name == self._settings.resources.free_queue.name
         limiter = self.limiter(queue_name, self.rate_for(queue_name, tenant))
@@ -496,6 +518,30 @@ class Drainer:
     def _release_to_dead_letter(self, url: str, message: dict[str, Any]) -> None:
         """Make it visible now: the next receive exceeds maxReceiveCount and SQS dead-letters it."""
         self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+
+    def _is_free(self, url: str) -> bool:
+        return url.rstrip("/").rsplit("/", 1)[-1] == self._settings.resources.free_queue.name
+
+    def _paused_owner(self, queue_name: str, url: str) -> str | None:
+        """`tenant paused: <why>` when a tenant queue's owner is paused (from the queue's tenant tag)."""
+        if queue_name == self._settings.resources.free_queue.name:
+            return None
+        owner = self._owners.get(queue_name)
+        if owner is None:
+            try:
+                tags = self._sqs.list_queue_tags(QueueUrl=url).get("Tags", {})
+            except Exception as exc:  # cannot tell: drain, and check each message instead
+                log.warning("queue owner unknown", queue=queue_name, error=type(exc).__name__)
+                return None
+            owner = tags.get("moonsend:tenant", "")
+            self._owners[queue_name] = owner
+        tenant = self._tenants.get(owner) if owner else None
+        return f"tenant paused: {tenant.paused_reason}" if tenant and tenant.paused_reason else None
+
+    def _hold(self, url: str, message: dict[str, Any]) -> None:
+        """Put a paused tenant's email back for later as a fresh message (its redelivery budget intact)."""
+        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=MAX_SQS_DELAY_S)
+        self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def _back_off(self, url: str, message: dict[str, Any]) -> None:
         receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

@@ -38,7 +38,7 @@ from chalicelib.tables import bound, condition_failed, warm
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
 FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED})
-FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed")
+FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
 RETENTION_S = 180 * 24 * 3600
 WRITE_WORKERS = 8
 T = TypeVar("T")
@@ -63,6 +63,8 @@ class LedgerModel(Model):
     bounced_at = NumberAttribute(null=True)
     complained_at = NumberAttribute(null=True)
     unsubscribed_at = NumberAttribute(null=True)
+    opened_at = NumberAttribute(null=True)
+    clicked_at = NumberAttribute(null=True)
     feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from chalicelib.errors import LinkInvalid
 
 UNSUBSCRIBE_TTL_S = 400 * 24 * 3600  # an old newsletter's link should still work for a year and more
+TRACKING_TTL_S = 180 * 24 * 3600
 _SIG_BYTES = 16
 DAY_S = 86400
 
@@ -31,6 +32,7 @@ class LinkClaims:
     campaign_id: str
     email: str
     expires: int
+    url: str | None = None  # a click link's target
 
 
 def _b64(data: bytes) -> str:
@@ -53,7 +55,14 @@ class LinkSigner:
         return _b64(mac[:_SIG_BYTES])
 
     def token(
-        self, purpose: str, user_id: str, campaign_id: str, email: str, ttl_s: int, now: float | None = None
+        self,
+        purpose: str,
+        user_id: str,
+        campaign_id: str,
+        email: str,
+        ttl_s: int,
+        now: float | None = None,
+        url: str | None = None,
     ) -> str:
         expires = (time.time() if now is None else now) + ttl_s
         if ttl_s >= DAY_S:
@@ -61,7 +70,10 @@ class LinkSigner:
             # minutes apart by precompile and the sender, then come out the same.
             expires = math.ceil(expires / DAY_S) * DAY_S
         expires = int(expires)
-        body = json.dumps({"u": user_id, "c": campaign_id, "e": email, "x": expires}, separators=(",", ":"))
+        fields: dict[str, object] = {"u": user_id, "c": campaign_id, "e": email, "x": expires}
+        if url is not None:
+            fields["l"] = url
+        body = json.dumps(fields, separators=(",", ":"))
         payload = _b64(body.encode("utf-8"))
         return f"{payload}.{self._sign(purpose, payload)}"
 
@@ -71,7 +83,8 @@ class LinkSigner:
             if not hmac.compare_digest(sig, self._sign(purpose, payload)):
                 raise LinkInvalid("bad signature")
             d = json.loads(_unb64(payload))
-            claims = LinkClaims(purpose, str(d["u"]), str(d["c"]), str(d["e"]), int(d["x"]))
+            url = str(d["l"]) if "l" in d else None
+            claims = LinkClaims(purpose, str(d["u"]), str(d["c"]), str(d["e"]), int(d["x"]), url)
         except LinkInvalid:
             raise
         except (ValueError, KeyError, TypeError, UnicodeError) as exc:
@@ -79,6 +92,13 @@ class LinkSigner:
         if claims.expires < (time.time() if now is None else now):
             raise LinkInvalid("expired")
         return claims
+
+    def click_url(self, user_id: str, campaign_id: str, email: str, url: str) -> str:
+        """A redirect to `url` that records the click; only a URL signed here can be the target."""
+        return f"{self.base_url}/c/{self.token('click', user_id, campaign_id, email, TRACKING_TTL_S, url=url)}"
+
+    def open_url(self, user_id: str, campaign_id: str, email: str) -> str:
+        return f"{self.base_url}/o/{self.token('open', user_id, campaign_id, email, TRACKING_TTL_S)}"
 
     def unsubscribe_url(self, user_id: str, campaign_id: str, email: str) -> str:
         return (

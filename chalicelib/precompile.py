@@ -36,6 +36,7 @@ from chalicelib.routing import queue_for
 from chalicelib.suppression import Suppressions
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
+from chalicelib.tracking import add_tracking
 
 
 @dataclass
@@ -137,6 +138,7 @@ class Precompiler:
         encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id)
         # Signing a link costs an HMAC per recipient: only for templates that show it.
         links = self._links if "unsubscribe_url" in req.campaign.body + req.campaign.subject else None
+        tracking = self._links if req.campaign.tracking else None
         for r in fresh:
             extra = {"unsubscribe_url": links.unsubscribe_url(req.user_id, req.campaign.id, r.email)} if links else None
             try:
@@ -144,7 +146,10 @@ class Precompiler:
             except RenderFailed as exc:
                 result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
                 continue
-            body = encode(rendered.subject, rendered.body, r.email)
+            html_body = rendered.body
+            if tracking:
+                html_body = add_tracking(html_body, tracking, req.user_id, req.campaign.id, r.email)
+            body = encode(rendered.subject, html_body, r.email)
             if self._payloads is not None:
                 body = self._payloads.wrap(req.user_id, req.campaign.id, body)
             outgoing.append(Outgoing(key=r.email, body=body))

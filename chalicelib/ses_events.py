@@ -32,6 +32,7 @@ from chalicelib import log
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.ledger import Ledger
 from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER
+from chalicelib.reputation import Reputation, verdict
 from chalicelib.suppression import BOUNCE, COMPLAINT, Suppressions
 from chalicelib.tenants import TenantRegistry
 
@@ -79,12 +80,14 @@ class SesEvents:
         suppressions: Suppressions | None = None,
         tenants: TenantRegistry | None = None,
         platform_account: str | None = None,
+        reputation: Reputation | None = None,
     ) -> None:
         self._ledger = ledger
         self._stats = stats
         self._suppressions = suppressions
         self._tenants = tenants
         self._platform_account = platform_account
+        self._reputation = reputation
 
     def _trusted(self, event: SesEvent) -> bool:
         """Whether the event comes from the SES account that sent this tenant's email."""
@@ -141,17 +144,31 @@ class SesEvents:
             kind = str(event.detail.get("bounceType", "Undetermined"))
             diagnostic = _bounce_diagnostic(event.detail, to)
             outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}")
-            if kind == "Permanent" and self._suppressions is not None:
-                self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
+            if kind == "Permanent":
+                if self._suppressions is not None:
+                    self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
+                if outcome.startswith("recorded"):
+                    self._guard(user, bounced=1)
             return outcome
         if event.event_type == "Complaint":
             kind = str(event.detail.get("complaintFeedbackType", "complaint"))
             outcome = self._feedback(user, campaign, to, "complained", kind)
             if self._suppressions is not None:
                 self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
+            if outcome.startswith("recorded"):
+                self._guard(user, complained=1)
             return outcome
         log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
         return "logged"
+
+    def _guard(self, user: str, **counts: int) -> None:
+        """Count it against the tenant's rolling window, and pause the tenant if that is now too high."""
+        if self._reputation is None or self._tenants is None:
+            return
+        self._reputation.add(user, **counts)
+        why = verdict(self._reputation.window(user), self._reputation.limits)
+        if why and self._tenants.pause(user, f"reputation guard: {why}"):
+            log.warning("tenant paused by the reputation guard", user=user, reason=why)
 
     def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str) -> str:
         if self._ledger.record_feedback(user, campaign, to, kind, detail):

@@ -13,11 +13,11 @@ import time
 from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
 from chalicelib.contract import Sender
-from chalicelib.tables import bound, warm
+from chalicelib.tables import bound, condition_failed, warm
 
 
 class TenantModel(Model):
@@ -36,6 +36,9 @@ class TenantModel(Model):
     updated_at = NumberAttribute()
     # The AWS account the tenant's SES keys belong to (STS), so that SES events can be checked against it.
     ses_account_id = UnicodeAttribute(null=True)
+    # Set by the reputation guard (or an operator): the sender holds the tenant's email while set.
+    paused_reason = UnicodeAttribute(null=True)
+    paused_at = NumberAttribute(null=True)
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,7 @@ class Tenant:
     plan: str
     sender: Sender
     ses_account_id: str | None = None
+    paused_reason: str | None = None
 
 
 def _settings_hash(plan: str, s: Sender) -> str:
@@ -115,6 +119,35 @@ class TenantRegistry:
         with self._lock:
             self._cache.pop(user_id, None)
 
+    def pause(self, user_id: str, reason: str) -> bool:
+        """Hold the tenant's email. False if it was paused already (the first reason stays)."""
+        m = self._model
+        try:
+            m(user_id).update(
+                actions=[m.paused_reason.set(reason[:500]), m.paused_at.set(int(time.time() * 1000))],
+                condition=m.user_id.exists() & m.paused_reason.does_not_exist(),
+            )
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        self._forget(user_id)
+        return True
+
+    def resume(self, user_id: str) -> None:
+        m = self._model
+        m(user_id).update(actions=[m.paused_reason.remove(), m.paused_at.remove()], condition=m.user_id.exists())
+        self._forget(user_id)
+
+    def paused(self) -> list[tuple[str, str]]:
+        """(user id, reason) of every paused tenant (a scan: for status and operators, not hot paths)."""
+        m = self._model
+        return [(t.user_id, t.paused_reason or "") for t in m.scan(m.paused_reason.exists())]
+
+    def _forget(self, user_id: str) -> None:
+        with self._lock:
+            self._cache.pop(user_id, None)
+
     def get(self, user_id: str) -> Tenant | None:
         now = time.monotonic()
         with self._lock:
@@ -137,6 +170,7 @@ class TenantRegistry:
                 rate_per_second=float(item.rate_per_second),
             ),
             ses_account_id=item.ses_account_id,
+            paused_reason=item.paused_reason,
         )
         with self._lock:
             self._cache[user_id] = (now, tenant)

@@ -22,12 +22,14 @@ from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
+from chalicelib.reputation import Limits, Reputation
 from chalicelib.ses_events import SesEvents
 from chalicelib.ses_sender import SesSender
 from chalicelib.suppression import Suppressions
 from chalicelib.sweeper import Sweeper
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
+from chalicelib.tracking import Tracking
 from chalicelib.triggers import continuation_event, sweep_event
 from chalicelib.unsubscribe import Unsubscribes
 
@@ -100,7 +102,9 @@ class Container:
 
     @cached_property
     def ses_events(self) -> SesEvents:
-        return SesEvents(self.ledger, self.stats, self.suppressions, self.tenants, self.settings.account_id)
+        return SesEvents(
+            self.ledger, self.stats, self.suppressions, self.tenants, self.settings.account_id, self.reputation
+        )
 
     @cached_property
     def links(self) -> LinkSigner:
@@ -110,6 +114,10 @@ class Container:
             sm = aws.client("secretsmanager", s.region)
             secret = sm.get_secret_value(SecretId=s.resources.link_secret_name)["SecretString"]
         return LinkSigner(secret.encode("utf-8"), s.api_url)
+
+    @cached_property
+    def tracking(self) -> Tracking:
+        return Tracking(self.links, self.ledger, self.stats)
 
     @cached_property
     def unsubscribes(self) -> Unsubscribes:
@@ -133,7 +141,14 @@ class Container:
             self.payloads,
             self.suppressions,
             self.links,
+            self.reputation,
         )
+
+    @cached_property
+    def reputation(self) -> Reputation:
+        s = self.settings
+        limits = Limits(s.bounce_limit, s.complaint_limit, s.reputation_window_days, s.reputation_min_sent)
+        return Reputation(s.resources.usage_table.name, s.region, limits)
 
     @cached_property
     def leases(self) -> Leases:

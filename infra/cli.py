@@ -115,7 +115,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.live import Live
 
     from chalicelib.config import Settings
-    from infra.status import campaign_table, progress_view, queue_table, snapshot
+    from infra.status import campaign_table, paused_table, progress_view, queue_table, snapshot
 
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
@@ -126,6 +126,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         snap = snapshot(settings, sqs, args.user)
         console.print(queue_table(snap))
         console.print(campaign_table(snap))
+        if snap.paused:
+            console.print(paused_table(snap))
         return 0
     with Live(console=console, refresh_per_second=2) as live:
         try:
@@ -160,6 +162,25 @@ def cmd_recipients(args: argparse.Namespace) -> int:
             print(f"{e.email}\t{e.state or '-'}\t{when}\t{e.message_id or ''}\t{e.reason or ''}{extra}")
     if not writer:
         print(f"{count} recipient(s)", file=sys.stderr)
+    return 0
+
+
+def cmd_tenant(args: argparse.Namespace) -> int:
+    from chalicelib.config import Settings
+    from chalicelib.tenants import TenantRegistry
+
+    _client_env(args.endpoint, args.stage)
+    settings = Settings.from_env()
+    registry = TenantRegistry(settings.resources.tenants_table.name, settings.region)
+    if registry.get(args.user) is None:
+        print(f"no tenant {args.user!r}", file=sys.stderr)
+        return 1
+    if args.action == "pause":
+        registry.pause(args.user, f"paused by an operator: {args.reason}")
+        print(f"{args.user}: paused (its email is held until resumed)")
+    else:
+        registry.resume(args.user)
+        print(f"{args.user}: resumed (held email goes out within a minute)")
     return 0
 
 
@@ -383,6 +404,14 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--region", default=None)
     sm.add_argument("--timeout", type=float, default=600)
     sm.set_defaults(func=cmd_smoke)
+
+    tn = sub.add_parser("tenant", help="pause or resume a whole tenant's sending")
+    tn.add_argument("action", choices=["pause", "resume"])
+    tn.add_argument("--user", required=True)
+    tn.add_argument("--reason", default="no reason given")
+    tn.add_argument("--endpoint", default=None)
+    tn.add_argument("--stage", default="local")
+    tn.set_defaults(func=cmd_tenant)
 
     demo = sub.add_parser("demo", help="run three tenants' campaigns through the local stack")
     demo.add_argument("--port", type=int, default=0, help="port (default: any free port)")

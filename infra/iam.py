@@ -68,7 +68,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
-        _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+        _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
         _stmt("Lease", _READ + _WRITE + ["dynamodb:DeleteItem"], [tables["LeasesTable"]]),
         _stmt(
             "Drain",
@@ -79,6 +79,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
                 "sqs:ChangeMessageVisibility",
                 "sqs:SendMessage",
                 "sqs:GetQueueAttributes",
+                "sqs:ListQueueTags",
             ],
             stage_queues,
         ),
@@ -92,7 +93,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
     ]
     events = [
-        _stmt("Registry", _READ, [tables["TenantsTable"]]),
+        _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
+        _stmt("ReputationWindow", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query"], [tables["UsageTable"]]),
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +13,7 @@ from rich.table import Table
 
 from chalicelib.campaign_stats import CampaignCounts, CampaignStats
 from chalicelib.config import Settings
+from chalicelib.tenants import TenantRegistry
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class QueueDepth:
 class Snapshot:
     queues: list[QueueDepth]
     campaigns: list[CampaignCounts]
+    paused: list[tuple[str, str]] = field(default_factory=list)  # (tenant, why)
 
 
 def queue_depths(settings: Settings, sqs: Any) -> list[QueueDepth]:
@@ -55,7 +57,18 @@ def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
     stats = CampaignStats(r.campaigns_table.name, settings.region)
     campaigns = [c for c in stats.all() if user is None or c.user_id == user]
     campaigns.sort(key=lambda c: (c.user_id, c.campaign_id))
-    return Snapshot(sorted(queues, key=lambda q: q.name), campaigns)
+    paused = TenantRegistry(r.tenants_table.name, settings.region).paused()
+    paused = [(u, why) for u, why in paused if user is None or u == user]
+    return Snapshot(sorted(queues, key=lambda q: q.name), campaigns, sorted(paused))
+
+
+def paused_table(s: Snapshot) -> Table:
+    t = Table(title="Paused tenants (their email is held: `moonsend tenant resume --user ...`)")
+    t.add_column("tenant")
+    t.add_column("why")
+    for user, why in s.paused:
+        t.add_row(user, why)
+    return t
 
 
 def done_count(c: CampaignCounts) -> int:
@@ -88,6 +101,9 @@ def campaign_table(s: Snapshot) -> Table:
         "delivered",
         "bounced",
         "complained",
+        "unsubscribed",
+        "opened",
+        "clicked",
         "rate/s",
         "last error",
     )
@@ -106,6 +122,9 @@ def campaign_table(s: Snapshot) -> Table:
             str(c["delivered"]),
             str(c["bounced"]),
             str(c["complained"]),
+            str(c["unsubscribed"]),
+            str(c["opened"]),
+            str(c["clicked"]),
             f"{rate:.1f}" if rate else "-",
             (c.last_error or "")[:60],
         )

@@ -1,6 +1,7 @@
 """send_emails' drain loop, with in-process fakes for SQS, SES and the registry."""
 
 import itertools
+import json
 
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
@@ -49,7 +50,7 @@ class FakeSqs:
     def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
         self.visibility.append((ReceiptHandle, VisibilityTimeout))
 
-    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes):
+    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes=None):
         self.requeued.append((MessageBody, DelaySeconds, MessageAttributes))
 
     def delete_message(self, QueueUrl, ReceiptHandle):
@@ -287,3 +288,43 @@ def test_a_recipient_suppressed_after_it_was_queued_is_recorded_and_not_sent():
     assert ledger.state("acme", "c1", "r3@example.org") == "suppressed"
     assert "rh3" in sqs.deleted  # recorded, so the message goes
     assert suppressions.lookups == 2  # one look-up per receive batch of 10, not one per email
+
+
+def _paused(user, key=None):
+    t = tenant(user, key)
+    return Tenant(t.user_id, t.plan, t.sender, None, "reputation guard: bounce rate 6.0% ...")
+
+
+class TaggedSqs(FakeSqs):
+    def __init__(self, bodies, owner):
+        super().__init__(bodies)
+        self.owner, self.receives = owner, 0
+
+    def list_queue_tags(self, QueueUrl):
+        return {"Tags": {"moonsend:tenant": self.owner}}
+
+    def receive_message(self, QueueUrl, MaxNumberOfMessages, **kw):
+        self.receives += 1
+        return super().receive_message(QueueUrl, MaxNumberOfMessages, **kw)
+
+
+def test_a_paused_tenants_queue_is_not_even_received_from():
+    # Receiving would spend the messages' redelivery budget: the pause is checked first.
+    sqs = TaggedSqs([queued("acme", f"r{i}@example.org") for i in range(5)], owner="acme")
+    ses = FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(_paused("acme", "AK")))
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.stopped_reason.startswith("tenant paused: reputation guard")
+    assert sqs.receives == 0 and ses.sent == [] and len(sqs.waiting) == 5
+
+
+def test_on_the_free_queue_a_paused_tenants_email_is_held_and_the_others_go_out():
+    sqs = FakeSqs([queued("careless", "a@example.org", "free"), queued("fine", "b@example.org", "free")])
+    ses, ledger = FakeSes(), FakeLedger()
+    d, _ = drainer(sqs, ses, FakeTenants(_paused("careless"), tenant("fine")), ledger=ledger)
+    result = d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    assert [s[2] for s in ses.sent] == ["b@example.org"] and result.stopped_reason is None
+    assert [(delay, json.loads(body)["recipient"]["email"]) for body, delay, _a in sqs.requeued] == [
+        (900, "a@example.org")
+    ]  # back in 15 minutes as a fresh message: nothing recorded against it, nothing lost
+    assert ledger.state("careless", "c1", "a@example.org") is None

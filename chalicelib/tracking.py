@@ -1,0 +1,87 @@
+"""Open and click tracking: a pixel and signed click redirects, added after rendering.
+
+Links are rewritten after Liquid rendered the body, so a link built from recipient data
+(`href="https://shop.example/{{ id }}"`) is tracked with its rendered value. Each `href` to an http(s)
+URL becomes `<api>/c/<token>`, the token signing the tenant, campaign, recipient and the target URL: the
+redirect goes only to a URL that was in that campaign's email (nobody can mint a token for another one,
+so there is no open redirect). The unsubscribe link, `mailto:` and `#anchors` are left as they are. An
+invisible pixel `<api>/o/<token>` goes before `</body>`. Opens and clicks are recorded once per
+recipient (unique opens and clicks). `campaign.tracking: false` turns both off for a campaign.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import re
+from dataclasses import dataclass
+
+from chalicelib import log
+from chalicelib.campaign_stats import CampaignStats
+from chalicelib.errors import LinkInvalid
+from chalicelib.ledger import Ledger
+from chalicelib.links import LinkSigner
+
+_HREF = re.compile(r"""(<a\b[^>]*?\bhref\s*=\s*)(["'])(https?://[^"']+)\2""", re.I)
+_BODY_END = re.compile(r"</body\s*>", re.I)
+PIXEL = base64.b64decode(b"R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")  # 1x1 transparent GIF
+
+
+def add_tracking(body: str, links: LinkSigner, user_id: str, campaign_id: str, email: str) -> str:
+    """The rendered body with its links redirected through the click route and the open pixel added."""
+    unsubscribe_prefix = f"{links.base_url}/unsubscribe/"
+
+    def rewrite(m: re.Match[str]) -> str:
+        url = html.unescape(m.group(3))
+        if url.startswith(unsubscribe_prefix):
+            return m.group(0)
+        tracked = links.click_url(user_id, campaign_id, email, url)
+        return f"{m.group(1)}{m.group(2)}{tracked}{m.group(2)}"
+
+    if "href" in body:
+        body = _HREF.sub(rewrite, body)
+    pixel = (
+        f'<img src="{links.open_url(user_id, campaign_id, email)}" width="1" height="1" alt="" style="display:none">'
+    )
+    found = _BODY_END.search(body)
+    return f"{body[: found.start()]}{pixel}{body[found.start() :]}" if found else body + pixel
+
+
+@dataclass(frozen=True)
+class Redirect:
+    status: int
+    location: str | None
+
+
+class Tracking:
+    def __init__(self, links: LinkSigner, ledger: Ledger, stats: CampaignStats) -> None:
+        self._links = links
+        self._ledger = ledger
+        self._stats = stats
+
+    def opened(self, token: str) -> bool:
+        """Record an open (answered with the pixel whatever happens: a pixel never shows an error)."""
+        try:
+            claims = self._links.verify("open", token)
+        except LinkInvalid:
+            return False
+        self._record(claims.user_id, claims.campaign_id, claims.email, "opened", "pixel")
+        return True
+
+    def clicked(self, token: str) -> Redirect:
+        try:
+            claims = self._links.verify("click", token)
+        except LinkInvalid as exc:
+            log.info("click link refused", reason=str(exc))
+            return Redirect(404, None)
+        if not claims.url or not claims.url.startswith(("http://", "https://")):
+            return Redirect(404, None)
+        self._record(claims.user_id, claims.campaign_id, claims.email, "clicked", claims.url)
+        return Redirect(302, claims.url)
+
+    def _record(self, user: str, campaign: str, email: str, kind: str, detail: str) -> None:
+        try:
+            if self._ledger.record_feedback(user, campaign, email, kind, detail):
+                self._stats.add(user, campaign, **{kind: 1})
+        except Exception as exc:  # the reader's redirect matters more than the count
+            log.warning("tracking not recorded", user=user, campaign=campaign, error=type(exc).__name__)

@@ -1,0 +1,102 @@
+"""Open and click tracking: links rewritten after rendering, signed redirects, no open redirect."""
+
+import urllib.error
+import urllib.request
+from email import message_from_bytes
+from email.policy import default
+
+import pytest
+
+from chalicelib.links import LinkSigner
+from chalicelib.tracking import Tracking, add_tracking
+from tests.fakes import FakeLedger
+from tests.test_drainer import FakeStats
+
+LINKS = LinkSigner(b"t" * 32, "https://api.example.com/api")
+
+
+def _track(body):
+    return add_tracking(body, LINKS, "acme", "spring", "ann@x.io")
+
+
+def test_http_links_are_rewritten_others_are_left_and_the_pixel_goes_before_body_end():
+    unsub = LINKS.unsubscribe_url("acme", "spring", "ann@x.io")
+    body = (
+        '<html><body><a href="https://shop.example/p/42?a=1&amp;b=2">Buy</a> <a href="mailto:x@y.io">Mail</a> '
+        f"<a href='#top'>Top</a> <a href=\"{unsub}\">Unsubscribe</a></body></html>"
+    )
+    out = _track(body)
+    assert 'href="https://api.example.com/api/c/' in out and "shop.example" not in out.split("/c/")[0]
+    assert 'href="mailto:x@y.io"' in out and "href='#top'" in out and f'href="{unsub}"' in out
+    assert out.index('src="https://api.example.com/api/o/') < out.index("</body>")
+    token = out.split("/c/", 1)[1].split('"', 1)[0]
+    assert LINKS.verify("click", token).url == "https://shop.example/p/42?a=1&b=2"  # unescaped, as clicked
+
+
+def test_a_click_redirects_only_to_the_url_its_token_was_signed_for_and_counts_once():
+    ledger, stats = FakeLedger(), FakeStats()
+    t = Tracking(LINKS, ledger, stats)
+    token = LINKS.click_url("acme", "spring", "ann@x.io", "https://shop.example/p/42").rsplit("/", 1)[1]
+    assert t.clicked(token).location == "https://shop.example/p/42"
+    assert t.clicked(token).status == 302 and stats.total("clicked") == 1  # unique clicks
+    evil = LinkSigner(b"e" * 32, "x").click_url("acme", "spring", "ann@x.io", "https://evil.example").rsplit("/", 1)[1]
+    assert t.clicked(evil).status == 404 and t.clicked(evil).location is None  # no open redirect
+    assert t.clicked(token[:-4] + "AAAA").status == 404
+
+
+def test_opens_are_unique_per_recipient_and_a_bad_pixel_records_nothing():
+    ledger, stats = FakeLedger(), FakeStats()
+    t = Tracking(LINKS, ledger, stats)
+    token = LINKS.open_url("acme", "spring", "ann@x.io").rsplit("/", 1)[1]
+    assert t.opened(token) and t.opened(token)
+    assert stats.total("opened") == 1
+    assert not t.opened("forged.token")
+
+
+@pytest.mark.e2e
+def test_tracked_email_through_the_local_api_redirects_and_counts_and_tracking_false_leaves_links(stack, uid):
+    from chalicelib import wiring
+    from infra.producer import CampaignSpec, messages, publish
+    from tests.test_pipeline_e2e import _tenant
+
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    user = f"tenant-{uid}"
+    body = '<html><body><p>Hi</p><a href="https://shop.example/{{ name }}">Shop</a></body></html>'
+    spec = CampaignSpec(user, sender, "Hi", body, "tracked")
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": "ann@example.org", "metadata": {"name": "ann"}}]),
+    )
+    assert stack.wait_until_drained(60)
+    (eml,) = (stack.config.outbox / user / "tracked").glob("*.eml")
+    html = message_from_bytes(eml.read_bytes(), policy=default).get_body(("html",)).get_content()
+    click = html.split('href="', 1)[1].split('"', 1)[0]
+    pixel = html.split('src="', 1)[1].split('"', 1)[0]
+    assert click.startswith(f"{stack.api_url}/c/") and pixel.startswith(f"{stack.api_url}/o/")
+
+    class NoRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(self, *a, **k):
+            return None
+
+    opener = urllib.request.build_opener(NoRedirect)
+    with pytest.raises(urllib.error.HTTPError) as redirect:
+        opener.open(click, timeout=10)
+    assert redirect.value.code == 302 and redirect.value.headers["Location"] == "https://shop.example/ann"
+    as_a_mail_client = urllib.request.Request(pixel, headers={"Accept": "image/webp,image/apng,image/*,*/*;q=0.8"})
+    with urllib.request.urlopen(as_a_mail_client, timeout=10) as resp:
+        assert resp.headers["Content-Type"] == "image/gif" and resp.read().startswith(b"GIF89a")
+    counts = wiring.container().stats.get(user, "tracked")
+    assert (counts["clicked"], counts["opened"]) == (1, 1)
+
+    msg = spec.__class__(user, sender, "Hi", body, "untracked")
+    plain = next(messages(msg, [{"email": "bob@example.org", "metadata": {"name": "bob"}}]))
+    import json
+
+    d = json.loads(plain)
+    d["campaign"]["tracking"] = False
+    stack.client("sns").publish(TopicArn=stack.topic_arns["moonsend-local-PrecompileEmail"], Message=json.dumps(d))
+    assert stack.wait_until_drained(60)
+    (eml,) = (stack.config.outbox / user / "untracked").glob("*.eml")
+    html = message_from_bytes(eml.read_bytes(), policy=default).get_body(("html",)).get_content()
+    assert 'href="https://shop.example/bob"' in html and "/o/" not in html

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint up bench clean package deploy destroy smoke
+.PHONY: install browser demo test lint up bench clean package deploy destroy smoke
 
 STAGE ?= dev
 
@@ -20,7 +20,12 @@ install: $(STAMP)
 demo: install
 	$(BIN)/moonsend demo
 
-test: install
+# The unsubscribe page is tested in Debian's Chromium: installed from Debian's packages when missing.
+browser:
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+test: install browser
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

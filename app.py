@@ -87,6 +87,14 @@ def clicked(token: str) -> Response:
     return Response(body="", status_code=r.status, headers={"Location": r.location, "Cache-Control": "no-store"})
 
 
+@app.route("/campaigns/{campaign_id}/report", methods=["GET"])
+def campaign_report(campaign_id: str) -> Response:
+    """A campaign's counts, for the tenant that owns it (`Authorization: Bearer <its API key>`)."""
+    headers = app.current_request.headers if app.current_request else {}
+    answer = wiring.container().reports.campaign(headers.get("authorization"), campaign_id)
+    return Response(body=answer.body, status_code=answer.status, headers={"Cache-Control": "no-store"})
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""

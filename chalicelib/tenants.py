@@ -39,6 +39,7 @@ class TenantModel(Model):
     # Set by the reputation guard (or an operator): the sender holds the tenant's email while set.
     paused_reason = UnicodeAttribute(null=True)
     paused_at = NumberAttribute(null=True)
+    api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of the tenant's API key (chalicelib.reports)
 
 
 @dataclass(frozen=True)
@@ -143,6 +144,17 @@ class TenantRegistry:
         """(user id, reason) of every paused tenant (a scan: for status and operators, not hot paths)."""
         m = self._model
         return [(t.user_id, t.paused_reason or "") for t in m.scan(m.paused_reason.exists())]
+
+    def set_api_key_hash(self, user_id: str, digest: str) -> None:
+        m = self._model
+        m(user_id).update(actions=[m.api_key_hash.set(digest)], condition=m.user_id.exists())
+
+    def api_key_hash(self, user_id: str) -> str | None:
+        try:
+            item = self._model.get(user_id, consistent_read=True, attributes_to_get=["api_key_hash"])
+        except DoesNotExist:
+            return None
+        return item.api_key_hash
 
     def _forget(self, user_id: str) -> None:
         with self._lock:

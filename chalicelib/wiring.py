@@ -22,6 +22,7 @@ from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
+from chalicelib.reports import Reports
 from chalicelib.reputation import Limits, Reputation
 from chalicelib.ses_events import SesEvents
 from chalicelib.ses_sender import SesSender
@@ -114,6 +115,10 @@ class Container:
             sm = aws.client("secretsmanager", s.region)
             secret = sm.get_secret_value(SecretId=s.resources.link_secret_name)["SecretString"]
         return LinkSigner(secret.encode("utf-8"), s.api_url)
+
+    @cached_property
+    def reports(self) -> Reports:
+        return Reports(self.tenants, self.stats)
 
     @cached_property
     def tracking(self) -> Tracking:

@@ -175,6 +175,14 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     if registry.get(args.user) is None:
         print(f"no tenant {args.user!r}", file=sys.stderr)
         return 1
+    if args.action == "key":
+        from chalicelib.campaign_stats import CampaignStats
+        from chalicelib.reports import Reports
+
+        stats = CampaignStats(settings.resources.campaigns_table.name, settings.region)
+        key = Reports(registry, stats).issue_key(args.user)
+        print(f"{args.user}: new API key (shown once; the previous key stops working):\n{key}")
+        return 0
     if args.action == "pause":
         registry.pause(args.user, f"paused by an operator: {args.reason}")
         print(f"{args.user}: paused (its email is held until resumed)")
@@ -405,8 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--timeout", type=float, default=600)
     sm.set_defaults(func=cmd_smoke)
 
-    tn = sub.add_parser("tenant", help="pause or resume a whole tenant's sending")
-    tn.add_argument("action", choices=["pause", "resume"])
+    tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, or give it a new API key")
+    tn.add_argument("action", choices=["pause", "resume", "key"])
     tn.add_argument("--user", required=True)
     tn.add_argument("--reason", default="no reason given")
     tn.add_argument("--endpoint", default=None)

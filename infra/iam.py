@@ -110,7 +110,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         link_key,
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", ["dynamodb:UpdateItem", "dynamodb:DescribeTable"], [tables["LedgerTable"]]),
-        _stmt("Counters", ["dynamodb:UpdateItem", "dynamodb:DescribeTable"], [tables["CampaignsTable"]]),
+        _stmt(
+            "Counters", ["dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DescribeTable"], [tables["CampaignsTable"]]
+        ),
+        _stmt("ApiKeys", ["dynamodb:GetItem", "dynamodb:DescribeTable"], [tables["TenantsTable"]]),
     ]
     sweep = [
         _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),

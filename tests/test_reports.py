@@ -1,0 +1,51 @@
+"""Per-campaign reports over HTTP: a tenant's own key sees its campaign, nobody else's key sees anything."""
+
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+
+from chalicelib.contract import Sender
+from chalicelib.reports import key_hash, new_key, owner_of
+
+pytestmark = pytest.mark.e2e
+
+
+def _get(url, key=None):
+    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_a_key_names_its_tenant_and_only_its_hash_is_kept():
+    key = new_key("auth0|5f3e.a")
+    assert owner_of(key) == "auth0|5f3e.a" and len(key) > 50
+    assert key_hash(key) != key and len(key_hash(key)) == 64
+
+
+def test_a_tenant_reads_its_campaign_report_and_another_tenants_key_gets_404(stack, uid):
+    from chalicelib import wiring
+
+    c = wiring.container()
+    for user in (f"a-{uid}", f"b-{uid}"):
+        c.tenants.remember(user, "free", Sender(f"news@{user}.example", "N", None, None, None, 1.0))
+    c.stats.add(f"a-{uid}", "spring", queued=3, sent=2, failed=1, error="MessageRejected: x")
+    key_a, key_b = c.reports.issue_key(f"a-{uid}"), c.reports.issue_key(f"b-{uid}")
+    url = f"{stack.api_url}/campaigns/spring/report"
+
+    status, body = _get(url, key_a)
+    assert status == 200 and body["campaign"] == "spring"
+    assert (body["counts"]["queued"], body["counts"]["sent"], body["counts"]["failed"]) == (3, 2, 1)
+    assert set(body["counts"]) >= {"delivered", "bounced", "complained", "opened", "clicked", "unsubscribed"}
+
+    assert _get(url, key_b)[0] == 404  # b has no campaign "spring": same answer as a wrong key
+    assert _get(url, key_a[:-3] + "xyz")[0] == 404
+    assert _get(url, new_key(f"a-{uid}"))[0] == 404  # a well-formed key that was never issued
+    assert _get(url)[0] == 401
+    newer = c.reports.issue_key(f"a-{uid}")  # a new key replaces the old one
+    assert _get(url, key_a)[0] == 404 and _get(url, newer)[0] == 200
+    assert c.tenants.api_key_hash(f"a-{uid}") == key_hash(newer) != newer  # stored hashed, never in clear

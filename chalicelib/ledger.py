@@ -274,11 +274,16 @@ class Ledger:
             raise
         return (before.state if before else None) or QUEUED
 
-    def record_feedback(self, user_id: str, campaign_id: str, email: str, kind: str, detail: str) -> bool:
+    def record_feedback(
+        self, user_id: str, campaign_id: str, email: str, kind: str, detail: str, message_id: str | None = None
+    ) -> bool:
         """What the receiving side said of a sent email (delivered, bounced, complained), once per kind.
 
         Kept beside the state (which stays `sent`: the email did go out) as `<kind>_at` and the latest
-        `feedback` line. True the first time this kind is recorded, so that it is counted once."""
+        `feedback` line. With `message_id` (SES's events), the entry must be that send's: an event is
+        found by tenant, campaign and recipient, and matched to the ledger by SES's MessageId (an entry
+        whose message id is not yet recorded is taken: the Send event or the sender's record may still
+        be on its way). True the first time this kind is recorded, so that it is counted once."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind}")
         m = self._model
@@ -287,7 +292,11 @@ class Ledger:
         try:
             m(_pk(user_id, campaign_id), email.lower()).update(
                 actions=[attr.set(now), m.feedback.set(f"{kind}: {detail}"[:1000]), m.updated_at.set(now)],
-                condition=attr.does_not_exist(),
+                condition=(
+                    attr.does_not_exist() & (m.message_id.does_not_exist() | (m.message_id == message_id))
+                    if message_id
+                    else attr.does_not_exist()
+                ),
             )
             return True
         except UpdateError as exc:

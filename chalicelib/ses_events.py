@@ -139,11 +139,13 @@ class SesEvents:
             self._stats.add(user, campaign, failed=1, sent=-1 if replaced == "sent" else 0, error=reason)
             return "recorded failed"
         if event.event_type == "Delivery":
-            return self._feedback(user, campaign, to, "delivered", str(event.detail.get("smtpResponse", "")))
+            return self._feedback(
+                user, campaign, to, "delivered", str(event.detail.get("smtpResponse", "")), event.message_id
+            )
         if event.event_type == "Bounce":
             kind = str(event.detail.get("bounceType", "Undetermined"))
             diagnostic = _bounce_diagnostic(event.detail, to)
-            outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}")
+            outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
             if kind == "Permanent":
                 if self._suppressions is not None:
                     self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
@@ -152,7 +154,7 @@ class SesEvents:
             return outcome
         if event.event_type == "Complaint":
             kind = str(event.detail.get("complaintFeedbackType", "complaint"))
-            outcome = self._feedback(user, campaign, to, "complained", kind)
+            outcome = self._feedback(user, campaign, to, "complained", kind, event.message_id)
             if self._suppressions is not None:
                 self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
             if outcome.startswith("recorded"):
@@ -170,8 +172,8 @@ class SesEvents:
         if why and self._tenants.pause(user, f"reputation guard: {why}"):
             log.warning("tenant paused by the reputation guard", user=user, reason=why)
 
-    def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str) -> str:
-        if self._ledger.record_feedback(user, campaign, to, kind, detail):
+    def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str, message_id: str) -> str:
+        if self._ledger.record_feedback(user, campaign, to, kind, detail, message_id):
             self._stats.add(user, campaign, **{kind: 1})
             return f"recorded {kind}"
         return "already recorded"

@@ -42,10 +42,12 @@ class FakeLedger:
     def record_suppressed(self, user, campaign, suppressed):
         return sum(self._record(user, campaign, e, "suppressed", r) for e, r in suppressed)
 
-    def record_feedback(self, user, campaign, email, kind, detail):
+    def record_feedback(self, user, campaign, email, kind, detail, message_id=None):
         with self.lock:
             row = self._row(user, campaign, email)
             if row.get(f"{kind}_at"):
+                return False
+            if message_id and row.get("message_id") not in (None, message_id):
                 return False
             row[f"{kind}_at"] = 1
             row["feedback"] = f"{kind}: {detail}"

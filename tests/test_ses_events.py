@@ -198,3 +198,13 @@ def test_an_event_from_an_account_that_did_not_send_the_tenants_email_is_dropped
     assert sup.added == [] and stats.adds == [] and ledger.rows == {}
     unknown = SesEvents(FakeLedger(), FakeStats(), FakeSuppressions(), Tenants(_acme(account=None)), "123456789012")
     assert unknown.handle(_record(BOUNCE)) == "untrusted"  # the tenant's account not learned yet
+
+
+def test_feedback_is_matched_to_the_ledger_by_ses_message_id():
+    # Found by tenant, campaign and recipient (the headers), the entry must be the send SES speaks of:
+    # an event about another message to the same address (an earlier send, say) records nothing.
+    events, ledger, stats, _sup = _handler()
+    claim = ledger.claim("acme", "spring", "ann@x.io", 300)
+    ledger.finish(claim, "sent", message_id="ses-msg-OTHER")
+    assert events.handle(_record(DELIVERY)) == "already recorded"
+    assert stats.total("delivered") == 0 and "feedback" not in ledger.rows[("acme#spring", "ann@x.io")]

@@ -76,6 +76,15 @@ class Outcome(enum.Enum):
     PAUSED = "paused"  # its tenant is paused: held, not sent, nothing recorded against it
 
 
+# Outcomes recorded in the ledger, whose message is deleted, and the DrainResult counter of each.
+_RECORDED = {
+    Outcome.SENT: "sent",
+    Outcome.FAILED: "failed",
+    Outcome.SUPPRESSED: "suppressed",
+    Outcome.DUPLICATE: "duplicates",
+}
+
+
 @dataclass
 class DrainResult:
     queue_name: str
@@ -276,17 +285,9 @@ class Drainer:
         for future in done:
             m = inflight.pop(future)
             outcome = future.result()
-            if outcome is Outcome.SENT:
-                result.sent += 1
-                to_delete.append(m)
-            elif outcome is Outcome.FAILED:
-                result.failed += 1
-                to_delete.append(m)
-            elif outcome is Outcome.SUPPRESSED:
-                result.suppressed += 1
-                to_delete.append(m)
-            elif outcome is Outcome.DUPLICATE:
-                result.duplicates += 1
+            counter = _RECORDED.get(outcome)
+            if counter:  # the outcome is in the ledger: the message can go
+                setattr(result, counter, getattr(result, counter) + 1)
                 to_delete.append(m)
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
@@ -296,9 +297,7 @@ class Drainer:
                 if self._is_free(url):
                     self._hold(url, m)  # the shared queue goes on for the other free tenants
                 else:
-                    self._sqs.change_message_visibility(
-                        QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0
-                    )
+                    self._visible_now(url, m)  # and stop: later drains check the pause before receiving
                     result.stopped_reason = "tenant paused"
             elif outcome is Outcome.HELD or outcome is Outcome.RETRY:
                 result.retried += 1
@@ -515,9 +514,12 @@ class Drainer:
         )
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
+    def _visible_now(self, url: str, message: dict[str, Any]) -> None:
+        self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+
     def _release_to_dead_letter(self, url: str, message: dict[str, Any]) -> None:
         """Make it visible now: the next receive exceeds maxReceiveCount and SQS dead-letters it."""
-        self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+        self._visible_now(url, message)
 
     def _is_free(self, url: str) -> bool:
         return url.rstrip("/").rsplit("/", 1)[-1] == self._settings.resources.free_queue.name

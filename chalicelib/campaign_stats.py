@@ -32,6 +32,7 @@ COUNTERS = (
     "bounced",
     "complained",
     "unsubscribed",
+    "cancelled",
     "opened",  # unique opens (first open per recipient)
     "clicked",  # unique clicks
 )
@@ -53,6 +54,8 @@ class CampaignStatsModel(Model):
     complained = NumberAttribute(default=0)
     unsubscribed = NumberAttribute(default=0)
     opened = NumberAttribute(default=0)
+    cancelled = NumberAttribute(default=0)
+    control = UnicodeAttribute(null=True)  # paused | cancelled (chalicelib.campaign_control)
     clicked = NumberAttribute(default=0)
     first_sent_ms = NumberAttribute(null=True)
     last_sent_ms = NumberAttribute(null=True)

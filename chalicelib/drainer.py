@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib import log, metrics
+from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail
@@ -74,6 +75,8 @@ class Outcome(enum.Enum):
     SUPPRESSED = "suppressed"  # suppressed since it was queued: recorded, deleted, not sent
     HELD = "held"  # another copy of it is being sent right now: look again in a moment
     PAUSED = "paused"  # its tenant is paused: held, not sent, nothing recorded against it
+    CAMPAIGN_PAUSED = "campaign-paused"  # its campaign is paused: held for later, the queue goes on
+    CANCELLED = "cancelled"  # its campaign is cancelled: recorded, deleted, not sent
 
 
 # Outcomes recorded in the ledger, whose message is deleted, and the DrainResult counter of each.
@@ -82,6 +85,7 @@ _RECORDED = {
     Outcome.FAILED: "failed",
     Outcome.SUPPRESSED: "suppressed",
     Outcome.DUPLICATE: "duplicates",
+    Outcome.CANCELLED: "cancelled",
 }
 
 
@@ -94,6 +98,7 @@ class DrainResult:
     retried: int = 0
     duplicates: int = 0
     suppressed: int = 0
+    cancelled: int = 0
     # (tenant, lower-cased address) -> why: recipients found suppressed by this drain's batch look-ups.
     suppressed_now: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     dead_lettered: int = 0
@@ -116,6 +121,7 @@ class Drainer:
         suppressions: Suppressions | None = None,
         links: LinkSigner | None = None,
         reputation: Reputation | None = None,
+        control: CampaignControl | None = None,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
@@ -126,6 +132,7 @@ class Drainer:
         self._payloads = payloads
         self._suppressions = suppressions
         self._links = links
+        self._control = control
         self._ses_accounts_known: set[str] = set()
         self._learning: dict[str, threading.Lock] = {}
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
@@ -289,6 +296,9 @@ class Drainer:
             if counter:  # the outcome is in the ledger: the message can go
                 setattr(result, counter, getattr(result, counter) + 1)
                 to_delete.append(m)
+            elif outcome is Outcome.CAMPAIGN_PAUSED:
+                result.retried += 1
+                self._hold(url, m)
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
                 self._requeue_later(url, m)
@@ -394,6 +404,20 @@ class Drainer:
             return self._suppressions.check(email.user_id, [email.recipient_email]).get(key[1])
         return None
 
+    def _campaign_says(self, email: QueuedEmail, claim: Claim) -> Outcome | None:
+        """CANCELLED (recorded) or CAMPAIGN_PAUSED (claim given back) if the campaign is stopped."""
+        if self._control is None:
+            return None
+        state = self._control.state(email.user_id, email.campaign_id)
+        if state == CANCELLED:
+            self._ledger.finish(claim, CANCELLED, reason="campaign cancelled before this email was sent")
+            self._stats.add(email.user_id, email.campaign_id, cancelled=1)
+            return Outcome.CANCELLED
+        if state == PAUSED:
+            self._ledger.release(claim)
+            return Outcome.CAMPAIGN_PAUSED
+        return None
+
     def _learn_ses_account(self, tenant: Tenant) -> None:
         """Record which AWS account a tenant's keys belong to, before its first email goes out.
 
@@ -420,6 +444,9 @@ class Drainer:
         if tenant.paused_reason:
             self._ledger.release(claim)
             return Outcome.PAUSED
+        held = self._campaign_says(email, claim)
+        if held is not None:
+            return held
         self._learn_ses_account(tenant)
         free = queue_name == self._settings.resources.free_queue.name
         limiter = self.limiter(queue_name, self.rate_for(queue_name, tenant))
@@ -441,6 +468,10 @@ class Drainer:
         )
         token = limiter.acquire()
         try:
+            # Again after the wait for the slot: a cancel wins over every send not yet on its way to SES.
+            held = self._campaign_says(email, claim)
+            if held is not None:
+                return held
             message_id = self._ses.send(tenant.sender, email.recipient_email, mime, platform=free)
         except SendThrottled:
             limiter.slow_down(2.0, 5.0)

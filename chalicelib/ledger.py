@@ -37,7 +37,8 @@ from pynamodb.models import Model
 from chalicelib.tables import bound, condition_failed, warm
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
-FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED})
+CANCELLED = "cancelled"
+FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED})
 FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
 RETENTION_S = 180 * 24 * 3600
 WRITE_WORKERS = 8

@@ -11,6 +11,7 @@ import threading
 from functools import cached_property
 
 from chalicelib import aws
+from chalicelib.campaign_control import CampaignControl
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.daily_cap import DailyCap
@@ -147,7 +148,12 @@ class Container:
             self.suppressions,
             self.links,
             self.reputation,
+            self.control,
         )
+
+    @cached_property
+    def control(self) -> CampaignControl:
+        return CampaignControl(self.settings.resources.campaigns_table.name, self.settings.region)
 
     @cached_property
     def reputation(self) -> Reputation:

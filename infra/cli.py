@@ -192,6 +192,24 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_campaign(args: argparse.Namespace) -> int:
+    from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
+    from chalicelib.config import Settings
+
+    _client_env(args.endpoint, args.stage)
+    settings = Settings.from_env()
+    control = CampaignControl(settings.resources.campaigns_table.name, settings.region)
+    state = {"pause": PAUSED, "cancel": CANCELLED, "resume": None}[args.action]
+    control.set(args.user, args.campaign, state)
+    done = {
+        "pause": "paused: its unsent email is held until resumed",
+        "resume": "resumed: held email goes out at the tenant's rate",
+        "cancel": "cancelled: unsent email is recorded as cancelled and removed",
+    }
+    print(f"{args.user}/{args.campaign}: {done[args.action]}")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
@@ -412,6 +430,14 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--region", default=None)
     sm.add_argument("--timeout", type=float, default=600)
     sm.set_defaults(func=cmd_smoke)
+
+    cp = sub.add_parser("campaign", help="pause, resume or cancel one campaign while it sends")
+    cp.add_argument("action", choices=["pause", "resume", "cancel"])
+    cp.add_argument("--user", required=True)
+    cp.add_argument("--campaign", required=True)
+    cp.add_argument("--endpoint", default=None)
+    cp.add_argument("--stage", default="local")
+    cp.set_defaults(func=cmd_campaign)
 
     tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, or give it a new API key")
     tn.add_argument("action", choices=["pause", "resume", "key"])

@@ -328,3 +328,46 @@ def test_on_the_free_queue_a_paused_tenants_email_is_held_and_the_others_go_out(
         (900, "a@example.org")
     ]  # back in 15 minutes as a fresh message: nothing recorded against it, nothing lost
     assert ledger.state("careless", "c1", "a@example.org") is None
+
+
+class SwitchingControl:
+    """The campaign's state flips to `state` once `after` emails have gone out."""
+
+    def __init__(self, ses, after, state):
+        self.ses, self.after, self.to = ses, after, state
+        self.current = None
+
+    def state(self, user_id, campaign_id):
+        return self.to if len(self.ses.sent) >= self.after else self.current
+
+
+def test_a_cancel_mid_drain_stops_every_send_not_yet_on_its_way_and_records_the_rest():
+    from chalicelib.drainer import SEND_WORKERS
+
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(60)])
+    ses, ledger, stats = FakeSes(), FakeLedger(), FakeStats()
+    control = SwitchingControl(ses, after=5, state="cancelled")
+    d = Drainer(
+        SETTINGS, sqs, FakeTenants(tenant("acme", "AK", rate=20.0)), stats, ses, ledger, None, None, None, None, control
+    )
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    # The check sits after the rate slot, right before SES: only sends already past it go out.
+    assert 5 <= len(ses.sent) <= 5 + 1 and len(ses.sent) < SEND_WORKERS
+    assert result.cancelled == 60 - len(ses.sent) and len(sqs.deleted) == 60  # recorded, so removed
+    states = {ledger.state("acme", "c1", f"r{i}@example.org") for i in range(60)}
+    assert states == {"sent", "cancelled"} and stats.total("cancelled") == result.cancelled
+
+
+def test_a_paused_campaign_is_held_and_after_resume_finishes_with_no_duplicate():
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(20)])
+    ses, ledger = FakeSes(), FakeLedger()
+    control = SwitchingControl(ses, after=4, state="paused")
+    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AK", rate=20.0)), FakeStats(), ses, ledger, control=control)
+    first = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    held = [body for body, delay, _a in sqs.requeued if delay == 900]
+    assert 4 <= len(ses.sent) <= 5 and len(held) == 20 - len(ses.sent) and first.stopped_reason is None
+
+    control.after = 10**9  # resumed; the held copies come back (as SQS would after their delay)
+    sqs.waiting = FakeSqs(held).waiting
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert sorted(s[2] for s in ses.sent) == sorted(f"r{i}@example.org" for i in range(20))  # each once

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from chalice import Chalice, Rate, Response
@@ -93,6 +94,72 @@ def campaign_report(campaign_id: str) -> Response:
     headers = app.current_request.headers if app.current_request else {}
     answer = wiring.container().reports.campaign(headers.get("authorization"), campaign_id)
     return Response(body=answer.body, status_code=answer.status, headers={"Cache-Control": "no-store"})
+
+
+def _authorization() -> str | None:
+    request = app.current_request
+    return request.headers.get("authorization") if request else None
+
+
+def _json_body() -> dict[str, Any] | None:
+    """The request's JSON object, or None (no body, or not a JSON object: the routes' fields are optional)."""
+    raw = app.current_request.raw_body if app.current_request else b""
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _answer(answer: Any) -> Response:
+    return Response(body=answer.body, status_code=answer.status, headers={"Cache-Control": "no-store"})
+
+
+def _campaign_action(campaign_id: str, action: str) -> Response:
+    api = wiring.container().tenant_api
+    return _answer(api.campaign_action(_authorization(), campaign_id, action, _json_body()))
+
+
+@app.route("/campaigns/{campaign_id}/pause", methods=["POST"])
+def pause_campaign(campaign_id: str) -> Response:
+    """Hold the campaign's unsent email until it is resumed (the tenant's other campaigns go on)."""
+    return _campaign_action(campaign_id, "pause")
+
+
+@app.route("/campaigns/{campaign_id}/resume", methods=["POST"])
+def resume_campaign(campaign_id: str) -> Response:
+    return _campaign_action(campaign_id, "resume")
+
+
+@app.route("/campaigns/{campaign_id}/cancel", methods=["POST"])
+def cancel_campaign(campaign_id: str) -> Response:
+    """Stop the campaign: nothing more goes out; its unsent recipients are recorded cancelled."""
+    return _campaign_action(campaign_id, "cancel")
+
+
+@app.route("/campaigns/{campaign_id}/retry-failed", methods=["POST"])
+def retry_failed(campaign_id: str) -> Response:
+    """Queue the failed recipients again (`{"reasonContains": "..."}` to pick some); each is sent at most once."""
+    return _campaign_action(campaign_id, "retry-failed")
+
+
+@app.route("/campaigns/{campaign_id}/recipients", methods=["GET"])
+def campaign_recipients(campaign_id: str) -> Response:
+    """Each recipient's state, reason and times, a page at a time (`?state=&limit=&after=`)."""
+    params = app.current_request.query_params if app.current_request else None
+    return _answer(wiring.container().tenant_api.recipients(_authorization(), campaign_id, params))
+
+
+@app.route("/tenant/{action}", methods=["POST"])
+def tenant_action(action: str) -> Response:
+    """`/tenant/pause` holds all of the tenant's email; `/tenant/resume` lifts a pause of its own."""
+    return _answer(wiring.container().tenant_api.tenant_action(_authorization(), action, _json_body()))
+
+
+@app.schedule(Rate(1, unit=Rate.MINUTES))
+def release_scheduled(event: CloudWatchEvent) -> None:
+    """Put scheduled email that is about due on its queue (delayed until its time) and start its drain."""
+    wiring.container().releaser.release()
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

@@ -37,12 +37,12 @@ class CampaignControl:
         with self._lock:
             self._cache.pop((user_id, campaign_id), None)
 
-    def state(self, user_id: str, campaign_id: str) -> str | None:
+    def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None:
         key = (user_id, campaign_id)
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(key)
-            if hit and now - hit[0] < self._cache_s:
+            if hit and now - hit[0] < self._cache_s and not fresh:
                 return hit[1]
         try:
             item = self._model.get(user_id, campaign_id, consistent_read=True, attributes_to_get=["control"])

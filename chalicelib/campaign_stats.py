@@ -10,9 +10,9 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
 from chalicelib.tables import bound, warm
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
 COUNTERS = (
+    "scheduled",  # held in the schedule store (they count as queued when released)
     "queued",
     "rejected",
     "sent",
@@ -33,6 +34,8 @@ COUNTERS = (
     "complained",
     "unsubscribed",
     "cancelled",
+    "expired",  # not sent by the campaign's deadline (scheduledAt + expiresAfter)
+    "retried",  # failed recipients queued again by retry-failed (and taken off `failed`)
     "opened",  # unique opens (first open per recipient)
     "clicked",  # unique clicks
 )
@@ -44,6 +47,7 @@ class CampaignStatsModel(Model):
 
     user_id = UnicodeAttribute(hash_key=True)
     campaign_id = UnicodeAttribute(range_key=True)
+    scheduled = NumberAttribute(default=0)
     queued = NumberAttribute(default=0)
     rejected = NumberAttribute(default=0)
     sent = NumberAttribute(default=0)
@@ -55,6 +59,11 @@ class CampaignStatsModel(Model):
     unsubscribed = NumberAttribute(default=0)
     opened = NumberAttribute(default=0)
     cancelled = NumberAttribute(default=0)
+    expired = NumberAttribute(default=0)
+    retried = NumberAttribute(default=0)
+    scheduled_at_ms = NumberAttribute(null=True)  # the campaign's scheduledAt
+    schedule_buckets = UnicodeSetAttribute(null=True)  # the schedule store's minutes holding its batches
+    deadline_ms = NumberAttribute(null=True)  # scheduledAt + expiresAfter
     control = UnicodeAttribute(null=True)  # paused | cancelled (chalicelib.campaign_control)
     clicked = NumberAttribute(default=0)
     first_sent_ms = NumberAttribute(null=True)
@@ -70,6 +79,8 @@ class CampaignCounts:
     first_sent_ms: int | None = None
     last_sent_ms: int | None = None
     last_error: str | None = None
+    scheduled_at_ms: int | None = None
+    deadline_ms: int | None = None
 
     def __getitem__(self, name: str) -> int:
         return int(self.counts.get(name, 0))
@@ -109,6 +120,31 @@ class CampaignStats:
         if actions:
             self._model(user_id, campaign_id).update(actions=actions)
 
+    def note_schedule(
+        self,
+        user_id: str,
+        campaign_id: str,
+        scheduled_at_ms: int | None,
+        deadline_ms: int | None,
+        bucket: str | None = None,
+    ) -> None:
+        """Keep the campaign's time, deadline and schedule-store minutes beside its counters."""
+        m = self._model
+        actions: list[Any] = [m.scheduled_at_ms.set(scheduled_at_ms)] if scheduled_at_ms else []
+        if deadline_ms:
+            actions.append(m.deadline_ms.set(deadline_ms))
+        if bucket:
+            actions.append(m.schedule_buckets.add({bucket}))
+        if actions:
+            m(user_id, campaign_id).update(actions=actions)
+
+    def schedule_buckets(self, user_id: str, campaign_id: str) -> list[str]:
+        try:
+            item = self._model.get(user_id, campaign_id, consistent_read=True, attributes_to_get=["schedule_buckets"])
+        except self._model.DoesNotExist:
+            return []
+        return sorted(item.schedule_buckets or [])
+
     def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None:
         for item in self._model.query(user_id, self._model.campaign_id == campaign_id):
             return _counts(item)
@@ -127,6 +163,8 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
         first_sent_ms=int(item.first_sent_ms) if item.first_sent_ms else None,
         last_sent_ms=int(item.last_sent_ms) if item.last_sent_ms else None,
         last_error=item.last_error,
+        scheduled_at_ms=int(item.scheduled_at_ms) if item.scheduled_at_ms else None,
+        deadline_ms=int(item.deadline_ms) if item.deadline_ms else None,
     )
 
 

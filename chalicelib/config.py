@@ -43,6 +43,9 @@ class Settings:
     complaint_limit: float = 0.001
     reputation_window_days: int = 7
     reputation_min_sent: int = 200
+    # Scheduled email is released onto its queue this long before it is due (SQS delays it until then);
+    # a campaign scheduled less than twice this ahead goes straight onto the queue, delayed.
+    schedule_lead_s: float = 90.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -64,6 +67,7 @@ class Settings:
             complaint_limit=float(e.get("MOONSEND_COMPLAINT_LIMIT", "0.001")),
             reputation_window_days=int(e.get("MOONSEND_REPUTATION_WINDOW_DAYS", "7")),
             reputation_min_sent=int(e.get("MOONSEND_REPUTATION_MIN_SENT", "200")),
+            schedule_lead_s=float(e.get("MOONSEND_SCHEDULE_LEAD_S", "90")),
         )
 
     @cached_property

@@ -12,11 +12,14 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
 from chalicelib.errors import FieldError, MessageInvalid
+from chalicelib.resources import MAX_SCHEDULE_AHEAD_DAYS
 
 MAX_ID_LENGTH = 128
 MAX_TEMPLATE_BYTES = 256 * 1024
@@ -36,6 +39,10 @@ _EMAIL_RE = re.compile(
     r"@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
 )
 _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+# ISO 8601 durations in days, hours, minutes and seconds (`PT2H`, `P1DT12H`, `PT90M`): no months or years,
+# whose length depends on the date.
+_DURATION_RE = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+MIN_EXPIRES_AFTER_S = 60
 PLANS = ("free", "paid")
 
 
@@ -73,6 +80,17 @@ class Campaign:
     body: str
     strict: bool = False
     tracking: bool = True  # open pixel and click redirects (campaign.tracking: false turns them off)
+    scheduled_at: float | None = None  # epoch seconds (`scheduledAt`): send no earlier than this
+    expires_after_s: float | None = None  # `expiresAfter`: send nothing later than start + this
+
+    def deadline(self, accepted_at: float) -> float | None:
+        """Epoch seconds after which none of this campaign's email may go out (None: no deadline).
+
+        `scheduledAt + expiresAfter`; without `scheduledAt`, counted from when moonsend accepted the
+        message."""
+        if self.expires_after_s is None:
+            return None
+        return (self.scheduled_at or accepted_at) + self.expires_after_s
 
 
 class Recipient(NamedTuple):
@@ -120,14 +138,17 @@ class QueuedEmail:
     subject: str
     body: str
     recipient_email: str
+    deadline_ms: int | None = None  # `campaign.expiresAt`: not sent after this (recorded expired)
 
     def to_json(self) -> str:
-        return QueuedEmail.encoder(self.user_id, self.plan, self.sender, self.campaign_id)(
+        return QueuedEmail.encoder(self.user_id, self.plan, self.sender, self.campaign_id, self.deadline_ms)(
             self.subject, self.body, self.recipient_email
         )
 
     @staticmethod
-    def encoder(user_id: str, plan: str, sender: dict[str, Any], campaign_id: str) -> Callable[[str, str, str], str]:
+    def encoder(
+        user_id: str, plan: str, sender: dict[str, Any], campaign_id: str, deadline_ms: int | None = None
+    ) -> Callable[[str, str, str], str]:
         """A function from (subject, body, address) to the queued JSON, for one campaign's batch.
 
         The envelope is the same for every recipient of a batch, so it is encoded once; per recipient
@@ -135,8 +156,11 @@ class QueuedEmail:
         precompile's cost outside rendering. The output is what `json.dumps(..., separators=(",", ":"),
         ensure_ascii=False)` gives for the same dict.
         """
+        campaign: dict[str, Any] = {"id": campaign_id}
+        if deadline_ms is not None:
+            campaign["expiresAt"] = iso_ms(deadline_ms)
         head = json.dumps(
-            {"userId": user_id, "userPlan": plan, "sender": sender, "campaign": {"id": campaign_id}},
+            {"userId": user_id, "userPlan": plan, "sender": sender, "campaign": campaign},
             separators=(",", ":"),
             ensure_ascii=False,
         )
@@ -151,6 +175,7 @@ class QueuedEmail:
     def from_json(cls, raw: str) -> QueuedEmail:
         try:
             d = json.loads(raw)
+            expires = d["campaign"].get("expiresAt")
             return cls(
                 user_id=str(d["userId"]),
                 plan=str(d.get("userPlan", "paid")),
@@ -159,12 +184,58 @@ class QueuedEmail:
                 subject=str(d["campaign"]["subject"]),
                 body=str(d["campaign"]["body"]),
                 recipient_email=str(d["recipient"]["email"]),
+                deadline_ms=_epoch_ms(expires) if expires else None,
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise MessageInvalid([FieldError("queued message", f"not a queued email: {exc}")]) from exc
 
 
 _json_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+
+
+def iso_ms(epoch_ms: int) -> str:
+    """`2026-11-22T14:05:00.000Z`: an instant as the queued message and the API show it."""
+    return datetime.fromtimestamp(epoch_ms / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _epoch_ms(text: str) -> int:
+    return int(parse_instant(text) * 1000)
+
+
+def parse_instant(value: object) -> float:
+    """An ISO 8601 date-time with its UTC offset (`2026-12-01T09:00:00+01:00`, `...Z`) as epoch seconds.
+
+    The offset is required: a time without one means a different instant in every time zone."""
+    if not isinstance(value, str) or len(value) > 64:
+        raise ValueError("must be an ISO 8601 date-time string")
+    try:
+        when = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise ValueError("not an ISO 8601 date-time (e.g. 2026-12-01T09:00:00+01:00)") from None
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("needs a UTC offset (e.g. +01:00 or Z)")
+    return when.timestamp()
+
+
+def parse_duration(value: object) -> float:
+    """`expiresAfter`: an ISO 8601 duration (`PT2H`, `P1DT6H`, `PT90M`) or a number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("must be an ISO 8601 duration (e.g. PT2H) or a number of seconds")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        m = _DURATION_RE.match(value.strip().upper())
+        if not m or value.strip().upper() in ("P", "PT"):
+            raise ValueError("not an ISO 8601 duration in days, hours, minutes, seconds (e.g. PT2H)")
+        d, h, mi, sec = m.groups()
+        seconds = int(d or 0) * 86400 + int(h or 0) * 3600 + int(mi or 0) * 60 + float(sec or 0)
+    else:
+        raise ValueError("must be an ISO 8601 duration (e.g. PT2H) or a number of seconds")
+    if math.isnan(seconds) or math.isinf(seconds) or seconds < MIN_EXPIRES_AFTER_S:
+        raise ValueError(f"must be at least {MIN_EXPIRES_AFTER_S} seconds")
+    if seconds > MAX_SCHEDULE_AHEAD_DAYS * 86400:
+        raise ValueError(f"longer than {MAX_SCHEDULE_AHEAD_DAYS} days")
+    return seconds
 
 
 # --- validation helpers -------------------------------------------------------------------------
@@ -310,9 +381,30 @@ def _campaign(d: dict[str, Any], errors: list[FieldError]) -> Campaign | None:
     tracking = c.get("tracking", True)
     if not isinstance(tracking, bool):
         errors.append(FieldError("campaign.tracking", "must be true or false"))
+    scheduled_at = expires_after = None
+    if c.get("scheduledAt") is not None:
+        try:
+            scheduled_at = parse_instant(c["scheduledAt"])
+            if scheduled_at > time.time() + MAX_SCHEDULE_AHEAD_DAYS * 86400:
+                errors.append(FieldError("campaign.scheduledAt", f"more than {MAX_SCHEDULE_AHEAD_DAYS} days ahead"))
+        except ValueError as exc:
+            errors.append(FieldError("campaign.scheduledAt", str(exc)))
+    if c.get("expiresAfter") is not None:
+        try:
+            expires_after = parse_duration(c["expiresAfter"])
+        except ValueError as exc:
+            errors.append(FieldError("campaign.expiresAfter", str(exc)))
     if len(errors) > before:
         return None
-    return Campaign(id=cid, subject=subject, body=body, strict=bool(strict), tracking=bool(tracking))
+    return Campaign(
+        id=cid,
+        subject=subject,
+        body=body,
+        strict=bool(strict),
+        tracking=bool(tracking),
+        scheduled_at=scheduled_at,
+        expires_after_s=expires_after,
+    )
 
 
 def _recipient(r: object, path: str) -> Recipient | RejectedRecipient:

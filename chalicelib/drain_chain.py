@@ -8,6 +8,7 @@ released, so the next alarm starts a new chain. A chain that dies lets its lease
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from chalicelib import log
@@ -31,9 +32,21 @@ def run(container: Any, request: DrainRequest, queue: str, context: Any) -> Drai
     if lease is None:
         log.info("queue already being drained", queue=queue, trigger=request.source)
         return None
+    if request.start_at_ms is not None:
+        _wait_until(request.start_at_ms, context, container.settings.deadline_margin_ms)
     result: DrainResult = container.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis)
     if result.unfinished:
         container.reinvoke(context.function_name, queue, request.generation + 1, lease.token)
     else:
         leases.release(lease)
     return result
+
+
+def _wait_until(start_at_ms: int, context: Any, margin_ms: int) -> None:
+    """A scheduled start: the queue's email becomes visible at `start_at_ms`; begin then, not a poll later.
+
+    The lease is held while waiting (at most the releaser's lead), so no other drain starts meanwhile."""
+    wait_ms = start_at_ms - int(time.time() * 1000)
+    room_ms = int(context.get_remaining_time_in_millis()) - margin_ms
+    if wait_ms > 0:
+        time.sleep(max(0, min(wait_ms, room_ms)) / 1000)

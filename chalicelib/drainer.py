@@ -22,6 +22,7 @@ from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail
+from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import (
     MessageInvalid,
     QuotaExhausted,
@@ -30,6 +31,7 @@ from chalicelib.errors import (
     TransientSendError,
 )
 from chalicelib.ledger import (
+    EXPIRED,
     FAILED,
     FINAL,
     SENT,
@@ -46,8 +48,11 @@ from chalicelib.metrics import QueueLag
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
+from chalicelib.releaser import expired_reason
 from chalicelib.reputation import Reputation
 from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
+from chalicelib.retry import FailedCopies
+from chalicelib.schedule import ScheduleStore, held_bucket
 from chalicelib.ses_sender import SesSender
 from chalicelib.suppression import Suppressions
 from chalicelib.tenants import Tenant, TenantRegistry
@@ -58,6 +63,8 @@ CLAIM_HOLD_S = SEND_VISIBILITY_TIMEOUT_S
 MAX_THROTTLE_BACKOFF_S = 900
 MAX_SQS_DELAY_S = 900
 THROTTLES_ATTRIBUTE = "moonsend-throttles"
+# The campaign id of a paused free-plan tenant's held batches (ids may not start with `_`).
+HELD_TENANT_CAMPAIGN = "_held"
 # Sends run concurrently, each paced by the limiter, so that a 50 ms SES call does not cap a tenant
 # at 20 per second; at most MAX_AHEAD received messages wait for their slot.
 SEND_WORKERS = 48
@@ -77,6 +84,7 @@ class Outcome(enum.Enum):
     PAUSED = "paused"  # its tenant is paused: held, not sent, nothing recorded against it
     CAMPAIGN_PAUSED = "campaign-paused"  # its campaign is paused: held for later, the queue goes on
     CANCELLED = "cancelled"  # its campaign is cancelled: recorded, deleted, not sent
+    EXPIRED = "expired"  # past its campaign's deadline (scheduledAt + expiresAfter): recorded, deleted, not sent
 
 
 # Outcomes recorded in the ledger, whose message is deleted, and the DrainResult counter of each.
@@ -86,6 +94,7 @@ _RECORDED = {
     Outcome.SUPPRESSED: "suppressed",
     Outcome.DUPLICATE: "duplicates",
     Outcome.CANCELLED: "cancelled",
+    Outcome.EXPIRED: "expired",
 }
 
 
@@ -99,6 +108,9 @@ class DrainResult:
     duplicates: int = 0
     suppressed: int = 0
     cancelled: int = 0
+    expired: int = 0
+    # MessageId -> (tenant, campaign, address, queued JSON) of email to hold (its campaign or tenant is paused)
+    held: dict[str, tuple[str, str, str, str]] = field(default_factory=dict, repr=False)
     # (tenant, lower-cased address) -> why: recipients found suppressed by this drain's batch look-ups.
     suppressed_now: dict[tuple[str, str], str] = field(default_factory=dict, repr=False)
     dead_lettered: int = 0
@@ -122,6 +134,8 @@ class Drainer:
         links: LinkSigner | None = None,
         reputation: Reputation | None = None,
         control: CampaignControl | None = None,
+        failed_copies: FailedCopies | None = None,
+        schedule: ScheduleStore | None = None,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
@@ -133,6 +147,8 @@ class Drainer:
         self._suppressions = suppressions
         self._links = links
         self._control = control
+        self._failed_copies = failed_copies
+        self._schedule = schedule
         self._ses_accounts_known: set[str] = set()
         self._learning: dict[str, threading.Lock] = {}
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
@@ -289,6 +305,7 @@ class Drainer:
                 done.append(finished.get_nowait())
         except queue.Empty:
             pass
+        to_hold: list[tuple[dict[str, Any], Outcome]] = []
         for future in done:
             m = inflight.pop(future)
             outcome = future.result()
@@ -298,15 +315,16 @@ class Drainer:
                 to_delete.append(m)
             elif outcome is Outcome.CAMPAIGN_PAUSED:
                 result.retried += 1
-                self._hold(url, m)
+                to_hold.append((m, outcome))
             elif outcome is Outcome.THROTTLED:
                 result.throttled += 1
                 self._requeue_later(url, m)
             elif outcome is Outcome.PAUSED:
                 result.retried += 1
                 if self._is_free(url):
-                    self._hold(url, m)  # the shared queue goes on for the other free tenants
+                    to_hold.append((m, outcome))  # the shared queue goes on for the other free tenants
                 else:
+                    result.held.pop(m.get("MessageId", ""), None)
                     self._visible_now(url, m)  # and stop: later drains check the pause before receiving
                     result.stopped_reason = "tenant paused"
             elif outcome is Outcome.HELD or outcome is Outcome.RETRY:
@@ -317,6 +335,8 @@ class Drainer:
                 self._release_to_dead_letter(url, m)
             else:
                 result.stopped_reason = "daily quota exhausted or sending paused"
+        if to_hold:
+            self._hold_all(url, to_hold, to_delete, result)
 
     def _delete(self, url: str, messages: list[dict[str, Any]]) -> None:
         while messages:
@@ -375,6 +395,8 @@ class Drainer:
             self._stats.add(email.user_id, email.campaign_id, suppressed=1, error=why)
             return Outcome.SUPPRESSED
         outcome = self._send_claimed(queue_name, email, claim, receives)
+        if outcome is Outcome.CAMPAIGN_PAUSED or outcome is Outcome.PAUSED:
+            result.held[message.get("MessageId", "")] = (email.user_id, email.campaign_id, email.recipient_email, body)
         if outcome is Outcome.SENT and "SentTimestamp" in attributes:
             result.lag.add(int(time.time() * 1000) - int(attributes["SentTimestamp"]))
         return outcome
@@ -405,7 +427,12 @@ class Drainer:
         return None
 
     def _campaign_says(self, email: QueuedEmail, claim: Claim) -> Outcome | None:
-        """CANCELLED (recorded) or CAMPAIGN_PAUSED (claim given back) if the campaign is stopped."""
+        """EXPIRED, CANCELLED (recorded) or CAMPAIGN_PAUSED (claim given back) if the campaign is stopped."""
+        if email.deadline_ms is not None and time.time() * 1000 >= email.deadline_ms:
+            reason = expired_reason(email.deadline_ms)
+            self._ledger.finish(claim, EXPIRED, reason=reason)
+            self._stats.add(email.user_id, email.campaign_id, expired=1, error=reason)
+            return Outcome.EXPIRED
         if self._control is None:
             return None
         state = self._control.state(email.user_id, email.campaign_id)
@@ -509,6 +536,11 @@ class Drainer:
         return Outcome.SENT
 
     def _fail(self, email: QueuedEmail, claim: Claim, reason: str) -> Outcome:
+        if self._failed_copies is not None:  # kept first, so that retry-failed finds every failed one's email
+            try:
+                self._failed_copies.save(email)
+            except Exception as exc:  # the failure is still recorded; only its retry is not possible
+                log.warning("failed email not kept for retry", user=email.user_id, error=type(exc).__name__)
         self._ledger.finish(claim, FAILED, reason=reason)
         self._stats.add(email.user_id, email.campaign_id, failed=1, error=reason)
         log.info(
@@ -570,6 +602,59 @@ class Drainer:
             self._owners[queue_name] = owner
         tenant = self._tenants.get(owner) if owner else None
         return f"tenant paused: {tenant.paused_reason}" if tenant and tenant.paused_reason else None
+
+    def _hold_all(
+        self,
+        url: str,
+        items: list[tuple[dict[str, Any], Outcome]],
+        to_delete: list[dict[str, Any]],
+        result: DrainResult,
+    ) -> None:
+        """Take paused email off the queue into the schedule store's held partitions, until resumed.
+
+        One stored batch per paused campaign (or paused free-plan tenant) per collect. After storing,
+        the pause is read again without the cache: if a resume came in meanwhile (and its release of the
+        held email may have run before this batch was stored), the batch goes straight back onto the
+        queue. Without a store, or if storing fails, the email is held on the queue as a delayed copy."""
+        queue_name = url.rstrip("/").rsplit("/", 1)[-1]
+        groups: dict[tuple[str, str | None], list[tuple[dict[str, Any], str, str]]] = {}
+        for m, outcome in items:
+            held = result.held.pop(m.get("MessageId", ""), None)
+            if held is None or self._schedule is None:
+                self._hold(url, m)
+                continue
+            user, campaign, address, body = held
+            key = (user, campaign if outcome is Outcome.CAMPAIGN_PAUSED else None)
+            groups.setdefault(key, []).append((m, address, body))
+        for (user, campaign), group in groups.items():
+            emails = [(address, body) for _m, address, body in group]
+            try:
+                batch = self._schedule.put(
+                    user_id=user,
+                    campaign_id=campaign or HELD_TENANT_CAMPAIGN,
+                    plan="free" if self._is_free(url) else "paid",
+                    queue=queue_name,
+                    due_ms=0,
+                    deadline_ms=None,
+                    emails=emails,
+                    bucket=held_bucket(user, campaign),
+                )
+            except Exception as exc:
+                log.warning("held email not stored, kept on the queue", user=user, error=type(exc).__name__)
+                for m, _a, _b in group:
+                    self._hold(url, m)
+                continue
+            if not self._still_paused(user, campaign):
+                failures = Enqueuer(self._sqs).send(url, [Outgoing(key=a, body=b) for a, b in emails])
+                if not failures:
+                    self._schedule.remove(batch)
+            to_delete.extend(m for m, _a, _b in group)
+
+    def _still_paused(self, user: str, campaign: str | None) -> bool:
+        if campaign is not None:
+            return self._control is not None and self._control.state(user, campaign, fresh=True) == PAUSED
+        tenant = self._tenants.get(user, fresh=True)
+        return bool(tenant and tenant.paused_reason)
 
     def _hold(self, url: str, message: dict[str, Any]) -> None:
         """Put a paused tenant's email back for later as a fresh message (its redelivery budget intact)."""

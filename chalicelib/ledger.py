@@ -37,8 +37,12 @@ from pynamodb.models import Model
 from chalicelib.tables import bound, condition_failed, warm
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
-CANCELLED = "cancelled"
-FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED})
+CANCELLED, SCHEDULED, EXPIRED = "cancelled", "scheduled", "expired"
+FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED})
+STATES = (SCHEDULED, QUEUED, SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED)
+# A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
+# is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
+RETRY_STALE_MS = 15 * 60 * 1000
 FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
 RETENTION_S = 180 * 24 * 3600
 WRITE_WORKERS = 8
@@ -58,6 +62,8 @@ class LedgerModel(Model):
     claim_token = UnicodeAttribute(null=True)
     claimed_until = NumberAttribute(null=True)  # epoch ms
     attempts = NumberAttribute(null=True)
+    retries = NumberAttribute(null=True)  # times retry-failed re-queued it
+    retried_at = NumberAttribute(null=True)  # epoch ms of the latest
     updated_at = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
     delivered_at = NumberAttribute(null=True)  # epoch ms, from SES's events
@@ -77,6 +83,7 @@ class Entry:
     message_id: str | None
     updated_at: int | None
     feedback: str | None = None  # delivered / bounced / complained, from SES's events
+    retries: int = 0  # times retry-failed queued it again
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,11 @@ def message_key(raw: str | bytes | dict[str, Any]) -> str:
 
 def _pk(user_id: str, campaign_id: str) -> str:
     return f"{user_id}#{campaign_id}"
+
+
+def _open(m: type[LedgerModel]) -> Condition:
+    """No outcome yet: unknown, scheduled or queued (the states in which an email may still be sent)."""
+    return m.state.does_not_exist() | m.state.is_in(QUEUED, SCHEDULED)
 
 
 class Ledger:
@@ -147,6 +159,57 @@ class Ledger:
         cond = m.state.does_not_exist()
         return sum(self._each(suppressed, lambda r: self._update(user_id, campaign_id, r[0], SUPPRESSED, r[1], cond)))
 
+    def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Record recipients held in the schedule store for later (not yet queued)."""
+        cond = self._model.state.does_not_exist()
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, SCHEDULED, None, cond)))
+
+    def record_released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Scheduled recipients now on their queue: `queued` (only over `scheduled`)."""
+        cond = self._model.state == SCHEDULED
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, QUEUED, None, cond)))
+
+    def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
+        """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a sender.
+
+        For email that never reached a sender (still scheduled, or expired before it was sent)."""
+        if state not in (EXPIRED, CANCELLED):
+            raise ValueError(f"not an unsent state: {state}")
+        m = self._model
+        now = int(time.time() * 1000)
+        cond = _open(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, state, reason, cond)))
+
+    def reopen(self, user_id: str, campaign_id: str, email: str) -> bool:
+        """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one).
+
+        Also takes a recipient whose earlier retry started and never reached the queue (RETRY_STALE_MS):
+        the retry is then done again, and the claim makes any second copy harmless."""
+        m = self._model
+        now = int(time.time() * 1000)
+        cond = (m.state == FAILED) | (
+            (m.state == QUEUED)
+            & (m.retried_at < now - RETRY_STALE_MS)
+            & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        )
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[
+                    m.state.set(QUEUED),
+                    m.reason.remove(),
+                    m.retries.add(1),
+                    m.retried_at.set(now),
+                    m.updated_at.set(now),
+                    m.expires_at.set(now // 1000 + RETENTION_S),
+                ],
+                condition=cond,
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
     def _update(
         self, user_id: str, campaign_id: str, email: str, state: str, reason: str | None, condition: Condition
     ) -> bool:
@@ -183,9 +246,7 @@ class Ledger:
         now = int(time.time() * 1000)
         token = uuid.uuid4().hex
         pk, rcpt = _pk(user_id, campaign_id), email.lower()
-        cond = (m.state.does_not_exist() | (m.state == QUEUED)) & (
-            m.claimed_until.does_not_exist() | (m.claimed_until < now)
-        )
+        cond = _open(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         try:
             m(pk, rcpt).update(
                 actions=[
@@ -219,7 +280,7 @@ class Ledger:
         try:
             m(claim.pk, claim.rcpt).update(
                 actions=actions,
-                condition=(m.claim_token == claim.token) & (m.state.does_not_exist() | (m.state == QUEUED)),
+                condition=(m.claim_token == claim.token) & _open(m),
             )
             return True
         except UpdateError as exc:
@@ -245,7 +306,7 @@ class Ledger:
                     m.updated_at.set(now),
                     m.expires_at.set(now // 1000 + RETENTION_S),
                 ],
-                condition=m.state.does_not_exist() | (m.state == QUEUED),
+                condition=_open(m),
             )
             return True
         except UpdateError as exc:
@@ -265,9 +326,7 @@ class Ledger:
         try:
             m(_pk(user_id, campaign_id), email.lower()).update(
                 actions=[m.state.set(FAILED), m.reason.set(reason[:1000]), m.updated_at.set(now)],
-                condition=m.state.does_not_exist()
-                | (m.state == QUEUED)
-                | ((m.state == SENT) & (m.message_id == message_id)),
+                condition=_open(m) | ((m.state == SENT) & (m.message_id == message_id)),
             )
         except UpdateError as exc:
             if condition_failed(exc):
@@ -322,11 +381,30 @@ class Ledger:
             return None
         return _entry(item)
 
-    def entries(self, user_id: str, campaign_id: str, state: str | None = None) -> Iterator[Entry]:
+    def entries(
+        self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
+    ) -> Iterator[Entry]:
         m = self._model
-        cond = (m.state == state) if state else None
+        cond = (m.state == state) if state else (m.state.is_in(*states) if states else None)
         for item in m.query(_pk(user_id, campaign_id), filter_condition=cond):
             yield _entry(item)
+
+    def page(
+        self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
+    ) -> tuple[list[Entry], str | None]:
+        """Up to `limit` recipients in address order after the address `after`, and the next page's cursor.
+
+        The cursor is the last address of the page (None on the last page), so a page is one Query
+        however large the campaign. With a state filter DynamoDB reads past the others: a page may
+        then hold fewer than `limit` and still not be the last."""
+        m = self._model
+        pk = _pk(user_id, campaign_id)
+        cond = (m.state == state) if state else None
+        start = {"pk": {"S": pk}, "rcpt": {"S": after.lower()}} if after else None
+        result = m.query(pk, filter_condition=cond, limit=limit, last_evaluated_key=start, page_size=limit)
+        entries = [_entry(item) for item in result]
+        last = result.last_evaluated_key
+        return entries, (last["rcpt"]["S"] if last else None)
 
 
 def _entry(item: LedgerModel) -> Entry:
@@ -337,4 +415,5 @@ def _entry(item: LedgerModel) -> Entry:
         message_id=item.message_id,
         updated_at=int(item.updated_at) if item.updated_at else None,
         feedback=item.feedback,
+        retries=int(item.retries or 0),
     )

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from chalicelib.enqueuer import utf8_size
+from chalicelib.resources import QUEUED_PREFIX
 
 POINTER_KEY = "moonsendPayload"
 DEFAULT_THRESHOLD_BYTES = 256 * 1024
@@ -31,7 +32,7 @@ class PayloadStore:
         if len(body) <= self.threshold_bytes // 4 or utf8_size(body) <= self.threshold_bytes:
             return body  # a character is at most four bytes: most bodies need no count at all
         data = body.encode("utf-8")
-        key = f"{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{uuid.uuid4().hex}.json"
+        key = f"{QUEUED_PREFIX}{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{uuid.uuid4().hex}.json"
         self._s3.put_object(
             Bucket=self._bucket, Key=key, Body=data, ServerSideEncryption="AES256", ContentType="application/json"
         )

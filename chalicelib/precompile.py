@@ -11,6 +11,8 @@ does the work again; the sender's claim makes a second queued copy harmless. Not
 from __future__ import annotations
 
 import json
+import math
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,11 +30,13 @@ from chalicelib.contract import (
 from chalicelib.daily_cap import DailyCap, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
-from chalicelib.ledger import UNATTRIBUTED, Ledger, message_key, unattributed_day
+from chalicelib.ledger import EXPIRED, UNATTRIBUTED, Ledger, message_key, unattributed_day
 from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
+from chalicelib.releaser import MAX_DELAY_S, expired_reason
 from chalicelib.renderer import TemplateCache, template_variables
 from chalicelib.routing import queue_for
+from chalicelib.schedule import ScheduleStore
 from chalicelib.suppression import Suppressions
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
@@ -45,6 +49,8 @@ class PrecompileResult:
     campaign_id: str | None
     queue: str | None = None
     queued: int = 0
+    scheduled: int = 0  # held in the schedule store until the campaign's time
+    expired: int = 0  # past the campaign's deadline already: recorded, not rendered
     duplicates: int = 0  # recipients the ledger already had (a redelivered event)
     rejected: list[RejectedRecipient] = field(default_factory=list)
     suppressed: list[tuple[str, str]] = field(default_factory=list)  # (address, why): recorded, not queued
@@ -64,6 +70,7 @@ class Precompiler:
         daily_cap: DailyCap | None = None,
         suppressions: Suppressions | None = None,
         links: LinkSigner | None = None,
+        schedule: ScheduleStore | None = None,
     ) -> None:
         self._settings = settings
         self._templates = templates
@@ -76,6 +83,7 @@ class Precompiler:
         self._daily_cap = daily_cap
         self._suppressions = suppressions
         self._links = links
+        self._schedule = schedule
 
     def handle(self, raw: str) -> PrecompileResult:
         try:
@@ -122,6 +130,22 @@ class Precompiler:
             if blocked:
                 result.suppressed = [(r.email, blocked[r.key]) for r in fresh if r.key in blocked]
                 fresh = [r for r in fresh if r.key not in blocked]
+        now = time.time()
+        deadline = req.campaign.deadline(now)
+        deadline_ms = int(deadline * 1000) if deadline is not None else None
+        if deadline_ms is not None and deadline_ms <= now * 1000 and fresh:
+            # Its time is long past (a message held up somewhere): nothing to render, nothing to send.
+            reason = expired_reason(deadline_ms)
+            result.expired = self._ledger.record_unsent(
+                req.user_id, req.campaign.id, EXPIRED, [r.email for r in fresh], reason
+            )
+            self._stats.add(req.user_id, req.campaign.id, expired=result.expired, error=reason)
+            fresh = []
+        due = req.campaign.scheduled_at
+        # Scheduled further ahead than the releaser looks: into the schedule store. Sooner: onto the
+        # queue now, delayed by SQS until its time.
+        store = self._schedule is not None and due is not None and due > now + 2 * self._settings.schedule_lead_s
+        delay = min(MAX_DELAY_S, math.ceil(due - now)) if due is not None and not store and due > now else 0
         try:
             compiled = self._templates.get(
                 req.campaign.id, req.campaign.subject, req.campaign.body, strict=req.campaign.strict
@@ -135,7 +159,7 @@ class Precompiler:
             return self._finish(req, result, [])
 
         outgoing: list[Outgoing] = []
-        encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id)
+        encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id, deadline_ms)
         # Signing a link costs an HMAC per recipient: only for templates that show it.
         links = self._links if "unsubscribe_url" in req.campaign.body + req.campaign.subject else None
         tracking = self._links if req.campaign.tracking else None
@@ -150,9 +174,9 @@ class Precompiler:
             if tracking:
                 html_body = add_tracking(html_body, tracking, req.user_id, req.campaign.id, r.email)
             body = encode(rendered.subject, html_body, r.email)
-            if self._payloads is not None:
+            if self._payloads is not None and not store:  # stored ones are wrapped when released
                 body = self._payloads.wrap(req.user_id, req.campaign.id, body)
-            outgoing.append(Outgoing(key=r.email, body=body))
+            outgoing.append(Outgoing(key=r.email, body=body, delay_seconds=delay))
 
         if outgoing and req.plan == "free" and self._daily_cap is not None and self._daily_cap.cap > 0:
             fit = self._daily_cap.reserve(req.user_id, len(outgoing))
@@ -162,6 +186,20 @@ class Precompiler:
                 outgoing = outgoing[:fit]
 
         queued: list[str] = []
+        if outgoing and store:
+            assert self._schedule is not None and due is not None
+            queue = queue_for(self._settings.resources, req.user_id, req.plan)
+            stored = self._schedule.put(
+                user_id=req.user_id,
+                campaign_id=req.campaign.id,
+                plan=req.plan,
+                queue=queue,
+                due_ms=int(due * 1000),
+                deadline_ms=deadline_ms,
+                emails=[(o.key, o.body) for o in outgoing],
+            )
+            result.queue = queue
+            return self._finish(req, result, [], scheduled=[o.key for o in outgoing], bucket=stored.bucket)
         if outgoing:
             queue = queue_for(self._settings.resources, req.user_id, req.plan)
             url = self._queues.ensure(queue, req.user_id)
@@ -172,10 +210,28 @@ class Precompiler:
             result.rejected.extend(RejectedRecipient(f.key, f"enqueue: {f.reason}") for f in failures)
         return self._finish(req, result, queued)
 
-    def _finish(self, req: PrecompileRequest, result: PrecompileResult, queued: list[str]) -> PrecompileResult:
+    def _finish(
+        self,
+        req: PrecompileRequest,
+        result: PrecompileResult,
+        queued: list[str],
+        scheduled: list[str] | None = None,
+        bucket: str | None = None,
+    ) -> PrecompileResult:
         # Recorded only where the sender has not already been faster; counted as queued either way.
         self._ledger.record_queued(req.user_id, req.campaign.id, queued)
         result.queued = len(queued)
+        if scheduled:
+            result.scheduled = self._ledger.record_scheduled(req.user_id, req.campaign.id, scheduled)
+        if req.campaign.scheduled_at or req.campaign.expires_after_s:
+            deadline = req.campaign.deadline(time.time())
+            self._stats.note_schedule(
+                req.user_id,
+                req.campaign.id,
+                int(req.campaign.scheduled_at * 1000) if req.campaign.scheduled_at else None,
+                int(deadline * 1000) if deadline else None,
+                bucket,
+            )
         suppressed = self._ledger.record_suppressed(req.user_id, req.campaign.id, result.suppressed)
         # Even an invalid address is recorded under what was given, when it can be a key at all.
         keyable = [(r.email, r.reason) for r in result.rejected if _keyable(r.email)]
@@ -192,6 +248,7 @@ class Precompiler:
             queued=result.queued,
             rejected=rejected,
             **({"suppressed": suppressed} if suppressed else {}),
+            **({"scheduled": result.scheduled} if result.scheduled else {}),
             error=result.rejected[-1].reason if result.rejected else None,
         )
         log.info(
@@ -200,6 +257,8 @@ class Precompiler:
             campaign=req.campaign.id,
             queue=result.queue,
             queued=result.queued,
+            scheduled=result.scheduled,
+            expired=result.expired,
             rejected=len(result.rejected),
             duplicates=result.duplicates,
         )

@@ -15,6 +15,11 @@ MAX_RECEIVE_COUNT = 5
 SEND_VISIBILITY_TIMEOUT_S = 300
 # Dead letters are kept as long as SQS allows, so that an operator can look at them.
 DLQ_RETENTION_S = 14 * 24 * 3600
+# The payload bucket's three kinds of object, each with its own lifetime: queued emails too large for a
+# queue message, scheduled batches waiting for their time, and copies of failed emails for retry-failed.
+QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX = "queued/", "scheduled/", "failed/"
+# How far ahead a campaign may be scheduled (its batches are kept in S3 until then).
+MAX_SCHEDULE_AHEAD_DAYS = 31
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,8 @@ class QueueDef:
 class BucketDef:
     logical_id: str
     name: str
-    expire_after_days: int
+    # (key prefix, days): objects under each prefix are deleted by the bucket's lifecycle after so long.
+    expiry_rules: tuple[tuple[str, int], ...]
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class Resources:
     leases_table: TableDef
     usage_table: TableDef
     suppressions_table: TableDef
+    schedule_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     payload_bucket: BucketDef
@@ -103,6 +110,7 @@ class Resources:
             self.leases_table,
             self.usage_table,
             self.suppressions_table,
+            self.schedule_table,
         )
 
     @property
@@ -149,7 +157,14 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         ),
         # One item per suppressed address: per tenant (`tenant#<userId>`) or for all (`platform`).
         suppressions_table=TableDef("SuppressionsTable", f"{p}-suppressions", hash_key="scope", range_key="rcpt"),
+        # Scheduled email waiting for its time: one item per stored batch, keyed by the UTC minute it is due
+        # (chalicelib.schedule), plus the releaser's cursor.
+        schedule_table=TableDef("ScheduleTable", f"{p}-schedule", hash_key="bucket", range_key="item"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
-        payload_bucket=BucketDef("PayloadBucket", f"{p}-payloads-{account_id}", expire_after_days=7),
+        payload_bucket=BucketDef(
+            "PayloadBucket",
+            f"{p}-payloads-{account_id}",
+            expiry_rules=((QUEUED_PREFIX, 7), (SCHEDULED_PREFIX, MAX_SCHEDULE_AHEAD_DAYS + 14), (FAILED_PREFIX, 30)),
+        ),
     )

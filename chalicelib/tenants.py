@@ -160,11 +160,12 @@ class TenantRegistry:
         with self._lock:
             self._cache.pop(user_id, None)
 
-    def get(self, user_id: str) -> Tenant | None:
+    def get(self, user_id: str, *, fresh: bool = False) -> Tenant | None:
+        """The tenant (from the cache unless `fresh`: a decision that must see a pause or resume at once)."""
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(user_id)
-            if hit and now - hit[0] < self._ttl:
+            if hit and now - hit[0] < self._ttl and not fresh:
                 return hit[1]
         try:
             item = self._model.get(user_id, consistent_read=True)

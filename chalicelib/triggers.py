@@ -23,6 +23,7 @@ class DrainRequest:
     source: str  # "alarm", "sweep" or "continue"
     generation: int = 0
     lease: str | None = None  # the lease token a continuation carries
+    start_at_ms: int | None = None  # a scheduled start: the drain waits until then (epoch ms)
 
 
 def parse_trigger(message: str) -> DrainRequest | None:
@@ -36,6 +37,9 @@ def parse_trigger(message: str) -> DrainRequest | None:
     if d.get("kind") == CONTINUE_KIND and isinstance(d.get("queue"), str):
         return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"))
     if d.get("kind") == SWEEP_KIND and isinstance(d.get("queue"), str):
+        start = d.get("startAt")
+        if isinstance(start, int) and not isinstance(start, bool):
+            return DrainRequest(d["queue"], "schedule", start_at_ms=start)
         return DrainRequest(d["queue"], "sweep")
     if d.get("NewStateValue") != "ALARM":
         return None
@@ -48,9 +52,12 @@ def parse_trigger(message: str) -> DrainRequest | None:
     return None
 
 
-def sweep_event(queue_name: str, topic_arn: str) -> dict[str, Any]:
-    """The payload with which the sweeper starts a drain of a stalled queue."""
-    return _sns_event(json.dumps({"kind": SWEEP_KIND, "queue": queue_name}), topic_arn, "sweeper")
+def sweep_event(queue_name: str, topic_arn: str, start_at_ms: int | None = None) -> dict[str, Any]:
+    """The payload with which the sweeper starts a drain of a stalled queue (or the releaser a scheduled one)."""
+    message: dict[str, Any] = {"kind": SWEEP_KIND, "queue": queue_name}
+    if start_at_ms is not None:
+        message["startAt"] = int(start_at_ms)
+    return _sns_event(json.dumps(message), topic_arn, "sweeper")
 
 
 def continuation_event(queue_name: str, generation: int, topic_arn: str, lease: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import threading
 from functools import cached_property
 
 from chalicelib import aws
+from chalicelib.campaign_actions import CampaignActions
 from chalicelib.campaign_control import CampaignControl
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
@@ -22,13 +23,17 @@ from chalicelib.ledger import Ledger
 from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
 from chalicelib.precompile import Precompiler
+from chalicelib.releaser import Releaser
 from chalicelib.renderer import TemplateCache
 from chalicelib.reports import Reports
 from chalicelib.reputation import Limits, Reputation
+from chalicelib.retry import FailedCopies, RetryFailed
+from chalicelib.schedule import ScheduleStore
 from chalicelib.ses_events import SesEvents
 from chalicelib.ses_sender import SesSender
 from chalicelib.suppression import Suppressions
 from chalicelib.sweeper import Sweeper
+from chalicelib.tenant_api import TenantApi
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
 from chalicelib.tracking import Tracking
@@ -85,6 +90,7 @@ class Container:
             self.daily_cap,
             self.suppressions,
             self.links,
+            self.schedule,
         )
 
     @cached_property
@@ -149,7 +155,30 @@ class Container:
             self.links,
             self.reputation,
             self.control,
+            self.failed_copies,
+            self.schedule,
         )
+
+    @cached_property
+    def actions(self) -> CampaignActions:
+        return CampaignActions(
+            self.settings, self.control, self.releaser, self.retry, self.tenants, self.schedule, self.stats
+        )
+
+    @cached_property
+    def tenant_api(self) -> TenantApi:
+        return TenantApi(self.reports, self.actions, self.ledger, self.stats)
+
+    @cached_property
+    def failed_copies(self) -> FailedCopies:
+        s = self.settings
+        return FailedCopies(aws.client("s3", s.region), s.resources.payload_bucket.name)
+
+    @cached_property
+    def retry(self) -> RetryFailed:
+        s = self.settings
+        enqueuer = Enqueuer(aws.client("sqs", s.region))
+        return RetryFailed(s, self.ledger, self.stats, self.failed_copies, self.queues, enqueuer, self.payloads)
 
     @cached_property
     def control(self) -> CampaignControl:
@@ -169,13 +198,37 @@ class Container:
     def sweeper(self) -> Sweeper:
         return Sweeper(self.settings, aws.client("sqs", self.settings.region), self.leases, self.start_drain)
 
-    def start_drain(self, queue_name: str) -> None:
-        """Invoke send_emails asynchronously for a queue (the sweeper's way in)."""
+    @cached_property
+    def schedule(self) -> ScheduleStore:
         s = self.settings
+        store = ScheduleStore(
+            s.resources.schedule_table.name, s.region, aws.client("s3", s.region), s.resources.payload_bucket.name
+        )
+        store.warm()
+        return store
+
+    @cached_property
+    def releaser(self) -> Releaser:
+        return Releaser(
+            self.settings,
+            self.schedule,
+            self.ledger,
+            self.stats,
+            self.control,
+            self.queues,
+            Enqueuer(aws.client("sqs", self.settings.region)),
+            self.payloads,
+            self.start_drain,
+        )
+
+    def start_drain(self, queue_name: str, start_at_ms: int | None = None) -> None:
+        """Invoke send_emails asynchronously for a queue (the sweeper's and the releaser's way in)."""
+        s = self.settings
+        event = sweep_event(queue_name, s.topic_arn(s.resources.send_topic.name), start_at_ms)
         aws.client("lambda", s.region).invoke(
             FunctionName=s.resources.function_name("send_emails"),
             InvocationType="Event",
-            Payload=json.dumps(sweep_event(queue_name, s.topic_arn(s.resources.send_topic.name))).encode(),
+            Payload=json.dumps(event).encode(),
         )
 
     def reinvoke(self, function_name: str, queue_name: str, generation: int, lease: str) -> None:

@@ -148,7 +148,15 @@ def _bucket(r: Resources) -> dict[str, Any]:
                     "RestrictPublicBuckets": True,
                 },
                 "LifecycleConfiguration": {
-                    "Rules": [{"Id": "expire-payloads", "Status": "Enabled", "ExpirationInDays": b.expire_after_days}]
+                    "Rules": [
+                        {
+                            "Id": f"expire-{prefix.strip('/')}",
+                            "Status": "Enabled",
+                            "Prefix": prefix,
+                            "ExpirationInDays": days,
+                        }
+                        for prefix, days in b.expiry_rules
+                    ]
                 },
             },
         }

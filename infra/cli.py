@@ -94,7 +94,8 @@ def cmd_send(args: argparse.Namespace) -> int:
     if args.api_key:
         sender.update(apiKey=args.api_key, apiSecret=args.api_secret or "")
     campaign_id = args.campaign_id or new_campaign_id()
-    spec = CampaignSpec(args.user, sender, subject.strip(), body, campaign_id, plan=args.plan)
+    options = {k: v for k, v in (("scheduledAt", args.at), ("expiresAfter", args.expires_after)) if v}
+    spec = CampaignSpec(args.user, sender, subject.strip(), body, campaign_id, plan=args.plan, options=options)
     recipients = read_recipients(Path(args.recipients))
     if args.verify_sender:
         session = boto3.session.Session(
@@ -150,18 +151,27 @@ def cmd_recipients(args: argparse.Namespace) -> int:
     ledger = Ledger(settings.resources.ledger_table.name, settings.region)
     writer = csv.writer(sys.stdout) if args.csv else None
     if writer:
-        writer.writerow(["email", "state", "reason", "message_id", "updated_at", "feedback"])
+        writer.writerow(["email", "state", "reason", "message_id", "updated_at", "feedback", "retries"])
     count = 0
-    for e in ledger.entries(args.user, args.campaign, state=args.state):
+    cursor = None
+    if args.limit:
+        entries, cursor = ledger.page(args.user, args.campaign, state=args.state, limit=args.limit, after=args.after)
+    else:
+        entries = ledger.entries(args.user, args.campaign, state=args.state)
+    for e in entries:
         count += 1
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.updated_at / 1000)) if e.updated_at else ""
         if writer:
-            writer.writerow([e.email, e.state or "", e.reason or "", e.message_id or "", when, e.feedback or ""])
+            writer.writerow(
+                [e.email, e.state or "", e.reason or "", e.message_id or "", when, e.feedback or "", e.retries]
+            )
         else:
             extra = f"\t{e.feedback}" if e.feedback else ""
             print(f"{e.email}\t{e.state or '-'}\t{when}\t{e.message_id or ''}\t{e.reason or ''}{extra}")
     if not writer:
         print(f"{count} recipient(s)", file=sys.stderr)
+    if cursor:
+        print(f"more: --after {cursor}", file=sys.stderr)
     return 0
 
 
@@ -183,31 +193,57 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         key = Reports(registry, stats).issue_key(args.user)
         print(f"{args.user}: new API key (shown once; the previous key stops working):\n{key}")
         return 0
+    actions = _container().actions
     if args.action == "pause":
-        registry.pause(args.user, f"paused by an operator: {args.reason}")
-        print(f"{args.user}: paused (its email is held until resumed)")
+        done = actions.pause_tenant(args.user, args.reason, by_tenant=False)
     else:
-        registry.resume(args.user)
-        print(f"{args.user}: resumed (held email goes out within a minute)")
-    return 0
+        done = actions.resume_tenant(args.user, by_tenant=False)
+    print(f"{args.user}: {done.message}", file=sys.stdout if done.ok else sys.stderr)
+    return 0 if done.ok else 1
+
+
+def _container() -> Any:
+    """The app's own objects, built from this process's environment (after `_client_env`)."""
+    from chalicelib import wiring
+
+    wiring.reset()
+    return wiring.container()
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
-    from chalicelib.config import Settings
+    from chalicelib.contract import parse_instant
 
     _client_env(args.endpoint, args.stage)
-    settings = Settings.from_env()
-    control = CampaignControl(settings.resources.campaigns_table.name, settings.region)
-    state = {"pause": PAUSED, "cancel": CANCELLED, "resume": None}[args.action]
-    control.set(args.user, args.campaign, state)
-    done = {
-        "pause": "paused: its unsent email is held until resumed",
-        "resume": "resumed: held email goes out at the tenant's rate",
-        "cancel": "cancelled: unsent email is recorded as cancelled and removed",
-    }
-    print(f"{args.user}/{args.campaign}: {done[args.action]}")
-    return 0
+    c = _container()
+    if c.stats.get(args.user, args.campaign) is None:
+        print(f"no campaign {args.campaign!r} of {args.user!r}", file=sys.stderr)
+        return 1
+    actions = c.actions
+    if args.action == "retry-failed":
+        r = actions.retry_failed(args.user, args.campaign, args.reason_contains)
+        print(
+            f"{args.user}/{args.campaign}: {r.requeued} failed recipient(s) queued again "
+            f"(of {r.matched} matching); {len(r.no_copy)} without a kept copy; {len(r.not_queued)} not queued"
+        )
+        for email in r.no_copy[:20]:
+            print(f"  no copy kept: {email}", file=sys.stderr)
+        return 0 if not r.not_queued else 1
+    if args.action == "schedule":
+        if not args.at:
+            print("schedule needs --at (ISO 8601 with offset, e.g. 2026-12-01T09:00:00+01:00)", file=sys.stderr)
+            return 2
+        try:
+            at = parse_instant(args.at)
+        except ValueError as exc:
+            print(f"--at: {exc}", file=sys.stderr)
+            return 2
+        done = actions.reschedule(args.user, args.campaign, at)
+    else:
+        done = {"pause": actions.pause, "resume": actions.resume, "cancel": actions.cancel}[args.action](
+            args.user, args.campaign
+        )
+    print(f"{args.user}/{args.campaign}: {done.message}", file=sys.stdout if done.ok else sys.stderr)
+    return 0 if done.ok else 1
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -322,6 +358,8 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from chalicelib.ledger import STATES
+
     p = argparse.ArgumentParser(prog="moonsend", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -374,6 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--plan", choices=["free", "paid"], default=None)
     send.add_argument("--campaign-id", default=None)
     send.add_argument("--per-message", type=int, default=200, help="recipients per SNS message")
+    send.add_argument("--at", default=None, help="scheduledAt: send at this time (ISO 8601 with offset)")
+    send.add_argument(
+        "--expires-after", default=None, help="expiresAfter: send nothing later than start + this (e.g. PT2H)"
+    )
     send.add_argument(
         "--verify-sender",
         action="store_true",
@@ -394,8 +436,10 @@ def build_parser() -> argparse.ArgumentParser:
     rc = sub.add_parser("recipients", help="each recipient of a campaign with its state and reason")
     rc.add_argument("--user", required=True)
     rc.add_argument("--campaign", required=True)
-    rc.add_argument("--state", choices=["queued", "sent", "failed", "rejected", "suppressed"], default=None)
-    rc.add_argument("--csv", action="store_true", help="CSV with a header, for large campaigns")
+    rc.add_argument("--state", choices=list(STATES), default=None)
+    rc.add_argument("--csv", action="store_true", help="CSV with a header, every page (for large campaigns)")
+    rc.add_argument("--limit", type=int, default=None, help="one page of this many (prints the next page's cursor)")
+    rc.add_argument("--after", default=None, help="the cursor a previous page printed")
     rc.add_argument("--endpoint", default=None)
     rc.add_argument("--stage", default="local")
     rc.set_defaults(func=cmd_recipients)
@@ -431,10 +475,14 @@ def build_parser() -> argparse.ArgumentParser:
     sm.add_argument("--timeout", type=float, default=600)
     sm.set_defaults(func=cmd_smoke)
 
-    cp = sub.add_parser("campaign", help="pause, resume or cancel one campaign while it sends")
-    cp.add_argument("action", choices=["pause", "resume", "cancel"])
+    cp = sub.add_parser(
+        "campaign", help="pause, resume, cancel, reschedule a campaign, or queue its failed recipients again"
+    )
+    cp.add_argument("action", choices=["pause", "resume", "cancel", "retry-failed", "schedule"])
     cp.add_argument("--user", required=True)
     cp.add_argument("--campaign", required=True)
+    cp.add_argument("--at", default=None, help="schedule: the new time (ISO 8601 with offset)")
+    cp.add_argument("--reason-contains", default=None, help="retry-failed: only failures whose reason has this")
     cp.add_argument("--endpoint", default=None)
     cp.add_argument("--stage", default="local")
     cp.set_defaults(func=cmd_campaign)

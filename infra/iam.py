@@ -16,10 +16,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chalicelib.resources import Resources, resources_for
+from chalicelib.resources import FAILED_PREFIX, QUEUED_PREFIX, SCHEDULED_PREFIX, Resources, resources_for
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("precompile_email", "send_emails", "ses_events", "sweep_queues", "api_handler")
+FUNCTIONS = ("precompile_email", "send_emails", "ses_events", "sweep_queues", "release_scheduled", "api_handler")
 LOGS = {
     "Effect": "Allow",
     "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
@@ -46,9 +46,21 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     """{function name: IAM policy document} for one stage."""
     tenant_queues = _queue(f"{r.tenant_queue_prefix}*")
     stage_queues = [tenant_queues, _queue(r.free_queue.name)]
-    bucket_objects = f"arn:aws:s3:::{r.prefix}-payloads-*/*"  # the bucket's name ends in the account id
+    bucket = f"arn:aws:s3:::{r.prefix}-payloads-*"  # the bucket's name ends in the account id
+    queued_objects, scheduled_objects, failed_objects = (
+        f"{bucket}/{prefix}*" for prefix in (QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX)
+    )
     send_fn = f"arn:aws:lambda:*:*:function:{r.function_name('send_emails')}"
     tables = {t.logical_id: _table(r, t.name) for t in r.tables}
+    schedule = tables["ScheduleTable"]
+    create_queues = _stmt(
+        "Queues",
+        ["sqs:CreateQueue", "sqs:GetQueueUrl", "sqs:TagQueue", "sqs:SendMessage", "sqs:GetQueueAttributes"],
+        stage_queues,
+    )
+    queue_alarms = _stmt(
+        "QueueAlarms", ["cloudwatch:PutMetricAlarm"], [f"arn:aws:cloudwatch:*:*:alarm:{r.tenant_queue_prefix}*"]
+    )
 
     suppressions = tables["SuppressionsTable"]
     precompile = [
@@ -56,13 +68,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE + ["dynamodb:BatchGetItem"], [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
-        _stmt(
-            "Queues",
-            ["sqs:CreateQueue", "sqs:GetQueueUrl", "sqs:TagQueue", "sqs:SendMessage", "sqs:GetQueueAttributes"],
-            stage_queues,
-        ),
-        _stmt("QueueAlarms", ["cloudwatch:PutMetricAlarm"], [f"arn:aws:cloudwatch:*:*:alarm:{r.tenant_queue_prefix}*"]),
-        _stmt("Payloads", ["s3:PutObject"], [bucket_objects]),
+        create_queues,
+        queue_alarms,
+        _stmt("Payloads", ["s3:PutObject"], [queued_objects, scheduled_objects]),
+        _stmt("Schedule", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [schedule]),
     ]
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
@@ -89,7 +98,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             ["arn:aws:ses:*:*:identity/*", f"arn:aws:ses:*:*:configuration-set/{r.configuration_set}"],
         ),
         _stmt("SendQuota", ["ses:GetAccount"], "*"),
-        _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject"], [bucket_objects]),
+        _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject"], [queued_objects]),
+        # Paused email is held in the schedule store; failed email is kept for retry-failed.
+        _stmt("HeldAndFailed", ["s3:PutObject"], [scheduled_objects, failed_objects]),
+        _stmt("HoldPaused", ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [schedule]),
         _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
     ]
     events = [
@@ -106,15 +118,26 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     )
     precompile.append(link_key)
     send.append(link_key)
+    # Moving scheduled and held email onto queues: the releaser, and resume/cancel/retry over HTTP.
+    release = [
+        _stmt("ScheduleStore", [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], [schedule]),
+        _stmt("ScheduledEmail", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [scheduled_objects]),
+        _stmt("Payloads", ["s3:PutObject"], [queued_objects]),
+        create_queues,
+        queue_alarms,
+        _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
+        _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
+    ]
     api = [
         link_key,
+        *release,
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
-        _stmt("Ledger", ["dynamodb:UpdateItem", "dynamodb:DescribeTable"], [tables["LedgerTable"]]),
-        _stmt(
-            "Counters", ["dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DescribeTable"], [tables["CampaignsTable"]]
-        ),
-        _stmt("ApiKeys", ["dynamodb:GetItem", "dynamodb:DescribeTable"], [tables["TenantsTable"]]),
+        _stmt("LedgerPages", ["dynamodb:Query"], [tables["LedgerTable"]]),
+        _stmt("Counters", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query"], [tables["CampaignsTable"]]),
+        _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
+        _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
     ]
+    releaser = [*release, _stmt("Counters", [*_READ, "dynamodb:UpdateItem"], [tables["CampaignsTable"]])]
     sweep = [
         _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
@@ -126,6 +149,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "send_emails": send,
         "ses_events": events,
         "sweep_queues": sweep,
+        "release_scheduled": releaser,
         "api_handler": api,
     }
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}

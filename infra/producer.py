@@ -11,7 +11,7 @@ import csv
 import json
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,12 +28,14 @@ class CampaignSpec:
     body: str
     campaign_id: str = ""
     plan: str | None = None
+    # More campaign fields: {"scheduledAt": "2026-12-01T09:00:00+01:00", "expiresAfter": "PT2H"}, ...
+    options: dict[str, Any] = field(default_factory=dict)
 
     def envelope(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "userId": self.user_id,
             "sender": self.sender,
-            "campaign": {"id": self.campaign_id, "subject": self.subject, "body": self.body},
+            "campaign": {"id": self.campaign_id, "subject": self.subject, "body": self.body, **self.options},
         }
         if self.plan:
             d["userPlan"] = self.plan

@@ -72,11 +72,12 @@ def provision(settings: Settings, clients: dict[str, Any]) -> dict[str, str]:
         LifecycleConfiguration={
             "Rules": [
                 {
-                    "ID": "expire-payloads",
+                    "ID": f"expire-{prefix.strip('/')}",
                     "Status": "Enabled",
-                    "Filter": {"Prefix": ""},
-                    "Expiration": {"Days": b.expire_after_days},
+                    "Filter": {"Prefix": prefix},
+                    "Expiration": {"Days": days},
                 }
+                for prefix, days in b.expiry_rules
             ]
         },
     )

@@ -6,7 +6,9 @@ import threading
 import time
 import uuid
 
-from chalicelib.ledger import FINAL, QUEUED, REJECTED, Claim, Entry
+from chalicelib.ledger import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
+
+OPEN = (None, QUEUED, SCHEDULED)
 
 
 class FakeLedger:
@@ -39,6 +41,19 @@ class FakeLedger:
     def record_rejected(self, user, campaign, rejected):
         return sum(self._record(user, campaign, e, REJECTED, r) for e, r in rejected)
 
+    def record_scheduled(self, user, campaign, emails):
+        return sum(self._record(user, campaign, e, SCHEDULED) for e in emails)
+
+    def record_unsent(self, user, campaign, state, emails, reason):
+        n = 0
+        with self.lock:
+            for e in emails:
+                row = self._row(user, campaign, e)
+                if row.get("state") in OPEN and row.get("claimed_until", 0) < time.time():
+                    row.update(state=state, reason=reason)
+                    n += 1
+        return n
+
     def record_suppressed(self, user, campaign, suppressed):
         return sum(self._record(user, campaign, e, "suppressed", r) for e, r in suppressed)
 
@@ -57,7 +72,7 @@ class FakeLedger:
         now = time.time()
         with self.lock:
             row = self._row(user, campaign, email)
-            if row.get("state") in (None, QUEUED) and row.get("claimed_until", 0) < now:
+            if row.get("state") in OPEN and row.get("claimed_until", 0) < now:
                 token = uuid.uuid4().hex
                 row.update(claim_token=token, claimed_until=now + hold_s)
                 return Claim(f"{user}#{campaign}", email.lower(), token)
@@ -66,7 +81,7 @@ class FakeLedger:
     def finish(self, claim, state, *, message_id=None, reason=None):
         with self.lock:
             row = self.rows[(claim.pk, claim.rcpt)]
-            if row.get("claim_token") != claim.token or row.get("state") not in (None, QUEUED):
+            if row.get("claim_token") != claim.token or row.get("state") not in OPEN:
                 return False
             row.update(state=state, message_id=message_id, reason=reason, claimed_until=0)
             return True
@@ -74,7 +89,7 @@ class FakeLedger:
     def record_sent_event(self, user, campaign, email, message_id):
         with self.lock:
             row = self._row(user, campaign, email)
-            if row.get("state") not in (None, QUEUED):
+            if row.get("state") not in OPEN:
                 return False
             row.update(state="sent", message_id=message_id, reason="recorded from SES's Send event")
             return True
@@ -83,7 +98,7 @@ class FakeLedger:
         with self.lock:
             row = self._row(user, campaign, email)
             before = row.get("state")
-            if before not in (None, QUEUED) and not (before == "sent" and row.get("message_id") == message_id):
+            if before not in OPEN and not (before == "sent" and row.get("message_id") == message_id):
                 return None
             row.update(state="failed", reason=reason)
             return before or QUEUED

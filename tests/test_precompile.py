@@ -196,7 +196,7 @@ def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_qu
     assert p.handle(json.dumps(msg)).queued == 1
     body = sqs.batches[0][1][0]["MessageBody"]
     pointer = PayloadStore.pointer(body)
-    assert pointer and pointer["key"].startswith("user-1/camp-1/") and len(body) < 200
+    assert pointer and pointer["key"].startswith("queued/user-1/camp-1/") and len(body) < 200
     assert json.loads(store.unwrap(body))["campaign"]["body"].startswith("<p>Big</p>xxx")
     small = p.handle(json.dumps(canonical()))
     assert small.queued == 1 and PayloadStore.pointer(sqs.batches[-1][1][0]["MessageBody"]) is None

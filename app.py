@@ -96,6 +96,10 @@ def campaign_report(campaign_id: str) -> Response:
     return Response(body=answer.body, status_code=answer.status, headers={"Cache-Control": "no-store"})
 
 
+# The API's bodies are JSON; `curl -d '{...}'` labels them form-encoded, and a body-less POST may say anything.
+_API_BODIES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
+
+
 def _authorization() -> str | None:
     request = app.current_request
     return request.headers.get("authorization") if request else None
@@ -120,24 +124,24 @@ def _campaign_action(campaign_id: str, action: str) -> Response:
     return _answer(api.campaign_action(_authorization(), campaign_id, action, _json_body()))
 
 
-@app.route("/campaigns/{campaign_id}/pause", methods=["POST"])
+@app.route("/campaigns/{campaign_id}/pause", methods=["POST"], content_types=_API_BODIES)
 def pause_campaign(campaign_id: str) -> Response:
     """Hold the campaign's unsent email until it is resumed (the tenant's other campaigns go on)."""
     return _campaign_action(campaign_id, "pause")
 
 
-@app.route("/campaigns/{campaign_id}/resume", methods=["POST"])
+@app.route("/campaigns/{campaign_id}/resume", methods=["POST"], content_types=_API_BODIES)
 def resume_campaign(campaign_id: str) -> Response:
     return _campaign_action(campaign_id, "resume")
 
 
-@app.route("/campaigns/{campaign_id}/cancel", methods=["POST"])
+@app.route("/campaigns/{campaign_id}/cancel", methods=["POST"], content_types=_API_BODIES)
 def cancel_campaign(campaign_id: str) -> Response:
     """Stop the campaign: nothing more goes out; its unsent recipients are recorded cancelled."""
     return _campaign_action(campaign_id, "cancel")
 
 
-@app.route("/campaigns/{campaign_id}/retry-failed", methods=["POST"])
+@app.route("/campaigns/{campaign_id}/retry-failed", methods=["POST"], content_types=_API_BODIES)
 def retry_failed(campaign_id: str) -> Response:
     """Queue the failed recipients again (`{"reasonContains": "..."}` to pick some); each is sent at most once."""
     return _campaign_action(campaign_id, "retry-failed")
@@ -150,7 +154,7 @@ def campaign_recipients(campaign_id: str) -> Response:
     return _answer(wiring.container().tenant_api.recipients(_authorization(), campaign_id, params))
 
 
-@app.route("/tenant/{action}", methods=["POST"])
+@app.route("/tenant/{action}", methods=["POST"], content_types=_API_BODIES)
 def tenant_action(action: str) -> Response:
     """`/tenant/pause` holds all of the tenant's email; `/tenant/resume` lifts a pause of its own."""
     return _answer(wiring.container().tenant_api.tenant_action(_authorization(), action, _json_body()))

@@ -1,8 +1,18 @@
-"""Campaign control state in DynamoDB (the local stack), as the CLI sets it and the sender reads it."""
+"""Campaign control: its state in DynamoDB, and pause, resume, cancel and retry-failed through the local pipeline."""
+
+import json
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
+from chalicelib import wiring
 from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
+from chalicelib.ledger import FAILED, SENT
+from chalicelib.schedule import held_bucket
+from infra.producer import CampaignSpec, messages, publish
+from tests.conftest import read_sends
 
 pytestmark = pytest.mark.e2e
 
@@ -20,3 +30,180 @@ def test_pause_resume_cancel_round_trip_and_the_sender_sees_a_change_within_its_
     assert sender_view.state(f"t-{uid}", "c1") == CANCELLED
     with pytest.raises(ValueError):
         cli.set(f"t-{uid}", "c1", "stopped")
+
+
+# --- through the whole local pipeline -------------------------------------------------------------
+
+RATE = 10
+
+
+def _tenant(stack, uid, *, verified=True):
+    key = f"AKIAC{uid}".upper()
+    stack.ses.configure(key, max_send_rate=50)
+    sender = {
+        "region": "us-east-1",
+        "apiKey": key,
+        "apiSecret": f"secret-{uid}",
+        "ratePerSecond": str(RATE),
+        "emailAddress": f"news@{uid}.example",
+        "fromName": "News",
+    }
+    if verified:
+        _verify(stack, sender)
+    return sender
+
+
+def _verify(stack, sender):
+    ses = stack.client("sesv2", access_key=sender["apiKey"], secret_key=sender["apiSecret"])
+    ses.create_email_identity(EmailIdentity=sender["emailAddress"])
+
+
+def _publish(stack, user, sender, campaign, recipients):
+    spec = CampaignSpec(user, sender, "S {{ name }}", "<p>{{ name }}</p>", campaign)
+    publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))
+
+
+def _sent(stack, user):
+    return [s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user]
+
+
+def _wait_for(predicate, timeout=60.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def _states(user, campaign):
+    out: dict[str, int] = {}
+    for e in wiring.container().ledger.entries(user, campaign):
+        out[e.state or "-"] = out.get(e.state or "-", 0) + 1
+    return out
+
+
+def _recipients(n):
+    return [{"email": f"r{i}@example.org", "metadata": {"name": f"N{i}"}} for i in range(n)]
+
+
+def test_pausing_mid_drain_holds_the_rest_off_the_queue_and_resuming_sends_each_recipient_once(stack, uid):
+    sender, user = _tenant(stack, uid), f"pause-{uid}"
+    _publish(stack, user, sender, "big", _recipients(60))
+    assert _wait_for(lambda: len(_sent(stack, user)) >= 10)
+    actions = wiring.container().actions
+    assert actions.pause(user, "big").ok
+    at_pause = len(_sent(stack, user))
+    assert stack.wait_until_drained(30)  # the rest leaves the queue into the held partition
+    time.sleep(1.5)
+    settled = len(_sent(stack, user))
+    assert settled - at_pause <= 2 * RATE, f"{settled - at_pause} sent after the pause"
+    time.sleep(2)
+    assert len(_sent(stack, user)) == settled < 60  # held: nothing more goes out
+    held = wiring.container().schedule.held(held_bucket(user, "big"))
+    assert sum(b.count for b in held) == 60 - settled
+
+    done = actions.resume(user, "big")
+    assert done.ok and done.count == 60 - settled
+    assert _wait_for(lambda: len(_sent(stack, user)) >= 60, 30) and stack.wait_until_drained(30)
+    sent = _sent(stack, user)
+    assert sorted(sent) == sorted(f"r{i}@example.org" for i in range(60))  # each exactly once
+    assert _states(user, "big") == {SENT: 60}
+    assert wiring.container().schedule.held(held_bucket(user, "big")) == []
+
+
+def test_cancelling_mid_drain_stops_within_the_rate_bound_and_records_the_rest_cancelled(stack, uid):
+    sender, user = _tenant(stack, uid), f"cancel-{uid}"
+    _publish(stack, user, sender, "oops", _recipients(60))
+    assert _wait_for(lambda: len(_sent(stack, user)) >= 10)
+    assert wiring.container().actions.cancel(user, "oops").ok
+    at_cancel = len(_sent(stack, user))
+    assert stack.wait_until_drained(30)
+    time.sleep(1.5)
+    sent = len(_sent(stack, user))
+    assert sent - at_cancel <= 2 * RATE, f"{sent - at_cancel} sent after the cancel"
+    assert _states(user, "oops") == {SENT: sent, CANCELLED: 60 - sent}
+    counts = wiring.container().stats.get(user, "oops")
+    assert (counts["sent"], counts["cancelled"]) == (sent, 60 - sent)
+    assert not wiring.container().actions.resume(user, "oops").ok  # a cancelled campaign stays cancelled
+
+
+def test_retry_failed_sends_to_the_failed_only_and_each_once_however_often_it_is_asked(stack, uid):
+    sender, user = _tenant(stack, uid, verified=False), f"retry-{uid}"
+    _publish(stack, user, sender, "news", _recipients(8))  # the sender is not verified yet: all fail
+    assert _wait_for(lambda: _states(user, "news").get(FAILED) == 8, 30)
+    reasons = {e.reason for e in wiring.container().ledger.entries(user, "news")}
+    _verify(stack, sender)
+    _publish(stack, user, sender, "news", [{"email": f"new{i}@example.org"} for i in range(4)])
+    assert _wait_for(lambda: _states(user, "news").get(SENT) == 4, 30)
+
+    actions = wiring.container().actions
+    assert actions.retry_failed(user, "news", reason_contains="no such reason").requeued == 0
+    needle = next(iter(reasons)).split(":")[0]
+    result = actions.retry_failed(user, "news", reason_contains=needle)
+    assert (result.matched, result.requeued, result.no_copy) == (8, 8, [])
+    assert actions.retry_failed(user, "news").requeued == 0  # asked again at once: none is failed now
+    assert _wait_for(lambda: _states(user, "news") == {SENT: 12}, 30) and stack.wait_until_drained(30)
+    sent = _sent(stack, user)
+    assert len(sent) == len(set(sent)) == 12  # the 4 sent ones were never sent again
+    assert actions.retry_failed(user, "news").requeued == 0
+    counts = wiring.container().stats.get(user, "news")
+    assert (counts["sent"], counts["failed"], counts["retried"]) == (12, 0, 8)
+
+
+def _call(method, url, key=None, body=None):
+    data = json.dumps(body).encode() if body is not None else None
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with_its_key_only(stack, uid):
+    sender, user = _tenant(stack, uid), f"http-{uid}"
+    _publish(stack, user, sender, "web", _recipients(5))
+    assert _wait_for(lambda: _states(user, "web").get(SENT) == 5, 30)
+    c = wiring.container()
+    key = c.reports.issue_key(user)
+    other = f"other-{uid}"
+    c.tenants.remember(other, "free", c.tenants.get(user).sender)
+    other_key = c.reports.issue_key(other)
+    base = f"{stack.api_url}/campaigns/web"
+
+    assert _call("POST", f"{base}/pause")[0] == 401
+    assert _call("POST", f"{base}/pause", other_key)[0] == 404  # another tenant's campaign: not found
+    assert _call("POST", f"{stack.api_url}/campaigns/nope/pause", key)[0] == 404
+    status, body = _call("POST", f"{base}/pause", key)
+    assert status == 200 and body["ok"] and c.control.state(user, "web", fresh=True) == "paused"
+    assert _call("POST", f"{base}/resume", key)[0] == 200 and c.control.state(user, "web", fresh=True) is None
+    status, body = _call("POST", f"{base}/retry-failed", key, {"reasonContains": "x"})
+    assert status == 200 and body["requeued"] == 0
+
+    pages, after = [], None
+    while True:
+        status, body = _call("GET", f"{base}/recipients?limit=2" + (f"&after={after}" if after else ""), key)
+        assert status == 200 and len(body["recipients"]) <= 2
+        pages.append(body["recipients"])
+        after = body["next"]
+        if not after:
+            break
+    emails = [r["email"] for page in pages for r in page]
+    assert sorted(emails) == sorted(f"r{i}@example.org" for i in range(5)) and len(pages) >= 3
+    assert {r["state"] for page in pages for r in page} == {SENT}
+    assert _call("GET", f"{base}/recipients?state=bogus", key)[0] == 400
+    assert _call("GET", f"{base}/recipients", other_key)[0] == 404
+
+    status, body = _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "holiday"})
+    assert status == 200 and c.tenants.get(user, fresh=True).paused_reason == "paused by the tenant: holiday"
+    assert _call("POST", f"{stack.api_url}/tenant/resume", key)[0] == 200
+    assert c.tenants.get(user, fresh=True).paused_reason is None
+    c.actions.pause_tenant(user, "bounce rate", by_tenant=False)  # an operator's (or the guard's) pause
+    status, body = _call("POST", f"{stack.api_url}/tenant/resume", key)
+    assert status == 409 and "ask support" in body["message"]
+    assert c.tenants.get(user, fresh=True).paused_reason
+    c.actions.resume_tenant(user, by_tenant=False)

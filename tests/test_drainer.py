@@ -371,3 +371,15 @@ def test_a_paused_campaign_is_held_and_after_resume_finishes_with_no_duplicate()
     sqs.waiting = FakeSqs(held).waiting
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert sorted(s[2] for s in ses.sent) == sorted(f"r{i}@example.org" for i in range(20))  # each once
+
+
+def test_an_email_past_its_campaigns_deadline_is_recorded_expired_and_not_sent():
+    late = QueuedEmail("acme", "paid", {}, "c1", "Hi", "<p>Hi</p>", "late@example.org", deadline_ms=1).to_json()
+    sqs = FakeSqs([late, queued("acme", "ok@example.org")])
+    ses, ledger = FakeSes(), FakeLedger()
+    d, stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AK", rate=50.0)), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert [s[2] for s in ses.sent] == ["ok@example.org"] and result.expired == 1 and len(sqs.deleted) == 2
+    row = ledger.rows[("acme#c1", "late@example.org")]
+    assert row["state"] == "expired" and "not sent by its deadline 1970-01-01T00:00:00.001Z" in row["reason"]
+    assert stats.total("expired") == 1

@@ -54,7 +54,14 @@ def test_no_policy_grants_a_wildcard_action(packaged):
 def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     _stage, _report, template = packaged
     roles = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
-    assert set(roles) == {"PrecompileEmailRole", "SendEmailsRole", "SesEventsRole", "SweepQueuesRole", "ApiHandlerRole"}
+    assert set(roles) == {
+        "PrecompileEmailRole",
+        "SendEmailsRole",
+        "SesEventsRole",
+        "SweepQueuesRole",
+        "ReleaseScheduledRole",
+        "ApiHandlerRole",
+    }
 
     def actions(role):
         doc = roles[role]["Properties"]["Policies"][0]["PolicyDocument"]
@@ -65,6 +72,9 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     assert "ses:SendEmail" in actions("SendEmailsRole") and "ses:SendEmail" not in actions("PrecompileEmailRole")
     assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
     assert not any(a.startswith(("sqs:", "ses:", "lambda:")) for a in actions("SesEventsRole"))
+    assert "ses:SendEmail" not in actions("ReleaseScheduledRole") and "sqs:SendMessage" in actions(
+        "ReleaseScheduledRole"
+    )
 
 
 def test_every_topic_queue_and_table_the_code_names_is_in_the_template(packaged):

@@ -81,6 +81,7 @@ class CampaignCounts:
     last_error: str | None = None
     scheduled_at_ms: int | None = None
     deadline_ms: int | None = None
+    control: str | None = None  # paused | cancelled
 
     def __getitem__(self, name: str) -> int:
         return int(self.counts.get(name, 0))
@@ -165,6 +166,7 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
         last_error=item.last_error,
         scheduled_at_ms=int(item.scheduled_at_ms) if item.scheduled_at_ms else None,
         deadline_ms=int(item.deadline_ms) if item.deadline_ms else None,
+        control=item.control,
     )
 
 

@@ -122,7 +122,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     sqs = boto3.client("sqs")
     # Piped or captured output has no width: print whole ids rather than "cli-t…".
-    console = Console() if sys.stdout.isatty() else Console(width=200)
+    console = Console() if sys.stdout.isatty() else Console(width=320)
     if not args.watch:
         snap = snapshot(settings, sqs, args.user)
         console.print(queue_table(snap))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -72,11 +73,21 @@ def paused_table(s: Snapshot) -> Table:
 
 
 def done_count(c: CampaignCounts) -> int:
-    return c["sent"] + c["failed"] + c["rejected"] + c["suppressed"]
+    return c["sent"] + c["failed"] + c["rejected"] + c["suppressed"] + c["cancelled"] + c["expired"]
 
 
 def total_count(c: CampaignCounts) -> int:
-    return c["queued"] + c["rejected"]
+    # Released scheduled email counts as queued too; expired or cancelled ones may never have been queued.
+    return max(done_count(c), c["queued"] + c["rejected"], c["scheduled"] + c["rejected"])
+
+
+def campaign_state(c: CampaignCounts) -> str:
+    """paused / cancelled / `at <time>` while it waits for its time / blank."""
+    if c.control:
+        return c.control
+    if c.scheduled_at_ms and c.scheduled_at_ms > time.time() * 1000:
+        return "at " + time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(c.scheduled_at_ms / 1000))
+    return ""
 
 
 def queue_table(s: Snapshot) -> Table:
@@ -93,9 +104,13 @@ def campaign_table(s: Snapshot) -> Table:
     cols = (
         "tenant",
         "campaign",
+        "state",
+        "scheduled",
         "queued",
         "sent",
         "failed",
+        "cancelled",
+        "expired",
         "rejected",
         "suppressed",
         "delivered",
@@ -108,15 +123,19 @@ def campaign_table(s: Snapshot) -> Table:
         "last error",
     )
     for col in cols:
-        t.add_column(col, justify="right" if col not in ("tenant", "campaign", "last error") else "left")
+        t.add_column(col, justify="right" if col not in ("tenant", "campaign", "state", "last error") else "left")
     for c in s.campaigns:
         rate = c.achieved_rate
         t.add_row(
             c.user_id,
             c.campaign_id,
+            campaign_state(c),
+            str(c["scheduled"]),
             str(c["queued"]),
             str(c["sent"]),
             str(c["failed"]),
+            str(c["cancelled"]),
+            str(c["expired"]),
             str(c["rejected"]),
             str(c["suppressed"]),
             str(c["delivered"]),

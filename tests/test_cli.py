@@ -127,7 +127,9 @@ def test_send_then_status_shows_the_campaign_delivered(running, tmp_path):
     status = _moonsend("status", "--endpoint", endpoint, "--user", "cli-tenant")
     assert status.returncode == 0, status.stderr
     row = next(line for line in status.stdout.splitlines() if "cli-camp" in line)
-    assert [c.strip() for c in row.split("│")[3:7]] == ["2", "2", "0", "1"]  # queued sent failed rejected
+    cells = [c.strip() for c in row.split("│")]
+    # tenant, campaign, state, scheduled, queued, sent, failed, cancelled, expired, rejected
+    assert cells[3:11] == ["", "0", "2", "2", "0", "0", "0", "1"]
     assert "moonsend-local-t-cli-tenant" in status.stdout
 
 
@@ -143,6 +145,50 @@ def test_recipients_lists_each_recipient_with_its_state_and_reason(running):
     assert rows["not-an-address"].split(",")[1:3] == ["rejected", "recipients[2].email: not an email address"]
     rejected_only = recipients("--state", "rejected")
     assert rejected_only.stdout.count("\n") == 1 and "not-an-address" in rejected_only.stdout
+
+
+def test_recipients_pages_and_campaign_commands_answer_with_what_they_did(running, tmp_path):
+    endpoint = f"http://127.0.0.1:{running[0]}"
+    who = ("--endpoint", endpoint, "--user", "cli-tenant", "--campaign", "cli-camp")
+    page = _moonsend("recipients", *who, "--limit", "2")
+    assert page.returncode == 0 and page.stdout.count("\n") == 2 and "more: --after " in page.stderr
+    cursor = page.stderr.split("more: --after ", 1)[1].split()[0]
+    rest = _moonsend("recipients", *who, "--limit", "2", "--after", cursor)
+    assert rest.stdout.count("\n") == 1 and "more:" not in rest.stderr  # 3 recipients in all
+
+    pause = _moonsend("campaign", "pause", *who)
+    assert pause.returncode == 0 and "paused" in pause.stdout
+    resume = _moonsend("campaign", "resume", *who)
+    assert resume.returncode == 0 and "resumed: 0 held" in resume.stdout
+    retry = _moonsend("campaign", "retry-failed", *who)
+    assert retry.returncode == 0 and "0 failed recipient(s) queued again" in retry.stdout
+    moved = _moonsend("campaign", "schedule", *who, "--at", "2099-01-01T00:00:00Z")
+    assert moved.returncode == 1 and "nothing of this campaign is waiting" in moved.stderr
+    unknown = _moonsend("campaign", "pause", "--endpoint", endpoint, "--user", "cli-tenant", "--campaign", "nope")
+    assert unknown.returncode == 1 and "no campaign 'nope'" in unknown.stderr
+
+    (tmp_path / "body.html").write_text("<p>later</p>")
+    (tmp_path / "people.csv").write_text("email\nzed@example.org\n")
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3 * 3600))
+    sent = _moonsend(
+        "send", "--endpoint", endpoint, "--user", "cli-tenant", "--from", "news@cli.example", "--subject", "Later",
+        "--body-file", str(tmp_path / "body.html"), "--recipients", str(tmp_path / "people.csv"),
+        "--api-key", "AKIACLITENANT", "--api-secret", "s3cret", "--campaign-id", "cli-later",
+        "--at", at, "--expires-after", "PT1H",
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    deadline = time.monotonic() + 20
+    row = ""
+    while time.monotonic() < deadline and "at 20" not in row:
+        status = _moonsend("status", "--endpoint", endpoint, "--user", "cli-tenant")
+        row = next((line for line in status.stdout.splitlines() if "cli-later" in line), "")
+        time.sleep(0.5)
+    assert f"at {at[:10]} {at[11:16]}Z" in row, status.stdout  # waiting for its time, its one recipient scheduled
+    later = ("--endpoint", endpoint, "--user", "cli-tenant", "--campaign", "cli-later")
+    assert "scheduled" in _moonsend("recipients", *later).stdout
+    cancel = _moonsend("campaign", "cancel", *later)
+    assert cancel.returncode == 0 and "1 scheduled recipient(s) recorded cancelled" in cancel.stdout
+    assert "\tcancelled\t" in _moonsend("recipients", *later).stdout
 
 
 def test_sigterm_stops_the_stack_cleanly(running):

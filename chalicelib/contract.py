@@ -29,6 +29,9 @@ MAX_METADATA_BYTES = 16 * 1024
 MAX_RATE_PER_SECOND = 10_000.0
 # One encoder for every metadata size check: json.dumps builds a new one per call when given options.
 _METADATA_SIZE = json.JSONEncoder(default=str)
+# A JSON escape of a UTF-16 surrogate (\ud800-\udfff): paired, it is one character (an emoji); alone it
+# decodes to a string that cannot be encoded as UTF-8, and would fail later in SQS, MIME or DynamoDB.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 # Ids travel into queue names, S3 keys, log lines and file names: a conservative alphabet that still
 # takes the ids identity providers hand out (`auth0|5f3e...`, `google-oauth2|1234`, emails).
@@ -441,6 +444,10 @@ def parse_precompile_message(raw: str | bytes | dict[str, Any]) -> PrecompileReq
         d = raw
     if not isinstance(d, dict):
         raise MessageInvalid([FieldError("message", "must be a JSON object")])
+    if isinstance(raw, str) and (not raw.isascii() or _SURROGATE_ESCAPE.search(raw)):
+        where = _lone_surrogate(d, "")
+        if where is not None:
+            raise MessageInvalid([FieldError(where or "message", "not valid Unicode (a lone UTF-16 surrogate)")])
 
     errors: list[FieldError] = []
     user_id = _id(d, "userId", "userId", errors)
@@ -493,6 +500,27 @@ def parse_precompile_message(raw: str | bytes | dict[str, Any]) -> PrecompileReq
         recipients=good,
         rejected=rejected,
     )
+
+
+def _lone_surrogate(value: object, path: str) -> str | None:
+    """The path of the first string (or key) holding a lone surrogate, or None when all are valid text."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path
+        return None
+    if isinstance(value, dict):
+        for k, v in value.items():
+            where = _lone_surrogate(k, path or "message") or _lone_surrogate(v, f"{path}.{k}" if path else str(k))
+            if where is not None:
+                return where.encode("ascii", "backslashreplace").decode("ascii")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            where = _lone_surrogate(v, f"{path}[{i}]")
+            if where is not None:
+                return where
+    return None
 
 
 def envelope_ids(raw: str | bytes | dict[str, Any]) -> tuple[str | None, str | None]:

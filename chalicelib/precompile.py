@@ -90,7 +90,7 @@ class Precompiler:
             request = parse_precompile_message(raw)
         except MessageInvalid as exc:
             return self._reject_message(raw, exc)
-        return self._precompile(request)
+        return self._precompile(request, raw)
 
     def _reject_message(self, raw: str, exc: MessageInvalid) -> PrecompileResult:
         """An unusable envelope: recorded, never dropped, and recorded once however often it is redelivered.
@@ -117,7 +117,7 @@ class Precompiler:
             self._stats.add(user_id, campaign_id, rejected=new, error=records[0][1])
         return result
 
-    def _precompile(self, req: PrecompileRequest) -> PrecompileResult:
+    def _precompile(self, req: PrecompileRequest, raw: str) -> PrecompileResult:
         result = PrecompileResult(req.user_id, req.campaign.id)
         self._tenants.remember(req.user_id, req.plan, req.sender)
         named = [r.email for r in req.recipients] + [r.email for r in req.rejected if r.email]
@@ -156,7 +156,7 @@ class Precompiler:
             log.warning(
                 "template invalid", user=req.user_id, campaign=req.campaign.id, reason=reason, recipients=len(fresh)
             )
-            return self._finish(req, result, [])
+            return self._finish(req, raw, result, [])
 
         outgoing: list[Outgoing] = []
         encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id, deadline_ms)
@@ -199,7 +199,7 @@ class Precompiler:
                 emails=[(o.key, o.body) for o in outgoing],
             )
             result.queue = queue
-            return self._finish(req, result, [], scheduled=[o.key for o in outgoing], bucket=stored.bucket)
+            return self._finish(req, raw, result, [], scheduled=[o.key for o in outgoing], bucket=stored.bucket)
         if outgoing:
             queue = queue_for(self._settings.resources, req.user_id, req.plan)
             url = self._queues.ensure(queue, req.user_id)
@@ -208,11 +208,12 @@ class Precompiler:
             result.queue = queue
             queued = [o.key for o in outgoing if o.key not in failed]
             result.rejected.extend(RejectedRecipient(f.key, f"enqueue: {f.reason}") for f in failures)
-        return self._finish(req, result, queued)
+        return self._finish(req, raw, result, queued)
 
     def _finish(
         self,
         req: PrecompileRequest,
+        raw: str,
         result: PrecompileResult,
         queued: list[str],
         scheduled: list[str] | None = None,
@@ -233,10 +234,13 @@ class Precompiler:
                 bucket,
             )
         suppressed = self._ledger.record_suppressed(req.user_id, req.campaign.id, result.suppressed)
-        # Even an invalid address is recorded under what was given, when it can be a key at all.
-        keyable = [(r.email, r.reason) for r in result.rejected if _keyable(r.email)]
-        rejected = self._ledger.record_rejected(req.user_id, req.campaign.id, keyable)
-        rejected += sum(1 for r in result.rejected if not _keyable(r.email))  # counted and logged
+        # Even an invalid address is recorded under what was given, when it can be a key at all; an entry
+        # with no usable address (not an object, no email) under the message's digest and its position,
+        # so that it is listed with its reason and recorded once however often the message comes.
+        records: list[tuple[str, str]] = []
+        for i, r in enumerate(result.rejected):
+            records.append((r.email, r.reason) if _keyable(r.email) else (f"{message_key(raw)}-{i}", r.reason))
+        rejected = self._ledger.record_rejected(req.user_id, req.campaign.id, records)
         if len(result.rejected) <= 20:  # one line per recipient for small batches, a summary for big
             for r in result.rejected:
                 log.info(

@@ -155,6 +155,11 @@ def _render(template: Template, name: str, variables: Mapping[str, Any]) -> str:
 
 
 def _parse(source: str, name: str, *, strict: bool, autoescape: bool) -> Template:
+    if not source.isascii():
+        try:
+            source.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise TemplateInvalid(f"{name}: not valid Unicode (a lone UTF-16 surrogate at {exc.start})") from exc
     try:
         template = _env(strict=strict, autoescape=autoescape).from_string(source, name=name)
     except LiquidError as exc:
@@ -187,7 +192,7 @@ class TemplateCache:
         self._lock = threading.Lock()
 
     def get(self, campaign_id: str, subject: str, body: str, *, strict: bool) -> CompiledCampaign:
-        digest = hashlib.sha256(f"{len(subject)}:{subject}{body}".encode()).hexdigest()
+        digest = hashlib.sha256(f"{len(subject)}:{subject}{body}".encode("utf-8", "surrogatepass")).hexdigest()
         key = (campaign_id, digest, strict)
         with self._lock:
             hit = self._items.get(key)

@@ -1,0 +1,306 @@
+"""The cost model: AWS requests per email, counted on a real run of the whole local pipeline, priced.
+
+The local stack runs in this process (as `make demo` runs it): tenants publish campaigns to
+PrecompileEmail, the alarms start send_emails, SES's Send and Delivery events come back through SNS to
+ses_events, the sweeper and the releaser run on their schedules. A handler on botocore's `before-call`
+event, registered for every session this process creates (boto3's and pynamodb's), counts each request
+by who made it, read from the thread that made it:
+
+- `functions`: our Lambda functions (calls made inside an invocation, and from the drainer's `send-*`
+  threads and the ledger's write pool, which only run inside one): what a tenant's email costs us;
+- `producer`: the campaign's publishes to PrecompileEmail (this script's main thread, standing in for
+  the list service that publishes in production);
+- `ses`: SES publishing its events to SNS (the stand-in's `ses-events` thread), which SNS bills;
+- everything else is the local stand-in for AWS (alarm evaluation, SNS-to-Lambda delivery): AWS does
+  that for free and it is not counted.
+
+Lambda invocations are counted per function by wrapping the runtime's invoke. Lambda compute is
+modelled, not measured: the local stand-in for AWS runs in the same Python process and is many times
+slower than AWS, so local durations would overstate it. A drain is busy for as long as its rate needs
+(`emails / ratePerSecond` seconds), so send_emails costs `memory / rate` GB-seconds per email; the other
+functions are short and are priced at their measured local duration, an upper bound.
+
+    python bench/cost.py [--tenants 10] [--recipients 2000] [--markdown]
+
+Prices: us-east-1, public on-demand, 2026, free tiers ignored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import botocore.handlers  # noqa: E402
+
+# USD per unit.
+PRICE = {
+    "sqs_request": 0.40 / 1e6,  # per 64 KiB chunk of a request
+    "sns_publish": 0.50 / 1e6,  # per 64 KiB chunk; deliveries to Lambda are free
+    "dynamodb_wru": 0.625 / 1e6,  # on-demand write request unit (1 KB)
+    "dynamodb_rru": 0.125 / 1e6,  # on-demand read request unit (4 KB, strongly consistent)
+    "s3_put": 0.005 / 1e3,  # PUT, COPY, POST, LIST
+    "s3_get": 0.0004 / 1e3,  # GET and others
+    "cloudwatch_api": 0.01 / 1e3,  # PutMetricAlarm, DescribeAlarms ...
+    "lambda_request": 0.20 / 1e6,
+    "lambda_gb_s": 0.0000166667,  # x86
+    "ses_email": 0.10 / 1e3,
+    "alarm_month": 0.10,  # a standard-resolution metric alarm, per month
+}
+DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
+DYNAMODB_READS = {"GetItem", "Query", "Scan"}
+S3_PUTS = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects"}
+SES_SENDS = {"SendEmail", "SendRawEmail"}
+COUNTED = ("functions", "producer", "ses")
+MINUTES_PER_MONTH = 30 * 24 * 60
+
+
+@dataclass
+class Call:
+    who: str
+    service: str
+    operation: str
+    units: dict[str, float]
+
+
+_lock = threading.Lock()
+_calls: Counter[tuple[str, str, str]] = Counter()
+_units: dict[str, Counter[str]] = defaultdict(Counter)
+_on = threading.Event()
+
+
+_publishing = threading.Event()
+_in_function = threading.local()
+
+
+def who_called() -> str:
+    name = threading.current_thread().name
+    if name == "MainThread":
+        return "producer" if _publishing.is_set() else "stand-in"
+    # A handler's own threads (the drainer's sends, the ledger's writes) run only inside an invocation.
+    if getattr(_in_function, "depth", 0) or name.startswith(("send", "ThreadPoolExecutor")):
+        return "functions"
+    if name.startswith("ses-events"):
+        return "ses"
+    return "stand-in"
+
+
+def units_of(service: str, operation: str, params: dict[str, Any]) -> dict[str, float]:
+    """What AWS bills for one request (every item here is under 1 KB and every body under 64 KiB)."""
+    if service == "dynamodb":
+        if operation in DYNAMODB_WRITES:
+            return {"dynamodb_wru": 1}
+        if operation == "BatchWriteItem":
+            return {"dynamodb_wru": sum(len(v) for v in params.get("RequestItems", {}).values())}
+        if operation == "TransactWriteItems":
+            return {"dynamodb_wru": 2 * len(params.get("TransactItems", []))}
+        if operation == "BatchGetItem":
+            return {"dynamodb_rru": sum(len(v.get("Keys", [])) for v in params.get("RequestItems", {}).values())}
+        if operation in DYNAMODB_READS:
+            return {"dynamodb_rru": 1}
+        return {}
+    if service == "sqs":
+        return {"sqs_request": 1}
+    if service == "sns":
+        return {"sns_publish": 1} if operation in ("Publish", "PublishBatch") else {}
+    if service == "s3":
+        return {"s3_put": 1} if operation in S3_PUTS else {"s3_get": 1}
+    if service == "cloudwatch":
+        return {"cloudwatch_api": 1}
+    if service in ("sesv2", "ses"):
+        return {"ses_email": 1} if operation in SES_SENDS else {}
+    if service == "lambda" and operation == "Invoke":
+        return {"lambda_request": 1}
+    return {}
+
+
+def _count(model: Any, params: dict[str, Any], **_: Any) -> None:
+    if not _on.is_set():
+        return
+    who = who_called()
+    service = model.service_model.endpoint_prefix
+    if service == "email":
+        service = "sesv2"
+    units = units_of(service, model.name, params)
+    with _lock:
+        _calls[(who, service, model.name)] += 1
+        for k, v in units.items():
+            _units[who][k] += v
+
+
+botocore.handlers.BUILTIN_HANDLERS.append(("before-call.*.*", _count))
+
+
+def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
+    """Wrap the local runtime's invoke: invocations and GB-seconds per function."""
+    invocations: Counter[str] = Counter()
+    gb_s: Counter[str] = Counter()
+    inner = runner.invoke
+
+    def invoke(fn: Any, event: dict[str, Any]) -> Any:
+        started = time.monotonic()
+        _in_function.depth = getattr(_in_function, "depth", 0) + 1
+        try:
+            return inner(fn, event)
+        finally:
+            _in_function.depth -= 1
+            if _on.is_set():
+                with _lock:
+                    invocations[fn.handler_name] += 1
+                    gb_s[fn.handler_name] += (time.monotonic() - started) * fn.memory_mb / 1024
+
+    runner.invoke = invoke
+    return invocations, gb_s
+
+
+def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
+    os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
+    from infra.local.stack import LocalStack, StackConfig
+    from infra.producer import CampaignSpec, messages, publish
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = StackConfig(port=0, api_port=0, outbox=Path(tmp), ses_latency_ms=5, max_concurrency=64)
+        with LocalStack(config) as stack:
+            assert stack.settings is not None and stack.runner is not None and stack.ses is not None
+            invocations, gb_s = _lambda_meter(stack.runner)
+            sns = stack.client("sns")
+            topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
+            specs = []
+            for k in range(tenants):
+                key, secret = f"AKIACOST{k:012d}", f"cost-secret-{k}"
+                stack.ses.configure(key, max_send_rate=1000)
+                sender = {
+                    "region": "us-east-1",
+                    "apiKey": key,
+                    "apiSecret": secret,
+                    "ratePerSecond": "1000",
+                    "emailAddress": f"news@tenant{k}.example",
+                    "fromName": f"Tenant {k}",
+                }
+                stack.client("sesv2", access_key=key, secret_key=secret).create_email_identity(
+                    EmailIdentity=sender["emailAddress"]
+                )
+                specs.append(CampaignSpec(f"tenant{k}", sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", f"cost-{k}"))
+            cloudwatch = stack.client("cloudwatch")
+            platform_alarms = len(cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"])
+            share = recipients // tenants
+            _on.set()
+            started = time.monotonic()
+            _publishing.set()
+            for k, spec in enumerate(specs):
+                people = [{"email": f"r{i}@t{k}.example.org", "metadata": {"name": f"N{i}"}} for i in range(share)]
+                publish(sns, topic, messages(spec, people, per_message))
+            _publishing.clear()
+            drained = stack.wait_until_drained(timeout=3600, settle_s=2.0, poll_s=1.0)
+            took = time.monotonic() - started
+            _on.clear()
+            alarms = len(cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"]) - platform_alarms
+            memory = {f.handler_name: f.memory_mb for f in stack.runner.functions.values()}
+    emails = share * tenants
+    return {
+        "drained": drained,
+        "emails": emails,
+        "tenants": tenants,
+        "took_s": round(took, 1),
+        "calls": dict(_calls),
+        "units": {k: dict(v) for k, v in _units.items()},
+        "invocations": dict(invocations),
+        "local_gb_s": dict(gb_s),
+        "alarms": alarms,
+        "platform_alarms": platform_alarms,
+        "memory_mb": memory,
+    }
+
+
+def model(m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: float = 14.0) -> dict[str, Any]:
+    """Price `emails` emails sent by `tenants` tenants in one month, from the measured run."""
+    n = m["emails"]
+    per_email: Counter[str] = Counter()
+    for who in COUNTED:
+        for k, v in m["units"].get(who, {}).items():
+            per_email[k] += v / n
+    per_email["lambda_request"] += sum(m["invocations"].values()) / n
+    ses = per_email.pop("ses_email", 0.0)
+    lines: dict[str, float] = {k: v * emails * PRICE[k] for k, v in per_email.items()}
+    send_memory_gb = m["memory_mb"].get("send_emails", 512) / 1024
+    other_gb_s = sum(v for k, v in m["local_gb_s"].items() if k != "send_emails") / n
+    lines["lambda_gb_s"] = (send_memory_gb / rate + other_gb_s) * emails * PRICE["lambda_gb_s"]
+    alarms_per_tenant = m["alarms"] / m["tenants"]
+    # The sweeper reads each queue's depth once a minute (tenant queues; dead-letter queues are not swept).
+    sweeper_requests = tenants * MINUTES_PER_MONTH
+    fixed = {
+        "alarms": (tenants * alarms_per_tenant + m["platform_alarms"]) * PRICE["alarm_month"],
+        "sweeper": sweeper_requests * PRICE["sqs_request"],
+    }
+    return {
+        "emails": emails,
+        "tenants": tenants,
+        "rate": rate,
+        "per_email_units": {k: round(v, 4) for k, v in sorted(per_email.items())},
+        "ses_emails_per_email": round(ses, 4),
+        "usd": {k: round(v, 2) for k, v in sorted(lines.items())},
+        "usd_fixed_per_month": {k: round(v, 2) for k, v in fixed.items()},
+        "usd_total": round(sum(lines.values()) + sum(fixed.values()), 2),
+        "ses_usd": round(emails * PRICE["ses_email"], 2),
+        "alarms_per_tenant": alarms_per_tenant,
+    }
+
+
+def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
+    n = m["emails"]
+    out = [
+        f"Measured: {n:,} emails from {m['tenants']} tenants through the whole local pipeline in {m['took_s']} s.",
+        "",
+        "| who | service | operation | per email |",
+        "| --- | --- | --- | ---: |",
+    ]
+    for (who, service, op), c in sorted(m["calls"].items()):
+        if who in COUNTED:
+            out.append(f"| {who} | {service} | {op} | {c / n:.4f} |")
+    for fn, c in sorted(m["invocations"].items()):
+        out.append(f"| AWS | lambda | invoke {fn} | {c / n:.4f} |")
+    out += ["", "| USD per month | " + " | ".join(f"{p['rate']:g}/s" for p in priced) + " |"]
+    out.append("| --- |" + " ---: |" * len(priced))
+    keys = sorted(priced[0]["usd"])
+    for k in keys:
+        out.append(f"| {k} | " + " | ".join(f"{p['usd'][k]:,.2f}" for p in priced) + " |")
+    for k in priced[0]["usd_fixed_per_month"]:
+        out.append(f"| {k} (fixed) | " + " | ".join(f"{p['usd_fixed_per_month'][k]:,.2f}" for p in priced) + " |")
+    out.append("| **moonsend total** | " + " | ".join(f"**{p['usd_total']:,.2f}**" for p in priced) + " |")
+    out.append("| SES itself | " + " | ".join(f"{p['ses_usd']:,.2f}" for p in priced) + " |")
+    return "\n".join(out)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tenants", type=int, default=10)
+    ap.add_argument("--recipients", type=int, default=2000)
+    ap.add_argument("--per-message", type=int, default=200)
+    ap.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md tables instead of JSON")
+    args = ap.parse_args()
+    m = run(args.tenants, args.recipients, args.per_message)
+    if not m["drained"]:
+        print("the pipeline did not drain: figures would be partial", file=sys.stderr)
+        return 1
+    priced = [model(m, rate=r) for r in (1.0, 14.0, 100.0)]
+    if args.markdown:
+        print(markdown(m, priced))
+    else:
+        m["calls"] = {"/".join(k): v for k, v in sorted(m["calls"].items())}
+        print(json.dumps({"measured": m, "priced": priced}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

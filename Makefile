@@ -40,6 +40,7 @@ bench: install
 	$(BIN)/python bench/sqs_depth.py
 	$(BIN)/python bench/precompile.py
 	$(BIN)/python bench/send_rate.py
+	$(BIN)/python bench/throughput.py
 	$(BIN)/python bench/cost.py --markdown
 
 package: install

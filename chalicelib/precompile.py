@@ -235,11 +235,13 @@ class Precompiler:
             )
         suppressed = self._ledger.record_suppressed(req.user_id, req.campaign.id, result.suppressed)
         # Even an invalid address is recorded under what was given, when it can be a key at all; an entry
-        # with no usable address (not an object, no email) under the message's digest and its position,
-        # so that it is listed with its reason and recorded once however often the message comes.
+        # with no usable address (not an object, no email) under the message's digest and its place in
+        # the message (the reason starts with it: `recipients[3]: ...`), so that it is listed with its
+        # reason and recorded once however often the message comes.
         records: list[tuple[str, str]] = []
-        for i, r in enumerate(result.rejected):
-            records.append((r.email, r.reason) if _keyable(r.email) else (f"{message_key(raw)}-{i}", r.reason))
+        for r in result.rejected:
+            place = r.reason.split(":", 1)[0]
+            records.append((r.email, r.reason) if _keyable(r.email) else (f"{message_key(raw)}-{place}", r.reason))
         rejected = self._ledger.record_rejected(req.user_id, req.campaign.id, records)
         if len(result.rejected) <= 20:  # one line per recipient for small batches, a summary for big
             for r in result.rejected:

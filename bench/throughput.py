@@ -1,0 +1,90 @@
+"""End-to-end throughput of the local pipeline with no rate limit: emails per second on this machine.
+
+One paid tenant per `--tenants`, each with its own SES account allowing 100,000 per second and a
+`ratePerSecond` of 1,000, publishes its share of `--recipients` through PrecompileEmail; the clock runs
+from the first publish until every queue is drained and every SES event handled. Everything runs in
+this process, as `make demo` runs it: moto's server, the gateway, the SES stand-in (50 ms latency) and
+every handler share one Python process, so the figure is what the local stack sustains, not AWS
+(where each Lambda has its own CPU). CPU per email is this process's CPU time over the emails.
+
+    python bench/throughput.py [--recipients 2000] [--tenants 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def run(recipients: int, tenants: int, latency_ms: float) -> dict[str, float | int | bool]:
+    os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
+    from infra.local.stack import LocalStack, StackConfig
+    from infra.producer import CampaignSpec, messages, publish
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = StackConfig(port=0, api_port=0, outbox=Path(tmp), ses_latency_ms=latency_ms)
+        with LocalStack(cfg) as stack:
+            assert stack.settings is not None and stack.ses is not None
+            sns = stack.client("sns")
+            topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
+            specs = []
+            for k in range(tenants):
+                key, secret = f"AKIATHROUGHPUT{k:06d}", f"secret-{k}"
+                stack.ses.configure(key, max_send_rate=100_000)
+                sender = {
+                    "region": "us-east-1",
+                    "ratePerSecond": "1000",
+                    "emailAddress": f"news@t{k}.example",
+                    "fromName": "Throughput",
+                    "apiKey": key,
+                    "apiSecret": secret,
+                }
+                stack.client("sesv2", access_key=key, secret_key=secret).create_email_identity(
+                    EmailIdentity=sender["emailAddress"]
+                )
+                specs.append(
+                    CampaignSpec(f"t{k}", sender, "Hi {{ name }}", "<p>Hello {{ name }} {{ surname }}</p>", "c")
+                )
+            share = recipients // tenants
+            wall0, cpu0 = time.monotonic(), time.process_time()
+            for k, spec in enumerate(specs):
+                people = [
+                    {"email": f"r{i}@x{k}.example", "metadata": {"name": "A", "surname": "B"}} for i in range(share)
+                ]
+                publish(sns, topic, messages(spec, people))
+            drained = stack.wait_until_drained(timeout=3600, settle_s=1.0, poll_s=0.5)
+            wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
+            sent = sum(1 for _ in (Path(tmp)).rglob("*.eml"))
+    emails = share * tenants
+    return {
+        "drained": drained,
+        "emails": emails,
+        "emails_in_outbox": sent,
+        "tenants": tenants,
+        "wall_s": round(wall, 1),
+        "emails_per_s": round(emails / wall, 2),
+        "cpu_ms_per_email": round(cpu / emails * 1000, 1),
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--recipients", type=int, default=2000)
+    ap.add_argument("--tenants", type=int, default=1)
+    ap.add_argument("--ses-latency-ms", type=float, default=50.0)
+    args = ap.parse_args()
+    result = run(args.recipients, args.tenants, args.ses_latency_ms)
+    print(json.dumps(result, indent=2))
+    return 0 if result["drained"] and result["emails_in_outbox"] == result["emails"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -166,6 +166,12 @@ def release_scheduled(event: CloudWatchEvent) -> None:
     wiring.container().releaser.release()
 
 
+@app.schedule(Rate(6, unit=Rate.HOURS))
+def retire_idle_queues(event: CloudWatchEvent) -> None:
+    """Remove tenant queues and alarms idle for MOONSEND_IDLE_QUEUE_DAYS; the next send recreates them."""
+    wiring.container().idle_queues.run()
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""

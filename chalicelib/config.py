@@ -46,6 +46,8 @@ class Settings:
     # Scheduled email is released onto its queue this long before it is due (SQS delays it until then);
     # a campaign scheduled less than twice this ahead goes straight onto the queue, delayed.
     schedule_lead_s: float = 90.0
+    # A tenant queue (and its alarm) unused for this many days is removed; the next send recreates it.
+    idle_queue_days: int = 14
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -68,6 +70,7 @@ class Settings:
             reputation_window_days=int(e.get("MOONSEND_REPUTATION_WINDOW_DAYS", "7")),
             reputation_min_sent=int(e.get("MOONSEND_REPUTATION_MIN_SENT", "200")),
             schedule_lead_s=float(e.get("MOONSEND_SCHEDULE_LEAD_S", "90")),
+            idle_queue_days=int(e.get("MOONSEND_IDLE_QUEUE_DAYS", "14")),
         )
 
     @cached_property

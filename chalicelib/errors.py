@@ -56,6 +56,10 @@ class QuotaExhausted(MoonsendError):
     """The SES account's daily quota is used up: stop draining and leave the messages queued."""
 
 
+class QueueRetiring(MoonsendError):
+    """The tenant's queue is being removed for idleness right now: retry the event in a minute."""
+
+
 class TransientSendError(MoonsendError):
     """A 5xx or network error from SES: retried with backoff, then dead-lettered."""
 

@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.config import Settings
+from chalicelib.idle_queues import QueueActivity, utc_day
 from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.routing import alarm_name
 
@@ -74,11 +75,13 @@ def plan_tenant_queue(settings: Settings, queue_name: str, user_id: str) -> Queu
 
 
 class TenantQueues:
-    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any) -> None:
+    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueActivity | None = None) -> None:
         self._settings = settings
         self._sqs = sqs
         self._cw = cloudwatch
+        self._activity = activity
         self._urls: dict[str, str] = {}
+        self._touched: dict[str, str] = {}  # queue -> the UTC day this container last marked it used
         self._lock = threading.Lock()
 
     def url(self, queue_name: str) -> str:
@@ -92,12 +95,21 @@ class TenantQueues:
         return url
 
     def ensure(self, queue_name: str, user_id: str) -> str:
-        """The URL of the tenant's queue, creating the queue and its alarm on first use."""
+        """The URL of the tenant's queue, creating the queue and its alarm on first use.
+
+        Marks the queue used today first (once per container and day), so that the idle-queue job never
+        removes a queue that is about to get email; a queue it removed is created again here."""
+        if queue_name == self._settings.resources.free_queue.name:
+            return self.url(queue_name)  # provisioned with the platform, never created here
+        day = utc_day()
+        if self._activity is not None and self._touched.get(queue_name) != day:
+            if self._activity.touch(user_id, day):
+                self.forget(queue_name)
+            with self._lock:
+                self._touched[queue_name] = day
         hit = self._urls.get(queue_name)
         if hit:
             return hit
-        if queue_name == self._settings.resources.free_queue.name:
-            return self.url(queue_name)  # provisioned with the platform, never created here
         plan = plan_tenant_queue(self._settings, queue_name, user_id)
         try:
             url = self._sqs.create_queue(QueueName=plan.name, Attributes=plan.attributes, tags=plan.tags)["QueueUrl"]

@@ -40,6 +40,10 @@ class TenantModel(Model):
     paused_reason = UnicodeAttribute(null=True)
     paused_at = NumberAttribute(null=True)
     api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of the tenant's API key (chalicelib.reports)
+    # The tenant queue's last UTC day of use and whether it exists (chalicelib.idle_queues).
+    queue_used_day = UnicodeAttribute(null=True)
+    queue_state = UnicodeAttribute(null=True)
+    queue_state_at = NumberAttribute(null=True)
 
 
 @dataclass(frozen=True)

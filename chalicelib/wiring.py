@@ -18,6 +18,7 @@ from chalicelib.config import Settings
 from chalicelib.daily_cap import DailyCap
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
+from chalicelib.idle_queues import IdleQueueCleanup, QueueActivity
 from chalicelib.lease import Leases
 from chalicelib.ledger import Ledger
 from chalicelib.links import LinkSigner
@@ -63,7 +64,8 @@ class Container:
     @cached_property
     def queues(self) -> TenantQueues:
         region = self.settings.region
-        return TenantQueues(self.settings, aws.client("sqs", region), aws.client("cloudwatch", region))
+        activity = QueueActivity(self.settings.resources.tenants_table.name, region)
+        return TenantQueues(self.settings, aws.client("sqs", region), aws.client("cloudwatch", region), activity)
 
     @cached_property
     def ledger(self) -> Ledger:
@@ -193,6 +195,14 @@ class Container:
     @cached_property
     def leases(self) -> Leases:
         return Leases(self.settings.resources.leases_table.name, self.settings.region)
+
+    @cached_property
+    def idle_queues(self) -> IdleQueueCleanup:
+        s = self.settings
+        activity = QueueActivity(s.resources.tenants_table.name, s.region)
+        return IdleQueueCleanup(
+            s, activity, aws.client("sqs", s.region), aws.client("cloudwatch", s.region), self.leases
+        )
 
     @cached_property
     def sweeper(self) -> Sweeper:

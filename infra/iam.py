@@ -19,7 +19,15 @@ from typing import Any
 from chalicelib.resources import FAILED_PREFIX, QUEUED_PREFIX, SCHEDULED_PREFIX, Resources, resources_for
 
 ROOT = Path(__file__).resolve().parents[1]
-FUNCTIONS = ("precompile_email", "send_emails", "ses_events", "sweep_queues", "release_scheduled", "api_handler")
+FUNCTIONS = (
+    "precompile_email",
+    "send_emails",
+    "ses_events",
+    "sweep_queues",
+    "release_scheduled",
+    "retire_idle_queues",
+    "api_handler",
+)
 LOGS = {
     "Effect": "Allow",
     "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
@@ -137,7 +145,18 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
     ]
-    releaser = [*release, _stmt("Counters", [*_READ, "dynamodb:UpdateItem"], [tables["CampaignsTable"]])]
+    releaser = [
+        *release,
+        _stmt("Counters", [*_READ, "dynamodb:UpdateItem"], [tables["CampaignsTable"]]),
+        # Marking the tenant's queue used (chalicelib.idle_queues) before putting email on it.
+        _stmt("QueueActivity", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
+    ]
+    retire = [
+        _stmt("QueueActivity", [*_READ, "dynamodb:UpdateItem", "dynamodb:Scan"], [tables["TenantsTable"]]),
+        _stmt("IdleQueues", ["sqs:GetQueueUrl", "sqs:GetQueueAttributes", "sqs:DeleteQueue"], [tenant_queues]),
+        _stmt("IdleAlarms", ["cloudwatch:DeleteAlarms"], [f"arn:aws:cloudwatch:*:*:alarm:{r.tenant_queue_prefix}*"]),
+        _stmt("Lease", _READ, [tables["LeasesTable"]]),
+    ]
     sweep = [
         _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
@@ -150,6 +169,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "ses_events": events,
         "sweep_queues": sweep,
         "release_scheduled": releaser,
+        "retire_idle_queues": retire,
         "api_handler": api,
     }
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}

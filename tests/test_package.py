@@ -60,6 +60,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "SesEventsRole",
         "SweepQueuesRole",
         "ReleaseScheduledRole",
+        "RetireIdleQueuesRole",
         "ApiHandlerRole",
     }
 
@@ -75,6 +76,10 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     assert "ses:SendEmail" not in actions("ReleaseScheduledRole") and "sqs:SendMessage" in actions(
         "ReleaseScheduledRole"
     )
+    # Only the idle-queue job deletes queues and alarms, and it can neither send nor put email on a queue.
+    deleters = {r for r in roles if {"sqs:DeleteQueue", "cloudwatch:DeleteAlarms"} & actions(r)}
+    assert deleters == {"RetireIdleQueuesRole"}
+    assert not {"sqs:SendMessage", "ses:SendEmail"} & actions("RetireIdleQueuesRole")
 
 
 def test_every_topic_queue_and_table_the_code_names_is_in_the_template(packaged):

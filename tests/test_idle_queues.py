@@ -1,0 +1,126 @@
+"""Idle tenant queues are removed with their alarm, never under a sender, and come back on the next send."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib import wiring
+from chalicelib.errors import QueueRetiring
+from chalicelib.idle_queues import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
+from chalicelib.routing import alarm_name, tenant_queue_name
+from tests.test_campaign_control import _publish, _sent, _tenant, _wait_for
+
+pytestmark = pytest.mark.e2e
+
+DAY_S = 86_400
+
+
+def _activity(stack) -> QueueActivity:
+    return QueueActivity(stack.settings.resources.tenants_table.name, stack.settings.region)
+
+
+def _age(activity: QueueActivity, user: str, days: int) -> str:
+    """Pretend the queue was last used `days` ago, and that every container's day has moved on since."""
+    day = utc_day(time.time() - days * DAY_S)
+    m = activity._model
+    m(user).update(actions=[m.queue_used_day.set(day)])
+    wiring.container().queues._touched.clear()
+    return day
+
+
+def _queue_exists(stack, name: str) -> bool:
+    try:
+        stack.client("sqs").get_queue_url(QueueName=name)
+        return True
+    except ClientError:
+        return False
+
+
+def _alarm_exists(stack, name: str) -> bool:
+    return bool(stack.client("cloudwatch").describe_alarms(AlarmNames=[alarm_name(name)])["MetricAlarms"])
+
+
+def test_an_idle_queue_and_its_alarm_are_removed_and_the_next_campaign_recreates_them(stack, uid):
+    user = f"idle-{uid}"
+    sender = _tenant(stack, uid)
+    queue = tenant_queue_name(stack.settings.resources, user)
+    activity = _activity(stack)
+    _publish(stack, user, sender, "c1", [{"email": f"a{i}@example.org", "metadata": {"name": "A"}} for i in range(3)])
+    assert _wait_for(lambda: len(_sent(stack, user)) == 3)
+    assert stack.wait_until_drained(timeout=60)
+    assert activity.state(user) == (ACTIVE, utc_day())
+    assert _queue_exists(stack, queue) and _alarm_exists(stack, queue)
+
+    cleanup = wiring.container().idle_queues
+    assert user not in cleanup.run().retired  # used today: not idle
+    _age(activity, user, 15)
+    report = cleanup.run()
+    assert user in report.retired
+    assert activity.state(user)[0] == GONE
+    assert not _queue_exists(stack, queue) and not _alarm_exists(stack, queue)
+
+    # A container that had the queue's URL cached finds it gone at its next day's touch and recreates it.
+    _publish(stack, user, sender, "c2", [{"email": f"b{i}@example.org", "metadata": {"name": "B"}} for i in range(4)])
+    assert _wait_for(lambda: len(_sent(stack, user)) == 7, timeout=90)
+    assert stack.wait_until_drained(timeout=60)
+    assert sorted(_sent(stack, user)) == sorted(
+        [f"a{i}@example.org" for i in range(3)] + [f"b{i}@example.org" for i in range(4)]
+    )
+    assert activity.state(user) == (ACTIVE, utc_day())
+    assert _queue_exists(stack, queue) and _alarm_exists(stack, queue)
+
+
+def test_a_queue_with_email_waiting_or_a_drain_running_is_kept(stack, uid):
+    user = f"busy-{uid}"
+    sender = _tenant(stack, uid)
+    queue = tenant_queue_name(stack.settings.resources, user)
+    activity = _activity(stack)
+    c = wiring.container()
+    lease = c.leases.acquire(queue, 600_000)  # no drain may start: the email stays queued
+    assert lease is not None
+    try:
+        _publish(stack, user, sender, "c1", [{"email": "a@example.org", "metadata": {"name": "A"}}])
+        assert _wait_for(lambda: sum(stack.queue_depths().get(queue, (0, 0, 0))) == 1)
+        _age(activity, user, 30)
+        report = c.idle_queues.run()
+        assert report.kept[user] == "1 message(s) in the queue"
+    finally:
+        c.leases.release(lease)
+    assert _wait_for(lambda: len(_sent(stack, user)) == 1, timeout=90)
+    assert stack.wait_until_drained(timeout=60)
+    lease = c.leases.acquire(queue, 600_000)
+    try:
+        _age(activity, user, 30)
+        assert c.idle_queues.run().kept[user] == "a drain holds the queue"
+    finally:
+        c.leases.release(lease)
+    assert _queue_exists(stack, queue)
+
+
+def test_a_send_between_the_jobs_check_and_its_retire_keeps_the_queue(stack, uid):
+    user = f"race-{uid}"
+    activity = _activity(stack)
+    old = utc_day(time.time() - 20 * DAY_S)
+    assert activity.touch(user, old) is False  # first use
+    assert activity.touch(user, utc_day()) is False  # a sender marks it used after the job read `old`
+    assert activity.retire(user, old) is False  # the job's retire, conditional on what it read, fails
+    assert activity.state(user)[0] == ACTIVE
+
+
+def test_a_sender_waits_for_a_retirement_under_way_and_takes_back_a_crashed_one(stack, uid):
+    user = f"retire-{uid}"
+    activity = _activity(stack)
+    old = utc_day(time.time() - 20 * DAY_S)
+    activity.touch(user, old)
+    assert activity.retire(user, old) is True
+    assert activity.state(user)[0] == RETIRING
+    with pytest.raises(QueueRetiring):
+        activity.touch(user, utc_day())
+    m = activity._model
+    m(user).update(actions=[m.queue_state_at.set(int(time.time() * 1000) - STALE_RETIREMENT_MS - 1)])
+    assert activity.touch(user, utc_day()) is True  # crashed retirement: the sender recreates the queue
+    assert activity.state(user) == (ACTIVE, utc_day())
+    assert activity.touch(user, utc_day()) is False

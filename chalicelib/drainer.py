@@ -17,6 +17,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from chalicelib import log, metrics
 from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.campaign_stats import BufferedStats, CampaignStats
@@ -30,6 +32,7 @@ from chalicelib.errors import (
     SendThrottled,
     TransientSendError,
 )
+from chalicelib.idle_queues import NO_SUCH_QUEUE
 from chalicelib.ledger import (
     EXPIRED,
     FAILED,
@@ -181,7 +184,15 @@ class Drainer:
         receive-send-delete round trip, sets the pace. Finished messages are deleted in batches.
         """
         result = DrainResult(queue_name)
-        url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        try:
+            url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] not in NO_SUCH_QUEUE:
+                raise
+            # Removed for idleness after its alarm fired (chalicelib.idle_queues): nothing to send.
+            result.stopped_reason = "the queue does not exist"
+            log.info("drain skipped", queue=queue_name, reason=result.stopped_reason)
+            return result
         paused = self._paused_owner(queue_name, url)
         if paused:
             # Before receiving anything: receiving would count against the messages' redelivery budget.

@@ -40,6 +40,7 @@ ACTIVE, RETIRING, GONE = "active", "retiring", "gone"
 # A retirement not finished in this long crashed: the next touch takes the queue back (and recreates it).
 STALE_RETIREMENT_MS = 10 * 60 * 1000
 DAY_S = 86_400
+NO_SUCH_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 
 
 def utc_day(now: float | None = None) -> str:
@@ -172,7 +173,7 @@ class IdleQueueCleanup:
         try:
             url = self._sqs.get_queue_url(QueueName=queue)["QueueUrl"]
         except ClientError as exc:
-            if exc.response["Error"]["Code"] in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+            if exc.response["Error"]["Code"] in NO_SUCH_QUEUE:
                 return None
             raise
         names = [
@@ -195,7 +196,7 @@ class IdleQueueCleanup:
             url = self._sqs.get_queue_url(QueueName=queue)["QueueUrl"]
             self._sqs.delete_queue(QueueUrl=url)
         except ClientError as exc:
-            if exc.response["Error"]["Code"] not in ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+            if exc.response["Error"]["Code"] not in NO_SUCH_QUEUE:
                 raise
         self._activity.gone(user_id)
         log.info("idle queue removed", user=user_id, queue=queue)

@@ -293,8 +293,18 @@ class Ledger:
 
         This closes the ambiguous window of a send: if the sender died after SES accepted the email and
         before it recorded `sent`, the event records it, and the redelivered queue message, finding the
-        recipient sent, is dropped instead of sent again. True if this call recorded it."""
+        recipient sent, is dropped instead of sent again. True if this call recorded it.
+
+        Nearly always the sender has recorded the outcome already, and a conditional write that fails still
+        costs a write unit: a read (eventually consistent, a tenth of the price) comes first, and the
+        conditional write, which alone decides, only when the read does not show an outcome."""
         m = self._model
+        try:
+            seen = m.get(_pk(user_id, campaign_id), email.lower(), attributes_to_get=["state"])
+            if seen.state in FINAL:
+                return False
+        except DoesNotExist:
+            pass
         now = int(time.time() * 1000)
         try:
             m(_pk(user_id, campaign_id), email.lower()).update(

@@ -37,3 +37,25 @@ def test_precompile_never_moves_a_sent_recipient_back_to_queued(stack, uid):
     assert ledger.record_queued(f"u{uid}", "c1", ["fast@example.org"]) == 0
     assert ledger.get(f"u{uid}", "c1", "fast@example.org").state == "sent"
     assert ledger.recorded(f"u{uid}", "c1", ["FAST@example.org", "other@example.org"]) == {"fast@example.org": "sent"}
+
+
+def test_the_send_event_records_sent_only_when_no_outcome_is_recorded_and_writes_nothing_otherwise(
+    stack, uid, monkeypatch
+):
+    ledger = wiring.container().ledger
+    user = f"u{uid}"
+    ledger.record_queued(user, "c1", ["died@example.org", "done@example.org"])
+    claim = ledger.claim(user, "c1", "done@example.org", 300)
+    ledger.finish(claim, "sent", message_id="m-done")
+    # The sender died after SES accepted: the event records it.
+    assert ledger.record_sent_event(user, "c1", "died@example.org", "m-died") is True
+    assert ledger.get(user, "c1", "died@example.org").state == "sent"
+    # The usual case: the outcome is there; a read answers it and no conditional write is spent.
+    model = ledger._model
+    writes = []
+    real_update = model.update
+    monkeypatch.setattr(model, "update", lambda self, *a, **k: writes.append(1) or real_update(self, *a, **k))
+    assert ledger.record_sent_event(user, "c1", "done@example.org", "m-done") is False
+    assert ledger.record_sent_event(user, "c1", "died@example.org", "m-died") is False
+    assert writes == []
+    assert ledger.get(user, "c1", "done@example.org").message_id == "m-done"

@@ -178,19 +178,7 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
             topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
             specs = []
             for k in range(tenants):
-                key, secret = f"AKIACOST{k:012d}", f"cost-secret-{k}"
-                stack.ses.configure(key, max_send_rate=1000)
-                sender = {
-                    "region": "us-east-1",
-                    "apiKey": key,
-                    "apiSecret": secret,
-                    "ratePerSecond": "1000",
-                    "emailAddress": f"news@tenant{k}.example",
-                    "fromName": f"Tenant {k}",
-                }
-                stack.client("sesv2", access_key=key, secret_key=secret).create_email_identity(
-                    EmailIdentity=sender["emailAddress"]
-                )
+                sender = stack.paid_sender(f"tenant{k}", rate=1000, ses_max_rate=1000)
                 specs.append(CampaignSpec(f"tenant{k}", sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", f"cost-{k}"))
             cloudwatch = stack.client("cloudwatch")
             platform_alarms = len(cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"])

@@ -37,19 +37,7 @@ def run(recipients: int, tenants: int, latency_ms: float) -> dict[str, float | i
             topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
             specs = []
             for k in range(tenants):
-                key, secret = f"AKIATHROUGHPUT{k:06d}", f"secret-{k}"
-                stack.ses.configure(key, max_send_rate=100_000)
-                sender = {
-                    "region": "us-east-1",
-                    "ratePerSecond": "1000",
-                    "emailAddress": f"news@t{k}.example",
-                    "fromName": "Throughput",
-                    "apiKey": key,
-                    "apiSecret": secret,
-                }
-                stack.client("sesv2", access_key=key, secret_key=secret).create_email_identity(
-                    EmailIdentity=sender["emailAddress"]
-                )
+                sender = stack.paid_sender(f"t{k}", rate=1000, ses_max_rate=100_000)
                 specs.append(
                     CampaignSpec(f"t{k}", sender, "Hi {{ name }}", "<p>Hello {{ name }} {{ surname }}</p>", "c")
                 )

@@ -10,6 +10,7 @@ Handlers run in this process, on the same code that is deployed.
 from __future__ import annotations
 
 import gc
+import hashlib
 import importlib
 import json
 import logging
@@ -291,6 +292,25 @@ class LocalStack:
         self.stop()
 
     # --- helpers ----------------------------------------------------------------------------------------
+    def paid_sender(self, user_id: str, rate: float, ses_max_rate: float) -> dict[str, Any]:
+        """A paid tenant's `sender` block: its own SES account (keys derived from the id), address verified."""
+        key = "AKIA" + hashlib.sha256(user_id.encode()).hexdigest()[:16].upper()
+        secret = f"local-secret-{user_id}"
+        assert self.ses is not None
+        self.ses.configure(key, max_send_rate=ses_max_rate)
+        sender = {
+            "region": self.config.region,
+            "apiKey": key,
+            "apiSecret": secret,
+            "ratePerSecond": f"{rate:g}",
+            "emailAddress": f"news@{user_id}.example",
+            "fromName": f"{user_id} News",
+        }
+        self.client("sesv2", access_key=key, secret_key=secret).create_email_identity(
+            EmailIdentity=sender["emailAddress"]
+        )
+        return sender
+
     def client(
         self,
         service: str,

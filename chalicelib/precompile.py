@@ -239,9 +239,13 @@ class Precompiler:
         # the message (the reason starts with it: `recipients[3]: ...`), so that it is listed with its
         # reason and recorded once however often the message comes.
         records: list[tuple[str, str]] = []
+        digest = ""  # the message's digest, computed once and only when needed
         for r in result.rejected:
-            place = r.reason.split(":", 1)[0]
-            records.append((r.email, r.reason) if _keyable(r.email) else (f"{message_key(raw)}-{place}", r.reason))
+            if _keyable(r.email):
+                records.append((r.email, r.reason))  # type: ignore[arg-type]
+                continue
+            digest = digest or message_key(raw)
+            records.append((f"{digest}-{r.reason.split(':', 1)[0]}", r.reason))
         rejected = self._ledger.record_rejected(req.user_id, req.campaign.id, records)
         if len(result.rejected) <= 20:  # one line per recipient for small batches, a summary for big
             for r in result.rejected:

@@ -12,8 +12,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from chalicelib import log
 from chalicelib.config import Settings
+from chalicelib.idle_queues import NO_SUCH_QUEUE
 from chalicelib.lease import Leases
 from chalicelib.routing import is_our_queue
 
@@ -33,7 +36,12 @@ class Sweeper:
                 name = url.rsplit("/", 1)[-1]
                 if not is_our_queue(r, name):
                     continue
-                attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+                try:
+                    attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] in NO_SUCH_QUEUE:
+                        continue  # removed since it was listed (an idle queue retired meanwhile)
+                    raise
                 if int(attrs["Attributes"]["ApproximateNumberOfMessages"]) > 0:
                     out.append(name)
         return out

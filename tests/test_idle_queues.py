@@ -99,6 +99,7 @@ def test_a_queue_with_email_waiting_or_a_drain_running_is_kept(stack, uid):
         assert c.idle_queues.run().kept[user] == "a drain holds the queue"
     finally:
         c.leases.release(lease)
+        activity.touch(user, utc_day())  # not idle any more: other tests' scheduled runs leave it alone
     assert _queue_exists(stack, queue)
 
 
@@ -126,3 +127,34 @@ def test_a_sender_waits_for_a_retirement_under_way_and_takes_back_a_crashed_one(
     assert activity.touch(user, utc_day()) is True  # crashed retirement: the sender recreates the queue
     assert activity.state(user) == (ACTIVE, utc_day())
     assert activity.touch(user, utc_day()) is False
+
+
+def test_the_sweeper_skips_a_queue_removed_between_its_listing_and_its_depth_check(stack, uid):
+    from chalicelib.sweeper import Sweeper
+
+    sqs = stack.client("sqs")
+    gone, full = f"moonsend-local-t-gone{uid}", f"moonsend-local-t-full{uid}"
+    for q in (gone, full):
+        sqs.send_message(QueueUrl=sqs.create_queue(QueueName=q)["QueueUrl"], MessageBody="{}")
+
+    class RemovedMidSweep:
+        """The real client, except that `gone` is deleted right after ListQueues has listed it."""
+
+        def get_paginator(self, name):
+            pages = list(sqs.get_paginator(name).paginate(QueueNamePrefix="moonsend-local-t-"))
+            sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=gone)["QueueUrl"])
+
+            class Listed:
+                def paginate(self, **_kw):
+                    return pages
+
+            return Listed()
+
+        def get_queue_attributes(self, **kw):
+            return sqs.get_queue_attributes(**kw)
+
+    started = []
+    leases = wiring.container().leases
+    Sweeper(wiring.container().settings, RemovedMidSweep(), leases, started.append).sweep()
+    assert full in started and gone not in started
+    sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=full)["QueueUrl"])

@@ -33,13 +33,11 @@ class Snapshot:
 
 
 def queue_depths(settings: Settings, sqs: Any) -> list[QueueDepth]:
-    """Every queue of this stage (the local stack's SNS taps aside), with its counts."""
+    """Every queue of this stage, with its counts."""
     r = settings.resources
     queues: list[QueueDepth] = []
     for url in sqs.list_queues(QueueNamePrefix=r.prefix).get("QueueUrls", []):
         name = url.rsplit("/", 1)[-1]
-        if f"{r.prefix}-local-tap-" in name:
-            continue
         a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         queues.append(
             QueueDepth(

@@ -3,7 +3,8 @@
 Most requests go straight to moto. Three kinds are answered here instead, because moto cannot:
 Lambda Invoke of the app's own functions (runs the handler in this process), SES sends and quota
 reads (the SES stand-in), and `/_moonsend/...` admin calls (health, SES account settings).
-Requests are told apart as AWS tells them apart: by the service in the SigV4 credential scope.
+SNS publishes go to moto and, once accepted, to the topics' Lambda subscribers (the SNS
+stand-in). Requests are told apart as AWS tells them apart: by the service in the SigV4 credential scope.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from infra.local.ses import (
     quota_response,
     refusal_response,
 )
+from infra.local.sns_delivery import SnsDelivery, accepted_publications
 
 _AUTH_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
 _INVOKE_RE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
@@ -136,6 +138,7 @@ class Gateway:
         self._apps: dict[tuple[str, ...], Any] = {}
         self._apps_lock = threading.Lock()
         self._item_locks = ItemLocks()
+        self.sns: SnsDelivery | None = None  # set by the runtime: Lambda subscribers of SNS topics
 
     def moto_app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """moto's app for this request's service, found once per kind of request.
@@ -171,6 +174,10 @@ class Gateway:
                     return _respond(start_response, self._invoke(environ, fn))
         if service in ("ses", "email"):
             return self._ses(environ, start_response, path, access_key)
+        if service == "sns" and self.sns is not None and environ.get("REQUEST_METHOD") == "POST":
+            body = _read_body(environ)
+            if b"Action=Publish" in body:
+                return self._sns_publish(environ, start_response, body)
         if service == "sts":
             # Each access key is its own account (as for SES): GetCallerIdentity answers with it.
             environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ses.account_id_for(access_key)
@@ -219,6 +226,23 @@ class Gateway:
                 (json.dumps(payload).encode()),
             )
         return 200, {"X-Amz-Executed-Version": "$LATEST"}, json.dumps(result).encode()
+
+    # --- SNS -----------------------------------------------------------------------------------------
+    def _sns_publish(self, environ: dict[str, Any], start_response: StartResponse, body: bytes) -> Iterable[bytes]:
+        """moto stores and answers the publish; its Lambda subscribers are invoked from here."""
+        assert self.sns is not None
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured["status"], captured["headers"] = status, headers
+            return lambda _data: None
+
+        chunks = b"".join(self.moto_app(environ, capture))
+        if str(captured.get("status", "500")).startswith("200"):
+            for pub in accepted_publications(body, chunks):
+                self.sns.publish(pub)
+        start_response(captured["status"], captured["headers"])
+        return [chunks]
 
     # --- SES -----------------------------------------------------------------------------------------
     def _ses(

@@ -29,7 +29,7 @@ import boto3
 from botocore.config import Config
 
 from chalicelib.config import Settings
-from infra.local import fast_sqs
+from infra.local import fast_dynamodb, fast_sqs
 from infra.local.alarms import AlarmEvaluator
 from infra.local.gateway import Gateway
 from infra.local.lambda_runtime import FunctionRunner, load_functions
@@ -146,6 +146,7 @@ class LocalStack:
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         if c.clear_outbox and c.outbox.exists():
             shutil.rmtree(c.outbox)
+        fast_dynamodb.install()
         if c.fast_sqs:
             fast_sqs.install()
             # A deep queue is hundreds of thousands of long-lived objects, which the cyclic GC would
@@ -223,7 +224,8 @@ class LocalStack:
         self.runner = FunctionRunner(functions, c.region, c.account_id, max_concurrency=c.max_concurrency)
         gateway.runner = self.runner
         by_handler = {f.handler_name: f for f in functions.values()}
-        self.sns = SnsDelivery(self.client("sqs"), self.client("sns"), self.runner, f"{s.resources.prefix}-local")
+        self.sns = SnsDelivery(self.runner)
+        gateway.sns = self.sns
         self.scheduler = Scheduler(
             self.runner, account_id=c.account_id, region=c.region, time_scale=c.schedule_time_scale
         )
@@ -341,7 +343,7 @@ class LocalStack:
         return {t.name: self.outputs[t.logical_id] for t in self.settings.resources.topics}
 
     def queue_depths(self) -> dict[str, tuple[int, int, int]]:
-        """(visible, in flight, delayed) of every moonsend queue of this stage but the taps."""
+        """(visible, in flight, delayed) of every moonsend queue of this stage."""
         from infra.status import queue_depths
 
         assert self.settings is not None

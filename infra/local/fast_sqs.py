@@ -23,6 +23,7 @@ import json
 import secrets
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from moto.core.utils import camelcase_to_underscores
@@ -54,6 +55,11 @@ def _snake(name: str) -> str:
 
 
 class FastQueue(Queue):
+    # Fault injection (the soak test): given the queue's name, whether a message just received is
+    # delivered again (left visible, so the next receive returns it too), as standard SQS's
+    # at-least-once delivery sometimes does.
+    redeliver: Callable[[str], bool] | None = None
+
     def __init__(self, name: str, region: str, account_id: str, **kwargs: Any) -> None:
         self._by_id: OrderedDict[str, Message] = OrderedDict()
         self._ready: OrderedDict[str, None] = OrderedDict()
@@ -258,7 +264,10 @@ class FastQueue(Queue):
                         continue
                     message.mark_received(visibility_timeout=visibility_timeout)
                     self._handles[message.receipt_handle] = mid  # type: ignore[index]
-                    if visibility_timeout:
+                    redeliver = FastQueue.redeliver
+                    if redeliver is not None and visibility_timeout and redeliver(self.name):
+                        self._ready.move_to_end(mid)  # stays visible: a second receive gets it again
+                    elif visibility_timeout:
                         self._set_state(mid, _INFLIGHT, message.visible_at)
                     else:
                         self._ready.move_to_end(mid)

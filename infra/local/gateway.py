@@ -20,7 +20,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from infra.local import sqs_wire
-from infra.local.lambda_runtime import FunctionRunner
+from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
     Refused,
     SesStandIn,
@@ -218,7 +218,7 @@ class Gateway:
             return 204, {}, b""
         try:
             result = self.runner.invoke(fn, event)
-        except Exception as exc:
+        except (Exception, FunctionCrashed) as exc:
             payload = {"errorMessage": str(exc), "errorType": type(exc).__name__}
             return (
                 200,

@@ -41,6 +41,15 @@ class LambdaContext:
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
+class FunctionCrashed(BaseException):
+    """The function's process died mid-invocation (killed, timed out, out of memory).
+
+    A BaseException, so that no `except Exception` in the handler runs, as none would in a killed
+    process; the runtime counts it as the invocation's error (and retries an async one, as Lambda does).
+    Raised only by fault injection (`infra.local.faults`).
+    """
+
+
 @dataclass
 class LocalFunction:
     handler_name: str  # the name in app.handler_map ("send_emails")
@@ -133,7 +142,7 @@ class FunctionRunner:
         started = time.monotonic()
         try:
             result = fn.handler(event, context)
-        except Exception:
+        except (Exception, FunctionCrashed):
             with self._cv:
                 self.stats.errors += 1
             raise
@@ -171,7 +180,7 @@ class FunctionRunner:
                     self.invoke(fn, event)
                     ok = True
                     break
-                except Exception:
+                except (Exception, FunctionCrashed):
                     error = traceback.format_exc(limit=6)
                     print(f"[lambda] {fn.function_name} failed (attempt {attempt + 1}):\n{error}")
             if not ok:

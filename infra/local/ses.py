@@ -30,6 +30,7 @@ import threading
 import time
 import uuid
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes
 from email.message import EmailMessage
@@ -85,7 +86,7 @@ class Refused(Exception):
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)
-        self.kind = kind  # "rate" or "quota"
+        self.kind = kind  # "rate", "quota" or "transient" (a 500, as SES answers now and then)
         self.message = message
 
 
@@ -126,6 +127,8 @@ class SesStandIn:
         self._destinations: dict[tuple[str, str], dict[str, tuple[frozenset[str], str]]] = {}
         self.publish: Any = None  # (topic_arn, message) -> None; set by the stack
         self._events: Any = None  # a one-thread executor, so events never delay a send's answer
+        # Fault injection (the soak test): a refusal to answer a send with instead, by access key.
+        self.fault: Callable[[str], Refused | None] | None = None
 
     # --- accounts --------------------------------------------------------------------------------
     def account_id_for(self, access_key: str) -> str:
@@ -172,7 +175,11 @@ class SesStandIn:
     def admit(self, access_key: str) -> float:
         """Count one send against the account, or refuse it; returns the accepted time."""
         acct = self.account(access_key)
+        refusal = self.fault(access_key) if self.fault is not None else None
         with self._lock:
+            if refusal is not None:
+                acct.refused += 1
+                raise refusal
             now = self._clock()
             if acct.sent_last_24h(now) >= acct.max_24h_send:
                 acct.refused += 1
@@ -445,15 +452,19 @@ def is_quota_request(path: str, body: bytes) -> int:
 
 def refusal_response(version: int, refusal: Refused) -> tuple[int, dict[str, str], bytes]:
     request_id = str(uuid.uuid4())
+    transient = refusal.kind == "transient"
     if version == 1:
+        code = "InternalFailure" if transient else "Throttling"
         xml = (
             '<ErrorResponse xmlns="http://ses.amazonaws.com/doc/2010-12-01/"><Error>'
-            f"<Type>Sender</Type><Code>Throttling</Code><Message>{refusal.message}</Message>"
-            f"</Error><RequestId>{request_id}</RequestId></ErrorResponse>"
+            f"<Type>{'Receiver' if transient else 'Sender'}</Type><Code>{code}</Code>"
+            f"<Message>{refusal.message}</Message></Error><RequestId>{request_id}</RequestId></ErrorResponse>"
         )
-        return 400, {"Content-Type": "text/xml", "x-amzn-RequestId": request_id}, xml.encode()
-    code = "TooManyRequestsException" if refusal.kind == "rate" else "LimitExceededException"
-    status = 429 if refusal.kind == "rate" else 400
+        return 500 if transient else 400, {"Content-Type": "text/xml", "x-amzn-RequestId": request_id}, xml.encode()
+    code, status = {
+        "rate": ("TooManyRequestsException", 429),
+        "transient": ("InternalFailure", 500),
+    }.get(refusal.kind, ("LimitExceededException", 400))
     body = json.dumps({"message": refusal.message}).encode()
     return (
         status,

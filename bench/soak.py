@@ -1,0 +1,331 @@
+"""The soak test: many tenants, many recipients, faults at a seed, and the promises checked at the end.
+
+Paid tenants with rates spread from 1 to 200 per second (each with its own SES account, allowing more
+than its rate, so that SES's own throttle does not hide an over-sending limiter) and free-plan tenants
+(one large, published first, and small ones after it) publish campaigns through the whole local
+pipeline: PrecompileEmail, the tenants' queues, the alarms, send_emails, the SES stand-in, its events
+back through SNS to ses_events. Recipients include invalid addresses, bounces and complaints, and a
+few hostile messages go to the topic. Faults (`infra.local.faults`) are injected for the first
+`--faults-for` seconds.
+
+At the end it checks, and prints:
+1. every recipient has exactly one ledger record, in a final state (sent, failed, rejected, ...);
+2. the outbox holds exactly one email per recipient recorded sent, and none for anyone else;
+3. per paid tenant, no one-second window (as SES saw the sends) holds more than its rate; and its
+   achieved rate (reported: on this machine the local stack's CPU, not the rates, sets the pace);
+4. free-plan fairness: how long each small free tenant waited, beside the large one's drain;
+5. nothing is left in any queue but the dead-letter queue, and each dead letter's recipient has a
+   recorded final state with a reason;
+6. each hostile message is recorded once.
+It exits non-zero if any check fails.
+
+    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 6000] [--faults-for 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HOSTILE = [
+    "{not json",
+    "[]",
+    json.dumps({"userId": "", "sender": {}, "campaign": {}, "recipient": {}}),
+    json.dumps({"userId": "soak-hostile", "campaign": {"id": "x", "body": "{% if %}", "subject": "s"}}),
+    json.dumps({"userId": "soak-hostile", "sender": {"emailAddress": "nope"}, "recipients": [None, 7]}),
+]
+
+
+@dataclass
+class Tenant:
+    user_id: str
+    plan: str  # "paid" | "free"
+    rate: float
+    recipients: list[dict[str, Any]]
+    campaign_id: str
+    published_at: float = 0.0
+    expected: set[str] = field(default_factory=set)  # ledger keys: lower-cased addresses
+
+
+def _rates(paid: int) -> list[float]:
+    """`paid` rates spread evenly on a log scale from 1 to 200 per second."""
+    if paid == 1:
+        return [1.0]
+    return [float(round(200 ** (i / (paid - 1)))) for i in range(paid)]
+
+
+def plan_tenants(paid: int, free: int, recipients: int) -> list[Tenant]:
+    """Paid tenants get recipients in proportion to their rate (at least 20); free ones share 8%."""
+    rates = _rates(paid)
+    free_total = max(free * 10, int(recipients * 0.08)) if free else 0
+    paid_total = recipients - free_total
+    weights = sum(rates)
+    tenants: list[Tenant] = []
+    for k, rate in enumerate(rates):
+        n = max(20, int(paid_total * rate / weights))
+        tenants.append(_tenant(f"soak-p{k:02d}", "paid", rate, n, k))
+    if free:
+        large = max(10, free_total - 10 * (free - 1))
+        tenants.append(_tenant("soak-f00", "free", 0, large, 100))
+        tenants += [_tenant(f"soak-f{k:02d}", "free", 0, 10, 100 + k) for k in range(1, free)]
+    return tenants
+
+
+def _tenant(user_id: str, plan: str, rate: float, n: int, k: int) -> Tenant:
+    people: list[dict[str, Any]] = []
+    for i in range(n):
+        if i % 97 == 13:
+            email = f"not-an-address-{k}-{i}"  # rejected at precompile
+        elif i % 101 == 7:
+            email = f"bounce-{k}-{i}@simulator.amazonses.com"  # sent, then bounces
+        elif i % 211 == 5:
+            email = f"complaint-{k}-{i}@simulator.amazonses.com"  # sent, delivered, then complains
+        else:
+            email = f"r{i}@{user_id}.example"
+        people.append({"email": email, "metadata": {"name": f"N{i}", "surname": "S"}})
+    t = Tenant(user_id, plan, rate, people, f"soak-{user_id}")
+    t.expected = {p["email"].lower() for p in people}
+    return t
+
+
+def max_in_window(ts_ms: list[int], window_ms: int = 1000) -> int:
+    """The most timestamps in any half-open window [t, t + window_ms)."""
+    ts = sorted(ts_ms)
+    best, lo = 0, 0
+    for hi, t in enumerate(ts):
+        while ts[lo] <= t - window_ms:
+            lo += 1
+        best = max(best, hi - lo + 1)
+    return best
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
+    from chalicelib import wiring
+    from chalicelib.contract import QueuedEmail
+    from chalicelib.ledger import FINAL, UNATTRIBUTED, unattributed_day
+    from infra.local.faults import FaultPlan, Faults
+    from infra.local.stack import LocalStack, StackConfig
+    from infra.producer import CampaignSpec, messages, publish
+
+    tenants = plan_tenants(args.paid, args.free, args.recipients)
+    total = sum(len(t.recipients) for t in tenants)
+    report: dict[str, Any] = {"seed": args.seed, "tenants": len(tenants), "recipients": total}
+    failures: list[str] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        outbox = Path(tmp)
+        cfg = StackConfig(port=0, api_port=0, outbox=outbox, ses_latency_ms=50.0, free_rate=args.free_rate)
+        with LocalStack(cfg) as stack:
+            assert stack.settings is not None and stack.ses is not None and stack.runner is not None
+            prefix = stack.settings.resources.prefix
+            faults = Faults(FaultPlan(seed=args.seed, until_s=args.faults_for), prefix)
+            sns = stack.client("sns")
+            topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
+            specs: dict[str, CampaignSpec] = {}
+            for t in tenants:
+                if t.plan == "paid":
+                    sender = stack.paid_sender(t.user_id, rate=t.rate, ses_max_rate=t.rate * 2 + 10)
+                else:
+                    sender = {
+                        "region": stack.config.region,
+                        "ratePerSecond": "1",
+                        "emailAddress": f"news@{t.user_id}.example",
+                        "fromName": f"{t.user_id} News",
+                    }
+                    stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
+                specs[t.user_id] = CampaignSpec(
+                    t.user_id,
+                    sender,
+                    "Hello {{ name }}",
+                    "<p>Dear {{ name }} {{ surname }}, this is {{ campaign.id | default: 'our news' }}.</p>",
+                    t.campaign_id,
+                    plan="free" if t.plan == "free" else None,
+                )
+            ledger = wiring.container().ledger
+            junk_before = sum(1 for _ in ledger.entries(UNATTRIBUTED, unattributed_day()))
+            faults.install(stack)
+            wall0, cpu0 = time.monotonic(), time.process_time()
+            for t in tenants:  # the large free tenant before the small ones
+                t.published_at = time.time()
+                publish(sns, topic, messages(specs[t.user_id], t.recipients, per_message=100))
+            publish(sns, topic, HOSTILE)
+            published_s = time.monotonic() - wall0
+            print(f"published {total} recipients of {len(tenants)} tenants in {published_s:.0f} s", flush=True)
+            drained = _wait(stack, args.timeout - (time.monotonic() - wall0), total)
+            wall, cpu = time.monotonic() - wall0, time.process_time() - cpu0
+            faults.uninstall()
+            report.update(
+                drained=drained,
+                wall_s=round(wall),
+                cpu_s=round(cpu),
+                faults_injected=dict(sorted(faults.injected.items())),
+                failed_async_events=len(stack.runner.stats.failed_events),
+            )
+            if not drained:
+                failures.append("the pipeline did not drain within the time limit")
+
+            # 1. one final state per recipient
+            states: Counter[str] = Counter()
+            sent_by_ledger: dict[str, set[str]] = {}
+            missing, open_, extra = 0, 0, 0
+            for t in tenants:
+                entries = {e.email: e for e in ledger.entries(t.user_id, t.campaign_id)}
+                extra += len(set(entries) - t.expected)
+                for key in t.expected:
+                    e = entries.get(key)
+                    if e is None:
+                        missing += 1
+                    elif e.state not in FINAL:
+                        open_ += 1
+                    else:
+                        states[e.state] += 1
+                sent_by_ledger[t.user_id] = {k for k, e in entries.items() if e.state == "sent"}
+            report["final_states"] = dict(sorted(states.items()))
+            report["recipients_without_record"] = missing
+            report["recipients_not_final"] = open_
+            if missing or open_ or extra:
+                failures.append(f"{missing} recipients unrecorded, {open_} not final, {extra} unexpected records")
+
+            # 2. the outbox: one email per sent recipient, none for anyone else
+            sends = _read_sends(outbox)
+            per: dict[str, Counter[str]] = defaultdict(Counter)
+            for s in sends:
+                per[s["userId"]][str(s["to"]).lower()] += 1
+            duplicates = sum(n - 1 for c in per.values() for n in c.values() if n > 1)
+            mismatched = sum(len(set(per[t.user_id]) ^ sent_by_ledger[t.user_id]) for t in tenants)
+            report["emails_in_outbox"] = len(sends)
+            report["unique_sent_recipients"] = sum(len(v) for v in sent_by_ledger.values())
+            report["duplicate_emails"] = duplicates
+            if duplicates or mismatched:
+                failures.append(
+                    f"{duplicates} duplicate emails; {mismatched} recipients where outbox and ledger differ"
+                )
+
+            # 3. the rate, as SES saw it
+            rates = []
+            by_user_ts: dict[str, list[int]] = defaultdict(list)
+            for s in sends:
+                by_user_ts[s["userId"]].append(int(s["ts"]))
+            for t in tenants:
+                ts = by_user_ts.get(t.user_id, [])
+                if t.plan != "paid" or len(ts) < 2:
+                    continue
+                peak = max_in_window(ts)
+                span = (max(ts) - min(ts)) / 1000
+                achieved = (len(ts) - 1) / span if span > 0 else math.inf
+                rates.append({"tenant": t.user_id, "rate": t.rate, "max_in_1s": peak, "achieved": round(achieved, 2)})
+                if peak > t.rate:
+                    failures.append(f"{t.user_id}: {peak} sends in one second, above its rate of {t.rate:g}")
+            report["rates"] = rates
+
+            # 4. free-plan fairness
+            free = [t for t in tenants if t.plan == "free"]
+            if free:
+                fair = []
+                for t in free:
+                    ts = by_user_ts.get(t.user_id, [])
+                    fair.append(
+                        {
+                            "tenant": t.user_id,
+                            "recipients": len(t.recipients),
+                            "sent": len(ts),
+                            "first_after_s": round(min(ts) / 1000 - t.published_at, 1) if ts else None,
+                            "last_after_s": round(max(ts) / 1000 - t.published_at, 1) if ts else None,
+                        }
+                    )
+                report["free_plan"] = fair
+
+            # 5. queues empty but the DLQ; each dead letter recorded with a reason
+            depths = stack.queue_depths()
+            dlq = stack.settings.resources.dead_letter_queue.name
+            left = {n: v for n, v in depths.items() if n != dlq and sum(v)}
+            if left:
+                failures.append(f"messages left in queues: {left}")
+            dead = _dead_letters(stack, dlq)
+            unexplained = 0
+            for body in dead:
+                try:
+                    q = QueuedEmail.from_json(body)
+                    e = ledger.get(q.user_id, q.campaign_id, q.recipient_email)
+                    ok = e is not None and e.state in FINAL and bool(e.reason or e.state == "sent")
+                except Exception:
+                    ok = False
+                unexplained += not ok
+            report["dead_letters"] = len(dead)
+            if unexplained:
+                failures.append(f"{unexplained} dead letters without a recorded final state and reason")
+
+            # 6. hostile messages recorded once each
+            junk = sum(1 for _ in ledger.entries(UNATTRIBUTED, unattributed_day())) - junk_before
+            report["hostile_messages_recorded"] = junk
+    report["emails_per_s"] = round(report["emails_in_outbox"] / max(1, report["wall_s"]), 2)
+    report["failures"] = failures
+    report["passed"] = not failures
+    return report
+
+
+def _wait(stack: Any, budget_s: float, total: int) -> bool:
+    """Wait for the pipeline to drain, printing progress each minute."""
+    end = time.monotonic() + max(0.0, budget_s)
+    while time.monotonic() < end:
+        if stack.wait_until_drained(timeout=min(60.0, end - time.monotonic()), settle_s=5.0, poll_s=2.0):
+            return True
+        sent = sum(1 for _ in _read_sends(stack.config.outbox))
+        print(f"  {time.strftime('%H:%M:%S')} {sent}/{total} sent", flush=True)
+    return False
+
+
+def _read_sends(outbox: Path) -> list[dict[str, Any]]:
+    path = outbox / "sends.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _dead_letters(stack: Any, dlq: str) -> list[str]:
+    sqs = stack.client("sqs")
+    url = sqs.get_queue_url(QueueName=dlq)["QueueUrl"]
+    bodies: dict[str, str] = {}
+    for _ in range(1000):
+        got = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600).get("Messages", [])
+        if not got:
+            break
+        for m in got:
+            bodies[m["MessageId"]] = m["Body"]
+    return list(bodies.values())
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--paid", type=int, default=40, help="paid tenants (rates 1 to 200 per second)")
+    ap.add_argument("--free", type=int, default=10, help="free-plan tenants")
+    ap.add_argument("--recipients", type=int, default=6000)
+    ap.add_argument("--free-rate", type=float, default=10.0)
+    ap.add_argument("--faults-for", type=float, default=600.0, help="seconds during which faults are injected")
+    ap.add_argument("--timeout", type=float, default=1740.0, help="seconds until the run is given up")
+    ap.add_argument("--json", type=Path, help="also write the report here")
+    args = ap.parse_args()
+    report = run(args)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.json:
+        args.json.write_text(text + "\n")
+    print("PASSED" if report["passed"] else "FAILED:\n- " + "\n- ".join(report["failures"]))
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

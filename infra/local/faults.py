@@ -1,0 +1,258 @@
+"""Faults injected into the local stack at a seed: what the soak test (`bench/soak.py`) runs under.
+
+Each fault is one AWS misbehaviour the pipeline must survive without sending twice or losing a
+recipient, injected where the local stand-in for that service sits:
+
+- **SES transient errors** (a 500 InternalFailure) and **throttling bursts** (every send of one
+  account refused with TooManyRequests for `burst_s`): the SES stand-in's `fault` hook;
+- **duplicate SNS deliveries** (a Lambda subscriber invoked twice for one publish): `SnsDelivery`;
+- **duplicate SQS deliveries** (a received message left visible, so it is received again): the fast
+  SQS model's `redeliver` hook, on the send queues;
+- **a drainer killed mid-batch**, just before SES is called or just after SES accepted (the email went
+  out and nothing was recorded yet), **a precompile killed between steps** (after its ledger write and
+  before its enqueue, or after the enqueue), and **a Lambda deadline hit mid-batch** (the invocation's
+  context reports more time than it has, so the deadline comes while sends are in flight): a botocore
+  hook raises `FunctionCrashed` in the invocation, and every later AWS call of that invocation (its
+  send threads too) raises it again, as nothing more leaves a dead process. The runtime counts it as
+  the invocation's error and retries it as Lambda retries async events.
+
+The seed fixes the random streams; which request draws which number still depends on thread timing,
+so two runs at one seed inject the same kinds and rates of faults, not the same faults on the same
+recipients. Faults stop after `until_s`, so that the run can finish (and crashed drains' messages
+come back after the queues' visibility timeout).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import botocore.handlers
+
+from infra.local.fast_sqs import FastQueue
+from infra.local.lambda_runtime import FunctionCrashed, LambdaContext, LocalFunction
+from infra.local.ses import Refused
+from infra.local.sns_delivery import Publication
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    seed: int
+    ses_transient: float = 0.01  # per send: a 500
+    ses_burst: float = 0.002  # per send: a throttling burst starts on that account
+    burst_s: float = 2.0
+    sns_duplicate: float = 0.03  # per delivery to a Lambda
+    sqs_duplicate: float = 0.01  # per message received from a send queue
+    drainer_kill: float = 0.002  # per SES send, half before SES is called and half after it accepted
+    precompile_kill: float = 0.03  # per enqueue, half before SendMessageBatch and half after
+    deadline: float = 0.05  # per send_emails invocation: its deadline comes mid-batch
+    until_s: float = 600.0  # no new faults after this long
+
+
+@dataclass
+class _Invocation:
+    function: str
+    dead: bool = False
+    deadline: float | None = None  # monotonic time at which Lambda stops it
+
+
+_current = threading.local()
+
+
+def _invocation() -> _Invocation | None:
+    return getattr(_current, "inv", None)
+
+
+@dataclass
+class Faults:
+    plan: FaultPlan
+    prefix: str  # the stage's resource prefix ("moonsend-local"): send queues and functions are named by it
+    injected: Counter[str] = field(default_factory=Counter)
+    _rng: random.Random = field(init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _bursts: dict[str, float] = field(default_factory=dict)
+    _t0: float = field(default_factory=time.monotonic)
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.plan.seed)
+
+    # --- the dice ------------------------------------------------------------------------------------
+    def active(self) -> bool:
+        return time.monotonic() - self._t0 < self.plan.until_s
+
+    def _roll(self, p: float, kind: str) -> bool:
+        if p <= 0 or not self.active():
+            return False
+        with self._lock:
+            hit = self._rng.random() < p
+            if hit:
+                self.injected[kind] += 1
+        return hit
+
+    # --- installing ----------------------------------------------------------------------------------
+    def install(self, stack: Any) -> None:
+        """Hook every fault into a started LocalStack (undone by `uninstall`)."""
+        assert stack.ses is not None and stack.sns is not None and stack.runner is not None
+        ses, sns, runner = stack.ses, stack.sns, stack.runner
+        ses.fault = self._ses_fault
+        sns.duplicates = self._sns_duplicates
+        FastQueue.redeliver = self._sqs_redeliver
+        real_invoke, real_context = runner.invoke, runner.context_for
+        runner.invoke = self._invoke(real_invoke)
+        runner.context_for = self._context_for(real_context)
+        real_submit = ThreadPoolExecutor.submit
+        ThreadPoolExecutor.submit = _propagating(real_submit)  # type: ignore[method-assign]
+        botocore.handlers.BUILTIN_HANDLERS.append(("before-call", self._before_call))
+        botocore.handlers.BUILTIN_HANDLERS.append(("after-call", self._after_call))
+        for client in stack._clients.values():  # clients made before: hook them too
+            client.meta.events.register("before-call", self._before_call)
+            client.meta.events.register("after-call", self._after_call)
+
+        def undo() -> None:
+            ses.fault = None
+            sns.duplicates = lambda _p, _f: 0
+            FastQueue.redeliver = None
+            runner.invoke, runner.context_for = real_invoke, real_context
+            ThreadPoolExecutor.submit = real_submit  # type: ignore[method-assign]
+            for hook in (("before-call", self._before_call), ("after-call", self._after_call)):
+                if hook in botocore.handlers.BUILTIN_HANDLERS:
+                    botocore.handlers.BUILTIN_HANDLERS.remove(hook)
+
+        self._undo.append(undo)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    # --- SES, SNS, SQS -------------------------------------------------------------------------------
+    def _ses_fault(self, access_key: str) -> Refused | None:
+        now = time.monotonic()
+        if self._bursts.get(access_key, 0.0) > now:
+            return Refused("rate", "Maximum sending rate exceeded.")
+        if self._roll(self.plan.ses_burst, "ses throttling burst"):
+            self._bursts[access_key] = now + self.plan.burst_s
+            return Refused("rate", "Maximum sending rate exceeded.")
+        if self._roll(self.plan.ses_transient, "ses transient error"):
+            return Refused("transient", "Internal failure (injected).")
+        return None
+
+    def _sns_duplicates(self, pub: Publication, fn: LocalFunction) -> int:
+        return 1 if self._roll(self.plan.sns_duplicate, "sns duplicate delivery") else 0
+
+    def _sqs_redeliver(self, queue_name: str) -> bool:
+        if not queue_name.startswith(f"{self.prefix}-t-") and queue_name != f"{self.prefix}-free":
+            return False
+        return self._roll(self.plan.sqs_duplicate, "sqs duplicate delivery")
+
+    # --- invocations ---------------------------------------------------------------------------------
+    def _invoke(self, real: Callable[[LocalFunction, dict[str, Any]], Any]) -> Callable[..., Any]:
+        def invoke(fn: LocalFunction, event: dict[str, Any]) -> Any:
+            outer = _invocation()
+            _current.inv = _Invocation(fn.handler_name)
+            try:
+                return real(fn, event)
+            finally:
+                _current.inv = outer
+
+        return invoke
+
+    def _context_for(self, real: Callable[[LocalFunction], LambdaContext]) -> Callable[[LocalFunction], Any]:
+        def context_for(fn: LocalFunction) -> Any:
+            ctx = real(fn)
+            inv = _invocation()
+            if inv is not None and fn.handler_name == "send_emails" and self._roll(self.plan.deadline, "deadline"):
+                # The context claims the margin is still ahead when it is not: the drain keeps taking
+                # batches, and Lambda stops it a few seconds in, mid-batch.
+                cut_s = self._rng.uniform(2.0, 8.0)
+                inv.deadline = time.monotonic() + cut_s
+                return _LyingContext(ctx, extra_ms=60_000)
+            return ctx
+
+        return context_for
+
+    def _kill(self, inv: _Invocation, why: str) -> None:
+        inv.dead = True
+        raise FunctionCrashed(why)
+
+    def _before_call(self, model: Any, **_: Any) -> None:
+        inv = _invocation()
+        if inv is None:
+            return
+        if inv.dead:
+            raise FunctionCrashed("the invocation's process is gone")
+        if inv.deadline is not None and time.monotonic() >= inv.deadline:
+            self._kill(inv, "Task timed out")
+        self._maybe_kill(inv, model.name, "before")
+
+    def _after_call(self, model: Any, **_: Any) -> None:
+        inv = _invocation()
+        if inv is not None and not inv.dead:
+            self._maybe_kill(inv, model.name, "after")
+
+    def _maybe_kill(self, inv: _Invocation, operation: str, when: str) -> None:
+        point = _KILL_POINTS.get((inv.function, operation, when))
+        if point is not None and self._roll(getattr(self.plan, point[0]) / 2, point[1]):
+            self._kill(inv, point[2])
+
+
+# (function, operation, before/after the call) -> (the plan's probability, what is counted, why it died)
+_KILL_POINTS: dict[tuple[str, str, str], tuple[str, str, str]] = {
+    ("send_emails", "SendEmail", "before"): ("drainer_kill", "drainer killed before SES", "killed before SES"),
+    ("send_emails", "SendEmail", "after"): (
+        "drainer_kill",
+        "drainer killed after SES accepted",
+        "killed after SES accepted, before the outcome was recorded",
+    ),
+    ("precompile_email", "SendMessageBatch", "before"): (
+        "precompile_kill",
+        "precompile killed before enqueue",
+        "killed after the ledger write, before the enqueue",
+    ),
+    ("precompile_email", "SendMessageBatch", "after"): (
+        "precompile_kill",
+        "precompile killed after enqueue",
+        "killed after the enqueue",
+    ),
+}
+
+
+class _LyingContext:
+    """A Lambda context that reports `extra_ms` more time than the invocation has."""
+
+    def __init__(self, real: LambdaContext, extra_ms: int) -> None:
+        self._real = real
+        self._extra_ms = extra_ms
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self._real.get_remaining_time_in_millis() + self._extra_ms
+
+
+def _propagating(real_submit: Callable[..., Any]) -> Callable[..., Any]:
+    """ThreadPoolExecutor.submit that runs the task as part of the submitting thread's invocation."""
+
+    def submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        inv = _invocation()
+        if inv is None:
+            return real_submit(self, fn, *args, **kwargs)
+
+        def run(*a: Any, **kw: Any) -> Any:
+            outer = _invocation()
+            _current.inv = inv
+            try:
+                return fn(*a, **kw)
+            finally:
+                _current.inv = outer
+
+        return real_submit(self, run, *args, **kwargs)
+
+    return submit

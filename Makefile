@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo test lint up bench clean package deploy destroy smoke
+.PHONY: install browser demo test lint up bench soak clean package deploy destroy smoke
 
 STAGE ?= dev
 
@@ -36,12 +36,14 @@ lint: install
 up: install
 	$(BIN)/moonsend up
 
+# Every bench, one after the other; their figures are written into BENCHMARKS.md (bench/run.py).
 bench: install
-	$(BIN)/python bench/sqs_depth.py
-	$(BIN)/python bench/precompile.py
-	$(BIN)/python bench/send_rate.py
-	$(BIN)/python bench/throughput.py
-	$(BIN)/python bench/cost.py --markdown
+	$(BIN)/python bench/run.py
+
+# The soak test: 50 tenants, faults at a seed, the promises checked at the end (SEED=7 by default).
+SEED ?= 7
+soak: install
+	$(BIN)/python bench/soak.py --seed $(SEED)
 
 package: install
 	$(BIN)/moonsend package --stage $(STAGE)

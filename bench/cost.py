@@ -276,12 +276,15 @@ def main() -> int:
     ap.add_argument("--recipients", type=int, default=2000)
     ap.add_argument("--per-message", type=int, default=200)
     ap.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md tables instead of JSON")
+    ap.add_argument("--report", type=Path, help="also write the Markdown tables here (bench/run.py)")
     args = ap.parse_args()
     m = run(args.tenants, args.recipients, args.per_message)
     if not m["drained"]:
         print("the pipeline did not drain: figures would be partial", file=sys.stderr)
         return 1
     priced = [model(m, rate=r) for r in (1.0, 14.0, 100.0)]
+    if args.report:
+        args.report.write_text(markdown(m, priced) + "\n")
     if args.markdown:
         print(markdown(m, priced))
     else:

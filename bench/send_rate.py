@@ -166,6 +166,7 @@ def main() -> int:
     ap.add_argument("--rates", default="1,10,100,500")
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--latency-ms", type=float, default=50.0)
+    ap.add_argument("--report", type=Path, help="also write the results as a Markdown table here (bench/run.py)")
     args = ap.parse_args()
     ok = True
     rows = []
@@ -175,6 +176,21 @@ def main() -> int:
         print(json.dumps(row), flush=True)
         within = row["busiest_1s_window"] <= math.floor(rate + 1e-9)
         ok &= row["ratio"] >= 0.95 and within and row["sent"] == row["emails"]
+    if args.report:
+        table = [
+            "| target/s | emails | achieved/s | ratio | most sends in any 1 s | throttled by SES |",
+            "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in rows:
+            table.append(
+                f"| {r['target_per_s']:g} | {r['emails']:,} | {r['achieved_per_s']:,.2f} | {r['ratio']:.4f} "
+                f"| {r['busiest_1s_window']} | {r['throttled_by_ses']} |"
+            )
+        table += [
+            "",
+            f"Targets: at least 0.95 of the rate, never above it in any window: {'met' if ok else 'NOT met'}.",
+        ]
+        args.report.write_text("\n".join(table) + "\n")
     return 0 if ok else 1
 
 

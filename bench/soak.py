@@ -100,17 +100,6 @@ def _tenant(user_id: str, plan: str, rate: float, n: int, k: int) -> Tenant:
     return t
 
 
-def max_in_window(ts_ms: list[int], window_ms: int = 1000) -> int:
-    """The most timestamps in any half-open window [t, t + window_ms)."""
-    ts = sorted(ts_ms)
-    best, lo = 0, 0
-    for hi, t in enumerate(ts):
-        while ts[lo] <= t - window_ms:
-            lo += 1
-        best = max(best, hi - lo + 1)
-    return best
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
     from chalicelib import wiring
@@ -119,6 +108,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from infra.local.faults import FaultPlan, Faults
     from infra.local.stack import LocalStack, StackConfig
     from infra.producer import CampaignSpec, messages, publish
+    from infra.status import max_in_window
 
     tenants = plan_tenants(args.paid, args.free, args.recipients)
     total = sum(len(t.recipients) for t in tenants)
@@ -172,6 +162,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 cpu_s=round(cpu),
                 faults_injected=dict(sorted(faults.injected.items())),
                 failed_async_events=len(stack.runner.stats.failed_events),
+                invocations=stack.runner.stats.started,
+                invocations_past_timeout=stack.runner.stats.overran,
             )
             if not drained:
                 failures.append("the pipeline did not drain within the time limit")
@@ -222,7 +214,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 ts = by_user_ts.get(t.user_id, [])
                 if t.plan != "paid" or len(ts) < 2:
                     continue
-                peak = max_in_window(ts)
+                peak = max_in_window(ts, 1000)
                 span = (max(ts) - min(ts)) / 1000
                 achieved = (len(ts) - 1) / span if span > 0 else math.inf
                 rates.append({"tenant": t.user_id, "rate": t.rate, "max_in_1s": peak, "achieved": round(achieved, 2)})
@@ -269,11 +261,55 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             # 6. hostile messages recorded once each
             junk = sum(1 for _ in ledger.entries(UNATTRIBUTED, unattributed_day())) - junk_before
+            junk += sum(1 for _ in ledger.entries("soak-hostile", "x"))  # a tenant and campaign, but no sender
             report["hostile_messages_recorded"] = junk
+            if junk != len(HOSTILE):
+                failures.append(f"{junk} of {len(HOSTILE)} hostile messages recorded")
     report["emails_per_s"] = round(report["emails_in_outbox"] / max(1, report["wall_s"]), 2)
     report["failures"] = failures
     report["passed"] = not failures
     return report
+
+
+def markdown(r: dict[str, Any]) -> str:
+    """The report as the Markdown summary that goes into BENCHMARKS.md and the issue note."""
+    rates = r.get("rates", [])
+    worst = max(rates, key=lambda x: x["max_in_1s"] / x["rate"]) if rates else None
+    free = r.get("free_plan") or []
+    small = [f for f in free[1:] if f["last_after_s"] is not None]
+    rows = [
+        ("seed", r["seed"]),
+        ("tenants / recipients", f"{r['tenants']} / {r['recipients']:,}"),
+        ("wall / CPU", f"{r.get('wall_s')} s / {r.get('cpu_s')} s ({r.get('emails_per_s')} emails/s)"),
+        ("faults injected", ", ".join(f"{k} {v}" for k, v in (r.get("faults_injected") or {}).items()) or "none"),
+        ("final states", ", ".join(f"{k} {v:,}" for k, v in (r.get("final_states") or {}).items())),
+        (
+            "recipients unrecorded / not final",
+            f"{r.get('recipients_without_record')} / {r.get('recipients_not_final')}",
+        ),
+        (
+            "emails in outbox / unique sent / duplicates",
+            f"{r.get('emails_in_outbox'):,} / {r.get('unique_sent_recipients'):,} / {r.get('duplicate_emails')}",
+        ),
+        ("paid tenants above their rate in any 1 s", sum(1 for x in rates if x["max_in_1s"] > x["rate"])),
+        (
+            "closest to its rate",
+            f"{worst['tenant']}: {worst['max_in_1s']} in 1 s at {worst['rate']:g}/s" if worst else "-",
+        ),
+        ("free plan: large tenant's last email after", f"{free[0]['last_after_s']} s" if free else "-"),
+        (
+            "free plan: small tenants' last email after (max)",
+            f"{max(f['last_after_s'] for f in small)} s" if small else "-",
+        ),
+        ("dead letters (each recorded with a reason)", r.get("dead_letters")),
+        ("hostile messages recorded", r.get("hostile_messages_recorded")),
+        (
+            "invocations / past their timeout / failed for good",
+            f"{r.get('invocations')} / {r.get('invocations_past_timeout')} / {r.get('failed_async_events')}",
+        ),
+        ("result", "**passed**" if r["passed"] else "**FAILED**: " + "; ".join(r["failures"])),
+    ]
+    return "| check | figure |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
 
 
 def _wait(stack: Any, budget_s: float, total: int) -> bool:
@@ -317,12 +353,15 @@ def main() -> int:
     ap.add_argument("--faults-for", type=float, default=600.0, help="seconds during which faults are injected")
     ap.add_argument("--timeout", type=float, default=1740.0, help="seconds until the run is given up")
     ap.add_argument("--json", type=Path, help="also write the report here")
+    ap.add_argument("--report", type=Path, help="also write a Markdown summary here (bench/run.py)")
     args = ap.parse_args()
     report = run(args)
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:
         args.json.write_text(text + "\n")
+    if args.report:
+        args.report.write_text(markdown(report))
     print("PASSED" if report["passed"] else "FAILED:\n- " + "\n- ".join(report["failures"]))
     return 0 if report["passed"] else 1
 

@@ -115,6 +115,7 @@ def main() -> int:
     ap.add_argument("--stock-depths", default="500,2000")
     ap.add_argument("--clients", type=int, default=2, help="concurrent client threads (a drainer pipelines)")
     ap.add_argument("--one", choices=["fast", "stock"], help=argparse.SUPPRESS)
+    ap.add_argument("--report", type=Path, help="also write the results as a Markdown table here (bench/run.py)")
     args = ap.parse_args()
     if args.one:
         print(json.dumps(measure(args.depth, args.ops, args.one == "fast", args.clients)))
@@ -151,6 +152,22 @@ def main() -> int:
         f"at depth {last['depth']}: enqueue {last['enqueue_per_s']:.0f}/s, receive+delete "
         f"{last['receive_delete_per_s']:.0f}/s: {'OK' if ok else 'BELOW 1,000/s'}"
     )
+    if args.report:
+        table = [
+            "| model | depth | fill msg/s | enqueue msg/s | receive+delete msg/s | GetQueueAttributes req/s |",
+            "| --- | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for kind, r in rows:
+            table.append(
+                f"| {'stock moto' if kind == 'stock' else 'local stack'} | {r['depth']:,} | {r['fill_per_s']:,.0f} "
+                f"| {r['enqueue_per_s']:,.0f} | {r['receive_delete_per_s']:,.0f} | {r['get_attributes_per_s']:,.0f} |"
+            )
+        table.append("")
+        table.append(
+            f"Target: enqueue and receive+delete above 1,000/s at depth {last['depth']:,}: "
+            f"{'met' if ok else 'NOT met'}."
+        )
+        args.report.write_text("\n".join(table) + "\n")
     return 0 if ok else 1
 
 

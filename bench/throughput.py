@@ -68,9 +68,18 @@ def main() -> int:
     ap.add_argument("--recipients", type=int, default=2000)
     ap.add_argument("--tenants", type=int, default=1)
     ap.add_argument("--ses-latency-ms", type=float, default=50.0)
+    ap.add_argument("--report", type=Path, help="also write the results as a Markdown table here (bench/run.py)")
     args = ap.parse_args()
     result = run(args.recipients, args.tenants, args.ses_latency_ms)
     print(json.dumps(result, indent=2))
+    if args.report:
+        r = result
+        args.report.write_text(
+            "| emails | tenants | drained | wall | emails/s | CPU per email |\n"
+            "| ---: | ---: | --- | ---: | ---: | ---: |\n"
+            f"| {r['emails']:,} | {r['tenants']} | {'yes' if r['drained'] else 'NO'} | {r['wall_s']} s "
+            f"| **{r['emails_per_s']}** | {r['cpu_ms_per_email']} ms |\n"
+        )
     return 0 if result["drained"] and result["emails_in_outbox"] == result["emails"] else 1
 
 

@@ -14,7 +14,9 @@ recipient, injected where the local stand-in for that service sits:
   context reports more time than it has, so the deadline comes while sends are in flight): a botocore
   hook raises `FunctionCrashed` in the invocation, and every later AWS call of that invocation (its
   send threads too) raises it again, as nothing more leaves a dead process. The runtime counts it as
-  the invocation's error and retries it as Lambda retries async events.
+  the invocation's error and retries it as Lambda retries async events. An event is killed at most
+  once, so its retry runs (three deaths in a row would be Lambda giving up on the event, a loss that
+  Lambda's on-failure destination covers, not the pipeline).
 
 The seed fixes the random streams; which request draws which number still depends on thread timing,
 so two runs at one seed inject the same kinds and rates of faults, not the same faults on the same
@@ -58,6 +60,7 @@ class FaultPlan:
 @dataclass
 class _Invocation:
     function: str
+    event: int  # id() of the event: Lambda's retries of one event pass the same object
     dead: bool = False
     deadline: float | None = None  # monotonic time at which Lambda stops it
 
@@ -79,6 +82,7 @@ class Faults:
     _bursts: dict[str, float] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
     _undo: list[Callable[[], None]] = field(default_factory=list)
+    _killed_events: set[int] = field(default_factory=set)  # each event dies at most once: its retry lives
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.plan.seed)
@@ -155,7 +159,7 @@ class Faults:
     def _invoke(self, real: Callable[[LocalFunction, dict[str, Any]], Any]) -> Callable[..., Any]:
         def invoke(fn: LocalFunction, event: dict[str, Any]) -> Any:
             outer = _invocation()
-            _current.inv = _Invocation(fn.handler_name)
+            _current.inv = _Invocation(fn.handler_name, id(event))
             try:
                 return real(fn, event)
             finally:
@@ -167,7 +171,12 @@ class Faults:
         def context_for(fn: LocalFunction) -> Any:
             ctx = real(fn)
             inv = _invocation()
-            if inv is not None and fn.handler_name == "send_emails" and self._roll(self.plan.deadline, "deadline"):
+            if (
+                inv is not None
+                and fn.handler_name == "send_emails"
+                and not self._killed_before(inv)
+                and self._roll(self.plan.deadline, "deadline hit mid-batch")
+            ):
                 # The context claims the margin is still ahead when it is not: the drain keeps taking
                 # batches, and Lambda stops it a few seconds in, mid-batch.
                 cut_s = self._rng.uniform(2.0, 8.0)
@@ -179,7 +188,13 @@ class Faults:
 
     def _kill(self, inv: _Invocation, why: str) -> None:
         inv.dead = True
+        with self._lock:
+            self._killed_events.add(inv.event)
         raise FunctionCrashed(why)
+
+    def _killed_before(self, inv: _Invocation) -> bool:
+        with self._lock:
+            return inv.event in self._killed_events
 
     def _before_call(self, model: Any, **_: Any) -> None:
         inv = _invocation()
@@ -198,7 +213,9 @@ class Faults:
 
     def _maybe_kill(self, inv: _Invocation, operation: str, when: str) -> None:
         point = _KILL_POINTS.get((inv.function, operation, when))
-        if point is not None and self._roll(getattr(self.plan, point[0]) / 2, point[1]):
+        if point is None or self._killed_before(inv):
+            return
+        if self._roll(getattr(self.plan, point[0]) / 2, point[1]):
             self._kill(inv, point[2])
 
 

@@ -71,6 +71,7 @@ class InvocationStats:
     started: int = 0
     succeeded: int = 0
     errors: int = 0
+    overran: int = 0  # ran past the function's timeout (AWS would have stopped them; here CPU starvation)
     failed_events: list[FailedEvent] = field(default_factory=list)
 
 
@@ -149,6 +150,8 @@ class FunctionRunner:
         finally:
             took = time.monotonic() - started
             if took > fn.timeout_s:
+                with self._cv:
+                    self.stats.overran += 1
                 print(
                     f"[lambda] {fn.function_name} ran {took:.1f}s, past its "
                     f"{fn.timeout_s:.0f}s timeout: AWS would have stopped it"
@@ -180,7 +183,10 @@ class FunctionRunner:
                     self.invoke(fn, event)
                     ok = True
                     break
-                except (Exception, FunctionCrashed):
+                except FunctionCrashed as crash:
+                    error = f"FunctionCrashed: {crash}"
+                    print(f"[lambda] {fn.function_name} died (attempt {attempt + 1}): {crash}")
+                except Exception:
                     error = traceback.format_exc(limit=6)
                     print(f"[lambda] {fn.function_name} failed (attempt {attempt + 1}):\n{error}")
             if not ok:

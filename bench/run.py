@@ -1,0 +1,139 @@
+"""`make bench`: run every benchmark and write its figures into BENCHMARKS.md.
+
+Each bench runs in its own process (as its command line shows, so that a reader can repeat one) with
+`--report FILE`, where it writes its results as Markdown. The figures, what was run, on what machine
+and at which commit go into BENCHMARKS.md between two markers; everything outside them (the analysis
+of earlier runs) is left as it is. A bench that fails (its target missed) is still reported, and makes
+this command fail.
+
+    python bench/run.py [--only throughput,cost] [--with-soak] [--out BENCHMARKS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START = "<!-- make bench: start (written by bench/run.py; edit outside the markers) -->"
+END = "<!-- make bench: end -->"
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    title: str
+    args: tuple[str, ...]
+
+
+BENCHES = (
+    Bench("sqs_depth", "Local stack: SQS at depth (issue 2)", ("bench/sqs_depth.py",)),
+    Bench("precompile", "precompile_email against raw Liquid (issue 3)", ("bench/precompile.py",)),
+    Bench("send_rate", "send_emails at its rate (issue 4)", ("bench/send_rate.py",)),
+    Bench(
+        "throughput", "End-to-end throughput of the local pipeline, unlimited rate (issue 8)", ("bench/throughput.py",)
+    ),
+    Bench("cost", "AWS requests and cost per email (issue 8)", ("bench/cost.py",)),
+)
+SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
+
+
+def machine() -> str:
+    try:
+        mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError):
+        mem_gib = 0.0
+    versions = ", ".join(
+        f"{p} {metadata.version(p)}" for p in ("moto", "boto3", "python-liquid", "chalice", "pynamodb")
+    )
+    return (
+        f"{os.cpu_count()} cores, {mem_gib:.0f} GiB, {platform.system()} {platform.machine()}, "
+        f"Python {platform.python_version()}; {versions}"
+    )
+
+
+def commit() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+        dirty = subprocess.run(["git", "status", "--porcelain"], cwd=ROOT, capture_output=True, text=True).stdout
+        return out.stdout.strip() + (" (with uncommitted changes)" if dirty.strip() else "")
+    except OSError:
+        return "unknown"
+
+
+def run_one(bench: Bench, tmp: Path) -> tuple[str, int, float]:
+    report = tmp / f"{bench.name}.md"
+    started = time.monotonic()
+    print(f"== {bench.title}: python {' '.join(bench.args)}", flush=True)
+    proc = subprocess.run([sys.executable, *bench.args, "--report", str(report)], cwd=ROOT)
+    took = time.monotonic() - started
+    text = report.read_text() if report.exists() else "(no figures: the bench stopped before writing them)\n"
+    return text, proc.returncode, took
+
+
+def section(results: list[tuple[Bench, str, int, float]]) -> str:
+    lines = [
+        START,
+        "## Latest `make bench` run",
+        "",
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}; {machine()}.",
+        "Every bench below ran in its own process, one after the other; the command under each title repeats it.",
+        "",
+    ]
+    for bench, text, code, took in results:
+        status = "target met" if code == 0 else f"**exit {code}: a target was missed or the run failed**"
+        lines += [
+            f"### {bench.title}",
+            "",
+            f"`python {' '.join(bench.args)}`: {took:.0f} s, {status}.",
+            "",
+            text.rstrip(),
+            "",
+        ]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def write(out: Path, block: str) -> None:
+    text = out.read_text() if out.exists() else "# Benchmarks\n"
+    if START in text and END in text:
+        head, rest = text.split(START, 1)
+        tail = rest.split(END, 1)[1].lstrip("\n")
+        text = head + block + ("\n" + tail if tail else "")
+    else:
+        first = text.find("\n## ")
+        text = text + "\n" + block if first < 0 else text[: first + 1] + block + "\n" + text[first + 1 :]
+    out.write_text(text)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", help="comma-separated bench names: " + ", ".join(b.name for b in BENCHES))
+    ap.add_argument("--with-soak", action="store_true", help="also run the soak test (about 30 minutes)")
+    ap.add_argument("--out", type=Path, default=ROOT / "BENCHMARKS.md")
+    args = ap.parse_args()
+    benches = list(BENCHES) + ([SOAK] if args.with_soak else [])
+    if args.only:
+        wanted = set(args.only.split(","))
+        benches = [b for b in benches if b.name in wanted]
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for bench in benches:
+            text, code, took = run_one(bench, Path(tmp))
+            results.append((bench, text, code, took))
+    write(args.out, section(results))
+    failed = [b.name for b, _t, code, _s in results if code]
+    print(f"wrote {args.out}" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,126 @@
+"""Fault injection in the local stack, and the pipeline under it: each recipient sent once, all recorded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib import wiring
+from infra.local.faults import FaultPlan, Faults
+from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner, LocalFunction
+from infra.local.ses import Refused
+from infra.local.sns_delivery import accepted_publications
+from infra.producer import CampaignSpec, messages, publish
+from tests.conftest import read_sends
+from tests.test_pipeline_e2e import _tenant
+
+TOPIC = "arn:aws:sns:us-east-1:123456789012:moonsend-local-PrecompileEmail"
+
+
+def test_a_publish_reaches_subscribers_with_the_message_id_moto_gave_it_and_its_attributes():
+    body = (
+        f"Action=Publish&Version=2010-03-31&TopicArn={TOPIC}&Message=hello%20there&Subject=Hi"
+        "&MessageAttributes.entry.1.Name=kind&MessageAttributes.entry.1.Value.DataType=String"
+        "&MessageAttributes.entry.1.Value.StringValue=test"
+    ).encode()
+    response = (
+        b'<PublishResponse xmlns="http://sns.amazonaws.com/doc/2010-03-31/"><PublishResult>'
+        b"<MessageId>m-1</MessageId></PublishResult></PublishResponse>"
+    )
+    [pub] = accepted_publications(body, response)
+    assert (pub.topic_arn, pub.message, pub.message_id, pub.subject) == (TOPIC, "hello there", "m-1", "Hi")
+    assert pub.attributes == {"kind": {"Type": "String", "Value": "test"}}
+
+
+def test_only_the_entries_of_a_publish_batch_that_sns_accepted_are_delivered():
+    body = (
+        f"Action=PublishBatch&TopicArn={TOPIC}"
+        "&PublishBatchRequestEntries.member.1.Id=a&PublishBatchRequestEntries.member.1.Message=one"
+        "&PublishBatchRequestEntries.member.2.Id=b&PublishBatchRequestEntries.member.2.Message=two"
+    ).encode()
+    response = (
+        b"<PublishBatchResponse><PublishBatchResult><Successful><member><Id>b</Id><MessageId>m-b</MessageId>"
+        b"</member></Successful><Failed><member><Id>a</Id><Code>x</Code></member></Failed>"
+        b"</PublishBatchResult></PublishBatchResponse>"
+    )
+    assert [(p.message, p.message_id) for p in accepted_publications(body, response)] == [("two", "m-b")]
+
+
+def test_a_crashed_invocation_runs_no_except_block_and_is_retried_as_an_error():
+    caught, calls = [], []
+
+    def handler(event: dict[str, Any], context: Any) -> str:
+        calls.append(1)
+        try:
+            if len(calls) == 1:
+                raise FunctionCrashed("killed")
+        except Exception:  # what a handler's own error handling would do: it must not see a kill
+            caught.append(1)
+        return "ok"
+
+    fn = LocalFunction("h", "moonsend-local-h", handler, timeout_s=5)
+    runner = FunctionRunner({fn.function_name: fn}, "us-east-1", "123456789012", retry_delay_s=0.01)
+    done: list[bool] = []
+    runner.invoke_async(fn, {}, on_done=done.append)
+    assert runner.wait_idle(5)
+    runner.shutdown()
+    assert (len(calls), caught, done, runner.stats.errors) == (2, [], [True], 1)
+
+
+def test_an_injected_ses_500_is_answered_as_ses_answers_an_internal_failure(stack, uid):
+    key = f"AKIAE{uid}".upper()
+    sender = _tenant(stack, uid, rate=5, ses_rate=5)["emailAddress"]
+    stack.ses.fault = lambda k: Refused("transient", "Internal failure.") if k == key else None
+    try:
+        ses = stack.client("sesv2", access_key=key, secret_key=f"secret-{uid}")
+        with pytest.raises(ClientError) as err:
+            ses.send_email(
+                FromEmailAddress=sender,
+                Destination={"ToAddresses": ["a@example.org"]},
+                Content={"Simple": {"Subject": {"Data": "s"}, "Body": {"Text": {"Data": "b"}}}},
+            )
+    finally:
+        stack.ses.fault = None
+    assert err.value.response["Error"]["Code"] == "InternalFailure"
+    assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
+
+
+@pytest.mark.e2e
+def test_under_ses_errors_duplicate_deliveries_and_killed_precompiles_each_recipient_is_sent_once(stack, uid):
+    plan = FaultPlan(
+        seed=11,
+        ses_transient=0.1,
+        ses_burst=0.03,
+        burst_s=1.0,
+        sns_duplicate=0.5,
+        sqs_duplicate=0.2,
+        drainer_kill=0.0,  # a killed drain's messages come back after the queue's 300 s: the soak covers it
+        precompile_kill=0.6,
+        deadline=0.0,
+    )
+    faults = Faults(plan, "moonsend-local")
+    users = {f"fa-{uid}": 20.0, f"fb-{uid}": 5.0}
+    expected: dict[str, set[str]] = {}
+    faults.install(stack)
+    try:
+        sns = stack.client("sns")
+        for k, (user, rate) in enumerate(users.items()):
+            sender = _tenant(stack, f"{uid}{k}", rate=rate, ses_rate=rate * 2)
+            people = [{"email": f"r{i}@{user}.example", "metadata": {"name": f"N{i}"}} for i in range(40)]
+            expected[user] = {p["email"] for p in people}
+            spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", "c1")
+            publish(sns, stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, people, per_message=8))
+        assert stack.wait_until_drained(240, settle_s=2.0)
+    finally:
+        faults.uninstall()
+    sends = [s for s in read_sends(stack.config.outbox) if s["userId"] in users]
+    for user, addresses in expected.items():
+        got = sorted(s["to"] for s in sends if s["userId"] == user)
+        assert got == sorted(addresses), f"{user}: each recipient exactly once"
+        entries = list(wiring.container().ledger.entries(user, "c1"))
+        assert {e.email for e in entries} == addresses and {e.state for e in entries} == {"sent"}
+    for kind in ("ses transient error", "sns duplicate delivery", "sqs duplicate delivery"):
+        assert faults.injected[kind] > 0, (kind, faults.injected)
+    assert faults.injected["precompile killed before enqueue"] + faults.injected["precompile killed after enqueue"]

@@ -246,6 +246,7 @@ class LocalStack:
             account_id=c.account_id,
             region=c.region,
             time_scale=c.alarm_time_scale,
+            queue_counts=self._queue_counts,
         )
         self.alarms.start()
         self._start_api(chalice_app)
@@ -271,6 +272,19 @@ class LocalStack:
         wiring.reset()  # the containers made so far knew no API address
         self._api_thread = threading.Thread(target=self.api.server.serve_forever, daemon=True, name="local-api")
         self._api_thread.start()
+
+    def _queue_counts(self, name: str) -> dict[str, int] | None:
+        """A queue's Approximate* counts read from moto's SQS model in this process (None: no such queue)."""
+        from moto.sqs.models import sqs_backends
+
+        queue = sqs_backends[self.config.account_id][self.config.region].queues.get(name)
+        if queue is None:
+            return None
+        return {
+            "ApproximateNumberOfMessages": int(queue.approximate_number_of_messages),
+            "ApproximateNumberOfMessagesNotVisible": int(queue.approximate_number_of_messages_not_visible),
+            "ApproximateNumberOfMessagesDelayed": int(queue.approximate_number_of_messages_delayed),
+        }
 
     def stop(self) -> None:
         for part in (self.alarms, self.scheduler, self.sns):

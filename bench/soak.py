@@ -19,7 +19,7 @@ At the end it checks, and prints:
 6. each hostile message is recorded once.
 It exits non-zero if any check fails.
 
-    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 6000] [--faults-for 600]
+    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 5000] [--faults-for 480]
 """
 
 from __future__ import annotations
@@ -172,6 +172,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             states: Counter[str] = Counter()
             sent_by_ledger: dict[str, set[str]] = {}
             missing, open_, extra = 0, 0, 0
+            details: list[str] = []  # the first few of anything that failed a check, to start looking from
             for t in tenants:
                 entries = {e.email: e for e in ledger.entries(t.user_id, t.campaign_id)}
                 extra += len(set(entries) - t.expected)
@@ -181,6 +182,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         missing += 1
                     elif e.state not in FINAL:
                         open_ += 1
+                        if len(details) < 20:
+                            details.append(
+                                f"not final: {t.user_id} {key} state={e.state} attempts/updated={e.updated_at}"
+                            )
                     else:
                         states[e.state] += 1
                 sent_by_ledger[t.user_id] = {k for k, e in entries.items() if e.state == "sent"}
@@ -196,6 +201,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for s in sends:
                 per[s["userId"]][str(s["to"]).lower()] += 1
             duplicates = sum(n - 1 for c in per.values() for n in c.values() if n > 1)
+            for user, c in per.items():
+                for to, n in c.items():
+                    if n > 1 and len(details) < 40:
+                        ids = [s["messageId"] for s in sends if s["userId"] == user and str(s["to"]).lower() == to]
+                        ts = [s["ts"] for s in sends if s["userId"] == user and str(s["to"]).lower() == to]
+                        details.append(f"duplicate: {user} {to} x{n} at {ts} ids {ids}")
             mismatched = sum(len(set(per[t.user_id]) ^ sent_by_ledger[t.user_id]) for t in tenants)
             report["emails_in_outbox"] = len(sends)
             report["unique_sent_recipients"] = sum(len(v) for v in sent_by_ledger.values())
@@ -255,7 +266,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 except Exception:
                     ok = False
                 unexplained += not ok
+                if not ok and len(details) < 60:
+                    details.append(f"dead letter without an outcome: {body[:200]}")
             report["dead_letters"] = len(dead)
+            report["details"] = details
             if unexplained:
                 failures.append(f"{unexplained} dead letters without a recorded final state and reason")
 
@@ -348,9 +362,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--paid", type=int, default=40, help="paid tenants (rates 1 to 200 per second)")
     ap.add_argument("--free", type=int, default=10, help="free-plan tenants")
-    ap.add_argument("--recipients", type=int, default=6000)
+    ap.add_argument("--recipients", type=int, default=5000)
     ap.add_argument("--free-rate", type=float, default=10.0)
-    ap.add_argument("--faults-for", type=float, default=600.0, help="seconds during which faults are injected")
+    ap.add_argument("--faults-for", type=float, default=480.0, help="seconds during which faults are injected")
     ap.add_argument("--timeout", type=float, default=1740.0, help="seconds until the run is given up")
     ap.add_argument("--json", type=Path, help="also write the report here")
     ap.add_argument("--report", type=Path, help="also write a Markdown summary here (bench/run.py)")

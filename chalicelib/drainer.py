@@ -61,8 +61,16 @@ from chalicelib.suppression import Suppressions
 from chalicelib.tenants import Tenant, TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
-# A claim lives as long as a received message stays invisible: if its holder dies, both expire together.
-CLAIM_HOLD_S = SEND_VISIBILITY_TIMEOUT_S
+# A claim outlives its message's invisibility six times over. If its holder dies after SES accepted the
+# email and before recording it, the message comes back after the visibility timeout (5 min) but finds
+# the claim still held, and waits: SES's Send event, which records the email sent, has 30 minutes to
+# arrive before the email is sent again. (With claim and visibility expiring together, the soak test
+# sent two emails twice when its events ran more than 5 minutes late.) An email whose holder died before
+# calling SES waits as long; a dead sender is rare, a duplicate is what we promise never to send.
+CLAIM_HOLD_S = 6 * SEND_VISIBILITY_TIMEOUT_S
+# A claim older than this whose message came back belongs to a sender that died (a send takes seconds;
+# the message is back only after its visibility timeout).
+ORPHANED_AFTER_MS = SEND_VISIBILITY_TIMEOUT_S * 1000
 MAX_THROTTLE_BACKOFF_S = 900
 MAX_SQS_DELAY_S = 900
 THROTTLES_ATTRIBUTE = "moonsend-throttles"
@@ -84,6 +92,7 @@ class Outcome(enum.Enum):
     DUPLICATE = "duplicate"  # the recipient already has its outcome: delete without sending
     SUPPRESSED = "suppressed"  # suppressed since it was queued: recorded, deleted, not sent
     HELD = "held"  # another copy of it is being sent right now: look again in a moment
+    ORPHANED = "orphaned"  # claimed longer ago than a send takes: its sender died; wait for SES's Send event
     PAUSED = "paused"  # its tenant is paused: held, not sent, nothing recorded against it
     CAMPAIGN_PAUSED = "campaign-paused"  # its campaign is paused: held for later, the queue goes on
     CANCELLED = "cancelled"  # its campaign is cancelled: recorded, deleted, not sent
@@ -338,7 +347,14 @@ class Drainer:
                     result.held.pop(m.get("MessageId", ""), None)
                     self._visible_now(url, m)  # and stop: later drains check the pause before receiving
                     result.stopped_reason = "tenant paused"
-            elif outcome is Outcome.HELD or outcome is Outcome.RETRY:
+            elif outcome in (Outcome.HELD, Outcome.ORPHANED) and _receives(m) >= MAX_RECEIVE_COUNT - 1:
+                # A claim is live and this copy has one receive left: back off once more and SQS would
+                # dead-letter it with no outcome recorded. A fresh copy starts its count again, soon for a
+                # sender at work, in 15 minutes for a dead one's (whose Send event is what it waits for).
+                result.retried += 1
+                orphaned = outcome is Outcome.ORPHANED
+                self._requeue_fresh(url, m, MAX_SQS_DELAY_S if orphaned else 2**MAX_RECEIVE_COUNT)
+            elif outcome in (Outcome.HELD, Outcome.ORPHANED, Outcome.RETRY):
                 result.retried += 1
                 self._back_off(url, m)
             elif outcome is Outcome.DEAD_LETTER:
@@ -398,7 +414,9 @@ class Drainer:
                     state=claim.state,
                 )
                 return Outcome.DUPLICATE
-            return Outcome.HELD  # a copy is being sent now; if that sender dies, its claim expires
+            if claim.updated_at is not None and time.time() * 1000 - claim.updated_at > ORPHANED_AFTER_MS:
+                return Outcome.ORPHANED  # its claim expires in CLAIM_HOLD_S; the Send event may come first
+            return Outcome.HELD  # a copy is being sent now
         result.tenants.add(email.user_id)
         why = self._suppressed_now(email, result, via_s3=body is not message["Body"])
         if why:
@@ -673,8 +691,24 @@ class Drainer:
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def _back_off(self, url: str, message: dict[str, Any]) -> None:
-        receives = int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
-        delay = min(MAX_THROTTLE_BACKOFF_S, 2 ** min(receives, 10))
-        self._sqs.change_message_visibility(
-            QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=delay
-        )
+        delay = min(MAX_THROTTLE_BACKOFF_S, 2 ** min(_receives(message), 10))
+        try:
+            self._sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=delay
+            )
+        except ClientError as exc:
+            # SQS delivered this message twice and the other copy's sender has deleted it: nothing to
+            # back off. (Any other refusal leaves the message to come back after its visibility timeout.)
+            log.info("back-off not applied", queue=url.rsplit("/", 1)[-1], code=exc.response["Error"]["Code"])
+
+    def _requeue_fresh(self, url: str, message: dict[str, Any], delay_s: int) -> None:
+        """The same email back on the queue as a new message, after `delay_s`, and this one deleted."""
+        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=delay_s)
+        try:
+            self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        except ClientError as exc:  # deleted already by the other copy's sender: the new copy finds it sent
+            log.info("requeued copy's original already gone", code=exc.response["Error"]["Code"])
+
+
+def _receives(message: dict[str, Any]) -> int:
+    return int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

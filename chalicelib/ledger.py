@@ -13,9 +13,10 @@ once (the design of seed 001: a conditional-write ledger keyed by a business id,
   or `failed` with the reason, after. A duplicate queue message for a recipient with an outcome is
   deleted without sending; a claim whose holder vanished expires and may be retaken.
 
-The one ambiguous window: SES accepted the email and the sender died before recording `sent`. The
-claim then expires (after the queue's visibility timeout) and the redelivered message is sent again.
-It is bounded by the time between SES's answer and the next write (milliseconds) times the crash rate.
+The one ambiguous window: SES accepted the email and the sender died before recording `sent`. SES's
+Send event (chalicelib.ses_events) records it `sent`; the claim outlives the message's invisibility
+(chalicelib.drainer.CLAIM_HOLD_S, 30 min against 5), so the redelivered message waits for that event
+and is then dropped. It is sent again only if the event is more than 30 minutes late, or never comes.
 """
 
 from __future__ import annotations

@@ -74,9 +74,9 @@ class FakeLedger:
             row = self._row(user, campaign, email)
             if row.get("state") in OPEN and row.get("claimed_until", 0) < now:
                 token = uuid.uuid4().hex
-                row.update(claim_token=token, claimed_until=now + hold_s)
+                row.update(claim_token=token, claimed_until=now + hold_s, updated_at=int(now * 1000))
                 return Claim(f"{user}#{campaign}", email.lower(), token)
-            return Entry(email, row.get("state"), row.get("reason"), row.get("message_id"), None)
+            return Entry(email, row.get("state"), row.get("reason"), row.get("message_id"), row.get("updated_at"))
 
     def finish(self, claim, state, *, message_id=None, reason=None):
         with self.lock:

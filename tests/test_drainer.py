@@ -2,6 +2,9 @@
 
 import itertools
 import json
+import time
+
+import pytest
 
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
@@ -446,3 +449,37 @@ def test_email_held_just_as_its_campaign_is_resumed_goes_straight_back_on_the_qu
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert store.removed == store.batches and store.batches  # the resume's release may have run before it
     assert sorted(json.loads(b)["recipient"]["email"] for b in sqs.batched) == [f"r{i}@example.org" for i in range(5)]
+
+
+@pytest.mark.parametrize(("claimed_s_ago", "delay"), [(1, 32), (400, 900)])
+def test_a_copy_held_by_a_live_claim_on_its_last_receive_goes_back_fresh_instead_of_to_the_dead_letters(
+    claimed_s_ago, delay
+):
+    ledger = FakeLedger()
+    claim = ledger.claim("acme", "c1", "a@example.org", 1800)  # a sender at work (1 s), or dead (400 s)
+    ledger.rows[(claim.pk, claim.rcpt)]["updated_at"] = int((time.time() - claimed_s_ago) * 1000)
+    sqs = FakeSqs([queued("acme", "a@example.org")], receives=4)  # one receive left before the DLQ
+    ses = FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.retried == 1 and ses.sent == [] and sqs.visibility == []
+    assert [(json.loads(b)["recipient"]["email"], d) for b, d, _a in sqs.requeued] == [("a@example.org", delay)]
+    assert sqs.deleted == ["rh0"]
+
+
+def test_backing_off_a_copy_whose_twin_was_already_deleted_does_not_stop_the_drain():
+    from botocore.exceptions import ClientError
+
+    class TwinDeleted(FakeSqs):
+        def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
+            raise ClientError(
+                {"Error": {"Code": "ReceiptHandleIsInvalid", "Message": "gone"}}, "ChangeMessageVisibility"
+            )
+
+    ledger = FakeLedger()
+    assert ledger.claim("acme", "c1", "a@example.org", 1800)
+    sqs = TwinDeleted([queued("acme", "a@example.org"), queued("acme", "b@example.org")])
+    ses = FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.retried == 1 and [to for *_x, to, _p in ses.sent] == ["b@example.org"]

@@ -112,7 +112,12 @@ def test_under_ses_errors_duplicate_deliveries_and_killed_precompiles_each_recip
             expected[user] = {p["email"] for p in people}
             spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", "c1")
             publish(sns, stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, people, per_message=8))
-        assert stack.wait_until_drained(240, settle_s=2.0)
+        drained = stack.wait_until_drained(240, settle_s=2.0)
+        assert drained, (
+            {k: v for k, v in stack.queue_depths().items() if sum(v)},
+            stack.runner.inflight,
+            faults.injected,
+        )
     finally:
         faults.uninstall()
     sends = [s for s in read_sends(stack.config.outbox) if s["userId"] in users]

@@ -11,10 +11,10 @@ recipient, injected where the local stand-in for that service sits:
 - **a drainer killed mid-batch**, just before SES is called or just after SES accepted (the email went
   out and nothing was recorded yet), **a precompile killed between steps** (after its ledger write and
   before its enqueue, or after the enqueue), and **a Lambda deadline hit mid-batch** (the invocation's
-  context reports more time than it has, so the deadline comes while sends are in flight): a botocore
-  hook raises `FunctionCrashed` in the invocation, and every later AWS call of that invocation (its
-  send threads too) raises it again, as nothing more leaves a dead process. The runtime counts it as
-  the invocation's error and retries it as Lambda retries async events. An event is killed at most
+  context reports more time than it has, so the deadline comes while sends are in flight): a wrapper
+  around every client's API call raises `FunctionCrashed` in the invocation, and every later AWS call of
+  that invocation (its send threads too) raises it again, as nothing more leaves a dead process. The
+  runtime counts it as the invocation's error and retries it as Lambda retries async events. An event is killed at most
   once, so its retry runs (three deaths in a row would be Lambda giving up on the event, a loss that
   Lambda's on-failure destination covers, not the pipeline).
 
@@ -26,6 +26,8 @@ come back after the queues' visibility timeout).
 
 from __future__ import annotations
 
+import hashlib
+import json
 import random
 import threading
 import time
@@ -35,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import botocore.handlers
+from botocore.client import BaseClient
 
 from infra.local.fast_sqs import FastQueue
 from infra.local.lambda_runtime import FunctionCrashed, LambdaContext, LocalFunction
@@ -60,7 +62,7 @@ class FaultPlan:
 @dataclass
 class _Invocation:
     function: str
-    event: int  # id() of the event: Lambda's retries of one event pass the same object
+    event: str  # the event's digest: Lambda's retries of one event carry the same one
     dead: bool = False
     deadline: float | None = None  # monotonic time at which Lambda stops it
 
@@ -82,7 +84,7 @@ class Faults:
     _bursts: dict[str, float] = field(default_factory=dict)
     _t0: float = field(default_factory=time.monotonic)
     _undo: list[Callable[[], None]] = field(default_factory=list)
-    _killed_events: set[int] = field(default_factory=set)  # each event dies at most once: its retry lives
+    _killed_events: set[str] = field(default_factory=set)  # each event dies at most once: its retry lives
 
     def __post_init__(self) -> None:
         self._rng = random.Random(self.plan.seed)
@@ -113,11 +115,17 @@ class Faults:
         runner.context_for = self._context_for(real_context)
         real_submit = ThreadPoolExecutor.submit
         ThreadPoolExecutor.submit = _propagating(real_submit)  # type: ignore[method-assign]
-        botocore.handlers.BUILTIN_HANDLERS.append(("before-call", self._before_call))
-        botocore.handlers.BUILTIN_HANDLERS.append(("after-call", self._after_call))
-        for client in stack._clients.values():  # clients made before: hook them too
-            client.meta.events.register("before-call", self._before_call)
-            client.meta.events.register("after-call", self._after_call)
+        # Every AWS call of every client, made before or after this (a client copies its session's event
+        # handlers when it is made, so registering handlers would miss the handlers' cached clients).
+        real_call = BaseClient._make_api_call
+
+        def call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
+            self._before_call(operation)
+            answer = real_call(client, operation, params)
+            self._after_call(operation)  # only once AWS said yes: "killed after SES accepted"
+            return answer
+
+        BaseClient._make_api_call = call  # type: ignore[method-assign]
 
         def undo() -> None:
             ses.fault = None
@@ -125,9 +133,7 @@ class Faults:
             FastQueue.redeliver = None
             runner.invoke, runner.context_for = real_invoke, real_context
             ThreadPoolExecutor.submit = real_submit  # type: ignore[method-assign]
-            for hook in (("before-call", self._before_call), ("after-call", self._after_call)):
-                if hook in botocore.handlers.BUILTIN_HANDLERS:
-                    botocore.handlers.BUILTIN_HANDLERS.remove(hook)
+            BaseClient._make_api_call = real_call  # type: ignore[method-assign]
 
         self._undo.append(undo)
 
@@ -159,7 +165,8 @@ class Faults:
     def _invoke(self, real: Callable[[LocalFunction, dict[str, Any]], Any]) -> Callable[..., Any]:
         def invoke(fn: LocalFunction, event: dict[str, Any]) -> Any:
             outer = _invocation()
-            _current.inv = _Invocation(fn.handler_name, id(event))
+            digest = hashlib.sha256(json.dumps(event, sort_keys=True, default=str).encode()).hexdigest()
+            _current.inv = _Invocation(fn.handler_name, f"{fn.handler_name}:{digest}")
             try:
                 return real(fn, event)
             finally:
@@ -196,7 +203,7 @@ class Faults:
         with self._lock:
             return inv.event in self._killed_events
 
-    def _before_call(self, model: Any, **_: Any) -> None:
+    def _before_call(self, operation: str) -> None:
         inv = _invocation()
         if inv is None:
             return
@@ -204,12 +211,12 @@ class Faults:
             raise FunctionCrashed("the invocation's process is gone")
         if inv.deadline is not None and time.monotonic() >= inv.deadline:
             self._kill(inv, "Task timed out")
-        self._maybe_kill(inv, model.name, "before")
+        self._maybe_kill(inv, operation, "before")
 
-    def _after_call(self, model: Any, **_: Any) -> None:
+    def _after_call(self, operation: str) -> None:
         inv = _invocation()
         if inv is not None and not inv.dead:
-            self._maybe_kill(inv, model.name, "after")
+            self._maybe_kill(inv, operation, "after")
 
     def _maybe_kill(self, inv: _Invocation, operation: str, when: str) -> None:
         point = _KILL_POINTS.get((inv.function, operation, when))

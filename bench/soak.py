@@ -90,8 +90,11 @@ def _tenant(user_id: str, plan: str, rate: float, n: int, k: int) -> Tenant:
             email = f"not-an-address-{k}-{i}"  # rejected at precompile
         elif i % 101 == 7:
             email = f"bounce-{k}-{i}@simulator.amazonses.com"  # sent, then bounces
-        elif i % 211 == 5:
-            email = f"complaint-{k}-{i}@simulator.amazonses.com"  # sent, delivered, then complains
+        elif i == 3 and n < 200:
+            # Sent, delivered, then a complaint. Only where the reputation guard does not count yet (under
+            # 200 sends): one complaint in a few hundred is above its 0.1% limit, and would rightly pause
+            # the tenant, holding its email until someone resumes it.
+            email = f"complaint-{k}-{i}@simulator.amazonses.com"
         else:
             email = f"r{i}@{user_id}.example"
         people.append({"email": email, "metadata": {"name": f"N{i}", "surname": "S"}})

@@ -259,6 +259,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             left = {n: v for n, v in depths.items() if n != dlq and sum(v)}
             if left:
                 failures.append(f"messages left in queues: {left}")
+                details.extend(_left_messages(stack, sorted(left))[:30])
             dead = _dead_letters(stack, dlq)
             unexplained = 0
             for body in dead:
@@ -338,6 +339,30 @@ def _wait(stack: Any, budget_s: float, total: int) -> bool:
         sent = sum(1 for _ in _read_sends(stack.config.outbox))
         print(f"  {time.strftime('%H:%M:%S')} {sent}/{total} sent", flush=True)
     return False
+
+
+def _left_messages(stack: Any, names: list[str]) -> list[str]:
+    """What each message left in a queue is waiting for: read from moto's SQS model in this process."""
+    from moto.sqs.models import sqs_backends
+
+    queues = sqs_backends[stack.config.account_id][stack.config.region].queues
+    now_ms = time.time() * 1000
+    out = []
+    for name in names:
+        q = queues.get(name)
+        for m in list(q._messages) if q is not None else []:
+            attrs = {k: v.get("StringValue") for k, v in (m.message_attributes or {}).items()}
+            try:
+                to = json.loads(m.body).get("recipient", {}).get("email", "?")
+            except ValueError:
+                to = "?"
+            delayed_s = max(0.0, m.delayed_until - now_ms) / 1000
+            invisible_s = max(0.0, (m.visible_at or 0) - now_ms) / 1000
+            out.append(
+                f"left in {name}: {to} receives={m.approximate_receive_count} delayed_for={delayed_s:.0f}s"
+                f" visible_in={invisible_s:.0f}s sent={m.sent_timestamp} attrs={attrs}"
+            )
+    return out
 
 
 def _read_sends(outbox: Path) -> list[dict[str, Any]]:

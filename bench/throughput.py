@@ -24,13 +24,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def run(recipients: int, tenants: int, latency_ms: float) -> dict[str, float | int | bool]:
+def run(
+    recipients: int, tenants: int, latency_ms: float, *, fast_dynamodb: bool = True
+) -> dict[str, float | int | bool]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
     from infra.local.stack import LocalStack, StackConfig
     from infra.producer import CampaignSpec, messages, publish
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfg = StackConfig(port=0, api_port=0, outbox=Path(tmp), ses_latency_ms=latency_ms)
+        cfg = StackConfig(port=0, api_port=0, outbox=Path(tmp), ses_latency_ms=latency_ms, fast_dynamodb=fast_dynamodb)
         with LocalStack(cfg) as stack:
             assert stack.settings is not None and stack.ses is not None
             sns = stack.client("sns")
@@ -57,6 +59,7 @@ def run(recipients: int, tenants: int, latency_ms: float) -> dict[str, float | i
         "emails": emails,
         "emails_in_outbox": sent,
         "tenants": tenants,
+        "dynamodb": "short path" if fast_dynamodb else "moto's server layers",
         "wall_s": round(wall, 1),
         "emails_per_s": round(emails / wall, 2),
         "cpu_ms_per_email": round(cpu / emails * 1000, 1),
@@ -68,9 +71,12 @@ def main() -> int:
     ap.add_argument("--recipients", type=int, default=2000)
     ap.add_argument("--tenants", type=int, default=1)
     ap.add_argument("--ses-latency-ms", type=float, default=50.0)
+    ap.add_argument(
+        "--stock-dynamodb", action="store_true", help="every DynamoDB call through moto's server layers (to compare)"
+    )
     ap.add_argument("--report", type=Path, help="also write the results as a Markdown table here (bench/run.py)")
     args = ap.parse_args()
-    result = run(args.recipients, args.tenants, args.ses_latency_ms)
+    result = run(args.recipients, args.tenants, args.ses_latency_ms, fast_dynamodb=not args.stock_dynamodb)
     print(json.dumps(result, indent=2))
     if args.report:
         r = result

@@ -4,7 +4,9 @@ Most requests go straight to moto. Three kinds are answered here instead, becaus
 Lambda Invoke of the app's own functions (runs the handler in this process), SES sends and quota
 reads (the SES stand-in), and `/_moonsend/...` admin calls (health, SES account settings).
 SNS publishes go to moto and, once accepted, to the topics' Lambda subscribers (the SNS
-stand-in). Requests are told apart as AWS tells them apart: by the service in the SigV4 credential scope.
+stand-in). The hot SQS and DynamoDB calls take a short path to moto's backends (`sqs_wire`,
+`dynamodb_wire`) past moto's generic request and response layers. Requests are told apart as AWS
+tells them apart: by the service in the SigV4 credential scope.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from infra.local import sqs_wire
+from infra.local import dynamodb_wire, sqs_wire
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
     Refused,
@@ -128,10 +130,17 @@ def _respond(start_response: StartResponse, resp: Response) -> list[bytes]:
 
 class Gateway:
     def __init__(
-        self, dispatcher: Any, ses: SesStandIn, runner: FunctionRunner | None = None, *, fast_sqs: bool = True
+        self,
+        dispatcher: Any,
+        ses: SesStandIn,
+        runner: FunctionRunner | None = None,
+        *,
+        fast_sqs: bool = True,
+        fast_dynamodb: bool = True,
     ) -> None:
         self.dispatcher = dispatcher  # moto's DomainDispatcherApplication
         self.fast_sqs = fast_sqs
+        self.fast_dynamodb = fast_dynamodb
         self.ses = ses
         self.runner = runner
         self.ready = False
@@ -182,14 +191,7 @@ class Gateway:
             # Each access key is its own account (as for SES): GetCallerIdentity answers with it.
             environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ses.account_id_for(access_key)
         if service == "dynamodb":
-            target = environ.get("HTTP_X_AMZ_TARGET", "").rpartition(".")[2]
-            if target in _DYNAMODB_WRITES:
-                # DynamoDB applies each write to an item atomically (a condition is checked and the
-                # write made as one step); moto checks and writes without a lock, so two concurrent
-                # conditional writes can both pass. Writes to one item are serialised here, as the
-                # real service behaves; writes to different items still run side by side.
-                with self._item_locks.hold(target, _read_body(environ)):
-                    return list(self.moto_app(environ, start_response))
+            return self._dynamodb(environ, start_response, access_key, _region)
         if service == "sqs" and self.fast_sqs:
             target = environ.get("HTTP_X_AMZ_TARGET", "")
             if target.startswith("AmazonSQS."):
@@ -197,6 +199,25 @@ class Gateway:
                 if answered is not None:
                     return _respond(start_response, answered)
         return self.moto_app(environ, start_response)
+
+    # --- DynamoDB ----------------------------------------------------------------------------------
+    def _dynamodb(
+        self, environ: dict[str, Any], start_response: StartResponse, access_key: str, region: str
+    ) -> Iterable[bytes]:
+        full_target = environ.get("HTTP_X_AMZ_TARGET", "")
+        target = full_target.rpartition(".")[2]
+        body = _read_body(environ)
+        # DynamoDB applies each write to an item atomically (a condition is checked and the write made
+        # as one step); moto checks and writes without a lock, so two concurrent conditional writes can
+        # both pass. Writes to one item are serialised here, as the real service behaves; writes to
+        # different items still run side by side.
+        held = self._item_locks.hold(target, body) if target in _DYNAMODB_WRITES else contextlib.nullcontext()
+        with held:
+            if self.fast_dynamodb:
+                answered = dynamodb_wire.handle(full_target, region, dynamodb_wire.account_for(access_key), body)
+                if answered is not None:
+                    return _respond(start_response, answered)
+            return list(self.moto_app(environ, start_response))
 
     # --- Lambda ------------------------------------------------------------------------------------
     def _invoke(self, environ: dict[str, Any], fn: Any) -> Response:

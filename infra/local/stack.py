@@ -65,6 +65,7 @@ class StackConfig:
     free_rate: float | None = None
     max_concurrency: int = 64
     fast_sqs: bool = True  # False: moto's own SQS model (only to compare against, in benches)
+    fast_dynamodb: bool = True  # False: every DynamoDB call through moto's server layers (to compare against)
     clear_outbox: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
 
@@ -123,6 +124,7 @@ class LocalStack:
         self.ses: SesStandIn | None = None
         self.runner: FunctionRunner | None = None
         self.sns: SnsDelivery | None = None
+        self.gateway: Gateway | None = None
         self.alarms: AlarmEvaluator | None = None
         self.api: Any = None
         self.api_url: str | None = None
@@ -159,7 +161,12 @@ class LocalStack:
             default_max_send_rate=c.ses_max_send_rate,
             default_max_24h_send=c.ses_max_24h_send,
         )
-        gateway = Gateway(DomainDispatcherApplication(create_backend_app), self.ses, fast_sqs=c.fast_sqs)
+        gateway = Gateway(
+            DomainDispatcherApplication(create_backend_app),
+            self.ses,
+            fast_sqs=c.fast_sqs,
+            fast_dynamodb=c.fast_dynamodb,
+        )
         try:
             self._server = make_server(c.host, c.port, gateway, threaded=True, request_handler=MotoRequestHandler)
         except (OSError, SystemExit) as exc:
@@ -178,6 +185,7 @@ class LocalStack:
         self.ses.publish = lambda topic_arn, message: events_sns.publish(TopicArn=topic_arn, Message=message)
         self._start_runtime(gateway)
         gateway.ready = True
+        self.gateway = gateway
         return self
 
     def _set_environment(self) -> None:

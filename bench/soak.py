@@ -19,7 +19,12 @@ At the end it checks, and prints:
 6. each hostile message is recorded once.
 It exits non-zero if any check fails.
 
-    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 5000] [--faults-for 480]
+One Python process runs the pipeline on one core (the GIL), and the handlers of a real deployment
+each have their own CPU; so the tenants are split over `--shards` local stacks side by side (one per
+core by default), each a whole pipeline in its own process, the free-plan tenants all on the first
+(they share one queue). Their checks are merged into one report.
+
+    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 5000] [--faults-for 480] [--shards 2]
 """
 
 from __future__ import annotations
@@ -103,6 +108,22 @@ def _tenant(user_id: str, plan: str, rate: float, n: int, k: int) -> Tenant:
     return t
 
 
+def shard_of(tenants: list[Tenant], shards: int) -> list[int]:
+    """Which stack each tenant runs on: the free-plan ones all on the first (they share one queue), the
+    paid ones each to the stack with the fewest recipients so far (largest first), so the stacks finish
+    together."""
+    load = [0] * shards
+    where = [0] * len(tenants)
+    for t in tenants:
+        if t.plan == "free":
+            load[0] += len(t.recipients)
+    for i in sorted((i for i, t in enumerate(tenants) if t.plan == "paid"), key=lambda i: -len(tenants[i].recipients)):
+        k = min(range(shards), key=lambda k: load[k])
+        where[i] = k
+        load[k] += len(tenants[i].recipients)
+    return where
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
     from chalicelib import wiring
@@ -113,17 +134,30 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from infra.producer import CampaignSpec, messages, publish
     from infra.status import max_in_window
 
-    tenants = plan_tenants(args.paid, args.free, args.recipients)
+    shard, shards = args.shard or 0, max(1, args.shards)
+    everyone = plan_tenants(args.paid, args.free, args.recipients)
+    where = shard_of(everyone, shards)
+    tenants = [t for t, k in zip(everyone, where, strict=True) if k == shard]
+    hostile = HOSTILE if shard == 0 else []
     total = sum(len(t.recipients) for t in tenants)
     report: dict[str, Any] = {"seed": args.seed, "tenants": len(tenants), "recipients": total}
+    if shards > 1:
+        report["shard"] = f"{shard + 1} of {shards}"
     failures: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         outbox = Path(tmp)
-        cfg = StackConfig(port=0, api_port=0, outbox=outbox, ses_latency_ms=50.0, free_rate=args.free_rate)
+        cfg = StackConfig(
+            port=0,
+            api_port=0,
+            outbox=outbox,
+            ses_latency_ms=50.0,
+            free_rate=args.free_rate,
+            extra_env={"MOONSEND_CLAIM_HOLD_S": str(args.claim_hold)},
+        )
         with LocalStack(cfg) as stack:
             assert stack.settings is not None and stack.ses is not None and stack.runner is not None
             prefix = stack.settings.resources.prefix
-            faults = Faults(FaultPlan(seed=args.seed, until_s=args.faults_for), prefix)
+            faults = Faults(FaultPlan(seed=args.seed + 7919 * shard, until_s=args.faults_for), prefix)
             sns = stack.client("sns")
             topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
             specs: dict[str, CampaignSpec] = {}
@@ -148,12 +182,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 )
             ledger = wiring.container().ledger
             junk_before = sum(1 for _ in ledger.entries(UNATTRIBUTED, unattributed_day()))
+            send_event_lags = _time_send_events()
             faults.install(stack)
             wall0, cpu0 = time.monotonic(), time.process_time()
             for t in tenants:  # the large free tenant before the small ones
                 t.published_at = time.time()
                 publish(sns, topic, messages(specs[t.user_id], t.recipients, per_message=100))
-            publish(sns, topic, HOSTILE)
+            if hostile:
+                publish(sns, topic, hostile)
             published_s = time.monotonic() - wall0
             print(f"published {total} recipients of {len(tenants)} tenants in {published_s:.0f} s", flush=True)
             drained = _wait(stack, args.timeout - (time.monotonic() - wall0), total)
@@ -167,6 +203,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 failed_async_events=len(stack.runner.stats.failed_events),
                 invocations=stack.runner.stats.started,
                 invocations_past_timeout=stack.runner.stats.overran,
+                claim_hold_s=args.claim_hold,
+                send_event_lag_s=_lag_summary(send_event_lags),
             )
             if not drained:
                 failures.append("the pipeline did not drain within the time limit")
@@ -281,8 +319,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             junk = sum(1 for _ in ledger.entries(UNATTRIBUTED, unattributed_day())) - junk_before
             junk += sum(1 for _ in ledger.entries("soak-hostile", "x"))  # a tenant and campaign, but no sender
             report["hostile_messages_recorded"] = junk
-            if junk != len(HOSTILE):
-                failures.append(f"{junk} of {len(HOSTILE)} hostile messages recorded")
+            if junk != len(hostile):
+                failures.append(f"{junk} of {len(hostile)} hostile messages recorded")
     report["emails_per_s"] = round(report["emails_in_outbox"] / max(1, report["wall_s"]), 2)
     report["failures"] = failures
     report["passed"] = not failures
@@ -298,6 +336,7 @@ def markdown(r: dict[str, Any]) -> str:
     rows = [
         ("seed", r["seed"]),
         ("tenants / recipients", f"{r['tenants']} / {r['recipients']:,}"),
+        ("local stacks (one process each)", r.get("shards", 1)),
         ("wall / CPU", f"{r.get('wall_s')} s / {r.get('cpu_s')} s ({r.get('emails_per_s')} emails/s)"),
         ("faults injected", ", ".join(f"{k} {v}" for k, v in (r.get("faults_injected") or {}).items()) or "none"),
         ("final states", ", ".join(f"{k} {v:,}" for k, v in (r.get("final_states") or {}).items())),
@@ -320,6 +359,10 @@ def markdown(r: dict[str, Any]) -> str:
             f"{max(f['last_after_s'] for f in small)} s" if small else "-",
         ),
         ("dead letters (each recorded with a reason)", r.get("dead_letters")),
+        (
+            "SES Send event lag: max (claims held)",
+            f"{(r.get('send_event_lag_s') or {}).get('max')} s ({r.get('claim_hold_s'):g} s)",
+        ),
         ("hostile messages recorded", r.get("hostile_messages_recorded")),
         (
             "invocations / past their timeout / failed for good",
@@ -328,6 +371,44 @@ def markdown(r: dict[str, Any]) -> str:
         ("result", "**passed**" if r["passed"] else "**FAILED**: " + "; ".join(r["failures"])),
     ]
     return "| check | figure |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+
+
+def _time_send_events() -> list[float]:
+    """Seconds from SES's acceptance (the Send event's mail.timestamp) to ses_events handling the event.
+
+    A claim must outlive this lag (`--claim-hold`): the soak reports its largest, and a duplicate in the
+    outbox would show a claim that did not."""
+    from datetime import datetime
+
+    from chalicelib.ses_events import SesEvents
+
+    lags: list[float] = []
+    real = SesEvents.handle
+
+    def timed(self: Any, raw: str) -> str:
+        try:
+            d = json.loads(raw)
+            if d.get("eventType") == "Send":
+                at = datetime.fromisoformat(d["mail"]["timestamp"].replace("Z", "+00:00")).timestamp()
+                lags.append(time.time() - at)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            pass
+        return real(self, raw)
+
+    SesEvents.handle = timed  # type: ignore[method-assign]
+    return lags
+
+
+def _lag_summary(lags: list[float]) -> dict[str, float]:
+    if not lags:
+        return {}
+    ordered = sorted(lags)
+    return {
+        "events": len(ordered),
+        "median": round(ordered[len(ordered) // 2], 1),
+        "p99": round(ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))], 1),
+        "max": round(ordered[-1], 1),
+    }
 
 
 def _wait(stack: Any, budget_s: float, total: int) -> bool:
@@ -385,6 +466,92 @@ def _dead_letters(stack: Any, dlq: str) -> list[str]:
     return list(bodies.values())
 
 
+def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
+    """Run each shard's stack in its own process, their output prefixed, and merge their reports."""
+    import subprocess
+    import threading
+
+    with tempfile.TemporaryDirectory() as tmp:
+        procs = []
+        for k in range(args.shards):
+            cmd = [sys.executable, str(Path(__file__).resolve()), "--shard", str(k), "--json", f"{tmp}/{k}.json"]
+            names = ("seed", "shards", "paid", "free", "recipients", "free_rate", "faults_for", "timeout", "claim_hold")
+            for name in names:
+                cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
+            procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+
+        def relay(k: int, stream: Any) -> None:
+            for line in stream:
+                if not line.startswith(("{", "}", " ", '"', "PASSED", "FAILED", "-")):  # its report: merged below
+                    print(f"[stack {k + 1}] {line}", end="", flush=True)
+
+        relays = [threading.Thread(target=relay, args=(k, p.stdout), daemon=True) for k, p in enumerate(procs)]
+        for t in relays:
+            t.start()
+        for p in procs:
+            p.wait()
+        for t in relays:
+            t.join()
+        reports = []
+        for k, p in enumerate(procs):
+            path = Path(tmp) / f"{k}.json"
+            if not path.exists():
+                raise SystemExit(f"stack {k + 1} ended without a report (exit {p.returncode})")
+            reports.append(json.loads(path.read_text()))
+    return merge(reports)
+
+
+def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One report for the whole soak from each stack's: counts add up, lists join, every check must pass."""
+
+    def total(key: str) -> int:
+        return sum(int(r.get(key) or 0) for r in reports)
+
+    def counts(key: str) -> dict[str, int]:
+        c: Counter[str] = Counter()
+        for r in reports:
+            c.update(r.get(key) or {})
+        return dict(sorted(c.items()))
+
+    def tagged(r: dict[str, Any], key: str) -> list[str]:
+        return [f"stack {r['shard']}: {x}" for x in r.get(key) or []]
+
+    m: dict[str, Any] = {"seed": reports[0]["seed"], "shards": len(reports)}
+    for key in ("tenants", "recipients"):
+        m[key] = total(key)
+    m["drained"] = all(r.get("drained") for r in reports)
+    m["wall_s"] = max(int(r.get("wall_s") or 0) for r in reports)
+    m["cpu_s"] = total("cpu_s")
+    m["faults_injected"] = counts("faults_injected")
+    for key in ("failed_async_events", "invocations", "invocations_past_timeout"):
+        m[key] = total(key)
+    m["final_states"] = counts("final_states")
+    for key in (
+        "recipients_without_record",
+        "recipients_not_final",
+        "emails_in_outbox",
+        "unique_sent_recipients",
+        "duplicate_emails",
+    ):
+        m[key] = total(key)
+    m["rates"] = [x for r in reports for x in r.get("rates") or []]
+    m["free_plan"] = [x for r in reports for x in r.get("free_plan") or []]
+    m["dead_letters"] = total("dead_letters")
+    m["details"] = [x for r in reports for x in tagged(r, "details")]
+    m["hostile_messages_recorded"] = total("hostile_messages_recorded")
+    m["claim_hold_s"] = reports[0].get("claim_hold_s")
+    lags = [r.get("send_event_lag_s") or {} for r in reports]
+    m["send_event_lag_s"] = {
+        "events": sum(x.get("events", 0) for x in lags),
+        "max": max((x.get("max", 0) for x in lags), default=0),
+        "p99 (largest of the stacks)": max((x.get("p99", 0) for x in lags), default=0),
+    }
+    m["emails_per_s"] = round(m["emails_in_outbox"] / max(1, m["wall_s"]), 2)
+    m["failures"] = [x for r in reports for x in tagged(r, "failures")]
+    m["passed"] = all(r.get("passed") for r in reports)
+    return m
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seed", type=int, default=7)
@@ -394,10 +561,23 @@ def main() -> int:
     ap.add_argument("--free-rate", type=float, default=10.0)
     ap.add_argument("--faults-for", type=float, default=480.0, help="seconds during which faults are injected")
     ap.add_argument("--timeout", type=float, default=1740.0, help="seconds until the run is given up")
+    ap.add_argument(
+        "--claim-hold",
+        type=float,
+        default=600.0,
+        help="MOONSEND_CLAIM_HOLD_S: how long a dead sender's claims wait for SES's Send event (default on AWS: 1800)",
+    )
     ap.add_argument("--json", type=Path, help="also write the report here")
     ap.add_argument("--report", type=Path, help="also write a Markdown summary here (bench/run.py)")
+    ap.add_argument(
+        "--shards",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="local stacks run side by side, one process each (one Python process uses one core)",
+    )
+    ap.add_argument("--shard", type=int, help=argparse.SUPPRESS)  # this process runs that one stack
     args = ap.parse_args()
-    report = run(args)
+    report = run(args) if args.shards <= 1 or args.shard is not None else run_sharded(args)
     text = json.dumps(report, indent=2)
     print(text)
     if args.json:

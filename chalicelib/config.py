@@ -10,9 +10,10 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from chalicelib.resources import Resources, resources_for
+from chalicelib.resources import SEND_VISIBILITY_TIMEOUT_S, Resources, resources_for
 
 APP_NAME = "moonsend"
+MIN_CLAIM_HOLD_S = 2 * SEND_VISIBILITY_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,10 @@ class Settings:
     schedule_lead_s: float = 90.0
     # A tenant queue (and its alarm) unused for this many days is removed; the next send recreates it.
     idle_queue_days: int = 14
+    # How long a send's claim on a recipient holds (chalicelib.drainer): the time SES's Send event has to
+    # arrive if the sender died after SES accepted the email. At least twice the send queues' visibility
+    # timeout (10 min); shorter, a redelivered copy could be sent before the event that would stop it.
+    claim_hold_s: float = 1800.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -71,6 +76,7 @@ class Settings:
             reputation_min_sent=int(e.get("MOONSEND_REPUTATION_MIN_SENT", "200")),
             schedule_lead_s=float(e.get("MOONSEND_SCHEDULE_LEAD_S", "90")),
             idle_queue_days=int(e.get("MOONSEND_IDLE_QUEUE_DAYS", "14")),
+            claim_hold_s=max(MIN_CLAIM_HOLD_S, float(e.get("MOONSEND_CLAIM_HOLD_S", "1800"))),
         )
 
     @cached_property

@@ -67,6 +67,7 @@ EMPTY_POLLS_TO_FINISH = 2
 # arrive before the email is sent again. (With claim and visibility expiring together, the soak test
 # sent two emails twice when its events ran more than 5 minutes late.) An email whose holder died before
 # calling SES waits as long; a dead sender is rare, a duplicate is what we promise never to send.
+# (`Settings.claim_hold_s`, MOONSEND_CLAIM_HOLD_S, defaults to this.)
 CLAIM_HOLD_S = 6 * SEND_VISIBILITY_TIMEOUT_S
 # A claim older than this whose message came back belongs to a sender that died (a send takes seconds;
 # the message is back only after its visibility timeout).
@@ -168,6 +169,7 @@ class Drainer:
         # container goes on from the last slot instead of starting with a fresh window.
         self._limiters: dict[tuple[str, float], RateLimiter] = {}
         self._lock = threading.Lock()
+        self._orphaned_until: dict[str, int] = {}  # message id -> its recipient's claim expiry (epoch ms)
 
     def limiter(self, queue_name: str, rate: float) -> RateLimiter:
         with self._lock:
@@ -350,12 +352,14 @@ class Drainer:
             elif outcome in (Outcome.HELD, Outcome.ORPHANED) and _receives(m) >= MAX_RECEIVE_COUNT - 1:
                 # A claim is live and this copy has one receive left: back off once more and SQS would
                 # dead-letter it with no outcome recorded. A fresh copy starts its count again, soon for a
-                # sender at work, in 15 minutes for a dead one's (whose Send event is what it waits for).
+                # sender at work; for a dead one's (whose Send event is what it waits for) just after its
+                # claim expires (at most SQS's 15 minutes of delay; it waits again if the claim is longer).
                 result.retried += 1
-                orphaned = outcome is Outcome.ORPHANED
-                self._requeue_fresh(url, m, MAX_SQS_DELAY_S if orphaned else 2**MAX_RECEIVE_COUNT)
+                self._requeue_fresh(url, m, self._requeue_delay(outcome, m))
             elif outcome in (Outcome.HELD, Outcome.ORPHANED, Outcome.RETRY):
                 result.retried += 1
+                with self._lock:
+                    self._orphaned_until.pop(m.get("MessageId", ""), None)
                 self._back_off(url, m)
             elif outcome is Outcome.DEAD_LETTER:
                 result.dead_lettered += 1
@@ -403,7 +407,7 @@ class Drainer:
             if self._ledger.record_rejected(UNATTRIBUTED, day, [(message_key(body), reason)]):
                 self._stats.add(UNATTRIBUTED, day, rejected=1, error=reason)
             return Outcome.RETRY
-        claim = self._ledger.claim(email.user_id, email.campaign_id, email.recipient_email, CLAIM_HOLD_S)
+        claim = self._ledger.claim(email.user_id, email.campaign_id, email.recipient_email, self._settings.claim_hold_s)
         if isinstance(claim, Entry):
             if claim.state in FINAL:  # a duplicate of an email that has its outcome: drop it
                 log.info(
@@ -415,7 +419,10 @@ class Drainer:
                 )
                 return Outcome.DUPLICATE
             if claim.updated_at is not None and time.time() * 1000 - claim.updated_at > ORPHANED_AFTER_MS:
-                return Outcome.ORPHANED  # its claim expires in CLAIM_HOLD_S; the Send event may come first
+                if claim.claimed_until:  # when to look again if this copy must go back (see _collect)
+                    with self._lock:
+                        self._orphaned_until[message.get("MessageId", "")] = claim.claimed_until
+                return Outcome.ORPHANED  # its claim expires in claim_hold_s; the Send event may come first
             return Outcome.HELD  # a copy is being sent now
         result.tenants.add(email.user_id)
         why = self._suppressed_now(email, result, via_s3=body is not message["Body"])
@@ -605,6 +612,17 @@ class Drainer:
             MessageAttributes={THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}},
         )
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def _requeue_delay(self, outcome: Outcome, message: dict[str, Any]) -> int:
+        """Seconds until a held copy's fresh twin should be looked at: a live sender's claim ends within
+        seconds (32 s); a dead one's when the claim expires (a second after, at most SQS's 15 minutes)."""
+        with self._lock:
+            until = self._orphaned_until.pop(message.get("MessageId", ""), None)
+        if outcome is not Outcome.ORPHANED:
+            return 2**MAX_RECEIVE_COUNT
+        if until is None:
+            return MAX_SQS_DELAY_S
+        return max(2**MAX_RECEIVE_COUNT, min(MAX_SQS_DELAY_S, math.ceil(until / 1000 - time.time()) + 1))
 
     def _visible_now(self, url: str, message: dict[str, Any]) -> None:
         self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)

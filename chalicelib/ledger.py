@@ -15,7 +15,7 @@ once (the design of seed 001: a conditional-write ledger keyed by a business id,
 
 The one ambiguous window: SES accepted the email and the sender died before recording `sent`. SES's
 Send event (chalicelib.ses_events) records it `sent`; the claim outlives the message's invisibility
-(chalicelib.drainer.CLAIM_HOLD_S, 30 min against 5), so the redelivered message waits for that event
+(`Settings.claim_hold_s`, 30 min against 5 by default), so the redelivered message waits for that event
 and is then dropped. It is sent again only if the event is more than 30 minutes late, or never comes.
 """
 
@@ -85,6 +85,7 @@ class Entry:
     updated_at: int | None
     feedback: str | None = None  # delivered / bounced / complained, from SES's events
     retries: int = 0  # times retry-failed queued it again
+    claimed_until: int | None = None  # epoch ms: a send's claim holds the recipient until then
 
 
 @dataclass(frozen=True)
@@ -427,4 +428,5 @@ def _entry(item: LedgerModel) -> Entry:
         updated_at=int(item.updated_at) if item.updated_at else None,
         feedback=item.feedback,
         retries=int(item.retries or 0),
+        claimed_until=int(item.claimed_until) if item.claimed_until else None,
     )

@@ -76,7 +76,15 @@ class FakeLedger:
                 token = uuid.uuid4().hex
                 row.update(claim_token=token, claimed_until=now + hold_s, updated_at=int(now * 1000))
                 return Claim(f"{user}#{campaign}", email.lower(), token)
-            return Entry(email, row.get("state"), row.get("reason"), row.get("message_id"), row.get("updated_at"))
+            until = row.get("claimed_until")
+            return Entry(
+                email,
+                row.get("state"),
+                row.get("reason"),
+                row.get("message_id"),
+                row.get("updated_at"),
+                claimed_until=int(until * 1000) if until else None,
+            )
 
     def finish(self, claim, state, *, message_id=None, reason=None):
         with self.lock:

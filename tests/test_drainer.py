@@ -451,19 +451,26 @@ def test_email_held_just_as_its_campaign_is_resumed_goes_straight_back_on_the_qu
     assert sorted(json.loads(b)["recipient"]["email"] for b in sqs.batched) == [f"r{i}@example.org" for i in range(5)]
 
 
-@pytest.mark.parametrize(("claimed_s_ago", "delay"), [(1, 32), (400, 900)])
+@pytest.mark.parametrize(
+    ("claimed_s_ago", "expires_in_s", "delays"),
+    [(1, 1800, {32}), (400, 1400, {900}), (1700, 100, {100, 101})],
+)
 def test_a_copy_held_by_a_live_claim_on_its_last_receive_goes_back_fresh_instead_of_to_the_dead_letters(
-    claimed_s_ago, delay
+    claimed_s_ago, expires_in_s, delays
 ):
+    """A sender at work (claimed 1 s ago): back soon. A dead one's claim: back when it expires, at most
+    SQS's 15 minutes of delay."""
     ledger = FakeLedger()
-    claim = ledger.claim("acme", "c1", "a@example.org", 1800)  # a sender at work (1 s), or dead (400 s)
+    claim = ledger.claim("acme", "c1", "a@example.org", 1800)
     ledger.rows[(claim.pk, claim.rcpt)]["updated_at"] = int((time.time() - claimed_s_ago) * 1000)
+    ledger.rows[(claim.pk, claim.rcpt)]["claimed_until"] = time.time() + expires_in_s
     sqs = FakeSqs([queued("acme", "a@example.org")], receives=4)  # one receive left before the DLQ
     ses = FakeSes()
     d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert result.retried == 1 and ses.sent == [] and sqs.visibility == []
-    assert [(json.loads(b)["recipient"]["email"], d) for b, d, _a in sqs.requeued] == [("a@example.org", delay)]
+    assert [json.loads(b)["recipient"]["email"] for b, _d, _a in sqs.requeued] == ["a@example.org"]
+    assert sqs.requeued[0][1] in delays
     assert sqs.deleted == ["rh0"]
 
 
@@ -483,3 +490,13 @@ def test_backing_off_a_copy_whose_twin_was_already_deleted_does_not_stop_the_dra
     d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert result.retried == 1 and [to for *_x, to, _p in ses.sent] == ["b@example.org"]
+
+
+def test_claim_hold_is_configurable_but_never_shorter_than_twice_the_visibility_timeout():
+    from chalicelib.config import Settings
+    from chalicelib.resources import SEND_VISIBILITY_TIMEOUT_S
+
+    assert Settings.from_env({}).claim_hold_s == 1800
+    assert Settings.from_env({"MOONSEND_CLAIM_HOLD_S": "900"}).claim_hold_s == 900
+    # shorter, a copy redelivered after the visibility timeout could be sent before SES's Send event
+    assert Settings.from_env({"MOONSEND_CLAIM_HOLD_S": "60"}).claim_hold_s == 2 * SEND_VISIBILITY_TIMEOUT_S

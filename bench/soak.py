@@ -482,8 +482,7 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
 
         def relay(k: int, stream: Any) -> None:
             for line in stream:
-                if not line.startswith(("{", "}", " ", '"', "PASSED", "FAILED", "-")):  # its report: merged below
-                    print(f"[stack {k + 1}] {line}", end="", flush=True)
+                print(f"[stack {k + 1}] {line}", end="", flush=True)
 
         relays = [threading.Thread(target=relay, args=(k, p.stdout), daemon=True) for k, p in enumerate(procs)]
         for t in relays:
@@ -579,9 +578,11 @@ def main() -> int:
     args = ap.parse_args()
     report = run(args) if args.shards <= 1 or args.shard is not None else run_sharded(args)
     text = json.dumps(report, indent=2)
-    print(text)
     if args.json:
         args.json.write_text(text + "\n")
+    if args.shard is not None:  # one stack of several: its report goes to the parent, which merges them
+        return 0 if report["passed"] else 1
+    print(text)
     if args.report:
         args.report.write_text(markdown(report))
     print("PASSED" if report["passed"] else "FAILED:\n- " + "\n- ".join(report["failures"]))

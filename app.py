@@ -172,6 +172,12 @@ def retire_idle_queues(event: CloudWatchEvent) -> None:
     wiring.container().idle_queues.run()
 
 
+@app.schedule(Rate(15, unit=Rate.MINUTES))
+def reconcile_dead_letters(event: CloudWatchEvent) -> None:
+    """Record `failed` (with why) for recipients whose message SQS dead-lettered with no outcome recorded."""
+    wiring.container().dead_letters.reconcile(event.context.get_remaining_time_in_millis)
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""

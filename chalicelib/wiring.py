@@ -16,6 +16,7 @@ from chalicelib.campaign_control import CampaignControl
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.daily_cap import DailyCap
+from chalicelib.dead_letters import DeadLetters
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
 from chalicelib.idle_queues import IdleQueueCleanup, QueueActivity
@@ -203,6 +204,12 @@ class Container:
         return IdleQueueCleanup(
             s, activity, aws.client("sqs", s.region), aws.client("cloudwatch", s.region), self.leases
         )
+
+    @cached_property
+    def dead_letters(self) -> DeadLetters:
+        s = self.settings
+        sqs = aws.client("sqs", s.region)
+        return DeadLetters(s, sqs, self.ledger, self.stats, self.payloads, self.failed_copies)
 
     @cached_property
     def sweeper(self) -> Sweeper:

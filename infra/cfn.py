@@ -23,7 +23,16 @@ SNS_HANDLERS = {
     "SendEmails": "send_topic",
     "SesEvents": "events_topic",
 }
-FUNCTIONS = ("PrecompileEmail", "SendEmails", "SesEvents", "SweepQueues")
+# Every function is told the account id: bucket names and topic ARNs are built from it.
+FUNCTIONS = (
+    "PrecompileEmail",
+    "SendEmails",
+    "SesEvents",
+    "SweepQueues",
+    "ReleaseScheduled",
+    "RetireIdleQueues",
+    "ReconcileDeadLetters",
+)
 ACCOUNT = "${AWS::AccountId}"
 
 

@@ -26,6 +26,7 @@ FUNCTIONS = (
     "sweep_queues",
     "release_scheduled",
     "retire_idle_queues",
+    "reconcile_dead_letters",
     "api_handler",
 )
 LOGS = {
@@ -157,6 +158,18 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("IdleAlarms", ["cloudwatch:DeleteAlarms"], [f"arn:aws:cloudwatch:*:*:alarm:{r.tenant_queue_prefix}*"]),
         _stmt("Lease", _READ, [tables["LeasesTable"]]),
     ]
+    # Dead letters are read and hidden between looks, never deleted or sent (operators redrive them).
+    reconcile = [
+        _stmt(
+            "DeadLetters",
+            ["sqs:GetQueueUrl", "sqs:ReceiveMessage", "sqs:ChangeMessageVisibility"],
+            [_queue(r.dead_letter_queue.name)],
+        ),
+        _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
+        _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+        _stmt("Payloads", ["s3:GetObject"], [queued_objects]),
+        _stmt("FailedEmail", ["s3:PutObject"], [failed_objects]),
+    ]
     sweep = [
         _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
@@ -170,6 +183,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "sweep_queues": sweep,
         "release_scheduled": releaser,
         "retire_idle_queues": retire,
+        "reconcile_dead_letters": reconcile,
         "api_handler": api,
     }
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}

@@ -61,6 +61,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "SweepQueuesRole",
         "ReleaseScheduledRole",
         "RetireIdleQueuesRole",
+        "ReconcileDeadLettersRole",
         "ApiHandlerRole",
     }
 
@@ -80,6 +81,18 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     deleters = {r for r in roles if {"sqs:DeleteQueue", "cloudwatch:DeleteAlarms"} & actions(r)}
     assert deleters == {"RetireIdleQueuesRole"}
     assert not {"sqs:SendMessage", "ses:SendEmail"} & actions("RetireIdleQueuesRole")
+    # The dead-letter reconciler reads dead letters and records outcomes; it cannot send, enqueue or delete.
+    assert "sqs:ReceiveMessage" in actions("ReconcileDeadLettersRole")
+    assert not {"sqs:SendMessage", "sqs:DeleteMessage", "ses:SendEmail"} & actions("ReconcileDeadLettersRole")
+
+
+def test_every_function_is_told_the_account_id(packaged):
+    """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
+    _stage, _report, template = packaged
+    functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
+    assert len(functions) == 8
+    for name, fn in functions.items():
+        assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
 
 def test_every_topic_queue_and_table_the_code_names_is_in_the_template(packaged):

@@ -26,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import re
+import sys
 import threading
 import time
 import uuid
@@ -42,6 +43,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 DEFAULT_MAX_SEND_RATE = 14.0
+EVENT_PUBLISHERS = 8
 DEFAULT_MAX_24H_SEND = 50_000.0
 DEFAULT_ACCOUNT_ID = "123456789012"
 TENANT_HEADER = "X-Moonsend-Tenant"
@@ -240,12 +242,26 @@ class SesStandIn:
         if self._events is None:
             from concurrent.futures import ThreadPoolExecutor
 
-            self._events = ThreadPoolExecutor(1, thread_name_prefix="ses-events")
-        for record in (base, *outcome_events(base)):
-            kind = str(record["eventType"]).upper()
-            for types, topic in destinations:
-                if kind in types:
-                    self._events.submit(self.publish, topic, json.dumps(record))
+            # Several publishers: SES publishes events within about a second of a send, and one thread
+            # fell behind on this busy stack (the soak measured Send events handled ten minutes late,
+            # past the claims that wait for them). One email's events stay in order, on one thread.
+            self._events = ThreadPoolExecutor(EVENT_PUBLISHERS, thread_name_prefix="ses-events")
+        todo = [
+            (topic, json.dumps(record))
+            for record in (base, *outcome_events(base))
+            for types, topic in destinations
+            if str(record["eventType"]).upper() in types
+        ]
+        if todo:
+            self._events.submit(self._publish_all, todo)
+
+    def _publish_all(self, todo: list[tuple[str, str]]) -> None:
+        assert self.publish is not None
+        for topic, message in todo:
+            try:
+                self.publish(topic, message)
+            except Exception as exc:  # the stack stopping, or SNS refusing: said, and the next event goes on
+                print(f"[ses] event not published to {topic.rsplit(':', 1)[-1]}: {exc}", file=sys.stderr, flush=True)
 
     def record(self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str) -> Path:
         """Write an accepted email to the outbox and one line to sends.jsonl."""

@@ -269,7 +269,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 peak = max_in_window(ts, 1000)
                 span = (max(ts) - min(ts)) / 1000
                 achieved = (len(ts) - 1) / span if span > 0 else math.inf
-                rates.append({"tenant": t.user_id, "rate": t.rate, "max_in_1s": peak, "achieved": round(achieved, 2)})
+                # The middle 80% of its sends: the pace while it was sending, without the tail of emails
+                # that waited out a fault (a dead sender's claims, a killed drain's invisible messages).
+                ordered = sorted(ts)
+                lo, hi = ordered[len(ordered) // 10], ordered[(len(ordered) * 9) // 10]
+                middle = (len(ordered) * 9) // 10 - len(ordered) // 10
+                pace = middle / ((hi - lo) / 1000) if hi > lo else math.inf
+                rates.append(
+                    {
+                        "tenant": t.user_id,
+                        "rate": t.rate,
+                        "max_in_1s": peak,
+                        "achieved": round(achieved, 2),
+                        "achieved_middle_80pct": round(pace, 2),
+                    }
+                )
                 if peak > t.rate:
                     failures.append(f"{t.user_id}: {peak} sends in one second, above its rate of {t.rate:g}")
             report["rates"] = rates
@@ -353,7 +367,12 @@ def markdown(r: dict[str, Any]) -> str:
             "closest to its rate",
             f"{worst['tenant']}: {worst['max_in_1s']} in 1 s at {worst['rate']:g}/s" if worst else "-",
         ),
-        ("free plan: large tenant's last email after", f"{free[0]['last_after_s']} s" if free else "-"),
+        ("pace while sending (middle 80% of sends) / rate, tenants up to 10/s: median", _pace(rates, 0, 10)),
+        ("... tenants above 10/s: median (the stack's CPU, not the limiter, caps them)", _pace(rates, 10, 1e9)),
+        (
+            "free plan: large tenant's last email after (sent of its recipients; the rest over the daily cap)",
+            f"{free[0]['last_after_s']} s ({free[0]['sent']} of {free[0]['recipients']})" if free else "-",
+        ),
         (
             "free plan: small tenants' last email after (max)",
             f"{max(f['last_after_s'] for f in small)} s" if small else "-",
@@ -371,6 +390,15 @@ def markdown(r: dict[str, Any]) -> str:
         ("result", "**passed**" if r["passed"] else "**FAILED**: " + "; ".join(r["failures"])),
     ]
     return "| check | figure |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+
+
+def _pace(rates: list[dict[str, Any]], above: float, up_to: float) -> str:
+    ratios = sorted(
+        x["achieved_middle_80pct"] / x["rate"]
+        for x in rates
+        if above < x["rate"] <= up_to and "achieved_middle_80pct" in x and math.isfinite(x["achieved_middle_80pct"])
+    )
+    return f"{ratios[len(ratios) // 2]:.2f} ({len(ratios)} tenants)" if ratios else "-"
 
 
 def _time_send_events() -> list[float]:

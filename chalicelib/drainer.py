@@ -29,6 +29,7 @@ from chalicelib.errors import (
     MessageInvalid,
     QuotaExhausted,
     SendFailed,
+    SendOutcomeUnknown,
     SendThrottled,
     TransientSendError,
 )
@@ -546,6 +547,11 @@ class Drainer:
             return Outcome.STOP
         except SendFailed as exc:
             return self._fail(email, claim, str(exc))
+        except SendOutcomeUnknown as exc:
+            # SES may have accepted it. The claim is kept: no copy goes out before SES's Send event has had
+            # the claim's lifetime to record it sent (then the copy is dropped), as for a sender that died.
+            log.warning("send outcome unknown, claim kept", user=email.user_id, queue=queue_name, reason=str(exc))
+            return Outcome.HELD
         except TransientSendError as exc:
             if receives >= MAX_RECEIVE_COUNT:
                 # Its last try: record why before SQS moves it to the dead-letter queue.

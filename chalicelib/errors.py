@@ -61,7 +61,12 @@ class QueueRetiring(MoonsendError):
 
 
 class TransientSendError(MoonsendError):
-    """A 5xx or network error from SES: retried with backoff, then dead-lettered."""
+    """A 5xx from SES, or a request that never reached it: retried with backoff, then dead-lettered."""
+
+
+class SendOutcomeUnknown(MoonsendError):
+    """The request reached SES but its answer was lost (read timeout, connection closed): SES may have
+    accepted the email. Never retried before SES's Send event could have said so (the claim is kept)."""
 
 
 class LinkInvalid(MoonsendError):

@@ -18,12 +18,22 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectTimeoutError,
+    EndpointConnectionError,
+    ParamValidationError,
+    ProxyConnectionError,
+)
 
 from chalicelib import aws, log
 from chalicelib.contract import Sender
-from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
+from chalicelib.errors import QuotaExhausted, SendFailed, SendOutcomeUnknown, SendThrottled, TransientSendError
 
+# Errors raised before the request left: the email cannot have reached SES. (Any other botocore error
+# may come after SES received it: SendOutcomeUnknown.)
+_NOT_SENT = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError, ParamValidationError)
 _THROTTLE_CODES = {"Throttling", "ThrottlingException", "TooManyRequestsException"}
 _QUOTA_CODES = {"LimitExceededException", "SendingPausedException", "AccountSuspendedException"}
 _PERMANENT_CODES = {
@@ -167,8 +177,10 @@ class SesSender:
             resp = client.send_email(**params)
         except ClientError as exc:
             raise classify(exc) from exc
-        except BotoCoreError as exc:  # connection refused, read timeout, ...
+        except _NOT_SENT as exc:  # the request never reached SES: safe to send again
             raise TransientSendError(f"{type(exc).__name__}: {exc}") from exc
+        except BotoCoreError as exc:  # read timeout, connection closed: SES may have accepted it
+            raise SendOutcomeUnknown(f"{type(exc).__name__}: {exc}") from exc
         return str(resp["MessageId"])
 
 

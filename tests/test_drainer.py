@@ -153,6 +153,26 @@ def test_outcomes_decide_what_happens_to_each_message():
     assert stats.adds[-1][3] == "MessageRejected: Email address is not verified."
 
 
+def test_a_send_whose_answer_was_lost_keeps_its_claim_so_no_copy_goes_before_ses_could_say():
+    """SES may have accepted it: the copy comes back held by the claim (waiting for the Send event, or the
+    claim's end), never sent again at once as a plain transient error would be."""
+    from chalicelib.errors import SendOutcomeUnknown
+
+    ledger = FakeLedger()
+    sqs = FakeSqs([queued("acme", "lost@example.org")])
+    ses = FakeSes({"lost@example.org": SendOutcomeUnknown("ReadTimeoutError: Read timeout on endpoint URL")})
+    d, stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.retried == 1 and sqs.deleted == [] and sqs.visibility == [("rh0", 2)]
+    row = ledger.rows[("acme#c1", "lost@example.org")]
+    assert row["claimed_until"] > time.time() + 600 and row.get("state") not in ("sent", "failed")
+    assert stats.adds == []
+    # The copy comes back: the claim holds it, so it is not sent a second time.
+    again = FakeSqs([queued("acme", "lost@example.org")], receives=2)
+    d2, _ = drainer(again, FakeSes(), FakeTenants(tenant("acme", "AKIAACME")), ledger=ledger)
+    assert d2.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000).sent == 0
+
+
 def test_exhausted_daily_quota_stops_the_drain_and_leaves_the_rest_queued():
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(30)])
     ses = FakeSes({"r0@example.org": QuotaExhausted("Daily message quota exceeded.")})

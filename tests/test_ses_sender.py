@@ -67,3 +67,29 @@ def test_the_platform_account_uses_the_provisioned_set_without_creating_it():
     ses = _sender(client)
     ses.send(Sender("news@free.io", "Free", None, None, None, 1.0), "a@x.io", b"raw", platform=True)
     assert client.created == [] and client.sent == ["moonsend-test-events"]
+
+
+def test_a_lost_answer_is_an_unknown_outcome_but_a_request_that_never_left_is_safe_to_retry():
+    """A read timeout or a closed connection may come after SES accepted the email; a refused connection
+    cannot. Only the first must keep the recipient's claim (chalicelib.drainer)."""
+    import pytest
+    from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
+
+    from chalicelib.errors import SendOutcomeUnknown, TransientSendError
+
+    class Failing(FakeSesV2):
+        def __init__(self, exc):
+            super().__init__()
+            self.exc = exc
+
+        def send_email(self, **params):
+            raise self.exc
+
+    url = "https://email.eu-west-1.amazonaws.com/v2/email/outbound-emails"
+    for exc, expected in (
+        (ReadTimeoutError(endpoint_url=url), SendOutcomeUnknown),
+        (ConnectionClosedError(endpoint_url=url), SendOutcomeUnknown),
+        (EndpointConnectionError(endpoint_url=url), TransientSendError),
+    ):
+        with pytest.raises(expected):
+            _sender(Failing(exc)).send(TENANT, "a@example.org", b"raw")

@@ -121,7 +121,10 @@ class FunctionRunner:
         self.functions = functions
         self._region = region
         self._account = account_id
-        self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="lambda")
+        # One pool per function, as Lambda scales each function on its own: with one shared pool, SES's
+        # events queued behind minutes-long drains (the soak measured Send events handled 6 minutes late).
+        self._max_concurrency = max_concurrency
+        self._pools: dict[str, ThreadPoolExecutor] = {}
         self._retry_delay_s = retry_delay_s
         self._inflight = 0
         self._cv = threading.Condition()
@@ -169,7 +172,12 @@ class FunctionRunner:
             if self._closed:
                 raise RuntimeError("the local runtime is stopped")
             self._inflight += 1
-        self._pool.submit(self._run_async, fn, event, on_done)
+            pool = self._pools.get(fn.function_name)
+            if pool is None:
+                pool = self._pools[fn.function_name] = ThreadPoolExecutor(
+                    max_workers=self._max_concurrency, thread_name_prefix=f"lambda-{fn.handler_name}"
+                )
+        pool.submit(self._run_async, fn, event, on_done)
         return request_id
 
     def _run_async(self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None) -> None:
@@ -217,4 +225,6 @@ class FunctionRunner:
     def shutdown(self) -> None:
         with self._cv:
             self._closed = True
-        self._pool.shutdown(wait=False, cancel_futures=True)
+            pools = list(self._pools.values())
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)

@@ -63,7 +63,7 @@ class StackConfig:
     alarm_time_scale: float = 1 / 60
     schedule_time_scale: float = 1.0
     free_rate: float | None = None
-    max_concurrency: int = 64
+    max_concurrency: int = 64  # concurrent invocations of each function (Lambda scales functions apart)
     fast_sqs: bool = True  # False: moto's own SQS model (only to compare against, in benches)
     fast_dynamodb: bool = True  # False: every DynamoDB call through moto's server layers (to compare against)
     clear_outbox: bool = False

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from infra.local import dynamodb_wire
+from infra.local import dynamodb_wire, fast_dynamodb
 
 
 @pytest.fixture
@@ -88,6 +88,30 @@ def _scenario(ddb: Any, table: str) -> list[Any]:
         ExpressionAttributeNames={"#s": "state"},
         ExpressionAttributeValues={":a": {"S": "a"}, ":b": {"S": "b"}},
     )
+    call(
+        "update_item",
+        Key=key,
+        UpdateExpression="SET #k = :a",
+        ExpressionAttributeNames={"#k": "sk"},
+        ExpressionAttributeValues={":a": {"S": "b@x.example"}},
+    )
+    call(
+        "update_item",
+        Key=key,
+        UpdateExpression="SET meta.opens = if_not_exists(meta.opens, :z) + :one REMOVE gone",
+        ExpressionAttributeValues={":z": {"N": "0"}, ":one": {"N": "1"}},
+    )
+    call("update_item", Key=key, UpdateExpression="SET meta = :m", ExpressionAttributeValues={":m": {"M": {}}})
+    for _ in range(2):  # the second time from the cache of parsed expressions
+        call(
+            "update_item",
+            Key=key,
+            UpdateExpression="SET meta.opens = if_not_exists(meta.opens, :z) + :one ADD tries :one",
+            ExpressionAttributeValues={":z": {"N": "0"}, ":one": {"N": "1"}},
+            ReturnValues="UPDATED_NEW",
+        )
+    call("update_item", Key=key, UpdateExpression="SET = :a", ExpressionAttributeValues={":a": {"S": "x"}})
+    call("update_item", Key=key, UpdateExpression="SET a = :a SET b = :a", ExpressionAttributeValues={":a": {"S": "x"}})
     for i in range(3):
         call("put_item", Item={"pk": {"S": "u#c"}, "sk": {"S": f"r{i}@x.example"}, "state": {"S": "sent"}})
     call(
@@ -121,6 +145,25 @@ def test_short_path_answers_as_moto_does_including_conditional_refusals(
     # and the short path did answer them: every call of the scenario but the table set-up
     assert len(short_path_calls) == len(short)
     assert {"error"} <= {r[1] for r in short if isinstance(r[1], str)}  # the refusals went this way too
+
+
+def test_local_update_validation_answers_as_moto_own_does(stack: Any, ddb: Any, uid: str) -> None:
+    """The local stack's cheaper update-expression validation and parse cache (fast_dynamodb) change no answer."""
+    fast_dynamodb.uninstall()
+    try:
+        moto_own = _scenario(ddb, f"v-{uid}")
+    finally:
+        fast_dynamodb.install()
+    ours = _scenario(ddb, f"v-{uid}")
+    assert ours == moto_own
+    codes = [r[2] for r in ours if isinstance(r[1], str)]
+    assert codes.count("ValidationException") >= 4  # key update, syntax error, two SETs, overlapping paths
+    opens = [
+        r[1]["Attributes"]["meta"]["M"]["opens"]["N"]
+        for r in ours
+        if r[0] == "update_item" and isinstance(r[1], dict) and "meta" in r[1].get("Attributes", {})
+    ]
+    assert opens == ["1", "2"]  # a cached parse still applies to each item afresh
 
 
 def test_binary_attributes_are_left_to_moto(stack: Any, ddb: Any, uid: str, short_path_calls: list[str]) -> None:

@@ -111,6 +111,15 @@ def _scenario(ddb: Any, table: str) -> list[Any]:
             ReturnValues="UPDATED_NEW",
         )
     call("update_item", Key=key, UpdateExpression="SET = :a", ExpressionAttributeValues={":a": {"S": "x"}})
+    for cond in ("attribute_exists(meta.opens) AND tries < :two", "attribute_exists(meta.opens) AND tries < :two"):
+        call(
+            "update_item",
+            Key=key,
+            UpdateExpression="ADD tries :one",
+            ConditionExpression=cond,
+            ExpressionAttributeValues={":one": {"N": "1"}, ":two": {"N": "2"}},
+            ReturnValues="UPDATED_NEW",
+        )  # the second is refused: the first took tries to 2
     call("update_item", Key=key, UpdateExpression="SET a = :a SET b = :a", ExpressionAttributeValues={":a": {"S": "x"}})
     for i in range(3):
         call("put_item", Item={"pk": {"S": "u#c"}, "sk": {"S": f"r{i}@x.example"}, "state": {"S": "sent"}})

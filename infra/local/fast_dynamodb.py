@@ -15,6 +15,8 @@ pipeline, most of it in work that repeats itself, each replaced here by an equiv
 - The same few update expressions are parsed twice per request (by the response handler and the model):
   parsed trees are cached by their text. moto only reads the parsed tree; the validator deep-copies it
   before changing anything.
+- Condition expressions are lexed (a dozen regular expressions tried at every token) twice per request:
+  the tokens depend on the text alone, so they are cached by it too, and each parse gets fresh copies.
 
 `install()` swaps these in for this process only; it is called by the local stack, never by the Lambda
 code. `uninstall()` puts moto's own back (tests compare both).
@@ -23,8 +25,10 @@ code. `uninstall()` puts moto's own back (tests compare both).
 from __future__ import annotations
 
 import functools
+from collections import deque
 from typing import Any
 
+from moto.dynamodb.comparisons import ConditionExpressionParser
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node, UpdateExpression
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.validators import (
@@ -40,8 +44,19 @@ _ORIGINALS: dict[str, Any] = {
     "nodes": DepthFirstTraverser.nodes_to_be_processed,
     "hash_range": UpdateHashRangeKeyValidator.traverse,
     "make": UpdateExpressionParser.__dict__["make"],
+    "lex": ConditionExpressionParser._lex_condition_expression,
 }
 _parse = functools.lru_cache(maxsize=1024)(_ORIGINALS["make"].__func__)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tokens(expression: str) -> tuple[Any, ...]:
+    return tuple(_ORIGINALS["lex"](ConditionExpressionParser(expression, None, None)))
+
+
+def _lex_once(self: ConditionExpressionParser) -> deque[Any]:
+    # lexed tokens always have empty children; each parse gets its own lists
+    return deque(token._replace(children=[]) for token in _tokens(self.condition_expression or ""))
 
 
 def _verify_root(self: ActionCountValidator, node: Any) -> Any:
@@ -84,6 +99,7 @@ def install() -> None:
     DepthFirstTraverser.nodes_to_be_processed = _nodes_once  # type: ignore[method-assign]
     UpdateHashRangeKeyValidator.traverse = _check_keys  # type: ignore[method-assign]
     UpdateExpressionParser.make = classmethod(_parse)  # type: ignore[method-assign,assignment]
+    ConditionExpressionParser._lex_condition_expression = _lex_once  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
@@ -93,3 +109,4 @@ def uninstall() -> None:
     DepthFirstTraverser.nodes_to_be_processed = _ORIGINALS["nodes"]  # type: ignore[method-assign]
     UpdateHashRangeKeyValidator.traverse = _ORIGINALS["hash_range"]  # type: ignore[method-assign]
     UpdateExpressionParser.make = _ORIGINALS["make"]  # type: ignore[method-assign]
+    ConditionExpressionParser._lex_condition_expression = _ORIGINALS["lex"]  # type: ignore[method-assign]

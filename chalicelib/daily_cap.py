@@ -5,20 +5,32 @@ spend the whole day's quota for all the others. Precompile reserves each batch's
 queues them; what does not fit is recorded as rejected with the reason, never dropped.
 
 One DynamoDB item per tenant and day, incremented with an atomic ADD (no read first, no race between
-concurrent precompiles): the answer says how many of the batch fit. A reservation is not given back if
-the emails later fail: a crash between reserving and queueing (Lambda then retries the event) counts
-some emails twice against the cap, which errs on the side of the platform's quota. Items expire ten days
-later by TTL (the reputation guard reads the same items over a week).
+concurrent precompiles): the answer says how many of the batch fit. Items expire ten days later by TTL
+(the reputation guard reads the same items over a week).
+
+A reservation is idempotent per batch (its campaign and recipients, `batch_id`): the same write records,
+under the batch's own attribute, what the counter stood at before it, on condition that the batch has no
+such record yet. A redelivered or retried event (SNS delivers at least once; Lambda retries a crashed
+precompile) finds the record and gets the same answer without counting again. Without this, the soak
+(issue 8) found a free tenant with 710 recipients sent 109, not 300: two duplicate deliveries of its
+100-recipient messages had each spent 100 of its day. Once the cap is reached, a new batch fits nowhere
+and is not written at all, so an item holds at most one record per batch that got a share (at most
+`cap` of them, well under DynamoDB's 400 KB item limit). A reservation is not given back if its emails
+later fail, which errs on the side of the platform's quota.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
+from collections.abc import Iterable
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import UpdateError
+from pynamodb.expressions.operand import Path
 from pynamodb.models import Model
 
-from chalicelib.tables import bound, warm
+from chalicelib.tables import bound, condition_failed, warm
 
 # Kept longer than the reputation guard's window (chalicelib.reputation), which reads the same items.
 USAGE_RETENTION_S = 10 * 24 * 3600
@@ -49,15 +61,39 @@ class DailyCap:
     def warm(self) -> None:
         warm(self._model)
 
-    def reserve(self, user_id: str, wanted: int, now: float | None = None) -> int:
-        """Count `wanted` emails against today's cap; return how many of them fit (0..wanted)."""
+    def reserve(self, user_id: str, wanted: int, now: float | None = None, batch: str | None = None) -> int:
+        """Count `wanted` emails against today's cap; return how many of them fit (0..wanted).
+
+        With `batch` (see `batch_id`), a second reservation of the same batch on the same day answers
+        as the first did and counts nothing.
+        """
         if wanted <= 0:
             return 0
         now = time.time() if now is None else now
         m = self._model
-        item = m(user_id, time.strftime("%Y-%m-%d", time.gmtime(now)))
-        item.update(actions=[m.queued.add(wanted), m.expires_at.set(int(now) + USAGE_RETENTION_S)])
-        before = int(item.queued) - wanted  # what other batches had reserved when this one landed
+        day = time.strftime("%Y-%m-%d", time.gmtime(now))
+        item = m(user_id, day)
+        actions = [m.queued.add(wanted), m.expires_at.set(int(now) + USAGE_RETENTION_S)]
+        if batch is None:
+            item.update(actions=actions)
+            return self._fit(wanted, int(item.queued) - wanted)
+        mark = Path(_mark(batch))
+        try:
+            # SET reads the item as it was before this write: the mark is the counter before this batch.
+            item.update(
+                actions=[*actions, mark.set(m.queued | 0)],
+                condition=mark.does_not_exist() & (m.queued.does_not_exist() | (m.queued < self.cap)),
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            raw = m._get_connection().get_item(user_id, day, consistent_read=True).get("Item", {})
+            earlier = raw.get(_mark(batch))
+            return self._fit(wanted, int(earlier["N"])) if earlier else 0  # no record: the cap was reached
+        return self._fit(wanted, int(item.queued) - wanted)
+
+    def _fit(self, wanted: int, before: int) -> int:
+        """How many of `wanted` fit when `before` were reserved ahead of them."""
         return max(0, min(wanted, self.cap - before))
 
     def used(self, user_id: str, now: float | None = None) -> int:
@@ -67,3 +103,15 @@ class DailyCap:
         except self._model.DoesNotExist:
             return 0
         return int(item.queued)
+
+
+def batch_id(campaign_id: str, recipients: Iterable[str]) -> str:
+    """A batch's identity for `DailyCap.reserve`: the same campaign and recipients give the same id."""
+    h = hashlib.sha256(campaign_id.encode())
+    for email in recipients:
+        h.update(b"\0" + email.encode())
+    return h.hexdigest()[:32]
+
+
+def _mark(batch: str) -> str:
+    return f"b_{batch}"

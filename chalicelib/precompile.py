@@ -27,7 +27,7 @@ from chalicelib.contract import (
     is_email,
     parse_precompile_message,
 )
-from chalicelib.daily_cap import DailyCap, cap_reason
+from chalicelib.daily_cap import DailyCap, batch_id, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
 from chalicelib.ledger import EXPIRED, UNATTRIBUTED, Ledger, message_key, unattributed_day
@@ -179,7 +179,9 @@ class Precompiler:
             outgoing.append(Outgoing(key=r.email, body=body, delay_seconds=delay))
 
         if outgoing and req.plan == "free" and self._daily_cap is not None and self._daily_cap.cap > 0:
-            fit = self._daily_cap.reserve(req.user_id, len(outgoing))
+            fit = self._daily_cap.reserve(
+                req.user_id, len(outgoing), batch=batch_id(req.campaign.id, (o.key for o in outgoing))
+            )
             if fit < len(outgoing):
                 reason = cap_reason(self._daily_cap.cap)
                 result.rejected.extend(RejectedRecipient(o.key, reason) for o in outgoing[fit:])

@@ -3,7 +3,7 @@
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from chalicelib.daily_cap import DailyCap
+from chalicelib.daily_cap import DailyCap, batch_id
 from tests.conftest import canonical
 from tests.test_precompile import _precompiler
 
@@ -27,11 +27,57 @@ def test_concurrent_precompiles_never_grant_more_than_the_cap_in_all(stack, uid)
     assert sum(granted) == 300 and cap.used(f"race-{uid}") == 600
 
 
+def test_the_same_batch_reserved_again_gets_the_same_answer_and_is_counted_once(stack, uid):
+    cap = _cap(stack, 25)
+    day = 1_795_300_000.0
+    a, b, c = (batch_id("camp", [f"{k}{i}@x.example" for i in range(10)]) for k in "abc")
+    assert cap.reserve(f"dup-{uid}", 10, now=day, batch=a) == 10
+    assert cap.reserve(f"dup-{uid}", 10, now=day, batch=a) == 10  # a duplicate delivery
+    assert cap.reserve(f"dup-{uid}", 10, now=day, batch=b) == 10  # not 5: the duplicate spent nothing
+    assert cap.reserve(f"dup-{uid}", 10, now=day, batch=c) == 5
+    assert cap.reserve(f"dup-{uid}", 10, now=day, batch=c) == 5  # a partial fit is repeated as it was
+    assert cap.reserve(f"dup-{uid}", 10, now=day, batch=b) == 10
+    assert cap.used(f"dup-{uid}", now=day) == 30
+
+
+def test_batches_after_the_cap_are_refused_without_growing_the_days_item(stack, uid):
+    cap = _cap(stack, 20)
+    day = 1_795_300_000.0
+    ids = [batch_id("camp", [f"r{i}@x.example"]) for i in range(50)]
+    assert [cap.reserve(f"full-{uid}", 8, now=day, batch=b) for b in ids[:4]] == [8, 8, 4, 0]
+    assert [cap.reserve(f"full-{uid}", 8, now=day, batch=b) for b in ids[4:]] == [0] * 46
+    item = stack.client("dynamodb").get_item(
+        TableName=stack.settings.resources.usage_table.name,
+        Key={"user_id": {"S": f"full-{uid}"}, "day": {"S": "2026-11-21"}},
+        ConsistentRead=True,
+    )["Item"]
+    assert sum(1 for k in item if k.startswith("b_")) == 3  # one record per batch that got a share
+
+
+def test_concurrent_duplicates_of_batches_never_grant_more_than_the_cap(stack, uid):
+    cap = _cap(stack, 300)
+    ids = [batch_id("camp", [f"b{k}-{i}@x.example" for i in range(30)]) for k in range(20)]
+    with ThreadPoolExecutor(16) as pool:
+        granted = list(pool.map(lambda b: (b, cap.reserve(f"racedup-{uid}", 30, batch=b)), ids + ids))
+    first = dict(granted[:20])
+    assert all(first[b] == g for b, g in granted[20:])  # each duplicate answered as its original
+    assert sum(first.values()) == 300
+
+
+def test_batch_ids_name_the_campaign_and_its_recipients():
+    assert batch_id("c1", ["a@x", "b@x"]) == batch_id("c1", iter(["a@x", "b@x"]))
+    assert batch_id("c1", ["a@x", "b@x"]) != batch_id("c2", ["a@x", "b@x"])
+    assert batch_id("c1", ["a@x", "b@x"]) != batch_id("c1", ["a@xb@x"])
+    assert batch_id("c1", ["a@x"]) != batch_id("c1", ["a@x", "b@x"])
+
+
 class FakeCap:
     def __init__(self, cap, already=0):
         self.cap, self.used = cap, already
+        self.batches = []
 
-    def reserve(self, user_id, wanted):
+    def reserve(self, user_id, wanted, batch=None):
+        self.batches.append(batch)
         fit = max(0, min(wanted, self.cap - self.used))
         self.used += wanted
         return fit
@@ -55,6 +101,8 @@ def test_a_free_tenant_over_its_cap_has_the_rest_recorded_as_rejected_with_the_r
         "free plan daily cap of 300 emails reached (UTC day); the rest of today's are not sent"
     }
     assert p._ledger.state("user-1", "camp-1", "r7@example.org") == "rejected"
+    # reserved as one batch of the campaign's recipients, so a redelivery is not counted again
+    assert p._daily_cap.batches == [batch_id("camp-1", [f"r{i}@example.org" for i in range(8)])]
 
 
 def test_paid_tenants_have_no_daily_cap():

@@ -10,7 +10,7 @@ by who made it, read from the thread that made it:
   threads and the ledger's write pool, which only run inside one): what a tenant's email costs us;
 - `producer`: the campaign's publishes to PrecompileEmail (this script's main thread, standing in for
   the list service that publishes in production);
-- `ses`: SES publishing its events to SNS (the stand-in's `ses-events` thread), which SNS bills;
+- `ses`: SES publishing its events to SNS (counted where the stand-in publishes them), which SNS bills;
 - everything else is the local stand-in for AWS (alarm evaluation, SNS-to-Lambda delivery): AWS does
   that for free and it is not counted.
 
@@ -164,6 +164,20 @@ def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
     return invocations, gb_s
 
 
+def _ses_event_meter(ses: Any) -> None:
+    """Count SES's event publishes to SNS (made inside the stand-in, not through botocore), as SNS bills them."""
+    inner = ses.publish
+
+    def publish(topic_arn: str, message: str) -> None:
+        inner(topic_arn, message)
+        if _on.is_set():
+            with _lock:
+                _calls[("ses", "sns", "Publish")] += 1
+                _units["ses"]["sns_publish"] += 1
+
+    ses.publish = publish
+
+
 def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
     from infra.local.stack import LocalStack, StackConfig
@@ -174,6 +188,7 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
         with LocalStack(config) as stack:
             assert stack.settings is not None and stack.runner is not None and stack.ses is not None
             invocations, gb_s = _lambda_meter(stack.runner)
+            _ses_event_meter(stack.ses)
             sns = stack.client("sns")
             topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
             specs = []

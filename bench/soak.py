@@ -25,6 +25,7 @@ core by default), each a whole pipeline in its own process, the free-plan tenant
 (they share one queue). Their checks are merged into one report.
 
     python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 10000] [--faults-for 480] [--shards 2]
+    python bench/soak.py --table seed7.json seed8.json seed9.json   # earlier runs' --json, side by side
 """
 
 from __future__ import annotations
@@ -363,6 +364,24 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(r: dict[str, Any]) -> str:
     """The report as the Markdown summary that goes into BENCHMARKS.md and the issue note."""
+    return "| check | figure |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in _rows(r)) + "\n"
+
+
+def side_by_side(reports: list[dict[str, Any]]) -> str:
+    """Several runs' reports (one per seed, say) as one Markdown table, a column each."""
+    rows = [_rows(r) for r in reports]
+    head = "| check | " + " | ".join(f"seed {r['seed']}" for r in reports) + " |\n"
+    head += "| --- |" + " --- |" * len(reports) + "\n"
+    return (
+        head
+        + "\n".join(
+            f"| {cells[0][0]} | " + " | ".join(str(v) for _k, v in cells) + " |" for cells in zip(*rows, strict=True)
+        )
+        + "\n"
+    )
+
+
+def _rows(r: dict[str, Any]) -> list[tuple[str, Any]]:
     rates = r.get("rates", [])
     worst = max(rates, key=lambda x: x["max_in_1s"] / x["rate"]) if rates else None
     free = r.get("free_plan") or []
@@ -412,7 +431,7 @@ def markdown(r: dict[str, Any]) -> str:
         ),
         ("result", "**passed**" if r["passed"] else "**FAILED**: " + "; ".join(r["failures"])),
     ]
-    return "| check | figure |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows) + "\n"
+    return rows
 
 
 def _pace(rates: list[dict[str, Any]], above: float, up_to: float) -> str:
@@ -622,7 +641,17 @@ def main() -> int:
         help="local stacks run side by side, one process each (one Python process uses one core)",
     )
     ap.add_argument("--shard", type=int, help=argparse.SUPPRESS)  # this process runs that one stack
+    ap.add_argument(
+        "--table",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="print earlier runs' --json reports as one table, and stop",
+    )
     args = ap.parse_args()
+    if args.table:
+        print(side_by_side([json.loads(p.read_text()) for p in args.table]), end="")
+        return 0
     report = run(args) if args.shards <= 1 or args.shard is not None else run_sharded(args)
     text = json.dumps(report, indent=2)
     if args.json:

@@ -326,6 +326,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                             f"expected {want} (the cap was spent on something other than its recipients)"
                         )
 
+            # 4b. no tenant paused: the recipients are made so that the reputation guard never has cause
+            # (1% bounces, complaints only below its minimum volume); a pause holds a tenant's email.
+            ours = {t.user_id for t in tenants}
+            paused = [(u, why) for u, why in wiring.container().tenants.paused() if u in ours]
+            report["paused_tenants"] = [f"{u}: {why}" for u, why in paused]
+            for u, why in paused:
+                failures.append(f"{u} was paused ({why}); its email is held")
+
             # 5. queues empty but the DLQ; each dead letter recorded with a reason
             depths = stack.queue_depths()
             dlq = stack.settings.resources.dead_letter_queue.name
@@ -420,6 +428,7 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{max(f['last_after_s'] for f in small)} s" if small else "-",
         ),
         ("dead letters (each recorded with a reason)", r.get("dead_letters")),
+        ("tenants paused (by the reputation guard, say)", len(r.get("paused_tenants") or [])),
         (
             "SES Send event lag: max (claims held)",
             f"{(r.get('send_event_lag_s') or {}).get('max')} s ({r.get('claim_hold_s'):g} s)",
@@ -602,6 +611,7 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     m["rates"] = [x for r in reports for x in r.get("rates") or []]
     m["free_plan"] = [x for r in reports for x in r.get("free_plan") or []]
     m["dead_letters"] = total("dead_letters")
+    m["paused_tenants"] = [x for r in reports for x in tagged(r, "paused_tenants")]
     m["details"] = [x for r in reports for x in tagged(r, "details")]
     m["hostile_messages_recorded"] = total("hostile_messages_recorded")
     m["claim_hold_s"] = reports[0].get("claim_hold_s")

@@ -132,9 +132,12 @@ def _count(model: Any, params: dict[str, Any], **_: Any) -> None:
     service = model.service_model.endpoint_prefix
     if service == "email":
         service = "sesv2"
-    units = units_of(service, model.name, params)
+    _record(who, service, model.name, units_of(service, model.name, params))
+
+
+def _record(who: str, service: str, operation: str, units: dict[str, float]) -> None:
     with _lock:
-        _calls[(who, service, model.name)] += 1
+        _calls[(who, service, operation)] += 1
         for k, v in units.items():
             _units[who][k] += v
 
@@ -171,9 +174,7 @@ def _ses_event_meter(ses: Any) -> None:
     def publish(topic_arn: str, message: str) -> None:
         inner(topic_arn, message)
         if _on.is_set():
-            with _lock:
-                _calls[("ses", "sns", "Publish")] += 1
-                _units["ses"]["sns_publish"] += 1
+            _record("ses", "sns", "Publish", units_of("sns", "Publish", {}))
 
     ses.publish = publish
 

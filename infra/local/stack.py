@@ -27,6 +27,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from moto.sns.models import sns_backends
 
 from chalicelib.config import Settings
 from infra.local import fast_dynamodb, fast_sqs
@@ -195,8 +196,6 @@ class LocalStack:
         two requests' worth of botocore, werkzeug and moto per email (a Send and a Delivery event) on the
         same CPU as everything else, for a request no code of ours makes.
         """
-        from moto.sns.models import sns_backends
-
         _arn, _aws, _sns, region, account, _name = topic_arn.split(":", 5)
         message_id = sns_backends[account][region].publish(message, arn=topic_arn)
         if self.sns is not None:

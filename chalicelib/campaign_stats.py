@@ -10,15 +10,12 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
 from chalicelib.tables import bound, warm
-
-if TYPE_CHECKING:
-    from chalicelib.reputation import Reputation
 
 # What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
@@ -178,9 +175,8 @@ class BufferedStats:
     are flushed every `interval_s` and when a drain ends.
     """
 
-    def __init__(self, stats: CampaignStats, interval_s: float = 1.0, reputation: Reputation | None = None) -> None:
+    def __init__(self, stats: CampaignStats, interval_s: float = 1.0) -> None:
         self._stats = stats
-        self._reputation = reputation
         self._interval = interval_s
         self._pending: dict[tuple[str, str], dict[str, int]] = {}
         self._errors: dict[tuple[str, str], str] = {}
@@ -203,11 +199,5 @@ class BufferedStats:
             pending, errors = self._pending, self._errors
             self._pending, self._errors = {}, {}
             self._last_flush = time.monotonic()
-        sent_by_user: dict[str, int] = {}
         for (user_id, campaign_id), deltas in pending.items():
             self._stats.add(user_id, campaign_id, error=errors.get((user_id, campaign_id)), **deltas)
-            if deltas.get("sent"):
-                sent_by_user[user_id] = sent_by_user.get(user_id, 0) + deltas["sent"]
-        if self._reputation is not None:  # the guard's denominator: one write per tenant per flush
-            for user_id, sent in sent_by_user.items():
-                self._reputation.add(user_id, sent=sent)

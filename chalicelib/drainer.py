@@ -53,7 +53,7 @@ from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
 from chalicelib.rate_limiter import RateLimiter
 from chalicelib.releaser import expired_reason
-from chalicelib.reputation import Reputation
+from chalicelib.reputation import Reputation, SentAhead
 from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.retry import FailedCopies
 from chalicelib.schedule import ScheduleStore, held_bucket
@@ -154,7 +154,9 @@ class Drainer:
         self._settings = settings
         self._sqs = sqs
         self._tenants = tenants
-        self._stats = BufferedStats(stats, reputation=reputation)
+        self._stats = BufferedStats(stats)
+        # The reputation guard's denominator, counted before each send (see SentAhead for why).
+        self._sent_ahead = SentAhead(reputation) if reputation is not None else None
         self._ses = ses
         self._ledger = ledger
         self._payloads = payloads
@@ -256,6 +258,8 @@ class Drainer:
                 self._collect(url, inflight, finished, to_delete, result, wait=True)
         self._delete(url, to_delete)
         self._stats.flush()
+        if self._sent_ahead is not None:
+            self._sent_ahead.settle()
         log.info(
             "drain ended",
             queue=queue_name,
@@ -536,23 +540,30 @@ class Drainer:
             held = self._campaign_says(email, claim)
             if held is not None:
                 return held
+            if self._sent_ahead is not None:
+                self._sent_ahead.take(email.user_id)
             message_id = self._ses.send(tenant.sender, email.recipient_email, mime, platform=free)
         except SendThrottled:
+            self._not_sent(email)
             limiter.slow_down(2.0, 5.0)
             self._ledger.release(claim)
             return Outcome.THROTTLED
         except QuotaExhausted as exc:
+            self._not_sent(email)
             log.warning("sending stopped", queue=queue_name, user=email.user_id, reason=str(exc))
             self._ledger.release(claim)
             return Outcome.STOP
         except SendFailed as exc:
+            self._not_sent(email)
             return self._fail(email, claim, str(exc))
         except SendOutcomeUnknown as exc:
-            # SES may have accepted it. The claim is kept: no copy goes out before SES's Send event has had
-            # the claim's lifetime to record it sent (then the copy is dropped), as for a sender that died.
+            # SES may have accepted it (so it stays counted). The claim is kept: no copy goes out before SES's
+            # Send event has had the claim's lifetime to record it sent (then the copy is dropped), as for a
+            # sender that died.
             log.warning("send outcome unknown, claim kept", user=email.user_id, queue=queue_name, reason=str(exc))
             return Outcome.HELD
         except TransientSendError as exc:
+            self._not_sent(email)
             if receives >= MAX_RECEIVE_COUNT:
                 # Its last try: record why before SQS moves it to the dead-letter queue.
                 self._fail(email, claim, f"{exc} (gave up after {receives} tries; message in the dead-letter queue)")
@@ -576,6 +587,11 @@ class Drainer:
         # and CloudWatch Logs ingestion on every email. Each drain logs a summary at INFO.
         log.debug("sent", user=email.user_id, campaign=email.campaign_id, queue=queue_name, message_id=message_id)
         return Outcome.SENT
+
+    def _not_sent(self, email: QueuedEmail) -> None:
+        """SES refused or throttled it: the send counted ahead for the reputation guard was not made."""
+        if self._sent_ahead is not None:
+            self._sent_ahead.give_back(email.user_id)
 
     def _fail(self, email: QueuedEmail, claim: Claim, reason: str) -> Outcome:
         if self._failed_copies is not None:  # kept first, so that retry-failed finds every failed one's email

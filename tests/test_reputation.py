@@ -4,8 +4,12 @@ import json
 
 from chalicelib import wiring
 from chalicelib.contract import Sender
-from chalicelib.reputation import Limits, Window, verdict
+from chalicelib.drainer import Drainer
+from chalicelib.errors import SendFailed
+from chalicelib.reputation import Limits, SentAhead, Window, verdict
 from chalicelib.ses_events import SesEvents
+from tests.fakes import FakeLedger
+from tests.test_drainer import SETTINGS, FakeSes, FakeSqs, FakeStats, FakeTenants, queued, tenant
 from tests.test_ses_events import BOUNCE, _record
 
 LIMITS = Limits()
@@ -39,3 +43,78 @@ def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(st
     assert (user, reason) in c.tenants.paused()
     c.tenants.resume(user)
     assert c.tenants.get(user).paused_reason is None
+
+
+class FakeReputation:
+    """Records each write of the guard's denominator; `fail` makes the next writes raise."""
+
+    def __init__(self, fail: int = 0):
+        self.writes: list[tuple[str, int]] = []
+        self.fail = fail
+
+    def add(self, user_id, *, sent=0, bounced=0, complained=0, now=None):
+        if self.fail:
+            self.fail -= 1
+            raise ConnectionError("DynamoDB unreachable")
+        self.writes.append((user_id, sent))
+
+    def sent(self, user_id):
+        return sum(n for u, n in self.writes if u == user_id)
+
+
+def test_sends_are_counted_before_they_go_so_a_sender_that_dies_leaves_the_count_high_never_low():
+    rep = FakeReputation()
+    ahead = SentAhead(rep, block=20)
+    for _ in range(25):
+        ahead.take("acme")
+    # What a sender killed here leaves: at least every send it made (the guard can only be late).
+    assert rep.sent("acme") == 40 and len(rep.writes) == 2  # one write per block of 20, not per send
+    ahead.settle()  # a drain that ends gives the unused remainder back: exact
+    assert rep.sent("acme") == 25
+
+
+def test_a_send_ses_refused_gives_its_count_back():
+    rep = FakeReputation()
+    ahead = SentAhead(rep, block=5)
+    for _ in range(3):
+        ahead.take("acme")
+    ahead.give_back("acme")
+    ahead.take("other")
+    ahead.settle()
+    assert (rep.sent("acme"), rep.sent("other")) == (2, 1)
+
+
+def test_a_count_that_cannot_be_written_goes_with_the_next_block():
+    rep = FakeReputation(fail=1)
+    ahead = SentAhead(rep, block=10)
+    ahead.take("acme")  # the write fails; the send goes on, owed
+    ahead.take("acme")
+    assert rep.writes == [("acme", 11)]
+    ahead.settle()
+    assert rep.sent("acme") == 2
+
+
+def test_the_drainer_counts_every_send_for_the_guard_and_no_refused_one():
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(47)])
+    ses = FakeSes({"r5@example.org": SendFailed("MessageRejected: address blacklisted")})
+    rep = FakeReputation()
+    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AK")), FakeStats(), ses, FakeLedger(), reputation=rep)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert (result.sent, result.failed) == (46, 1)
+    assert rep.sent("acme") == 46
+    assert len(rep.writes) <= 4  # three blocks and the remainder given back, not one write per email
+
+
+def test_bounces_after_a_crashed_sender_do_not_pause_a_tenant_whose_rate_is_fine(stack, uid):
+    # 1% bounces; the sender dies after 400 sends. Counting after sending (buffered) lost up to a second
+    # of sends per death, and enough deaths made 1% look like 5%. Counted ahead, the window holds them all.
+    c = wiring.container()
+    user = f"fine-{uid}"
+    ahead = SentAhead(c.reputation, block=20)
+    for _ in range(400):
+        ahead.take(user)
+    # (no settle: the sender is gone)
+    window = c.reputation.window(user)
+    assert window.sent >= 400
+    c.reputation.add(user, bounced=4)
+    assert verdict(c.reputation.window(user), c.reputation.limits) is None

@@ -639,7 +639,7 @@ def main() -> int:
     ap.add_argument(
         "--claim-hold",
         type=float,
-        default=600.0,
+        default=300.0,
         help="MOONSEND_CLAIM_HOLD_S: how long a dead sender's claims wait for SES's Send event (default on AWS: 1800)",
     )
     ap.add_argument("--json", type=Path, help="also write the report here")

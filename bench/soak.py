@@ -340,6 +340,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             left = {n: v for n, v in depths.items() if n != dlq and sum(v)}
             if left:
                 failures.append(f"messages left in queues: {left}")
+                details.extend(_stall_diagnosis(stack, sorted(left)))
                 details.extend(_left_messages(stack, sorted(left))[:30])
             dead = _dead_letters(stack, dlq)
             unexplained = 0
@@ -499,6 +500,49 @@ def _wait(stack: Any, budget_s: float, total: int) -> bool:
         sent = sum(1 for _ in _read_sends(stack.config.outbox))
         print(f"  {time.strftime('%H:%M:%S')} {sent}/{total} sent", flush=True)
     return False
+
+
+def _stall_diagnosis(stack: Any, names: list[str]) -> list[str]:
+    """Why a queue with messages left was not drained: its lease, its tenant's pause, the local SQS index.
+
+    One line per queue, so that a stall found at a seed can be explained from the report alone: a live
+    lease nobody renews (a drainer that died holding it), a paused tenant, or the stand-in's ready index
+    disagreeing with its messages (a receive that finds nothing while messages count as visible)."""
+    from moto.sqs.models import sqs_backends
+
+    from chalicelib import wiring
+    from infra.local.fast_sqs import FastQueue
+
+    c = wiring.container()
+    queues = sqs_backends[stack.config.account_id][stack.config.region].queues
+    now_ms = time.time() * 1000
+    out = []
+    for name in names:
+        parts = [f"stalled {name}:"]
+        try:
+            lease = c.leases.holder(name)
+            parts.append(f"lease live for {(lease.expires_ms - now_ms) / 1000:.0f}s" if lease else "no live lease")
+        except Exception as exc:
+            parts.append(f"lease unreadable ({type(exc).__name__})")
+        owner = name.removeprefix(stack.settings.resources.tenant_queue_prefix)
+        tenant = c.tenants.get(owner) if owner != name else None
+        if tenant is not None:
+            parts.append(f"tenant paused: {tenant.paused_reason}" if tenant.paused_reason else "tenant not paused")
+        q = queues.get(name)
+        if isinstance(q, FastQueue) and not q.fifo_queue:
+            with q._messages_lock:
+                q._advance()
+                stale = sum(1 for mid in q._ready if mid not in q._by_id)
+                unindexed = sum(1 for mid in q._by_id if mid not in q._state)
+                ready = len(q._ready)
+            parts.append(f"index: {ready} ready, {stale} ready but gone, {unindexed} messages without a state")
+            try:  # a receive that changes nothing (visibility 0): does the stand-in hand a message out?
+                got = q.fast_receive(1, 0, 0, [], sqs_backends[stack.config.account_id][stack.config.region])
+                parts.append(f"a receive now returns {len(got)}")
+            except Exception as exc:
+                parts.append(f"a receive now raises {type(exc).__name__}: {exc}")
+        out.append(" ".join(parts))
+    return out
 
 
 def _left_messages(stack: Any, names: list[str]) -> list[str]:

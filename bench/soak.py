@@ -683,7 +683,7 @@ def main() -> int:
     ap.add_argument(
         "--claim-hold",
         type=float,
-        default=300.0,
+        default=600.0,
         help="MOONSEND_CLAIM_HOLD_S: how long a dead sender's claims wait for SES's Send event (default on AWS: 1800)",
     )
     ap.add_argument("--json", type=Path, help="also write the report here")
@@ -706,6 +706,10 @@ def main() -> int:
     if args.table:
         print(side_by_side([json.loads(p.read_text()) for p in args.table]), end="")
         return 0
+    from chalicelib.config import MIN_CLAIM_HOLD_S
+
+    if args.claim_hold < MIN_CLAIM_HOLD_S:  # the pipeline would hold them that long anyway: say so
+        ap.error(f"--claim-hold: claims are held at least {MIN_CLAIM_HOLD_S} s (twice the visibility timeout)")
     report = run(args) if args.shards <= 1 or args.shard is not None else run_sharded(args)
     text = json.dumps(report, indent=2)
     if args.json:

@@ -30,7 +30,7 @@ from chalicelib.contract import (
 from chalicelib.daily_cap import DailyCap, batch_id, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
-from chalicelib.ledger import EXPIRED, UNATTRIBUTED, Ledger, message_key, unattributed_day
+from chalicelib.ledger import EXPIRED, REJECTED, SUPPRESSED, UNATTRIBUTED, Ledger, message_key, unattributed_day
 from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
 from chalicelib.releaser import MAX_DELAY_S, expired_reason
@@ -41,6 +41,10 @@ from chalicelib.suppression import Suppressions
 from chalicelib.tenant_queues import TenantQueues
 from chalicelib.tenants import TenantRegistry
 from chalicelib.tracking import add_tracking
+
+# Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
+# queued under it). A recipient expired by the sender did take one: counted as not, the cap errs by one.
+NOT_UNDER_CAP = frozenset({REJECTED, SUPPRESSED, EXPIRED})
 
 
 @dataclass
@@ -179,9 +183,17 @@ class Precompiler:
             outgoing.append(Outgoing(key=r.email, body=body, delay_seconds=delay))
 
         if outgoing and req.plan == "free" and self._daily_cap is not None and self._daily_cap.cap > 0:
-            fit = self._daily_cap.reserve(
-                req.user_id, len(outgoing), batch=batch_id(req.campaign.id, (o.key for o in outgoing))
+            # The batch is the whole message, so a retry names the same one however much of it is recorded.
+            share = self._daily_cap.share(
+                req.user_id, len(outgoing), batch_id(req.campaign.id, (r.key for r in req.recipients))
             )
+            fit = share.allowed
+            if share.repeated:
+                # Part of the share may have gone already (queued, even sent, before a crash or by a
+                # concurrent duplicate): the rest goes to the first of those not recorded, in the message's
+                # order, which are the ones the first try had let through.
+                fit -= sum(1 for r in req.recipients if r.key in known and known[r.key] not in NOT_UNDER_CAP)
+            fit = max(0, fit)
             if fit < len(outgoing):
                 reason = cap_reason(self._daily_cap.cap)
                 result.rejected.extend(RejectedRecipient(o.key, reason) for o in outgoing[fit:])

@@ -3,7 +3,7 @@
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from chalicelib.daily_cap import DailyCap, batch_id
+from chalicelib.daily_cap import DailyCap, Share, batch_id
 from tests.conftest import canonical
 from tests.test_precompile import _precompiler
 
@@ -72,15 +72,21 @@ def test_batch_ids_name_the_campaign_and_its_recipients():
 
 
 class FakeCap:
+    """DailyCap's contract in memory: a batch's share is counted once, and read back on every repeat."""
+
     def __init__(self, cap, already=0):
         self.cap, self.used = cap, already
         self.batches = []
+        self.shares: dict[str, int] = {}
 
-    def reserve(self, user_id, wanted, batch=None):
+    def share(self, user_id, wanted, batch, now=None):
         self.batches.append(batch)
+        if batch in self.shares:
+            return Share(self.shares[batch], repeated=True)
         fit = max(0, min(wanted, self.cap - self.used))
         self.used += wanted
-        return fit
+        self.shares[batch] = fit
+        return Share(fit)
 
 
 def _batch(n, plan):
@@ -109,3 +115,36 @@ def test_paid_tenants_have_no_daily_cap():
     p, *_ = _precompiler()
     p._daily_cap = FakeCap(cap=1, already=1)
     assert p.handle(_batch(8, "paid")).queued == 8
+
+
+def test_a_retry_that_wants_fewer_gets_the_first_share_and_counts_nothing(stack, uid):
+    cap = _cap(stack, 25)
+    day = 1_800_000_000.0
+    user = f"retry-{uid}"
+    assert cap.reserve(user, 20, now=day) == 20
+    batch = batch_id("camp", [f"r{i}@x.example" for i in range(10)])
+    assert cap.share(user, 10, batch, now=day) == Share(5)
+    # Retried after 3 of its recipients were recorded: it wants 7, and has the share it was given.
+    assert cap.share(user, 7, batch, now=day) == Share(5, repeated=True)
+    assert cap.share(user, 0, batch, now=day) == Share(5, repeated=True)
+    assert cap.used(user, now=day) == 30  # counted once (what each batch wanted)
+
+
+def test_a_retried_free_batch_queues_the_same_recipients_and_rejects_the_same_ones():
+    # The first try was let through 5 of 8 (295 of 300 used), queued them and died before recording
+    # anything; the sender then sent r0 and r1. The retry (fewer fresh recipients) must neither spend
+    # the cap again nor let a sixth through.
+    p, sqs, *_ = _precompiler()
+    cap = FakeCap(cap=300, already=295)
+    p._daily_cap = cap
+    first = p.handle(_batch(8, "free"))
+    assert first.queued == 5
+    p._ledger.rows.clear()  # as if the first try had died before its ledger writes...
+    for r in ("r0@example.org", "r1@example.org"):
+        p._ledger._record("user-1", "camp-1", r, "sent")  # ...and the sender had been faster for two
+    sqs.batches.clear()
+    retry = p.handle(_batch(8, "free"))
+    queued = sorted(json.loads(e["MessageBody"])["recipient"]["email"] for _u, batch in sqs.batches for e in batch)
+    assert retry.queued == 3 and queued == ["r2@example.org", "r3@example.org", "r4@example.org"]
+    assert sorted(r.email for r in retry.rejected) == ["r5@example.org", "r6@example.org", "r7@example.org"]
+    assert cap.used == 295 + 8 and len(set(cap.batches)) == 1  # one batch, counted once

@@ -16,18 +16,10 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-from chalicelib.config import http_pool_size
-
-
-def _config() -> Config:
-    return Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=http_pool_size())
-
-
-def _send_config() -> Config:
-    # Sends are never retried by botocore: a retried SES call can deliver twice, and throttling is the
-    # sender's to pace, not the SDK's to hide.
-    return Config(retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=http_pool_size())
-
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=64)
+# Sends are never retried by botocore: a retried SES call can deliver twice, and throttling is the
+# sender's to pace, not the SDK's to hide.
+_SEND_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=64)
 
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None
@@ -51,14 +43,14 @@ def _get(key: tuple[str, ...], make: Any) -> Any:
 
 def client(service: str, region: str) -> Any:
     """The platform's own client for a service (the Lambda role's credentials)."""
-    return _get(("platform", service, region), lambda s: s.client(service, region_name=region, config=_config()))
+    return _get(("platform", service, region), lambda s: s.client(service, region_name=region, config=_CONFIG))
 
 
 def send_client(service: str, region: str) -> Any:
     """The platform's client for sending (free plan): no SDK retries, as for tenants."""
     return _get(
         ("platform-send", service, region),
-        lambda s: s.client(service, region_name=region, config=_send_config()),
+        lambda s: s.client(service, region_name=region, config=_SEND_CONFIG),
     )
 
 
@@ -71,7 +63,7 @@ def tenant_client(service: str, region: str, access_key: str, secret_key: str) -
             region_name=region,
             aws_access_key_id=access_key,
             aws_secret_access_key=secret_key,
-            config=_send_config(),
+            config=_SEND_CONFIG,
         ),
     )
 

@@ -7,7 +7,6 @@ environment; the local stack sets the same variables in its own process.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -15,19 +14,6 @@ from chalicelib.resources import SEND_VISIBILITY_TIMEOUT_S, Resources, resources
 
 APP_NAME = "moonsend"
 MIN_CLAIM_HOLD_S = 2 * SEND_VISIBILITY_TIMEOUT_S
-DEFAULT_HTTP_POOL_SIZE = 64
-
-
-def http_pool_size(environ: Mapping[str, str] | None = None) -> int:
-    """How many HTTP connections each AWS client keeps (`MOONSEND_HTTP_POOL_SIZE`, default 64).
-
-    A Lambda container runs one invocation at a time, and 64 covers the sender's 48 threads. The local
-    stack runs every container in one process on the same clients, with many drains at once: with 64,
-    the threads beyond it opened and dropped a TCP connection (and the endpoint a thread) per request,
-    about 15% of a soak's CPU. It sets more.
-    """
-    e = os.environ if environ is None else environ
-    return max(1, int(e.get("MOONSEND_HTTP_POOL_SIZE", DEFAULT_HTTP_POOL_SIZE)))
 
 
 @dataclass(frozen=True)

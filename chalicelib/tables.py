@@ -11,22 +11,21 @@ from typing import TypeVar
 
 from pynamodb.models import Model
 
-from chalicelib.config import http_pool_size
-
 M = TypeVar("M", bound=Model)
+POOL_SIZE = 64
 
 
 @lru_cache(maxsize=32)
-def _bind(model: type[Model], table_name: str, region: str, pool_size: int) -> type[Model]:
-    # At least as many pooled connections as the sender has threads (pynamodb's default is 10: the other
-    # 38 threads would open and drop a connection per request, and urllib3 warns about every one).
-    meta = type("Meta", (), {"table_name": table_name, "region": region, "max_pool_connections": pool_size})
+def _bind(model: type[Model], table_name: str, region: str) -> type[Model]:
+    # As many pooled connections as the sender has threads (pynamodb's default is 10: the other 38
+    # threads would open and drop a connection per request, and urllib3 warns about every one).
+    meta = type("Meta", (), {"table_name": table_name, "region": region, "max_pool_connections": POOL_SIZE})
     return type(f"{model.__name__}_{table_name}".replace("-", "_"), (model,), {"Meta": meta})
 
 
 def bound(model: type[M], table_name: str, region: str) -> type[M]:
     """A subclass of `model` on `table_name` (one per model and table, so connections are reused)."""
-    return _bind(model, table_name, region, http_pool_size())  # type: ignore[return-value]
+    return _bind(model, table_name, region)  # type: ignore[return-value]
 
 
 def warm(model: type[Model]) -> None:

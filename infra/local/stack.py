@@ -217,8 +217,6 @@ class LocalStack:
                 "MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"),
                 # The key that signs links, kept with the outbox so that its emails' links stay valid.
                 "MOONSEND_LINK_SECRET": _link_secret(c.outbox),
-                # Every container's clients are shared in this one process, by many drains at once.
-                "MOONSEND_HTTP_POOL_SIZE": "1024",
             }
         )
         if c.free_rate is not None:

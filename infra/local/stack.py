@@ -30,7 +30,7 @@ from botocore.config import Config
 from moto.sns.models import sns_backends
 
 from chalicelib.config import Settings
-from infra.local import fast_dynamodb, fast_sqs
+from infra.local import fast_dynamodb, fast_sqs, keepalive
 from infra.local.alarms import AlarmEvaluator
 from infra.local.gateway import Gateway
 from infra.local.lambda_runtime import FunctionRunner, load_functions
@@ -137,11 +137,7 @@ class LocalStack:
 
     # --- life cycle ----------------------------------------------------------------------------------
     def start(self) -> LocalStack:
-        from moto.moto_server.werkzeug_app import (
-            DomainDispatcherApplication,
-            MotoRequestHandler,
-            create_backend_app,
-        )
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
         c = self.config
@@ -169,7 +165,10 @@ class LocalStack:
             fast_dynamodb=c.fast_dynamodb,
         )
         try:
-            self._server = make_server(c.host, c.port, gateway, threaded=True, request_handler=MotoRequestHandler)
+            keepalive.install()  # connections kept between requests: no TCP connect and thread per AWS call
+            self._server = make_server(
+                c.host, c.port, gateway, threaded=True, request_handler=keepalive.KeepAliveHandler
+            )
         except (OSError, SystemExit) as exc:
             raise StackError(f"cannot listen on {c.host}:{c.port}: {exc}") from None
         self._server.daemon_threads = True

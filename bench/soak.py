@@ -109,15 +109,24 @@ def _tenant(user_id: str, plan: str, rate: float, n: int, k: int) -> Tenant:
     return t
 
 
-def shard_of(tenants: list[Tenant], shards: int) -> list[int]:
+# What a recipient rejected over the free plan's daily cap costs its stack, against one that is sent:
+# it is rendered and recorded, but never sent, and has no SES events.
+OVER_CAP_WORK = 0.2
+
+
+def shard_of(tenants: list[Tenant], shards: int, free_cap: int | None = None) -> list[int]:
     """Which stack each tenant runs on: the free-plan ones all on the first (they share one queue), the
-    paid ones each to the stack with the fewest recipients so far (largest first), so the stacks finish
-    together."""
-    load = [0] * shards
+    paid ones each to the stack with the least work so far (largest first), so the stacks finish
+    together. A free tenant's recipients beyond the daily cap (`free_cap`) are cheap: at 100,000
+    recipients, counting them as sends left the first stack done 5 minutes before the second."""
+    cap = int(os.environ.get("MOONSEND_FREE_DAILY_CAP", "300")) if free_cap is None else free_cap
+    load = [0.0] * shards
     where = [0] * len(tenants)
     for t in tenants:
         if t.plan == "free":
-            load[0] += len(t.recipients)
+            n = len(t.recipients)
+            sent = min(n, cap) if cap > 0 else n
+            load[0] += sent + OVER_CAP_WORK * (n - sent)
     for i in sorted((i for i, t in enumerate(tenants) if t.plan == "paid"), key=lambda i: -len(tenants[i].recipients)):
         k = min(range(shards), key=lambda k: load[k])
         where[i] = k

@@ -24,7 +24,7 @@ each have their own CPU; so the tenants are split over `--shards` local stacks s
 core by default), each a whole pipeline in its own process, the free-plan tenants all on the first
 (they share one queue). Their checks are merged into one report.
 
-    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 10000] [--faults-for 480] [--shards 2]
+    python bench/soak.py [--seed 7] [--paid 40] [--free 10] [--recipients 100000] [--faults-for 480] [--shards 2]
     python bench/soak.py --table seed7.json seed8.json seed9.json   # earlier runs' --json, side by side
 """
 
@@ -78,9 +78,10 @@ def plan_tenants(paid: int, free: int, recipients: int) -> list[Tenant]:
     free_total = max(free * 10, int(recipients * 0.08)) if free else 0
     paid_total = recipients - free_total
     weights = sum(rates)
+    counts = [max(20, int(paid_total * rate / weights)) for rate in rates]
+    counts[-1] += max(0, paid_total - sum(counts))  # what rounding down left over: at least `recipients` in all
     tenants: list[Tenant] = []
-    for k, rate in enumerate(rates):
-        n = max(20, int(paid_total * rate / weights))
+    for k, (rate, n) in enumerate(zip(rates, counts, strict=True)):
         tenants.append(_tenant(f"soak-p{k:02d}", "paid", rate, n, k))
     if free:
         large = max(10, free_total - 10 * (free - 1))
@@ -685,7 +686,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--paid", type=int, default=40, help="paid tenants (rates 1 to 200 per second)")
     ap.add_argument("--free", type=int, default=10, help="free-plan tenants")
-    ap.add_argument("--recipients", type=int, default=10000)
+    ap.add_argument("--recipients", type=int, default=100_000)
     ap.add_argument("--free-rate", type=float, default=10.0)
     ap.add_argument("--faults-for", type=float, default=480.0, help="seconds during which faults are injected")
     ap.add_argument("--timeout", type=float, default=1740.0, help="seconds until the run is given up")

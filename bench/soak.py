@@ -120,7 +120,9 @@ def shard_of(tenants: list[Tenant], shards: int, free_cap: int | None = None) ->
     paid ones each to the stack with the least work so far (largest first), so the stacks finish
     together. A free tenant's recipients beyond the daily cap (`free_cap`) are cheap: at 100,000
     recipients, counting them as sends left the first stack done 5 minutes before the second."""
-    cap = int(os.environ.get("MOONSEND_FREE_DAILY_CAP", "300")) if free_cap is None else free_cap
+    from chalicelib.config import Settings
+
+    cap = Settings.from_env().free_daily_cap if free_cap is None else free_cap  # as the stacks will read it
     load = [0.0] * shards
     where = [0] * len(tenants)
     for t in tenants:
@@ -524,7 +526,7 @@ def _stall_diagnosis(stack: Any, names: list[str]) -> list[str]:
     from infra.local.fast_sqs import FastQueue
 
     c = wiring.container()
-    queues = sqs_backends[stack.config.account_id][stack.config.region].queues
+    backend = sqs_backends[stack.config.account_id][stack.config.region]
     now_ms = time.time() * 1000
     out = []
     for name in names:
@@ -538,7 +540,7 @@ def _stall_diagnosis(stack: Any, names: list[str]) -> list[str]:
         tenant = c.tenants.get(owner) if owner != name else None
         if tenant is not None:
             parts.append(f"tenant paused: {tenant.paused_reason}" if tenant.paused_reason else "tenant not paused")
-        q = queues.get(name)
+        q = backend.queues.get(name)
         if isinstance(q, FastQueue) and not q.fifo_queue:
             with q._messages_lock:
                 q._advance()
@@ -547,7 +549,7 @@ def _stall_diagnosis(stack: Any, names: list[str]) -> list[str]:
                 ready = len(q._ready)
             parts.append(f"index: {ready} ready, {stale} ready but gone, {unindexed} messages without a state")
             try:  # a receive that changes nothing (visibility 0): does the stand-in hand a message out?
-                got = q.fast_receive(1, 0, 0, [], sqs_backends[stack.config.account_id][stack.config.region])
+                got = q.fast_receive(1, 0, 0, [], backend)
                 parts.append(f"a receive now returns {len(got)}")
             except Exception as exc:
                 parts.append(f"a receive now raises {type(exc).__name__}: {exc}")

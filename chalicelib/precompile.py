@@ -167,20 +167,23 @@ class Precompiler:
         # Signing a link costs an HMAC per recipient: only for templates that show it.
         links = self._links if "unsubscribe_url" in req.campaign.body + req.campaign.subject else None
         tracking = self._links if req.campaign.tracking else None
-        for r in fresh:
-            extra = {"unsubscribe_url": links.unsubscribe_url(req.user_id, req.campaign.id, r.email)} if links else None
+        # Stored ones are wrapped when released.
+        wrap = self._payloads.wrap if self._payloads is not None and not store else None
+        user_id, campaign_id = req.user_id, req.campaign.id
+        for r in fresh:  # hundreds per message: names looked up once, above
+            extra = {"unsubscribe_url": links.unsubscribe_url(user_id, campaign_id, r.email)} if links else None
             try:
-                rendered = compiled.render(template_variables(r.email, r.metadata, req.campaign.id, extra))
+                rendered = compiled.render(template_variables(r.email, r.metadata, campaign_id, extra))
             except RenderFailed as exc:
                 result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
                 continue
             html_body = rendered.body
             if tracking:
-                html_body = add_tracking(html_body, tracking, req.user_id, req.campaign.id, r.email)
+                html_body = add_tracking(html_body, tracking, user_id, campaign_id, r.email)
             body = encode(rendered.subject, html_body, r.email)
-            if self._payloads is not None and not store:  # stored ones are wrapped when released
-                body = self._payloads.wrap(req.user_id, req.campaign.id, body)
-            outgoing.append(Outgoing(key=r.email, body=body, delay_seconds=delay))
+            if wrap is not None:
+                body = wrap(user_id, campaign_id, body)
+            outgoing.append(Outgoing(r.email, body, delay))
 
         if outgoing and req.plan == "free" and self._daily_cap is not None and self._daily_cap.cap > 0:
             # The batch is the whole message, so a retry names the same one however much of it is recorded.

@@ -12,6 +12,7 @@ import hashlib
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from io import StringIO
 from typing import Any, NamedTuple, TextIO
 
 from liquid import BoundTemplate, Environment, RenderContext, StrictUndefined, Template, Undefined
@@ -143,8 +144,14 @@ class CompiledCampaign:
 
 
 def _render(template: Template, name: str, variables: Mapping[str, Any]) -> str:
+    buffer = StringIO()
     try:
-        out = template.render(**variables)
+        # What BoundTemplate.render does, without its two copies of the variables: they are built
+        # fresh for each recipient and only read. Our environments have no output stream limit (see
+        # _Limited), so a plain StringIO is what render would use.
+        context = template.context_class(template, globals=template.make_globals(variables))
+        template.render_with_context(context, buffer)
+        out = buffer.getvalue()
     except LiquidError as exc:
         raise RenderFailed(_describe(exc, name)) from exc
     except RecursionError as exc:
@@ -218,8 +225,7 @@ def template_variables(
     The fixed names win over metadata of the same name, so a recipient cannot override them.
     """
     variables = dict(metadata)
-    variables["recipient"] = {"email": email, **{k: v for k, v in metadata.items()}}
-    variables["recipient"]["email"] = email
+    variables["recipient"] = {**metadata, "email": email}
     variables["campaign"] = {"id": campaign_id}
     if extra:
         variables.update(extra)

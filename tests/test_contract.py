@@ -120,6 +120,30 @@ def test_every_envelope_problem_is_reported_at_once():
     assert [e.path for e in err.value.errors] == ["userId", "sender.ratePerSecond", "campaign.subject"]
 
 
+def test_only_the_recipient_whose_metadata_is_too_large_is_rejected_among_many():
+    # Metadata is measured a group at a time and one by one only when a group is over the limit: a
+    # group of 40 whose total is over 16 KiB (400 bytes each) keeps every member; one of them at 17 KiB
+    # is the only one rejected, wherever it is in its group.
+    msg = canonical()
+    del msg["recipient"]
+    msg["recipients"] = [{"email": f"r{i}@example.org", "metadata": {"note": "x" * 400}} for i in range(40)]
+    msg["recipients"][33]["metadata"] = {"note": "y" * (17 * 1024)}
+    req = parse_precompile_message(msg)
+    assert len(req.recipients) == 39
+    assert "r33@example.org" not in [r.email for r in req.recipients]
+    assert [(r.email, r.reason) for r in req.rejected] == [
+        ("r33@example.org", "recipients[33].metadata: larger than 16384 bytes")
+    ]
+
+
+def test_a_single_recipient_with_too_large_metadata_is_rejected_under_its_name():
+    msg = canonical()
+    msg["recipient"]["metadata"] = {"note": "z" * (17 * 1024)}
+    req = parse_precompile_message(msg)
+    assert req.recipients == []
+    assert [r.reason for r in req.rejected] == ["recipient.metadata: larger than 16384 bytes"]
+
+
 def test_invalid_single_recipient_is_rejected_not_raised():
     req = parse_precompile_message(_with("recipient.email", "nope"))
     assert req.recipients == []

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb.parsing import validators
+from moto.dynamodb.parsing.ast_nodes import Node
+from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 
 from infra.local import dynamodb_wire, fast_dynamodb
 
@@ -187,3 +191,34 @@ def test_binary_attributes_are_left_to_moto(stack: Any, ddb: Any, uid: str, shor
     got = ddb.get_item(TableName=table, Key={"pk": {"S": "k"}})["Item"]
     assert got["blob"]["B"] == b"\x00\x01"
     assert short_path_calls == ["GetItem"]  # the put carried a binary value: moto's parser decoded it
+
+
+def _shape(node: Any, seen: dict[int, int]) -> Any:
+    """A parse tree as nested tuples (types, attributes, children), its parent links as references."""
+    if isinstance(node, Node):
+        if id(node) in seen:
+            return ("ref", seen[id(node)])
+        seen[id(node)] = len(seen)
+        attrs = sorted((k, _shape(v, seen)) for k, v in vars(node).items() if not k.startswith("_moonsend"))
+        return (type(node).__name__, tuple(attrs))
+    if isinstance(node, list | tuple):
+        return (type(node).__name__, tuple(_shape(x, seen) for x in node))
+    return repr(node)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        "SET #s = :s, #r = if_not_exists(#r, :z) + :one REMOVE #x ADD #c :n",
+        "SET meta.opens = if_not_exists(meta.opens, :z) + :one ADD tries :one",
+        "SET a[1].b = list_append(a, :l) DELETE s :v",
+    ],
+)
+def test_the_validators_copy_of_a_cached_parse_is_a_deep_copy_of_it(expression: str) -> None:
+    fast_dynamodb.install()
+    tree = UpdateExpressionParser.make(expression)
+    assert UpdateExpressionParser.make(expression) is tree  # cached
+    ours = validators.deepcopy(tree)
+    assert _shape(ours, {}) == _shape(copy.deepcopy(tree), {}) == _shape(tree, {})
+    ours.children.clear()  # the validator changes its copy in place: the cached tree must not see it
+    assert _shape(validators.deepcopy(tree), {}) == _shape(tree, {}) != _shape(ours, {})

@@ -15,6 +15,9 @@ pipeline, most of it in work that repeats itself, each replaced here by an equiv
 - The same few update expressions are parsed twice per request (by the response handler and the model):
   parsed trees are cached by their text. moto only reads the parsed tree; the validator deep-copies it
   before changing anything.
+- The validator deep-copies the parsed tree before each validation (Python's deepcopy: 12% of a soak
+  stack's CPU at 100,000 recipients). A cached tree is pickled once, when parsed, and each copy is
+  unpickled from those bytes: the same tree, about ten times cheaper.
 - Condition expressions are lexed (a dozen regular expressions tried at every token) twice per request:
   the tokens depend on the text alone, so they are cached by it too, and each parse gets fresh copies.
 
@@ -25,10 +28,12 @@ code. `uninstall()` puts moto's own back (tests compare both).
 from __future__ import annotations
 
 import functools
+import pickle
 from collections import deque
 from typing import Any
 
 from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.parsing import validators as _validators
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node, UpdateExpression
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
 from moto.dynamodb.parsing.validators import (
@@ -38,6 +43,7 @@ from moto.dynamodb.parsing.validators import (
     UpdateHashRangeKeyValidator,
 )
 
+_PICKLED = "_moonsend_pickled"  # a cached parse tree's own bytes, made before it was cached
 _ORIGINALS: dict[str, Any] = {
     "action_count": ActionCountValidator.traverse,
     "overlapping": OverlappingPathsValidator.traverse,
@@ -46,7 +52,22 @@ _ORIGINALS: dict[str, Any] = {
     "make": UpdateExpressionParser.__dict__["make"],
     "lex": ConditionExpressionParser._lex_condition_expression,
 }
-_parse = functools.lru_cache(maxsize=1024)(_ORIGINALS["make"].__func__)
+_ORIGINALS["deepcopy"] = _validators.deepcopy
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse(cls: type, expression: str) -> Any:
+    tree = _ORIGINALS["make"].__func__(cls, expression)
+    # The validator deep-copies the parsed tree on every request before changing it (12% of a soak
+    # stack's CPU): a copy unpickled from the parse-time bytes is the same tree at a tenth of the cost.
+    tree.__dict__[_PICKLED] = pickle.dumps(tree, protocol=pickle.HIGHEST_PROTOCOL)
+    return tree
+
+
+def _copy_tree(x: Any, memo: dict[int, Any] | None = None) -> Any:
+    """`deepcopy` for moto's validators: a cached parse tree from its bytes, anything else as before."""
+    pickled = x.__dict__.get(_PICKLED) if isinstance(x, Node) else None
+    return pickle.loads(pickled) if pickled is not None else _ORIGINALS["deepcopy"](x, memo)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -100,6 +121,7 @@ def install() -> None:
     UpdateHashRangeKeyValidator.traverse = _check_keys  # type: ignore[method-assign]
     UpdateExpressionParser.make = classmethod(_parse)  # type: ignore[method-assign,assignment]
     ConditionExpressionParser._lex_condition_expression = _lex_once  # type: ignore[method-assign]
+    _validators.deepcopy = _copy_tree  # type: ignore[attr-defined]
 
 
 def uninstall() -> None:
@@ -110,3 +132,4 @@ def uninstall() -> None:
     UpdateHashRangeKeyValidator.traverse = _ORIGINALS["hash_range"]  # type: ignore[method-assign]
     UpdateExpressionParser.make = _ORIGINALS["make"]  # type: ignore[method-assign]
     ConditionExpressionParser._lex_condition_expression = _ORIGINALS["lex"]  # type: ignore[method-assign]
+    _validators.deepcopy = _ORIGINALS["deepcopy"]  # type: ignore[attr-defined]

@@ -420,9 +420,9 @@ def _small_metadata(raw_recipients: list[object], group: int = 32) -> set[int]:
     small: set[int] = set()
     for start in range(0, len(raw_recipients), group):
         members = [
-            (i, r.get("metadata"))
+            (i, metadata)
             for i, r in enumerate(raw_recipients[start : start + group], start)
-            if isinstance(r, dict) and isinstance(r.get("metadata"), dict)
+            if isinstance(r, dict) and isinstance(metadata := r.get("metadata"), dict)
         ]
         if members and len(_METADATA_SIZE.encode([m for _, m in members])) <= MAX_METADATA_BYTES:
             small.update(i for i, _ in members)

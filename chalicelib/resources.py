@@ -1,8 +1,9 @@
 """The AWS resources moonsend needs, defined once.
 
-The local stack provisions exactly these, and deployment generates its CloudFormation from them, so
-the two cannot drift. Every name carries the app and the stage (`moonsend-local-...`). Tenant queues are
-not listed: they are created on first use under `tenant_queue_prefix`.
+Deployment generates its CloudFormation from them (infra.cfn), and the local stack is created from that
+packaged template, so the two cannot drift. Every name carries the app and the stage
+(`moonsend-local-...`). Tenant queues are not listed: they are created on first use under
+`tenant_queue_prefix`.
 """
 
 from __future__ import annotations
@@ -20,6 +21,20 @@ DLQ_RETENTION_S = 14 * 24 * 3600
 QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX = "queued/", "scheduled/", "failed/"
 # How far ahead a campaign may be scheduled (its batches are kept in S3 until then).
 MAX_SCHEDULE_AHEAD_DAYS = 31
+# Lambda's logical ids in the packaged template (Chalice's CamelCase of each handler) and the handlers.
+FUNCTION_IDS = {
+    "PrecompileEmail": "precompile_email",
+    "SendEmails": "send_emails",
+    "SesEvents": "ses_events",
+    "SweepQueues": "sweep_queues",
+    "ReleaseScheduled": "release_scheduled",
+    "RetireIdleQueues": "retire_idle_queues",
+    "ReconcileDeadLetters": "reconcile_dead_letters",
+    "APIHandler": "api_handler",
+}
+# The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail
+# after Lambda's two retries go to the on-failure queue. The API's function answers HTTP synchronously.
+ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler")
 
 
 @dataclass(frozen=True)
@@ -85,6 +100,8 @@ class Resources:
     schedule_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
+    # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
+    failed_invocations_queue: QueueDef
     payload_bucket: BucketDef
     extra_topics: tuple[TopicDef, ...] = field(default=())
 
@@ -116,7 +133,7 @@ class Resources:
     @property
     def queues(self) -> tuple[QueueDef, ...]:
         """In creation order: a queue's dead-letter queue comes before it."""
-        return (self.dead_letter_queue, self.free_queue)
+        return (self.dead_letter_queue, self.free_queue, self.failed_invocations_queue)
 
     @property
     def link_secret_name(self) -> str:
@@ -129,7 +146,10 @@ class Resources:
         return f"{self.prefix}-events"
 
     def function_name(self, handler: str) -> str:
-        """The deployed Lambda name Chalice gives a handler (`moonsend-dev-send_emails`)."""
+        """A handler's Lambda name (`moonsend-dev-send_emails`), set in the template as `FunctionName`.
+
+        Explicit, so that the functions that invoke send_emails and every IAM grant name the deployed
+        function (left to CloudFormation, the name would be `moonsend-dev-SendEmails-<random>`)."""
         return f"{self.prefix}-{handler}"
 
 
@@ -162,6 +182,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         schedule_table=TableDef("ScheduleTable", f"{p}-schedule", hash_key="bucket", range_key="item"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
+        failed_invocations_queue=QueueDef(
+            "FailedInvocationsQueue", f"{p}-failed-invocations", retention_seconds=DLQ_RETENTION_S
+        ),
         payload_bucket=BucketDef(
             "PayloadBucket",
             f"{p}-payloads-{account_id}",

@@ -1,1 +1,1 @@
-"""What Chalice does not create: resource provisioning, the local stack, and the moonsend CLI."""
+"""What Chalice does not create: the template Chalice merges, deployment, the local stack, and the moonsend CLI."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.resources import Resources, resources_for
+from chalicelib.resources import ASYNC_FUNCTION_IDS, FUNCTION_IDS, Resources, resources_for
 from chalicelib.ses_sender import EVENT_DESTINATION, EVENT_TYPES
 from chalicelib.tenant_queues import ALARM_PERIOD_S
 
@@ -23,16 +23,8 @@ SNS_HANDLERS = {
     "SendEmails": "send_topic",
     "SesEvents": "events_topic",
 }
-# Every function is told the account id: bucket names and topic ARNs are built from it.
-FUNCTIONS = (
-    "PrecompileEmail",
-    "SendEmails",
-    "SesEvents",
-    "SweepQueues",
-    "ReleaseScheduled",
-    "RetireIdleQueues",
-    "ReconcileDeadLetters",
-)
+# Lambda's retries of an async event before it goes to the on-failure destination (its default, stated).
+ASYNC_RETRIES = 2
 ACCOUNT = "${AWS::AccountId}"
 
 
@@ -207,18 +199,31 @@ def _secret(r: Resources) -> dict[str, Any]:
     }
 
 
-def _function_edits() -> dict[str, Any]:
-    """What the merge adds to Chalice's functions: the account id, and where links in emails point.
+def _function_edits(r: Resources) -> dict[str, Any]:
+    """What the merge adds to Chalice's functions: their names, the account id, where links in emails
+    point, and where an async event goes when every attempt failed.
 
-    The API's own handler is not told its URL: it only checks links, and its URL depends on it."""
+    Names are explicit (`moonsend-dev-send_emails`): the sweeper, the releaser, the API and send_emails
+    itself invoke send_emails by name, and IAM grants name it; a name CloudFormation made up would be known
+    to none of them. The API's own handler is not told its URL: it only checks links, and its URL depends
+    on it."""
     out: dict[str, Any] = {}
-    for fn in (*FUNCTIONS, "APIHandler"):
+    failed = {"Fn::GetAtt": [r.failed_invocations_queue.logical_id, "Arn"]}
+    for fn, handler in FUNCTION_IDS.items():
         variables: dict[str, Any] = {"MOONSEND_ACCOUNT_ID": {"Ref": "AWS::AccountId"}}
         if fn in ("PrecompileEmail", "SendEmails"):
             variables["MOONSEND_API_URL"] = {
                 "Fn::Sub": "https://${RestAPI}.execute-api.${AWS::Region}.${AWS::URLSuffix}/api"
             }
-        out[fn] = {"Properties": {"Environment": {"Variables": variables}}}
+        props: dict[str, Any] = {"FunctionName": r.function_name(handler), "Environment": {"Variables": variables}}
+        if fn in ASYNC_FUNCTION_IDS:
+            props["EventInvokeConfig"] = {
+                "MaximumRetryAttempts": ASYNC_RETRIES,
+                "DestinationConfig": {"OnFailure": {"Type": "SQS", "Destination": failed}},
+            }
+        out[fn] = {"Properties": props}
+    # A name of its own (SAM would take the API's from its Swagger title; CloudFormation stand-ins need one).
+    out["RestAPI"] = {"Properties": {"Name": r.prefix}}
     return out
 
 
@@ -244,7 +249,7 @@ def merge_template(stage: str) -> dict[str, Any]:
     """The template `chalice package --merge-template` merges into Chalice's for this stage."""
     r = resources_for("moonsend", stage, ACCOUNT)
     resources: dict[str, Any] = {}
-    for part in (_topics(r), _tables(r), _queues(r), _bucket(r), _ses(r), _secret(r), _function_edits()):
+    for part in (_topics(r), _tables(r), _queues(r), _bucket(r), _ses(r), _secret(r), _function_edits(r)):
         resources.update(part)
     return {
         "Description": f"moonsend ({stage}): multi-tenant email sending on SES",
@@ -252,5 +257,6 @@ def merge_template(stage: str) -> dict[str, Any]:
         "Outputs": {
             "PrecompileEmailTopicArn": {"Value": {"Ref": r.precompile_topic.logical_id}},
             "DeadLetterQueueUrl": {"Value": {"Ref": r.dead_letter_queue.logical_id}},
+            "FailedInvocationsQueueUrl": {"Value": {"Ref": r.failed_invocations_queue.logical_id}},
         },
     }

@@ -140,6 +140,23 @@ def cmd_status(args: argparse.Namespace) -> int:
             return 0
 
 
+def cmd_replay_failed(args: argparse.Namespace) -> int:
+    import boto3
+
+    from chalicelib.config import Settings
+    from infra.replay import replay_failed
+
+    _client_env(args.endpoint, args.stage)
+    settings = Settings.from_env()
+    sqs = boto3.client("sqs")
+    url = sqs.get_queue_url(QueueName=settings.resources.failed_invocations_queue.name)["QueueUrl"]
+    done = replay_failed(sqs, boto3.client("lambda"), url, only=args.function)
+    for r in done:
+        print(f"replayed {r.function} (request {r.request_id}, {r.condition})")
+    print(f"{len(done)} failed invocation(s) replayed")
+    return 0
+
+
 def cmd_recipients(args: argparse.Namespace) -> int:
     import csv
 
@@ -433,6 +450,12 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--stage", default="local")
     st.set_defaults(func=cmd_status)
 
+    rf = sub.add_parser("replay-failed", help="invoke again the async events Lambda gave up on (the on-failure queue)")
+    rf.add_argument("--function", default=None, help="only this function's (e.g. moonsend-dev-precompile_email)")
+    rf.add_argument("--endpoint", default=None)
+    rf.add_argument("--stage", default="local")
+    rf.set_defaults(func=cmd_replay_failed)
+
     rc = sub.add_parser("recipients", help="each recipient of a campaign with its state and reason")
     rc.add_argument("--user", required=True)
     rc.add_argument("--campaign", required=True)
@@ -445,12 +468,12 @@ def build_parser() -> argparse.ArgumentParser:
     rc.set_defaults(func=cmd_recipients)
 
     pk = sub.add_parser("package", help="the deployable template and bundle of a stage (build/<stage>/)")
-    pk.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    pk.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
     pk.add_argument("--out", default=None, help="output folder (default build/<stage>)")
     pk.set_defaults(func=cmd_package)
 
     dp = sub.add_parser("deploy", help="package and deploy a stage to the AWS account of your credentials")
-    dp.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    dp.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
     dp.add_argument(
         "--artifacts-bucket",
         default=None,
@@ -461,7 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
     dp.set_defaults(func=cmd_deploy)
 
     ds = sub.add_parser("destroy", help="remove a stage: tenant queues and alarms, payloads, the stack")
-    ds.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    ds.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
     ds.add_argument("--region", default=None)
     ds.add_argument("--delete-data", action="store_true", help="also delete the tables (ledger, counters)")
     ds.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
@@ -469,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     ds.set_defaults(func=cmd_destroy)
 
     sm = sub.add_parser("smoke", help="send a small campaign to the SES mailbox simulator and check the ledger")
-    sm.add_argument("--stage", default="dev", choices=["dev", "prod"])
+    sm.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
     sm.add_argument("--sender", required=True, help="a verified SES identity of the platform account")
     sm.add_argument("--region", default=None)
     sm.add_argument("--timeout", type=float, default=600)

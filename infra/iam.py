@@ -186,6 +186,12 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "reconcile_dead_letters": reconcile,
         "api_handler": api,
     }
+    # Lambda puts an async event that failed every attempt on the on-failure queue with the function's
+    # own role, which must be allowed to (api_handler is invoked synchronously and has no destination).
+    on_failure = _stmt("OnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)])
+    for fn, stmts in docs.items():
+        if fn != "api_handler":
+            stmts.append(on_failure)
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}
 
 

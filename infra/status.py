@@ -94,6 +94,11 @@ def queue_table(s: Snapshot) -> Table:
         t.add_column(col, justify="left" if col == "queue" else "right")
     for q in s.queues:
         t.add_row(q.name, str(q.visible), str(q.in_flight), str(q.delayed))
+    failed = next((q for q in s.queues if q.name.endswith("-failed-invocations")), None)
+    if failed is not None and failed.visible + failed.in_flight:
+        t.caption = (
+            f"{failed.visible + failed.in_flight} failed invocation(s): `moonsend replay-failed` runs them again"
+        )
     return t
 
 

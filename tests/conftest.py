@@ -35,6 +35,11 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         yield st
     finally:
         st.stop()
+    # Every test ran on the stack created from the template, each function signing as its own role: a call
+    # its policy does not allow would fail on AWS too (deliberate refusals are removed by their tests).
+    refused = sorted(set(st.access.denied)) if st.access is not None else []
+    if refused:
+        pytest.fail(f"calls the functions' IAM policies refused: {refused}")
 
 
 @pytest.fixture

@@ -68,12 +68,28 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     def actions(role):
         doc = roles[role]["Properties"]["Policies"][0]["PolicyDocument"]
         return {
-            a for st in doc["Statement"] for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
+            a
+            for st in doc["Statement"]
+            if st.get("Sid") != "OnFailureDestination"  # Lambda's own use of the role (checked below)
+            for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])
         }
 
     assert "ses:SendEmail" in actions("SendEmailsRole") and "ses:SendEmail" not in actions("PrecompileEmailRole")
     assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
     assert not any(a.startswith(("sqs:", "ses:", "lambda:")) for a in actions("SesEventsRole"))
+    # Lambda puts an async function's events that failed for good on the on-failure queue, and only there.
+    for name, role in roles.items():
+        grants = [
+            (st["Action"], st["Resource"])
+            for st in role["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            if st.get("Sid") == "OnFailureDestination"
+        ]
+        want = (
+            []
+            if name == "ApiHandlerRole"
+            else [(["sqs:SendMessage"], [f"arn:aws:sqs:*:*:moonsend-{_stage}-failed-invocations"])]
+        )
+        assert grants == want, name
     assert "ses:SendEmail" not in actions("ReleaseScheduledRole") and "sqs:SendMessage" in actions(
         "ReleaseScheduledRole"
     )
@@ -131,8 +147,57 @@ def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(package
     assert report.zipped_mb < 50  # Lambda's limit for a direct upload
 
 
+def test_the_template_created_in_cloudformation_names_each_function_as_the_code_invokes_it(packaged):
+    """Translated by aws-sam-translator and created in moto's CloudFormation, as on AWS (offline)."""
+    import boto3
+    from moto import mock_aws
+
+    from chalicelib.resources import FUNCTION_IDS
+    from infra.local.access import allowed
+    from infra.local.cloudformation import split, translate
+
+    stage, _report, template = packaged
+    for res in template["Resources"].values():
+        if res["Type"] == "AWS::Serverless::Function":
+            res["Properties"]["CodeUri"] = {"Bucket": "artifacts", "Key": "bundle.zip"}
+    created, _stood_in = split(translate(template, "us-east-1"))
+    r = resources_for("moonsend", stage)
+    with mock_aws():
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="artifacts")
+        boto3.client("s3", region_name="us-east-1").put_object(Bucket="artifacts", Key="bundle.zip", Body=b"PK")
+        cfn = boto3.client("cloudformation", region_name="us-east-1")
+        cfn.create_stack(
+            StackName=f"moonsend-{stage}", TemplateBody=json.dumps(created), Capabilities=["CAPABILITY_IAM"]
+        )
+        functions = boto3.client("lambda", region_name="us-east-1").list_functions()["Functions"]
+    names = {f["FunctionName"] for f in functions}
+    assert names == {r.function_name(h) for h in FUNCTION_IDS.values()}
+    send_arn = next(f["FunctionArn"] for f in functions if f["FunctionName"] == r.function_name("send_emails"))
+    roles = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    for role in ("SendEmailsRole", "SweepQueuesRole", "ReleaseScheduledRole", "ApiHandlerRole"):
+        docs = tuple(json.dumps(p["PolicyDocument"]) for p in roles[role]["Properties"]["Policies"])
+        assert allowed(docs, "lambda:InvokeFunction", send_arn), role  # every grant names the real function
+
+
+def test_async_functions_send_what_fails_for_good_to_the_on_failure_queue(packaged):
+    stage, _report, template = packaged
+    r = resources_for("moonsend", stage)
+    for logical_id, res in template["Resources"].items():
+        if res["Type"] != "AWS::Serverless::Function":
+            continue
+        config = res["Properties"].get("EventInvokeConfig")
+        if logical_id == "APIHandler":
+            assert config is None  # invoked synchronously by API Gateway
+            continue
+        assert config["MaximumRetryAttempts"] == 2
+        assert config["DestinationConfig"]["OnFailure"] == {
+            "Type": "SQS",
+            "Destination": {"Fn::GetAtt": [r.failed_invocations_queue.logical_id, "Arn"]},
+        }
+
+
 def test_committed_policy_files_are_what_the_generator_writes():
-    for stage in ("dev", "prod"):
+    for stage in ("local", "dev", "prod"):
         for fn, doc in iam.policies(resources_for("moonsend", stage)).items():
             committed = (ROOT / ".chalice" / iam.policy_file(stage, fn)).read_text()
             assert committed == iam.render(doc), f"run `moonsend package --stage {stage}`"

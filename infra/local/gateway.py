@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from infra.local import dynamodb_wire, sqs_wire
+from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
     Refused,
@@ -49,6 +50,7 @@ _REASONS = {
     200: "OK",
     202: "Accepted",
     400: "Bad Request",
+    403: "Forbidden",
     404: "Not Found",
     429: "Too Many Requests",
     500: "Internal Server Error",
@@ -148,6 +150,7 @@ class Gateway:
         self._apps_lock = threading.Lock()
         self._item_locks = ItemLocks()
         self.sns: SnsDelivery | None = None  # set by the runtime: Lambda subscribers of SNS topics
+        self.access: AccessControl | None = None  # set by the runtime: the functions' roles and policies
 
     def moto_app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """moto's app for this request's service, found once per kind of request.
@@ -175,6 +178,12 @@ class Gateway:
         if path.startswith("/_moonsend/"):
             return _respond(start_response, self._admin(environ, path))
         access_key, _region, service = credential_scope(environ)
+        if self.access is not None and self.access.is_role_key(access_key):
+            refused = self.access.check(environ, service, access_key, _read_body(environ))
+            if refused is not None:
+                return _respond(start_response, refused)
+            # A function's role is of the platform's account: SES and STS know that account by its key.
+            access_key = self.ses.platform_access_key
         if service == "lambda" and self.runner is not None:
             m = _INVOKE_RE.match(path)
             if m and environ.get("REQUEST_METHOD") == "POST":

@@ -1,15 +1,16 @@
 """Running the Chalice app's handlers as Lambda would, in this process.
 
 moto can store Lambda functions but needs Docker to run them, and there is none here. This runtime
-loads the app's handlers from the Chalice app object, gives each invocation a Lambda-like context
-whose remaining time counts down from the function's configured timeout, and runs asynchronous
-invocations on a thread pool with Lambda's retry policy for async events (two retries, then the event
-is recorded as failed).
+runs the functions the stack's template created (`functions_from_stack`: each one's handler from the
+Chalice app, with its timeout, memory, role and on-failure destination as created), gives each
+invocation a Lambda-like context whose remaining time counts down from the function's timeout, signs
+its AWS calls as its role (infra.local.identity), and runs asynchronous invocations on a thread pool
+with Lambda's retry policy for async events: two retries, then the event goes to the function's
+on-failure destination with Lambda's invocation record (and is counted as failed).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import traceback
@@ -17,8 +18,11 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any
+
+from infra.local import identity
+from infra.local.identity import RoleCredentials
 
 ASYNC_RETRIES = 2
 DEFAULT_TIMEOUT_S = 60
@@ -57,6 +61,8 @@ class LocalFunction:
     handler: Callable[[dict[str, Any], Any], Any]
     timeout_s: float = DEFAULT_TIMEOUT_S
     memory_mb: int = 128
+    role: RoleCredentials | None = None  # its calls are signed as this role (None: the operator's keys)
+    on_failure: str | None = None  # ARN of the SQS queue an async event goes to when every attempt failed
 
 
 @dataclass
@@ -64,6 +70,27 @@ class FailedEvent:
     function_name: str
     event: dict[str, Any]
     error: str
+
+
+def invocation_record(
+    fn: LocalFunction, region: str, account: str, request_id: str, event: dict[str, Any], error: str, attempts: int
+) -> dict[str, Any]:
+    """What Lambda sends an on-failure destination for an async event whose retries were exhausted."""
+    last = error.strip().splitlines()[-1] if error.strip() else "Unknown"
+    kind, _, message = last.partition(": ")
+    return {
+        "version": "1.0",
+        "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+        "requestContext": {
+            "requestId": request_id,
+            "functionArn": f"arn:aws:lambda:{region}:{account}:function:{fn.function_name}:$LATEST",
+            "condition": "RetriesExhausted",
+            "approximateInvokeCount": attempts,
+        },
+        "requestPayload": event,
+        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
+        "responsePayload": {"errorMessage": message or kind, "errorType": kind if message else "Error"},
+    }
 
 
 @dataclass
@@ -75,37 +102,24 @@ class InvocationStats:
     failed_events: list[FailedEvent] = field(default_factory=list)
 
 
-def load_functions(
-    app: Any, prefix: str, chalice_config: Path | None, stage: str, names: list[str] | None = None
-) -> dict[str, LocalFunction]:
-    """Every handler of the Chalice app, with its timeout and memory from `.chalice/config.json`."""
-    settings: dict[str, Any] = {}
-    if chalice_config and chalice_config.exists():
-        cfg = json.loads(chalice_config.read_text())
-        top = cfg.get("lambda_functions", {})
-        st = cfg.get("stages", {}).get(stage, {})
-        defaults = {
-            "lambda_timeout": st.get("lambda_timeout", cfg.get("lambda_timeout", DEFAULT_TIMEOUT_S)),
-            "lambda_memory_size": st.get("lambda_memory_size", cfg.get("lambda_memory_size", 128)),
-        }
-        for name in app.handler_map:
-            merged = dict(defaults)
-            merged.update(top.get(name, {}))
-            merged.update(st.get("lambda_functions", {}).get(name, {}))
-            settings[name] = merged
+def functions_from_stack(app: Any, stack: Any, roles: dict[str, RoleCredentials]) -> dict[str, LocalFunction]:
+    """The stack's functions (infra.local.cloudformation.CreatedStack) that Lambda invokes, by name.
+
+    The API's function is served by `chalice local` instead (its handler is the app itself)."""
     out: dict[str, LocalFunction] = {}
-    for name, handler in app.handler_map.items():
-        if names is not None and name not in names:
+    for name, f in stack.functions.items():
+        handler = app.handler_map.get(f.handler_name)
+        if handler is None:
             continue
-        s = settings.get(name, {})
-        fn = LocalFunction(
-            handler_name=name,
-            function_name=f"{prefix}-{name}",
+        out[name] = LocalFunction(
+            handler_name=f.handler_name,
+            function_name=name,
             handler=handler,
-            timeout_s=float(s.get("lambda_timeout", DEFAULT_TIMEOUT_S)),
-            memory_mb=int(s.get("lambda_memory_size", 128)),
+            timeout_s=f.timeout_s,
+            memory_mb=f.memory_mb,
+            role=roles.get(name),
+            on_failure=f.on_failure,
         )
-        out[fn.function_name] = fn
     return out
 
 
@@ -117,6 +131,7 @@ class FunctionRunner:
         account_id: str,
         max_concurrency: int = 32,
         retry_delay_s: float = 1.0,
+        on_failure: Callable[[LocalFunction, dict[str, Any]], None] | None = None,
     ) -> None:
         self.functions = functions
         self._region = region
@@ -130,6 +145,8 @@ class FunctionRunner:
         self._cv = threading.Condition()
         self.stats = InvocationStats()
         self._closed = False
+        # Sends an invocation record to a function's on-failure destination (the stack's SQS client).
+        self._send_on_failure = on_failure
 
     def resolve(self, name_or_arn: str) -> LocalFunction | None:
         name = name_or_arn.split(":function:")[-1].split(":")[0]
@@ -145,7 +162,8 @@ class FunctionRunner:
         context = self.context_for(fn)
         started = time.monotonic()
         try:
-            result = fn.handler(event, context)
+            with identity.acting_as(fn.role):
+                result = fn.handler(event, context)
         except (Exception, FunctionCrashed):
             with self._cv:
                 self.stats.errors += 1
@@ -177,10 +195,16 @@ class FunctionRunner:
                 pool = self._pools[fn.function_name] = ThreadPoolExecutor(
                     max_workers=self._max_concurrency, thread_name_prefix=f"lambda-{fn.handler_name}"
                 )
-        pool.submit(self._run_async, fn, event, on_done)
+        pool.submit(self._run_async, fn, event, on_done, request_id)
         return request_id
 
-    def _run_async(self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None) -> None:
+    def _run_async(
+        self,
+        fn: LocalFunction,
+        event: dict[str, Any],
+        on_done: Callable[[bool], None] | None,
+        request_id: str = "",
+    ) -> None:
         ok = False
         error = ""
         try:
@@ -200,6 +224,16 @@ class FunctionRunner:
             if not ok:
                 with self._cv:
                     self.stats.failed_events.append(FailedEvent(fn.function_name, event, error))
+                if fn.on_failure and self._send_on_failure is not None:
+                    record = invocation_record(
+                        fn, self._region, self._account, request_id, event, error, ASYNC_RETRIES + 1
+                    )
+                    try:
+                        with identity.acting_as(fn.role):  # Lambda sends it with the function's role
+                            self._send_on_failure(fn, record)
+                    except Exception:
+                        print(f"[lambda] {fn.function_name}: could not send to its on-failure destination:")
+                        traceback.print_exc(limit=4)
             if on_done is not None:
                 on_done(ok)
         finally:

@@ -95,8 +95,9 @@ class Scheduler(Periodic):
         self.schedules: list[Schedule] = []
         self.ticks = 0
 
-    def add(self, fn: LocalFunction, expression: str) -> None:
-        rule = f"arn:aws:events:{self._region}:{self._account}:rule/{fn.function_name}-event"
+    def add(self, fn: LocalFunction, expression: str, rule: str | None = None) -> None:
+        """Run `fn` on `expression` (a rate or cron), as the EventBridge rule `rule` would."""
+        rule = rule or f"arn:aws:events:{self._region}:{self._account}:rule/{fn.function_name}-event"
         period = rate_seconds(expression)
         first = time.monotonic() + (period * self.time_scale if period else 0)
         self.schedules.append(Schedule(fn, expression, rule, next_at=first))

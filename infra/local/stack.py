@@ -1,9 +1,12 @@
-"""The whole pipeline on this machine: moto's server on loopback, provisioned, plus the runtime.
+"""The whole pipeline on this machine: moto's server on loopback, created from the packaged template.
 
-`LocalStack.start()` serves moto (with the fast SQS model) behind the gateway on `host:port`, sets
-this process's environment as Chalice sets a Lambda's (stage `local` from `.chalice/config.json`, plus
-`AWS_ENDPOINT_URL`), provisions the resources from their definitions, loads the Chalice app, and
-starts what stands in for AWS: SNS-to-Lambda delivery, alarm evaluation, async invoke and schedules.
+`LocalStack.start()` serves moto (with the fast SQS model) behind the gateway on `host:port`, packages
+the stage as `make deploy` does (infra.package, again only when an input changed), and deploys the
+template to the endpoint's CloudFormation (infra.local.cloudformation). The runtime then runs the
+functions as they were created: this process's environment is theirs (with `LOCAL_OVERRIDES`, the
+few values a local stack cannot take from the template), each function's calls are signed with its
+own role's credentials and refused by the endpoint where the role's policy does not allow them
+(infra.local.access), and its event sources are the template's SNS subscriptions and schedules.
 Handlers run in this process, on the same code that is deployed.
 """
 
@@ -30,19 +33,30 @@ from botocore.config import Config
 from moto.sns.models import sns_backends
 
 from chalicelib.config import Settings
-from infra.local import fast_dynamodb, fast_sqs, keepalive
+from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive
+from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
+from infra.local.cloudformation import CreatedStack
 from infra.local.gateway import Gateway
-from infra.local.lambda_runtime import FunctionRunner, load_functions
+from infra.local.identity import RoleCredentials
+from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
 from infra.local.scheduler import Scheduler
 from infra.local.ses import SesStandIn
 from infra.local.sns_delivery import Publication, SnsDelivery
-from infra.provision import provision
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM_ACCESS_KEY = "AKIAMOONSENDPLATFORM"
 PLATFORM_SECRET_KEY = "moonsend-local-platform-secret"
 DEFAULT_PORT = 4566
+# What the functions' environment takes from the local stack rather than from the template, and why.
+LOCAL_OVERRIDES = {
+    "AWS_ENDPOINT_URL": "every AWS call goes to the local endpoint",
+    "AWS_REGION": "set by Lambda itself on AWS",
+    "AWS_DEFAULT_REGION": "set by Lambda itself on AWS",
+    "MOONSEND_API_URL": "the API is served by chalice local here, not API Gateway",
+    "MOONSEND_LINK_SECRET": "kept beside the outbox so that its emails' links stay valid (Secrets Manager on AWS)",
+    "MOONSEND_METRICS_FILE": "metrics to a file beside the outbox, not into the terminal",
+}
 
 
 class StackError(Exception):
@@ -93,14 +107,6 @@ def _link_secret(outbox: Path) -> str:
     return path.read_text(encoding="utf-8").strip()
 
 
-def stage_environment(stage: str, config_path: Path = ROOT / ".chalice" / "config.json") -> dict[str, str]:
-    """The environment variables Chalice gives the stage's functions."""
-    cfg = json.loads(config_path.read_text())
-    env = dict(cfg.get("environment_variables", {}))
-    env.update(cfg.get("stages", {}).get(stage, {}).get("environment_variables", {}))
-    return {k: str(v) for k, v in env.items()}
-
-
 def _check_port(host: str, port: int) -> None:
     if port == 0:
         return
@@ -131,6 +137,9 @@ class LocalStack:
         self.api_url: str | None = None
         self.scheduler: Scheduler | None = None
         self.app_module: Any = None
+        self.created: CreatedStack | None = None
+        self.access: AccessControl | None = None
+        self._undo: list[Any] = []
         self._session = boto3.session.Session()
         self._clients: dict[tuple[str, ...], Any] = {}
         self._clients_lock = threading.Lock()
@@ -140,8 +149,11 @@ class LocalStack:
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
         from werkzeug.serving import make_server
 
+        from infra.package import packaged
+
         c = self.config
         _check_port(c.host, c.port)
+        report = packaged(c.stage)  # what `make deploy` would upload, made again only if its inputs changed
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         if c.clear_outbox and c.outbox.exists():
             shutil.rmtree(c.outbox)
@@ -176,13 +188,40 @@ class LocalStack:
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="local-endpoint")
         self._thread.start()
 
-        self._set_environment()
-        self.settings = Settings.from_env()
-        self.outputs = provision(
-            self.settings, {s: self.client(s) for s in ("sns", "sqs", "dynamodb", "s3", "cloudwatch", "sesv2")}
+        self._operator_environment()
+        names = (
+            "cloudformation",
+            "s3",
+            "sns",
+            "sqs",
+            "cloudwatch",
+            "sesv2",
+            "lambda",
+            "events",
+            "sts",
+            "secretsmanager",
         )
+        self.created = cloudformation.create(
+            Path(report.template),
+            Path(report.bundle),
+            c.stage,
+            {n: self.client(n) for n in names},
+            c.region,
+            c.account_id,
+        )
+        self.outputs = dict(self.created.physical)
+        self._set_environment(self.created)
+        self.settings = Settings.from_env()
+        self.access = AccessControl(c.region, c.account_id)
+        gateway.access = self.access
+        roles = self._assume_roles(self.created)
+        self._undo.append(identity.carry_into_pools())
+        self._undo.append(identity.install(PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY))
+        from chalicelib import aws
+
+        aws.reset()  # clients made from now on sign as the calling function
         self.ses.publish = self._publish_ses_event
-        self._start_runtime(gateway)
+        self._start_runtime(gateway, roles)
         gateway.ready = True
         self.gateway = gateway
         return self
@@ -200,39 +239,64 @@ class LocalStack:
         if self.sns is not None:
             self.sns.publish(Publication(topic_arn, message, message_id))
 
-    def _set_environment(self) -> None:
+    def _operator_environment(self) -> None:
+        """This process's AWS settings before the stack exists: the operator's keys, the local endpoint."""
         c = self.config
-        env = stage_environment(c.stage)
-        env.update(
+        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+            os.environ.pop(var, None)
+        os.environ.update(
             {
-                "MOONSEND_STAGE": c.stage,
-                "MOONSEND_ACCOUNT_ID": c.account_id,
                 "AWS_ENDPOINT_URL": self.endpoint,
                 "AWS_ACCESS_KEY_ID": PLATFORM_ACCESS_KEY,
                 "AWS_SECRET_ACCESS_KEY": PLATFORM_SECRET_KEY,
                 "AWS_DEFAULT_REGION": c.region,
                 "AWS_REGION": c.region,
-                # EMF records to a file beside the outbox, not into a terminal's progress display.
+            }
+        )
+
+    def _set_environment(self, created: CreatedStack) -> None:
+        """The functions' environment, as the template set it, plus `LOCAL_OVERRIDES` and the config's.
+
+        All functions share this process, so a variable two of them set differently cannot be honoured:
+        the stack refuses to start rather than run one of them with the other's value."""
+        c = self.config
+        env: dict[str, str] = {}
+        for fn in created.functions.values():
+            for k, v in fn.environment.items():
+                if k in env and env[k] != v and k not in LOCAL_OVERRIDES:
+                    raise StackError(f"functions set {k} differently ({env[k]!r}, {v!r}): one process cannot run both")
+                env[k] = v
+        env.update(
+            {
                 "MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"),
-                # The key that signs links, kept with the outbox so that its emails' links stay valid.
                 "MOONSEND_LINK_SECRET": _link_secret(c.outbox),
             }
         )
         if c.free_rate is not None:
             env["MOONSEND_FREE_RATE"] = str(c.free_rate)
         env.update(c.extra_env)
-        for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
-            os.environ.pop(var, None)
         os.environ.update(env)
         from chalicelib import wiring
 
         wiring.reset()
 
-    def _start_runtime(self, gateway: Gateway) -> None:
-        from chalice.app import ScheduledEventConfig, SNSEventConfig
+    def _assume_roles(self, created: CreatedStack) -> dict[str, RoleCredentials]:
+        """Each function's role credentials (STS on the endpoint), and its policies for the endpoint's IAM."""
+        assert self.access is not None
+        sts = self.client("sts")
+        roles: dict[str, RoleCredentials] = {}
+        for fn in created.functions.values():
+            creds = sts.assume_role(RoleArn=fn.role_arn, RoleSessionName=fn.name)["Credentials"]
+            role = RoleCredentials(
+                fn.name, fn.role_arn, creds["AccessKeyId"], creds["SecretAccessKey"], creds["SessionToken"]
+            )
+            self.access.add_role(role, list(fn.policies))
+            roles[fn.name] = role
+        return roles
 
-        assert self.settings is not None
-        c, s = self.config, self.settings
+    def _start_runtime(self, gateway: Gateway, roles: dict[str, RoleCredentials]) -> None:
+        assert self.settings is not None and self.created is not None
+        c, created = self.config, self.created
         if str(ROOT) not in sys.path:
             sys.path.insert(0, str(ROOT))
         if "app" in sys.modules:
@@ -240,23 +304,20 @@ class LocalStack:
         else:
             self.app_module = importlib.import_module("app")
         chalice_app = self.app_module.app
-        functions = load_functions(chalice_app, s.resources.prefix, ROOT / ".chalice" / "config.json", c.stage)
-        self.runner = FunctionRunner(functions, c.region, c.account_id, max_concurrency=c.max_concurrency)
+        functions = functions_from_stack(chalice_app, created, roles)
+        self.runner = FunctionRunner(
+            functions, c.region, c.account_id, max_concurrency=c.max_concurrency, on_failure=self._send_on_failure
+        )
         gateway.runner = self.runner
-        by_handler = {f.handler_name: f for f in functions.values()}
         self.sns = SnsDelivery(self.runner)
         gateway.sns = self.sns
         self.scheduler = Scheduler(
             self.runner, account_id=c.account_id, region=c.region, time_scale=c.schedule_time_scale
         )
-        for source in chalice_app.event_sources:
-            fn = by_handler[source.name]
-            if isinstance(source, SNSEventConfig):
-                arn = source.topic if source.topic.startswith("arn:") else s.topic_arn(source.topic)
-                self.sns.subscribe(arn, fn)
-            elif isinstance(source, ScheduledEventConfig):
-                expr = source.schedule_expression
-                self.scheduler.add(fn, expr if isinstance(expr, str) else expr.to_string())
+        for topic_arn, name in created.subscriptions:
+            self.sns.subscribe(topic_arn, functions[name])
+        for rule_arn, expression, name in created.schedules:
+            self.scheduler.add(functions[name], expression, rule_arn)
         self.sns.start()
         self.scheduler.start()
         self.alarms = AlarmEvaluator(
@@ -269,9 +330,16 @@ class LocalStack:
             queue_counts=self._queue_counts,
         )
         self.alarms.start()
-        self._start_api(chalice_app)
+        self._start_api(chalice_app, roles.get(self.settings.resources.function_name("api_handler")))
 
-    def _start_api(self, chalice_app: Any) -> None:
+    def _send_on_failure(self, fn: LocalFunction, record: dict[str, Any]) -> None:
+        """Lambda's delivery of an invocation record to an on-failure destination (an SQS queue)."""
+        assert fn.on_failure is not None
+        name = fn.on_failure.rsplit(":", 1)[-1]
+        sqs = self.client("sqs")  # signed as the function's role: the runtime calls this acting as it
+        sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"], MessageBody=json.dumps(record))
+
+    def _start_api(self, chalice_app: Any, role: RoleCredentials | None) -> None:
         """Serve the app's HTTP routes on `api_port`, as `chalice local` does; links in emails point here."""
         from chalice.config import Config as ChaliceConfig
         from chalice.local import create_local_server
@@ -286,6 +354,13 @@ class LocalStack:
         except OSError as exc:
             raise StackError(f"cannot serve the API on {c.host}:{c.api_port}: {exc} (try --api-port)") from None
         self.api_url = f"http://{c.host}:{self.api.server.server_port}"
+        serve_one = self.api.server.process_request_thread
+
+        def as_api_function(request: Any, client_address: Any) -> None:
+            with identity.acting_as(role):  # each request runs as the API's function, with its role
+                serve_one(request, client_address)
+
+        self.api.server.process_request_thread = as_api_function
         os.environ["MOONSEND_API_URL"] = self.api_url
         from chalicelib import wiring
 
@@ -307,6 +382,8 @@ class LocalStack:
         }
 
     def stop(self) -> None:
+        while self._undo:
+            self._undo.pop()()
         for part in (self.alarms, self.scheduler, self.sns):
             if part is not None:
                 part.stop()
@@ -390,14 +467,15 @@ class LocalStack:
         process (and its GIL) with the handlers, so polling fast slows down what it waits for.
         """
         assert self.sns is not None and self.runner is not None and self.settings is not None
-        dlq = self.settings.resources.dead_letter_queue.name
+        # Dead letters and failed invocations are parked for an operator, not work the stack will do.
+        parked = {self.settings.resources.dead_letter_queue.name, self.settings.resources.failed_invocations_queue.name}
         end = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < end:
             busy = (
                 self.sns.backlog() > 0
                 or self.runner.inflight > 0
-                or any(sum(v) for name, v in self.queue_depths().items() if name != dlq)
+                or any(sum(v) for name, v in self.queue_depths().items() if name not in parked)
             )
             if busy:
                 quiet_since = None

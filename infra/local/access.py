@@ -1,0 +1,303 @@
+"""IAM on the local endpoint: a function's call is answered only if its role's policy allows it.
+
+moto's own IAM checks evaluate resource ARNs for SQS alone, so the endpoint decides itself, as AWS
+does for an identity-based policy: it finds the caller's role from the request's access key (the
+temporary credentials STS gave the function), the action and the resource ARNs from the request (the
+operation by each protocol's rules, its resource from the operation's parameters), and evaluates the
+role's policy documents (those of the template, as moto's IAM holds them): an explicit Deny wins, else
+an Allow whose Action and Resource match, else the call is refused with the protocol's AccessDenied
+answer and the message AWS gives. Requests signed with any other key (the operator's, a tenant's SES
+keys) are not a role's and pass, as they would be decided in their own accounts.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qs, unquote
+
+from infra.local.identity import RoleCredentials
+
+# The IAM service prefix of each SigV4 signing name.
+_PREFIX = {"monitoring": "cloudwatch", "email": "ses", "ses": "ses"}
+# Operations whose IAM action has another name than the operation.
+_ACTION = {
+    ("lambda", "Invoke"): "InvokeFunction",
+    # Batch calls are authorised as their single action (SQS's and SNS's documentation say so).
+    ("sqs", "SendMessageBatch"): "SendMessage",
+    ("sqs", "DeleteMessageBatch"): "DeleteMessage",
+    ("sqs", "ChangeMessageVisibilityBatch"): "ChangeMessageVisibility",
+    ("sns", "PublishBatch"): "Publish",
+    ("s3", "HeadObject"): "GetObject",
+    ("s3", "ListObjectsV2"): "ListBucket",
+    ("s3", "ListObjects"): "ListBucket",
+    ("s3", "HeadBucket"): "ListBucket",
+    ("s3", "DeleteObjects"): "DeleteObject",
+    ("s3", "CopyObject"): "PutObject",  # on the copy (the source's s3:GetObject is not checked here)
+    ("s3", "PutBucketLifecycleConfiguration"): "PutLifecycleConfiguration",
+    ("s3", "GetBucketLifecycleConfiguration"): "GetLifecycleConfiguration",
+}
+# Signing names whose requests are REST (operation from method and path, by the service's model).
+_REST = {"s3": "s3", "lambda": "lambda", "ses": "sesv2", "email": "sesv2"}
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as IAM sees it."""
+
+    action: str  # "dynamodb:PutItem"
+    resources: tuple[str, ...]  # every resource the action is checked against
+    operation: str
+
+
+@dataclass(frozen=True)
+class Role:
+    arn: str
+    session: str  # the function's name
+    policies: tuple[str, ...]  # policy documents (JSON)
+
+    @property
+    def principal(self) -> str:
+        account, name = self.arn.split(":")[4], self.arn.rsplit("/", 1)[-1]
+        return f"arn:aws:sts::{account}:assumed-role/{name}/{self.session}"
+
+
+# --- policy evaluation ---------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=4096)
+def _pattern(glob: str, ignore_case: bool) -> re.Pattern[str]:
+    """IAM's wildcards: `*` any run of characters, `?` any one character; nothing else is special."""
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in glob)
+    return re.compile(body, re.IGNORECASE | re.DOTALL if ignore_case else re.DOTALL)
+
+
+def _listed(value: Any) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
+def _matches(statement: dict[str, Any], action: str, resource: str) -> bool:
+    if "Action" in statement:
+        acts = any(_pattern(a, True).fullmatch(action) for a in _listed(statement["Action"]))
+    else:
+        acts = not any(_pattern(a, True).fullmatch(action) for a in _listed(statement.get("NotAction", [])))
+    if not acts:
+        return False
+    if "Resource" in statement:
+        return any(_pattern(r, False).fullmatch(resource) for r in _listed(statement["Resource"]))
+    return not any(_pattern(r, False).fullmatch(resource) for r in _listed(statement.get("NotResource", [])))
+
+
+@functools.lru_cache(maxsize=65536)
+def allowed(policies: tuple[str, ...], action: str, resource: str) -> bool:
+    """Whether identity policies allow `action` on `resource`: an explicit Deny wins, then any Allow.
+
+    A statement with a Condition is not evaluated here: its Allow never applies and its Deny always
+    does (the template's policies have none; failing closed keeps a future one from passing unseen)."""
+    allow = False
+    for doc in policies:
+        for st in _listed(json.loads(doc)["Statement"]):
+            if not _matches(st, action, resource):
+                continue
+            if st["Effect"] == "Deny":
+                return False
+            allow = allow or "Condition" not in st
+    return allow
+
+
+# --- what a request asks ----------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _rest_routes(model_name: str) -> list[tuple[str, re.Pattern[str], tuple[str, ...], str]]:
+    """(method, path pattern, query keys the URI requires, operation) of a REST service's operations."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model(model_name)
+    routes = []
+    for name in model.operation_names:
+        http = model.operation_model(name).http
+        path, _, query = http["requestUri"].partition("?")
+        regex = ""
+        for part in re.split(r"(\{[^}]+\})", path):
+            if part.startswith("{"):
+                label = part[1:-1]
+                regex += f"(?P<{label.rstrip('+')}>.+)" if label.endswith("+") else f"(?P<{label}>[^/]+)"
+            else:
+                regex += re.escape(part)
+        keys = tuple(k.split("=")[0] for k in query.split("&") if k)
+        routes.append((http["method"], re.compile(regex.rstrip("/") + "/?"), keys, name))
+    # The most specific first: more required query keys, then longer literal paths.
+    routes.sort(key=lambda r: (-len(r[2]), -len(r[1].pattern)))
+    return routes
+
+
+def _rest_operation(model_name: str, method: str, path: str, query: str) -> tuple[str, dict[str, str]]:
+    present = set(parse_qs(query, keep_blank_values=True))
+    for route_method, pattern, keys, name in _rest_routes(model_name):
+        if route_method != method or not set(keys) <= present:
+            continue
+        m = pattern.fullmatch(path)
+        if m:
+            return name, {k: unquote(v) for k, v in m.groupdict().items()}
+    return "", {}
+
+
+def describe(service: str, environ: dict[str, Any], body: bytes, region: str, account: str) -> Call:
+    """The IAM action and resources of one signed request (service: its SigV4 signing name)."""
+    prefix = _PREFIX.get(service, service)
+    params: dict[str, Any]
+    if service in _REST:
+        operation, params = _rest_operation(
+            _REST[service],
+            environ.get("REQUEST_METHOD", ""),
+            environ.get("PATH_INFO", ""),
+            environ.get("QUERY_STRING", ""),
+        )
+        if operation in ("PutObject", "CopyObject"):  # one method and path; the copy has a source header
+            operation = "CopyObject" if environ.get("HTTP_X_AMZ_COPY_SOURCE") else "PutObject"
+        if body and service in ("ses", "email"):  # SES v2 names its identity and set in the JSON body
+            params.update(_json(body))
+        elif body and service == "s3":
+            params["Keys"] = re.findall(r"<Key>(.*?)</Key>", body.decode("utf-8", "replace"))
+    elif environ.get("HTTP_X_AMZ_TARGET"):
+        operation = environ["HTTP_X_AMZ_TARGET"].rpartition(".")[2]
+        params = _json(body)
+    else:
+        params = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
+        params.update({k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()})
+        operation = params.get("Action", "")
+    action = f"{prefix}:{_ACTION.get((prefix, operation), operation)}"
+    return Call(action, tuple(_resources(prefix, operation, params, region, account)) or ("*",), operation)
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    try:
+        d = json.loads(body) if body else {}
+    except ValueError:
+        return {}
+    return d if isinstance(d, dict) else {}
+
+
+def _resources(prefix: str, op: str, p: dict[str, Any], region: str, account: str) -> list[str]:
+    head = f"arn:aws:{prefix}:{region}:{account}"
+    if prefix == "dynamodb":
+        tables = [p["TableName"]] if "TableName" in p else list(p.get("RequestItems", {}))
+        for item in p.get("TransactItems", []):
+            tables += [part["TableName"] for part in item.values() if isinstance(part, dict) and "TableName" in part]
+        index = f"/index/{p['IndexName']}" if "IndexName" in p else ""
+        return [f"{head}:table/{t}{index}" for t in tables]
+    if prefix == "sqs":
+        name = p.get("QueueName") or str(p.get("QueueUrl", "")).rstrip("/").rsplit("/", 1)[-1]
+        return [f"{head}:{name}"] if name else []
+    if prefix == "sns":
+        arn = p.get("TopicArn") or p.get("TargetArn")
+        return [arn] if arn else []
+    if prefix == "s3":
+        bucket = p.get("Bucket")
+        if not bucket:
+            return []
+        keys = [p["Key"]] if "Key" in p else p.get("Keys", [])
+        return [f"arn:aws:s3:::{bucket}/{k}" for k in keys] or [f"arn:aws:s3:::{bucket}"]
+    if prefix == "ses":
+        out = []
+        sender = p.get("FromEmailAddress") or p.get("EmailIdentity")
+        if sender:
+            address = str(sender).rsplit("<", 1)[-1].rstrip(">").strip()
+            out.append(f"{head}:identity/{address}")
+        if p.get("ConfigurationSetName"):
+            out.append(f"{head}:configuration-set/{p['ConfigurationSetName']}")
+        return out
+    if prefix == "lambda":
+        name = p.get("FunctionName", "")
+        if not name:
+            return []
+        return [name if name.startswith("arn:") else f"{head}:function:{name.split(':')[0]}"]
+    if prefix == "cloudwatch":
+        names = [p["AlarmName"]] if "AlarmName" in p else p.get("AlarmNames", [])
+        if not names and op == "DeleteAlarms":  # the query protocol's list
+            names = [v for k, v in p.items() if k.startswith("AlarmNames.member.")]
+        return [f"{head}:alarm:{n}" for n in names]
+    if prefix == "secretsmanager":
+        secret = p.get("SecretId", "")
+        return [secret if secret.startswith("arn:") else _secret_arn(secret, region, account)] if secret else []
+    return []
+
+
+def _secret_arn(name: str, region: str, account: str) -> str:
+    """A secret's ARN (its name and a random suffix), from moto's Secrets Manager in this process."""
+    from moto.secretsmanager.models import secretsmanager_backends
+
+    secret = secretsmanager_backends[account][region].secrets.get(name)
+    return secret.arn if secret is not None else f"arn:aws:secretsmanager:{region}:{account}:secret:{name}"
+
+
+# --- the refusal --------------------------------------------------------------------------------------
+def denial(
+    service: str, protocol_json: bool, role: Role, call: Call, resource: str
+) -> tuple[int, dict[str, str], bytes]:
+    """AWS's AccessDenied answer in the request's protocol."""
+    message = (
+        f"User: {role.principal} is not authorized to perform: {call.action} on resource: {resource} "
+        f"because no identity-based policy allows the {call.action} action"
+    )
+    if service == "s3":
+        body = f"<Error><Code>AccessDenied</Code><Message>{message}</Message></Error>"
+        return 403, {"Content-Type": "application/xml"}, body.encode()
+    if service in _REST:  # rest-json: the error type in a header
+        return (
+            403,
+            {"Content-Type": "application/json", "x-amzn-ErrorType": "AccessDeniedException"},
+            json.dumps({"Type": "User", "message": message}).encode(),
+        )
+    if protocol_json:
+        # SQS's JSON protocol answers in its query protocol's code (botocore reads this header).
+        headers = {"Content-Type": "application/x-amz-json-1.0"}
+        if service == "sqs":
+            headers["x-amzn-query-error"] = "AccessDenied;Sender"
+        body = {"__type": "com.amazon.coral.service#AccessDeniedException", "message": message}
+        return 400, headers, json.dumps(body).encode()
+    code = "AuthorizationError" if service == "sns" else "AccessDenied"
+    body = (
+        f"<ErrorResponse><Error><Type>Sender</Type><Code>{code}</Code><Message>{message}</Message></Error>"
+        "<RequestId>00000000-0000-0000-0000-000000000000</RequestId></ErrorResponse>"
+    )
+    return 403, {"Content-Type": "text/xml"}, body.encode()
+
+
+@dataclass
+class AccessControl:
+    """The endpoint's IAM: which access keys are which function's role, and what each may do."""
+
+    region: str
+    account: str
+    _roles: dict[str, Role] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    allowed_calls: Counter[str] = field(default_factory=Counter)  # "function action" -> calls allowed
+    denied: list[tuple[str, str, str]] = field(default_factory=list)  # (function, action, resource)
+
+    def add_role(self, creds: RoleCredentials, policies: list[str]) -> None:
+        with self._lock:
+            self._roles[creds.access_key] = Role(creds.role_arn, creds.function_name, tuple(policies))
+
+    def is_role_key(self, access_key: str) -> bool:
+        return access_key in self._roles
+
+    def check(self, environ: dict[str, Any], service: str, access_key: str, body: bytes) -> Any:
+        """None if the call may go on, else the AccessDenied response to send."""
+        role = self._roles.get(access_key)
+        if role is None or service == "sts":  # sts:GetCallerIdentity needs no permission
+            return None
+        call = describe(service, environ, body, self.region, self.account)
+        for resource in call.resources:
+            if not allowed(role.policies, call.action, resource):
+                with self._lock:
+                    seen = (role.session, call.action, resource) in self.denied
+                    self.denied.append((role.session, call.action, resource))
+                if not seen:  # once per function, action and resource: a policy gap shows, it does not flood
+                    print(f"[iam] refused {role.session}: {call.action} on {resource}")
+                return denial(service, bool(environ.get("HTTP_X_AMZ_TARGET")), role, call, resource)
+        with self._lock:
+            self.allowed_calls[f"{role.session} {call.action}"] += 1
+        return None

@@ -1,0 +1,363 @@
+"""The local stack, created from the packaged template as `make deploy` creates the stage on AWS.
+
+The steps are deploy's own (infra.deploy: upload the bundle, point the functions at it, deploy the
+template through a change set), against the local endpoint. Between them, two steps AWS does itself:
+CloudFormation expands SAM (here aws-sam-translator), and some resource types moto's CloudFormation
+cannot create; those are taken out of what is sent to it and stood in for from the same template
+(`STOOD_IN`, which the README lists). What the runtime needs to run each function (its name, handler,
+environment, timeout, memory, role, event sources, on-failure destination) is then read back from what
+was created (`StackFunction`), never from a second description.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.exceptions import ClientError
+
+from infra.deploy import deploy_plan, execute, stack_name
+
+# Resource types moto's CloudFormation does not create, and what the local stack does with them instead.
+STOOD_IN = {
+    "AWS::ApiGateway::RestApi": "the app's routes are served by `chalice local` on --api-port",
+    "AWS::ApiGateway::Deployment": "(part of the API above)",
+    "AWS::ApiGateway::Stage": "(part of the API above)",
+    "AWS::SNS::Subscription": "Lambda subscriptions: the runtime invokes the function for each publish",
+    "AWS::SNS::TopicPolicy": "set as the topic's Policy attribute",
+    "AWS::CloudWatch::Alarm": "PutMetricAlarm with the template's properties; infra.local.alarms evaluates it",
+    "AWS::SES::ConfigurationSet": "created in the SES stand-in",
+    "AWS::SES::ConfigurationSetEventDestination": "created in the SES stand-in (it publishes to the topic)",
+    "AWS::Lambda::EventInvokeConfig": "the runtime's retries and on-failure destination",
+    "AWS::SecretsManager::Secret": "CreateSecret with a generated value (the link key itself comes from the outbox)",
+}
+# Lambda permissions that only API Gateway uses (its source ARN names the stood-in API).
+_API_PERMISSION = "APIHandlerInvokePermission"
+
+
+class TemplateError(Exception):
+    """The packaged template cannot be created locally; the message says what and why."""
+
+
+def translate(sam: dict[str, Any], region: str) -> dict[str, Any]:
+    """SAM to plain CloudFormation, as CloudFormation's AWS::Serverless transform does, for `region`."""
+    import copy
+
+    from samtranslator.parser.parser import Parser
+    from samtranslator.translator.translator import Translator
+
+    translator = Translator(None, Parser(), boto_session=boto3.session.Session(region_name=region))
+    # The template names no managed policy: nothing to look up.
+    return translator.translate(copy.deepcopy(sam), parameter_values={}, get_managed_policy_map=dict)
+
+
+def split(template: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """(what moto's CloudFormation creates, {logical id: resource} the stack stands in for).
+
+    A stood-in resource's logical id becomes a template parameter, so that a `Ref` to it still resolves
+    (a `Fn::GetAtt` of it cannot, and is refused)."""
+    stood_in = {k: v for k, v in template["Resources"].items() if v["Type"] in STOOD_IN or k == _API_PERMISSION}
+    created = {k: v for k, v in template["Resources"].items() if k not in stood_in}
+    for logical_id, res in created.items():
+        for target in _get_atts(res):
+            if target in stood_in:
+                raise TemplateError(f"{logical_id} reads an attribute of {target}, which moto cannot create")
+    params = dict(template.get("Parameters", {}))
+    params.update({k: {"Type": "String", "Default": k.lower()} for k in stood_in})
+    return {**template, "Parameters": params, "Resources": created}, stood_in
+
+
+def _get_atts(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        if "Fn::GetAtt" in value:
+            target = value["Fn::GetAtt"]
+            return [target[0] if isinstance(target, list) else target.split(".")[0]]
+        return [t for v in value.values() for t in _get_atts(v)]
+    if isinstance(value, list):
+        return [t for v in value for t in _get_atts(v)]
+    return []
+
+
+@dataclass(frozen=True)
+class StackFunction:
+    """One Lambda function as the stack created it: what the local runtime runs, and how."""
+
+    logical_id: str
+    name: str
+    handler: str  # "app.send_emails"
+    timeout_s: float
+    memory_mb: int
+    environment: dict[str, str]
+    role_arn: str
+    policies: tuple[str, ...]  # the role's policy documents (JSON), as the template gives them
+    on_failure: str | None  # the on-failure destination's ARN (an SQS queue), or None
+
+    @property
+    def handler_name(self) -> str:
+        return self.handler.split(".", 1)[1]
+
+
+@dataclass(frozen=True)
+class CreatedStack:
+    """What the runtime reads off the created stack."""
+
+    name: str
+    physical: dict[str, str]  # logical id -> physical id (ARN, URL or name, as CloudFormation's Ref gives)
+    functions: dict[str, StackFunction]  # by function name
+    subscriptions: list[tuple[str, str]]  # (topic ARN, function name) of every Lambda subscription
+    schedules: list[tuple[str, str, str]]  # (rule ARN, schedule expression, function name)
+    outputs: dict[str, str]
+    stood_in: tuple[str, ...]  # logical ids created by the stack instead of moto's CloudFormation
+
+
+class Resolver:
+    """CloudFormation's intrinsic functions over a created stack: Ref, Fn::GetAtt, Fn::Sub, Fn::Join."""
+
+    def __init__(self, physical: dict[str, str], types: dict[str, str], region: str, account: str) -> None:
+        self._physical = physical
+        self._types = types
+        self._pseudo = {
+            "AWS::Region": region,
+            "AWS::AccountId": account,
+            "AWS::Partition": "aws",
+            "AWS::URLSuffix": "amazonaws.com",
+        }
+        self._region, self._account = region, account
+
+    def __call__(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) == 1:
+            ((key, arg),) = value.items()
+            if key == "Ref":
+                return self.ref(arg)
+            if key == "Fn::GetAtt":
+                target, attr = arg if isinstance(arg, list) else arg.split(".", 1)
+                return self.get_att(target, attr)
+            if key == "Fn::Sub":
+                text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], self(arg[1]))
+                return re.sub(r"\$\{([^}]+)\}", lambda m: str(variables.get(m[1]) or self._sub(m[1])), text)
+            if key == "Fn::Join":
+                return str(arg[0]).join(str(self(v)) for v in arg[1])
+        return {k: self(v) for k, v in value.items()}
+
+    def _sub(self, name: str) -> str:
+        if "." in name:
+            target, attr = name.split(".", 1)
+            return self.get_att(target, attr)
+        return self.ref(name)
+
+    def ref(self, name: str) -> str:
+        if name in self._pseudo:
+            return self._pseudo[name]
+        if name not in self._physical:
+            raise TemplateError(f"Ref to {name}, which the stack did not create")
+        return self._physical[name]
+
+    def get_att(self, target: str, attr: str) -> str:
+        kind, ref = self._types.get(target), self.ref(target)
+        r, a = self._region, self._account
+        if attr == "Arn":
+            if kind == "AWS::Lambda::Function":
+                return f"arn:aws:lambda:{r}:{a}:function:{ref}"
+            if kind == "AWS::SQS::Queue":
+                return f"arn:aws:sqs:{r}:{a}:{ref.rsplit('/', 1)[-1]}"
+            if kind == "AWS::IAM::Role":
+                return f"arn:aws:iam::{a}:role/{ref}"
+        if kind == "AWS::SQS::Queue" and attr == "QueueName":
+            return ref.rsplit("/", 1)[-1]
+        if kind == "AWS::SNS::Topic" and attr == "TopicName":
+            return ref.rsplit(":", 1)[-1]
+        raise TemplateError(f"Fn::GetAtt {target}.{attr} is not known to the local stack")
+
+
+def create(
+    sam_file: Path, bundle: Path, stage: str, clients: dict[str, Any], region: str, account: str
+) -> CreatedStack:
+    """Deploy the packaged template to the local endpoint, stand in for what moto cannot create, and
+    read back what the runtime needs. `clients` are the operator's (the stack's own) clients."""
+    bucket = f"moonsend-artifacts-{account}-{region}"
+    _ensure_bucket(clients["s3"], bucket, region)
+    plan, sam = deploy_plan(stage, sam_file, bundle, bucket)
+    template, stood_in = split(translate(sam, region))
+    upload = [a for a in plan if a.kind == "upload"]
+    execute([*upload, *(_replace_template(a, template) for a in plan if a.kind == "deploy-stack")], clients, say=_quiet)
+    name = stack_name(stage)
+    cfn = clients["cloudformation"]
+    stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
+        raise TemplateError(f"stack {name}: {stack['StackStatus']} {stack.get('StackStatusReason', '')}")
+    summaries = [
+        s
+        for page in cfn.get_paginator("list_stack_resources").paginate(StackName=name)
+        for s in page["StackResourceSummaries"]
+    ]
+    physical = {s["LogicalResourceId"]: s.get("PhysicalResourceId", "") for s in summaries}
+    physical.update({k: k.lower() for k in stood_in})
+    types = {k: v["Type"] for k, v in template["Resources"].items()} | {k: v["Type"] for k, v in stood_in.items()}
+    resolve = Resolver(physical, types, region, account)
+    _stand_in(stood_in, resolve, clients)
+    functions = _functions(template, stood_in, resolve, clients["lambda"])
+    by_arn = {resolve.get_att(f.logical_id, "Arn"): f.name for f in functions.values()}
+    subscriptions = [
+        (resolve(res["Properties"]["TopicArn"]), by_arn[resolve(res["Properties"]["Endpoint"])])
+        for res in stood_in.values()
+        if res["Type"] == "AWS::SNS::Subscription" and res["Properties"].get("Protocol") == "lambda"
+    ]
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
+    return CreatedStack(
+        name, physical, functions, subscriptions, _schedules(clients["events"], by_arn), outputs, tuple(stood_in)
+    )
+
+
+def _quiet(_line: str) -> None:
+    pass
+
+
+def _replace_template(action: Any, template: dict[str, Any]) -> Any:
+    from dataclasses import replace
+
+    return replace(action, params={**action.params, "template": template})
+
+
+def _ensure_bucket(s3: Any, bucket: str, region: str) -> None:
+    kwargs = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    try:
+        s3.create_bucket(Bucket=bucket, **kwargs)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] not in ("BucketAlreadyOwnedByYou", "BucketAlreadyExists"):
+            raise
+
+
+def _functions(
+    template: dict[str, Any], stood_in: dict[str, dict[str, Any]], resolve: Resolver, lam: Any
+) -> dict[str, StackFunction]:
+    destinations = {
+        resolve(res["Properties"]["FunctionName"]): resolve(
+            res["Properties"].get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+        )
+        for res in stood_in.values()
+        if res["Type"] == "AWS::Lambda::EventInvokeConfig"
+    }
+    out: dict[str, StackFunction] = {}
+    for logical_id, res in template["Resources"].items():
+        if res["Type"] != "AWS::Lambda::Function":
+            continue
+        cfg = lam.get_function_configuration(FunctionName=resolve.ref(logical_id))
+        name = cfg["FunctionName"]
+        role_id = _get_atts(res["Properties"]["Role"])[0]
+        role = template["Resources"][role_id]["Properties"]
+        policies = tuple(json.dumps(resolve(p["PolicyDocument"])) for p in role.get("Policies", []))
+        if role.get("ManagedPolicyArns"):
+            raise TemplateError(f"{role_id}: managed policies are not evaluated by the local stack")
+        out[name] = StackFunction(
+            logical_id=logical_id,
+            name=name,
+            handler=cfg["Handler"],
+            timeout_s=float(cfg["Timeout"]),
+            memory_mb=int(cfg["MemorySize"]),
+            environment=dict(cfg.get("Environment", {}).get("Variables", {})),
+            role_arn=cfg["Role"],
+            policies=policies,
+            on_failure=destinations.get(name),
+        )
+    return out
+
+
+def _schedules(events: Any, by_arn: dict[str, str]) -> list[tuple[str, str, str]]:
+    out = []
+    for page in events.get_paginator("list_rules").paginate():
+        for rule in page["Rules"]:
+            if "ScheduleExpression" not in rule or rule.get("State") != "ENABLED":
+                continue
+            for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
+                if target["Arn"] in by_arn:
+                    out.append((rule["Arn"], rule["ScheduleExpression"], by_arn[target["Arn"]]))
+    return out
+
+
+def _stand_in(stood_in: dict[str, dict[str, Any]], resolve: Resolver, clients: dict[str, Any]) -> None:
+    """Create, through the endpoint's own APIs, the stood-in resources that exist as AWS resources."""
+    for res in stood_in.values():
+        props = resolve(res.get("Properties", {}))
+        kind = res["Type"]
+        if kind == "AWS::CloudWatch::Alarm":
+            clients["cloudwatch"].put_metric_alarm(**_alarm(props))
+        elif kind == "AWS::SNS::TopicPolicy":
+            for topic in props["Topics"]:
+                clients["sns"].set_topic_attributes(
+                    TopicArn=topic, AttributeName="Policy", AttributeValue=json.dumps(props["PolicyDocument"])
+                )
+        elif kind == "AWS::SES::ConfigurationSet":
+            _ensure_configuration_set(clients["sesv2"], props["Name"])
+        elif kind == "AWS::SecretsManager::Secret":
+            _ensure_secret(clients["secretsmanager"], props)
+    for res in stood_in.values():  # after the configuration sets they belong to
+        if res["Type"] == "AWS::SES::ConfigurationSetEventDestination":
+            props = resolve(res["Properties"])
+            dest = props["EventDestination"]
+            clients["sesv2"].create_configuration_set_event_destination(
+                ConfigurationSetName=props["ConfigurationSetName"],
+                EventDestinationName=dest["Name"],
+                EventDestination={
+                    "Enabled": dest.get("Enabled", False),
+                    "MatchingEventTypes": [t.upper() for t in dest["MatchingEventTypes"]],
+                    "SnsDestination": {"TopicArn": dest["SnsDestination"]["TopicARN"]},
+                },
+            )
+
+
+def _ensure_configuration_set(sesv2: Any, name: str) -> None:
+    try:
+        sesv2.create_configuration_set(ConfigurationSetName=name)
+    except ClientError as exc:
+        if "AlreadyExists" not in exc.response["Error"]["Code"]:
+            raise
+
+
+def _ensure_secret(sm: Any, props: dict[str, Any]) -> None:
+    spec = props.get("GenerateSecretString", {})
+    value = sm.get_random_password(
+        PasswordLength=int(spec.get("PasswordLength", 32)), ExcludePunctuation=bool(spec.get("ExcludePunctuation"))
+    )["RandomPassword"]
+    try:
+        sm.create_secret(Name=props["Name"], Description=props.get("Description", ""), SecretString=value)
+    except ClientError as exc:
+        if exc.response["Error"]["Code"] != "ResourceExistsException":
+            raise
+
+
+_ALARM_KEYS = (
+    "AlarmName",
+    "Namespace",
+    "MetricName",
+    "Dimensions",
+    "Statistic",
+    "Period",
+    "EvaluationPeriods",
+    "DatapointsToAlarm",
+    "Threshold",
+    "ComparisonOperator",
+    "TreatMissingData",
+    "AlarmActions",
+    "OKActions",
+)
+
+
+def _alarm(props: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(props) - set(_ALARM_KEYS)
+    if unknown:
+        raise TemplateError(f"alarm {props.get('AlarmName')}: properties the local stack does not know: {unknown}")
+    out = {k: props[k] for k in _ALARM_KEYS if k in props}
+    for k in ("Period", "EvaluationPeriods", "DatapointsToAlarm"):
+        if k in out:
+            out[k] = int(out[k])
+    if "Threshold" in out:
+        out["Threshold"] = float(out["Threshold"])
+    return out

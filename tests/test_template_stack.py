@@ -1,0 +1,213 @@
+"""The local stack is the packaged template, created: names, roles, IAM and the on-failure destination."""
+
+import json
+import time
+
+import pytest
+from botocore.exceptions import ClientError
+
+from chalicelib import aws, wiring
+from chalicelib.resources import FUNCTION_IDS
+from infra.local.access import allowed, describe
+from infra.local.identity import acting_as
+from infra.replay import replay_failed
+from tests.conftest import canonical, read_sends
+
+_POLICY = {
+    "Version": "2012-10-17",
+    "Statement": [
+        {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": "arn:aws:sqs:*:*:moonsend-dev-t-*"},
+        {"Effect": "Allow", "Action": ["S3:GetObject"], "Resource": "arn:aws:s3:::bucket/queued/?.json"},
+        {"Effect": "Deny", "Action": "sqs:SendMessage", "Resource": "arn:aws:sqs:*:*:moonsend-dev-t-blocked"},
+    ],
+}
+
+
+def _allowed(action, resource, policy=_POLICY):
+    return allowed((json.dumps(policy),), action, resource)
+
+
+def test_policy_evaluation_allows_by_wildcard_and_an_explicit_deny_wins():
+    assert _allowed("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:moonsend-dev-t-abc")
+    assert not _allowed("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:moonsend-dev-t-blocked")
+    assert not _allowed("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:moonsend-prod-t-abc")
+    assert not _allowed("sqs:ReceiveMessage", "arn:aws:sqs:us-east-1:123456789012:moonsend-dev-t-abc")
+
+
+def test_policy_evaluation_reads_iam_wildcards_not_regular_expressions():
+    assert _allowed("s3:getobject", "arn:aws:s3:::bucket/queued/a.json")  # actions ignore case
+    assert not _allowed("s3:GetObject", "arn:aws:s3:::BUCKET/queued/a.json")  # resources do not
+    assert not _allowed("s3:GetObject", "arn:aws:s3:::bucket/queued/ab.json")  # ? is one character
+    assert not _allowed("s3:GetObject", "arn:aws:s3:::bucket/queued/a_json")  # . is a dot, not any character
+
+
+def test_a_statement_with_a_condition_never_allows_and_always_denies():
+    conditional = {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "sqs:*",
+                "Resource": "*",
+                "Condition": {"Bool": {"aws:SecureTransport": "true"}},
+            }
+        ]
+    }
+    assert not _allowed("sqs:SendMessage", "arn:aws:sqs:us-east-1:1:q", conditional)
+
+
+def test_requests_are_described_by_their_action_and_resource_arn():
+    sqs = describe(
+        "sqs",
+        {"HTTP_X_AMZ_TARGET": "AmazonSQS.SendMessageBatch"},
+        json.dumps({"QueueUrl": "http://127.0.0.1:4566/123456789012/moonsend-dev-t-abc"}).encode(),
+        "us-east-1",
+        "123456789012",
+    )
+    assert sqs.action == "sqs:SendMessage"  # SQS authorises a batch as its single action
+    assert sqs.resources == ("arn:aws:sqs:us-east-1:123456789012:moonsend-dev-t-abc",)
+    invoke = describe(
+        "lambda",
+        {"REQUEST_METHOD": "POST", "PATH_INFO": "/2015-03-31/functions/moonsend-dev-send_emails/invocations"},
+        b"{}",
+        "us-east-1",
+        "123456789012",
+    )
+    assert invoke.action == "lambda:InvokeFunction"
+    assert invoke.resources == ("arn:aws:lambda:us-east-1:123456789012:function:moonsend-dev-send_emails",)
+    put = describe(
+        "s3",
+        {"REQUEST_METHOD": "PUT", "PATH_INFO": "/moonsend-dev-payloads-1/queued/x/y.json"},
+        b'{"Bucket": "elsewhere"}',  # an object's body never names the resource
+        "us-east-1",
+        "1",
+    )
+    assert (put.action, put.resources) == ("s3:PutObject", ("arn:aws:s3:::moonsend-dev-payloads-1/queued/x/y.json",))
+
+
+def test_every_function_runs_under_the_name_the_code_invokes_and_its_own_role(stack):
+    r = stack.settings.resources
+    created = stack.created
+    assert set(created.functions) == {r.function_name(h) for h in FUNCTION_IDS.values()}
+    names = {f["FunctionName"] for f in stack.client("lambda").list_functions()["Functions"]}
+    assert r.function_name("send_emails") in names
+    roles = {f.role_arn for f in created.functions.values()}
+    assert len(roles) == len(created.functions)  # one role per function
+    send = created.functions[r.function_name("send_emails")]
+    arn = f"arn:aws:lambda:{stack.config.region}:{stack.config.account_id}:function:{send.name}"
+    for invoker in ("send_emails", "sweep_queues", "release_scheduled", "api_handler"):
+        assert allowed(created.functions[r.function_name(invoker)].policies, "lambda:InvokeFunction", arn), invoker
+    assert not allowed(created.functions[r.function_name("ses_events")].policies, "lambda:InvokeFunction", arn)
+
+
+def test_environment_timeout_and_event_sources_come_from_the_template(stack):
+    r = stack.settings.resources
+    send = stack.runner.functions[r.function_name("send_emails")]
+    created = stack.created.functions[r.function_name("send_emails")]
+    assert send.timeout_s == created.timeout_s == 60 and send.memory_mb == created.memory_mb == 512
+    assert created.environment["MOONSEND_STAGE"] == "local"
+    assert created.environment["MOONSEND_ACCOUNT_ID"] == stack.config.account_id
+    topics = {topic.rsplit(":", 1)[-1]: fn for topic, fn in stack.created.subscriptions}
+    assert topics == {
+        r.precompile_topic.name: r.function_name("precompile_email"),
+        r.send_topic.name: r.function_name("send_emails"),
+        r.events_topic.name: r.function_name("ses_events"),
+    }
+    schedules = {fn: expr for _rule, expr, fn in stack.created.schedules}
+    assert schedules[r.function_name("sweep_queues")] == "rate(1 minute)"
+    assert schedules[r.function_name("reconcile_dead_letters")] == "rate(15 minutes)"
+    assert all(
+        f.on_failure and f.on_failure.endswith(r.failed_invocations_queue.name) for f in stack.runner.functions.values()
+    )
+
+
+def _role(stack, handler):
+    return stack.runner.functions[stack.settings.resources.function_name(handler)].role
+
+
+def _refused(stack, handler, call):
+    before = len(stack.access.denied)
+    with acting_as(_role(stack, handler)), pytest.raises(ClientError) as exc:
+        call()
+    del stack.access.denied[before:]  # deliberate: the session's end checks that nothing else was refused
+    return exc.value.response["Error"]
+
+
+def test_a_call_outside_the_functions_policy_is_refused_as_aws_refuses_it(stack, uid):
+    r = stack.settings.resources
+    region = stack.config.region
+    # The handlers' own clients (chalicelib.aws): no keys of their own, so each call signs as its caller.
+    sqs = aws.client("sqs", region)
+    url = sqs.create_queue(QueueName=f"{r.tenant_queue_prefix}{uid}")["QueueUrl"]
+    err = _refused(stack, "ses_events", lambda: sqs.send_message(QueueUrl=url, MessageBody="x"))
+    assert err["Code"] == "AccessDenied"
+    assert f"assumed-role/{_role(stack, 'ses_events').role_arn.rsplit('/', 1)[-1]}/" in err["Message"]
+    assert f"sqs:SendMessage on resource: arn:aws:sqs:{stack.config.region}" in err["Message"]
+    lam = aws.client("lambda", region)
+    err = _refused(
+        stack, "ses_events", lambda: lam.invoke(FunctionName=r.function_name("send_emails"), InvocationType="Event")
+    )
+    assert err["Code"] == "AccessDeniedException"
+    sns = aws.client("sns", region)
+    err = _refused(
+        stack, "precompile_email", lambda: sns.publish(TopicArn=stack.topic_arns[r.send_topic.name], Message="{}")
+    )
+    assert err["Code"] == "AuthorizationError"
+    ddb = aws.client("dynamodb", region)
+    err = _refused(
+        stack,
+        "precompile_email",
+        lambda: ddb.put_item(TableName=r.leases_table.name, Item={"queue": {"S": f"q-{uid}"}}),
+    )
+    assert err["Code"] == "AccessDeniedException"
+    s3 = aws.client("s3", region)
+    err = _refused(stack, "sweep_queues", lambda: s3.get_object(Bucket=r.payload_bucket.name, Key="queued/x"))
+    assert err["Code"] == "AccessDenied"
+    # The same calls as the operator (no role) are answered.
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    sqs.delete_queue(QueueUrl=url)
+
+
+def test_a_precompile_failing_every_try_goes_to_the_on_failure_queue_and_replays_once(stack, uid, monkeypatch):
+    r = stack.settings.resources
+    user, campaign = f"fail-{uid}", f"c-{uid}"
+    precompiler = wiring.container().precompiler
+    real = precompiler.handle
+
+    def broken(raw):
+        if campaign in raw:
+            raise RuntimeError("injected: precompile down")
+        return real(raw)
+
+    monkeypatch.setattr(precompiler, "handle", broken)
+    recipients = [{"email": f"r{i}@example.org", "metadata": {"name": f"R{i}"}} for i in range(3)]
+    msg = canonical(userId=user, campaign={"id": campaign, "subject": "Hi", "body": "<p>Hi {{ name }}</p>"})
+    msg.pop("recipient")
+    msg["recipients"] = recipients
+    msg["sender"] = stack.paid_sender(user, rate=10, ses_max_rate=20)
+    stack.client("sns").publish(TopicArn=stack.topic_arns[r.precompile_topic.name], Message=json.dumps(msg))
+    sqs = stack.client("sqs")
+    url = sqs.get_queue_url(QueueName=r.failed_invocations_queue.name)["QueueUrl"]
+    deadline = time.monotonic() + 30
+    record = None
+    while record is None and time.monotonic() < deadline:
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=0).get("Messages", []):
+            body = json.loads(m["Body"])
+            if campaign in json.dumps(body["requestPayload"]):
+                record = body
+        time.sleep(0.3)
+    assert record is not None, "no invocation record on the on-failure queue"
+    assert record["requestContext"]["condition"] == "RetriesExhausted"
+    assert record["requestContext"]["approximateInvokeCount"] == 3
+    assert record["requestContext"]["functionArn"].endswith(f":function:{r.function_name('precompile_email')}:$LATEST")
+    assert record["responsePayload"]["errorType"] == "RuntimeError"
+    assert "precompile down" in record["responsePayload"]["errorMessage"]
+    assert not [s for s in read_sends(stack.config.outbox) if s.get("campaignId") == campaign]
+
+    monkeypatch.setattr(precompiler, "handle", real)  # the fault is fixed
+    replayed = replay_failed(sqs, stack.client("lambda"), url, only=r.function_name("precompile_email"))
+    assert any(x.condition == "RetriesExhausted" for x in replayed)
+    assert stack.wait_until_drained(60)
+    replay_failed(sqs, stack.client("lambda"), url, only=r.function_name("precompile_email"))  # twice: harmless
+    assert stack.wait_until_drained(60)
+    sent = [s["to"] for s in read_sends(stack.config.outbox) if s.get("campaignId") == campaign]
+    assert sorted(sent) == sorted(x["email"] for x in recipients)  # each recipient once

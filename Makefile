@@ -54,8 +54,9 @@ deploy: install
 destroy: install
 	$(BIN)/moonsend destroy --stage $(STAGE)
 
+# The smoke campaign: on AWS (STAGE=dev, SENDER=a verified identity) or on a local stack (STAGE=local).
 smoke: install
-	$(BIN)/moonsend smoke --stage $(STAGE) --sender $(SENDER)
+	$(BIN)/moonsend smoke --stage $(STAGE) $(if $(SENDER),--sender $(SENDER))
 
 clean:
 	rm -rf $(VENV) outbox .pytest_cache .ruff_cache build *.egg-info .chalice/deployments

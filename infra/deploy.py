@@ -148,7 +148,9 @@ def smoke_messages(sender_address: str, campaign_id: str) -> list[dict[str, Any]
     ]
 
 
-def wait_for_outcomes(settings: Settings, campaign_id: str, timeout_s: float = 600) -> dict[str, str | None]:
+def wait_for_outcomes(
+    settings: Settings, campaign_id: str, timeout_s: float = 600, poll_s: float = 5
+) -> dict[str, str | None]:
     """Poll the ledger until every simulator address has its expected state (or the time is up)."""
     from chalicelib.ledger import Ledger
 
@@ -158,7 +160,7 @@ def wait_for_outcomes(settings: Settings, campaign_id: str, timeout_s: float = 6
         seen = {a: (ledger.get("moonsend-smoke", campaign_id, a) or _Nothing).state for a in SIMULATOR}
         if all(seen[a] == want for a, want in SIMULATOR.items()) or time.time() > deadline:
             return seen
-        time.sleep(5)
+        time.sleep(poll_s)
 
 
 class _Nothing:

@@ -68,6 +68,14 @@ def canonical(**overrides: Any) -> dict[str, Any]:
     return msg
 
 
+def as_function(stack: LocalStack, handler: str) -> Any:
+    """Calls in this block are made as the function's role (as its handler's would be), checked by IAM."""
+    from infra.local.identity import acting_as
+
+    assert stack.runner is not None and stack.settings is not None
+    return acting_as(stack.runner.functions[stack.settings.resources.function_name(handler)].role)
+
+
 def read_sends(outbox: Path) -> list[dict[str, Any]]:
     path = outbox / "sends.jsonl"
     if not path.exists():

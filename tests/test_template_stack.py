@@ -10,6 +10,7 @@ from chalicelib import aws, wiring
 from chalicelib.resources import FUNCTION_IDS
 from infra.local.access import allowed, describe
 from infra.local.identity import acting_as
+from infra.local.scheduler import scheduled_event
 from infra.replay import replay_failed
 from tests.conftest import canonical, read_sends
 
@@ -211,3 +212,16 @@ def test_a_precompile_failing_every_try_goes_to_the_on_failure_queue_and_replays
     assert stack.wait_until_drained(60)
     sent = [s["to"] for s in read_sends(stack.config.outbox) if s.get("campaignId") == campaign]
     assert sorted(sent) == sorted(x["email"] for x in recipients)  # each recipient once
+
+
+def test_the_scheduled_functions_run_through_the_runtime_as_their_roles_with_no_call_refused(stack, uid):
+    r = stack.settings.resources
+    before = len(stack.access.denied)
+    for handler in ("sweep_queues", "release_scheduled", "retire_idle_queues", "reconcile_dead_letters"):
+        fn = stack.runner.functions[r.function_name(handler)]
+        stack.runner.invoke(
+            fn, scheduled_event(f"arn:aws:events:::rule/{uid}", stack.config.account_id, stack.config.region)
+        )
+        made = {k for k in stack.access.allowed_calls if k.startswith(f"{fn.function_name} ")}
+        assert made, f"{handler} made no AWS call as its role"
+    assert stack.access.denied[before:] == []

@@ -1,7 +1,7 @@
 """The local stack, created from the packaged template as `make deploy` creates the stage on AWS.
 
 The steps are deploy's own (infra.deploy: upload the bundle, point the functions at it, deploy the
-template through a change set), against the local endpoint. Between them, two steps AWS does itself:
+template), against the local endpoint. Between them, two steps AWS does itself:
 CloudFormation expands SAM (here aws-sam-translator), and some resource types moto's CloudFormation
 cannot create; those are taken out of what is sent to it and stood in for from the same template
 (`STOOD_IN`, which the README lists). What the runtime needs to run each function (its name, handler,
@@ -186,10 +186,12 @@ def create(
     _ensure_bucket(clients["s3"], bucket, region)
     plan, sam = deploy_plan(stage, sam_file, bundle, bucket)
     template, stood_in = split(translate(sam, region))
-    upload = [a for a in plan if a.kind == "upload"]
-    execute([*upload, *(_replace_template(a, template) for a in plan if a.kind == "deploy-stack")], clients, say=_quiet)
+    execute([a for a in plan if a.kind == "upload"], clients, say=_quiet)
     name = stack_name(stage)
     cfn = clients["cloudformation"]
+    # CreateStack rather than deploy's change set: moto works out a change set's outputs before its
+    # resources exist, so the stack would have none (the smoke reads the topic's ARN from them).
+    cfn.create_stack(StackName=name, TemplateBody=json.dumps(template), Capabilities=["CAPABILITY_IAM"])
     stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
     if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
         raise TemplateError(f"stack {name}: {stack['StackStatus']} {stack.get('StackStatusReason', '')}")
@@ -218,12 +220,6 @@ def create(
 
 def _quiet(_line: str) -> None:
     pass
-
-
-def _replace_template(action: Any, template: dict[str, Any]) -> Any:
-    from dataclasses import replace
-
-    return replace(action, params={**action.params, "template": template})
 
 
 def _ensure_bucket(s3: Any, bucket: str, region: str) -> None:

@@ -37,8 +37,10 @@ def cmd_up(args: argparse.Namespace) -> int:
         free_rate=args.free_rate,
         fast_sqs=False if args.stock_sqs else None,
         api_port=args.api_port,
+        aws_timing=args.aws_timing or None,
     )
     stack = LocalStack(config)
+    print("creating the local stack from the packaged template (packaging after a code change: ~20 s)", flush=True)
     try:
         stack.start()
     except StackError as exc:
@@ -54,6 +56,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     print(f"moonsend local stack ready at {stack.endpoint} topics: {topics}")
     print(f"  outbox: {config.outbox.resolve()}")
     print(f"  app's HTTP routes (unsubscribe links): {stack.api_url}")
+    if config.aws_timing:
+        print("  AWS's timing: alarms every minute on SQS's published metrics, an inactive queue's 15 min late")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
     stop.wait()
     print("stopping...", flush=True)
@@ -410,6 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--port", type=int, default=None, help="port (default 4566, env MOONSEND_PORT)")
     up.add_argument(
         "--api-port", type=int, default=None, help="port of the app's HTTP routes (default 8000, env MOONSEND_API_PORT)"
+    )
+    up.add_argument(
+        "--aws-timing",
+        action="store_true",
+        help="alarms and schedules in real time, on SQS metrics as AWS publishes them (see how long a tenant waits)",
     )
     up.add_argument(
         "--outbox",

@@ -77,6 +77,7 @@ def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0) 
     started = time.monotonic()
     free_rate = next(t.rate for t in TENANTS if t.plan == "free")
     config = StackConfig(port=port, api_port=0, outbox=outbox, clear_outbox=True, free_rate=free_rate)
+    console.print("creating the local stack from the packaged template (packaging after a code change: ~20 s)")
     with LocalStack(config) as stack:
         console.print(f"[bold]moonsend local stack ready[/] at {stack.endpoint}")
         assert stack.ses is not None and stack.settings is not None

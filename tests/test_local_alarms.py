@@ -154,3 +154,59 @@ def test_the_stacks_evaluator_fires_a_real_alarm_through_sns(stack, uid):
     assert "Messages" not in sqs.receive_message(QueueUrl=inbox)
     state = cw.describe_alarms(AlarmNames=[f"probe-{uid}"])["MetricAlarms"][0]["StateValue"]
     assert state == "ALARM"
+
+
+def _aws_timed(counts):
+    now = [0.0]
+    cw, sns = FakeCloudWatch(ALARM), FakeSns()
+    ev = AlarmEvaluator(
+        cw,
+        FakeSqs(),
+        sns,
+        account_id="123456789012",
+        region="us-east-1",
+        time_scale=1.0,
+        clock=lambda: now[0],
+        queue_counts=lambda _q: {"ApproximateNumberOfMessages": counts[0]},
+        aws_timing=True,
+    )
+    return ev, now, sns
+
+
+def _first_alarm_after(ev, now, sns, start, until):
+    """Step a fake clock 5 s at a time; the time the first ALARM notification went out, or None."""
+    t = start
+    while t <= until:
+        now[0] = t
+        ev.evaluate_once()
+        if any(p[2]["NewStateValue"] == "ALARM" for p in sns.published):
+            return t
+        t += 5.0
+    return None
+
+
+def test_with_aws_timing_an_inactive_queue_publishes_nothing_for_15_minutes_after_it_wakes():
+    counts = [0]
+    ev, now, sns = _aws_timed(counts)
+    assert _first_alarm_after(ev, now, sns, 1000.0, 1100.0) is None  # empty: OK
+    counts[0] = 3  # email arrives at 1105 s, in a queue not seen active (a tenant idle for days)
+    fired = _first_alarm_after(ev, now, sns, 1105.0, 1105.0 + 20 * 60)
+    assert fired is not None
+    # SQS's first datapoint comes 15 minutes after the wake-up; the alarm sees it within two minutes.
+    assert 15 * 60 <= fired - 1105.0 <= 17 * 60
+
+
+def test_with_aws_timing_an_active_queue_alarms_within_a_minute_or_two():
+    counts = [2]
+    ev, now, sns = _aws_timed(counts)
+    ev.wake_delay_s = 0  # this queue's first activity wakes it at once
+    assert _first_alarm_after(ev, now, sns, 1000.0, 1000.0) == 1000.0
+    counts[0] = 0
+    for t in range(1060, 1300, 60):  # emptied: back to OK
+        now[0] = float(t)
+        ev.evaluate_once()
+    ev.wake_delay_s = 15 * 60  # would apply only to a queue inactive for 6 hours
+    counts[0] = 1  # new email minutes after the queue was last active: no wake-up delay
+    sns.published.clear()
+    fired = _first_alarm_after(ev, now, sns, 1305.0, 1305.0 + 20 * 60)
+    assert fired is not None and fired - 1305.0 <= 120

@@ -1,6 +1,7 @@
 """Deployment, checked without an AWS account: the packaged templates, their IAM, the bundle, the plans."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -149,27 +150,41 @@ def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(package
 
 def test_the_template_created_in_cloudformation_names_each_function_as_the_code_invokes_it(packaged):
     """Translated by aws-sam-translator and created in moto's CloudFormation, as on AWS (offline)."""
-    import boto3
-    from moto import mock_aws
-
     from chalicelib.resources import FUNCTION_IDS
     from infra.local.access import allowed
     from infra.local.cloudformation import split, translate
 
     stage, _report, template = packaged
+    template = json.loads(json.dumps(template))  # the module's other tests share the packaged one
     for res in template["Resources"].values():
         if res["Type"] == "AWS::Serverless::Function":
             res["Properties"]["CodeUri"] = {"Bucket": "artifacts", "Key": "bundle.zip"}
     created, _stood_in = split(translate(template, "us-east-1"))
     r = resources_for("moonsend", stage)
-    with mock_aws():
-        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="artifacts")
-        boto3.client("s3", region_name="us-east-1").put_object(Bucket="artifacts", Key="bundle.zip", Body=b"PK")
-        cfn = boto3.client("cloudformation", region_name="us-east-1")
-        cfn.create_stack(
-            StackName=f"moonsend-{stage}", TemplateBody=json.dumps(created), Capabilities=["CAPABILITY_IAM"]
-        )
-        functions = boto3.client("lambda", region_name="us-east-1").list_functions()["Functions"]
+    # In a process of its own: moto's in-process mock resets the backends the session's local stack uses.
+    script = (
+        "import json, sys, boto3\n"
+        "from moto import mock_aws\n"
+        "with mock_aws():\n"
+        "    s3 = boto3.client('s3', region_name='us-east-1')\n"
+        "    s3.create_bucket(Bucket='artifacts')\n"
+        "    s3.put_object(Bucket='artifacts', Key='bundle.zip', Body=b'PK')\n"
+        "    cfn = boto3.client('cloudformation', region_name='us-east-1')\n"
+        "    cfn.create_stack(StackName='s', TemplateBody=sys.stdin.read(), Capabilities=['CAPABILITY_IAM'])\n"
+        "    print(json.dumps(boto3.client('lambda', region_name='us-east-1').list_functions()['Functions'],"
+        " default=str))\n"
+    )
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1"}
+    env.pop("AWS_ENDPOINT_URL", None)
+    out = subprocess.run(
+        [sys.executable, "-W", "ignore", "-c", script],
+        input=json.dumps(created),
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    functions = json.loads(out.stdout.strip().splitlines()[-1])
     names = {f["FunctionName"] for f in functions}
     assert names == {r.function_name(h) for h in FUNCTION_IDS.values()}
     send_arn = next(f["FunctionArn"] for f in functions if f["FunctionName"] == r.function_name("send_emails"))

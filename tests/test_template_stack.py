@@ -83,6 +83,10 @@ def test_requests_are_described_by_their_action_and_resource_arn():
         "1",
     )
     assert (put.action, put.resources) == ("s3:PutObject", ("arn:aws:s3:::moonsend-dev-payloads-1/queued/x/y.json",))
+    # One method and path, told apart by the query: a delete, and the abort of a multipart upload.
+    for query, action in (("x-id=DeleteObject", "s3:DeleteObject"), ("uploadId=7", "s3:AbortMultipartUpload")):
+        environ = {"REQUEST_METHOD": "DELETE", "PATH_INFO": "/b/queued/k.json", "QUERY_STRING": query}
+        assert describe("s3", environ, b"", "us-east-1", "1").action == action
 
 
 def test_every_function_runs_under_the_name_the_code_invokes_and_its_own_role(stack):

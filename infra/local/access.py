@@ -40,6 +40,7 @@ _ACTION = {
     ("s3", "DeleteObjects"): "DeleteObject",
     ("s3", "CopyObject"): "PutObject",  # on the copy (the source's s3:GetObject is not checked here)
     ("s3", "PutBucketLifecycleConfiguration"): "PutLifecycleConfiguration",
+    ("s3", "PutBucketLifecycle"): "PutLifecycleConfiguration",
     ("s3", "GetBucketLifecycleConfiguration"): "GetLifecycleConfiguration",
 }
 # Signing names whose requests are REST (operation from method and path, by the service's model).
@@ -110,8 +111,11 @@ def allowed(policies: tuple[str, ...], action: str, resource: str) -> bool:
 
 # --- what a request asks ----------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=8)
-def _rest_routes(model_name: str) -> list[tuple[str, re.Pattern[str], tuple[str, ...], str]]:
-    """(method, path pattern, query keys the URI requires, operation) of a REST service's operations."""
+def _rest_routes(model_name: str) -> list[tuple[str, re.Pattern[str], tuple[tuple[str, str], ...], str]]:
+    """(method, path pattern, query the URI requires, operation) of a REST service's operations.
+
+    The query is (key, value) pairs; an empty value means the key alone (`?uploads`), else the value must
+    match too (S3's `?x-id=DeleteObject` and `?x-id=AbortMultipartUpload` share a path)."""
     import botocore.session
 
     model = botocore.session.get_session().get_service_model(model_name)
@@ -126,7 +130,14 @@ def _rest_routes(model_name: str) -> list[tuple[str, re.Pattern[str], tuple[str,
                 regex += f"(?P<{label.rstrip('+')}>.+)" if label.endswith("+") else f"(?P<{label}>[^/]+)"
             else:
                 regex += re.escape(part)
-        keys = tuple(k.split("=")[0] for k in query.split("&") if k)
+        keys = tuple((k.partition("=")[0], k.partition("=")[2]) for k in query.split("&") if k)
+        shape = model.operation_model(name).input_shape
+        if shape is not None:  # required query parameters tell apart operations of one path (S3's uploadId)
+            keys += tuple(
+                (member.serialization["name"], "")
+                for member_name, member in shape.members.items()
+                if member.serialization.get("location") == "querystring" and member_name in shape.required_members
+            )
         routes.append((http["method"], re.compile(regex.rstrip("/") + "/?"), keys, name))
     # The most specific first: more required query keys, then longer literal paths.
     routes.sort(key=lambda r: (-len(r[2]), -len(r[1].pattern)))
@@ -134,9 +145,9 @@ def _rest_routes(model_name: str) -> list[tuple[str, re.Pattern[str], tuple[str,
 
 
 def _rest_operation(model_name: str, method: str, path: str, query: str) -> tuple[str, dict[str, str]]:
-    present = set(parse_qs(query, keep_blank_values=True))
+    present = {k: v[0] for k, v in parse_qs(query, keep_blank_values=True).items()}
     for route_method, pattern, keys, name in _rest_routes(model_name):
-        if route_method != method or not set(keys) <= present:
+        if route_method != method or any(k not in present or (v and present[k] != v) for k, v in keys):
             continue
         m = pattern.fullmatch(path)
         if m:
@@ -159,7 +170,7 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
             operation = "CopyObject" if environ.get("HTTP_X_AMZ_COPY_SOURCE") else "PutObject"
         if body and service in ("ses", "email"):  # SES v2 names its identity and set in the JSON body
             params.update(_json(body))
-        elif body and service == "s3":
+        elif body and operation == "DeleteObjects":
             params["Keys"] = re.findall(r"<Key>(.*?)</Key>", body.decode("utf-8", "replace"))
     elif environ.get("HTTP_X_AMZ_TARGET"):
         operation = environ["HTTP_X_AMZ_TARGET"].rpartition(".")[2]

@@ -10,6 +10,11 @@ get the JSON notification CloudWatch publishes (the shape in seed 003).
 Metrics come from the queues themselves (AWS/SQS ApproximateNumberOf*): the only namespace the app
 alarms on. Each alarm is evaluated once per `Period * time_scale` seconds; the local stack compresses
 time (a 60 s period is evaluated every second) so that a demo does not wait a minute per step.
+
+With `aws_timing` (`moonsend up --aws-timing`) time is not compressed and the metrics arrive as SQS
+publishes them: one datapoint per queue per minute, sampled when it is published, and a queue that had
+no messages for 6 hours (SQS calls it inactive; a local stack assumes it of every queue it has not seen
+active) publishes nothing for `wake_delay_s` (up to 15 minutes, AWS says) after messages arrive.
 """
 
 from __future__ import annotations
@@ -54,6 +59,21 @@ class Transition:
     old: str
     new: str
     notified: list[str] = field(default_factory=list)
+
+
+# SQS: a queue with no messages for this long is inactive, and its metrics lag when it wakes up.
+INACTIVE_AFTER_S = 6 * 3600
+WAKE_DELAY_S = 15 * 60
+
+
+@dataclass
+class _Published:
+    """What SQS has published of one queue's metrics (aws_timing)."""
+
+    minute: int = -1
+    counts: dict[str, int] | None = None
+    last_active: float | None = None  # when the queue was last seen with messages
+    awake_at: float = 0.0  # datapoints are withheld until then
 
 
 @dataclass
@@ -143,8 +163,13 @@ class AlarmEvaluator(Periodic):
         clock: Callable[[], float] = time.monotonic,
         queue_counts: Callable[[str], dict[str, int] | None] | None = None,
         definitions_ttl_s: float = 1.0,
+        aws_timing: bool = False,
+        wake_delay_s: float = WAKE_DELAY_S,
     ) -> None:
         super().__init__(tick_s)
+        self.aws_timing = aws_timing
+        self.wake_delay_s = wake_delay_s
+        self._published: dict[str, _Published] = {}
         # The queue's Approximate* counts by name, read where CloudWatch reads them (SQS itself), or None
         # when the queue is gone. Without it they are asked for over the SQS API: two requests per alarm
         # per period, which with 50 tenants was about half of the local stack's CPU.
@@ -170,6 +195,9 @@ class AlarmEvaluator(Periodic):
         queue = next((d["Value"] for d in alarm.get("Dimensions", []) if d["Name"] == "QueueName"), None)
         if attribute is None or queue is None:
             return None
+        if self.aws_timing:
+            counts = self._published_counts(queue)
+            return None if counts is None else float(counts[attribute])
         if self._queue_counts is not None:
             counts = self._queue_counts(queue)
             return None if counts is None else float(counts[attribute])
@@ -179,6 +207,32 @@ class AlarmEvaluator(Periodic):
         except ClientError:
             return None  # the queue is gone: missing data
         return float(attrs["Attributes"][attribute])
+
+    def _live_counts(self, queue: str) -> dict[str, int] | None:
+        if self._queue_counts is not None:
+            return self._queue_counts(queue)
+        try:
+            url = self._sqs.get_queue_url(QueueName=queue)["QueueUrl"]
+            attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=list(SQS_METRICS.values()))
+        except ClientError:
+            return None
+        return {k: int(v) for k, v in attrs["Attributes"].items()}
+
+    def _published_counts(self, queue: str) -> dict[str, int] | None:
+        """The counts SQS last published for `queue` (aws_timing): once a minute, late after a sleep."""
+        now = self._clock()
+        p = self._published.setdefault(queue, _Published())
+        minute = int(now // 60)
+        if p.minute != minute:
+            p.minute = minute
+            counts = self._live_counts(queue)
+            active = counts is not None and any(counts.values())
+            if active:
+                if p.last_active is None or now - p.last_active > INACTIVE_AFTER_S:
+                    p.awake_at = now + self.wake_delay_s  # waking up: nothing published for a while
+                p.last_active = now
+            p.counts = None if now < p.awake_at else counts
+        return p.counts
 
     def alarms(self, fresh: bool = False) -> list[dict[str, Any]]:
         """The alarms' definitions, read again at most every `definitions_ttl_s` (unless `fresh`)."""

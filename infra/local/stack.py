@@ -21,6 +21,7 @@ import os
 import secrets
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -77,6 +78,8 @@ class StackConfig:
     ses_max_24h_send: float = 50_000.0
     alarm_time_scale: float = 1 / 60
     schedule_time_scale: float = 1.0
+    # AWS's timing: alarms every real minute on SQS metrics as SQS publishes them (infra.local.alarms).
+    aws_timing: bool = False
     free_rate: float | None = None
     max_concurrency: int = 64  # concurrent invocations of each function (Lambda scales functions apart)
     fast_sqs: bool = True  # False: moto's own SQS model (only to compare against, in benches)
@@ -153,7 +156,12 @@ class LocalStack:
 
         c = self.config
         _check_port(c.host, c.port)
-        report = packaged(c.stage)  # what `make deploy` would upload, made again only if its inputs changed
+        try:
+            report = packaged(c.stage)  # what `make deploy` would upload, made again only if its inputs changed
+        except subprocess.CalledProcessError as exc:
+            why = (exc.stderr or exc.stdout or "")[-2000:]
+            command = f"moonsend package --stage {c.stage}"
+            raise StackError(f"packaging the {c.stage} stage failed (`{command}`):\n{why}") from None
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         if c.clear_outbox and c.outbox.exists():
             shutil.rmtree(c.outbox)
@@ -312,7 +320,10 @@ class LocalStack:
         self.sns = SnsDelivery(self.runner)
         gateway.sns = self.sns
         self.scheduler = Scheduler(
-            self.runner, account_id=c.account_id, region=c.region, time_scale=c.schedule_time_scale
+            self.runner,
+            account_id=c.account_id,
+            region=c.region,
+            time_scale=1.0 if c.aws_timing else c.schedule_time_scale,
         )
         for topic_arn, name in created.subscriptions:
             self.sns.subscribe(topic_arn, functions[name])
@@ -326,8 +337,10 @@ class LocalStack:
             self.client("sns"),
             account_id=c.account_id,
             region=c.region,
-            time_scale=c.alarm_time_scale,
+            time_scale=1.0 if c.aws_timing else c.alarm_time_scale,
             queue_counts=self._queue_counts,
+            aws_timing=c.aws_timing,
+            clock=time.time if c.aws_timing else time.monotonic,
         )
         self.alarms.start()
         self._start_api(chalice_app, roles.get(self.settings.resources.function_name("api_handler")))

@@ -229,3 +229,28 @@ def test_the_scheduled_functions_run_through_the_runtime_as_their_roles_with_no_
         made = {k for k in stack.access.allowed_calls if k.startswith(f"{fn.function_name} ")}
         assert made, f"{handler} made no AWS call as its role"
     assert stack.access.denied[before:] == []
+
+
+def test_a_drain_longer_than_one_lambda_run_hands_on_to_the_deployed_function_by_its_name(stack, uid, monkeypatch):
+    """send_emails re-invokes itself (Lambda Invoke, its role, the template's name) before its time runs out."""
+    r = stack.settings.resources
+    name = r.function_name("send_emails")
+    # The function as if created with a 10 s timeout: with the stage's 5 s margin each run receives for
+    # 5 s, and finishes the 2.5 s of sends it holds ahead at 10/s before it hands on.
+    monkeypatch.setattr(stack.runner.functions[name], "timeout_s", 10.0)
+    user, campaign = f"long-{uid}", f"c-{uid}"
+    msg = canonical(userId=user, campaign={"id": campaign, "subject": "Hi", "body": "<p>Hi</p>"})
+    msg.pop("recipient")
+    msg["recipients"] = [{"email": f"r{i}@example.org", "metadata": {}} for i in range(200)]
+    msg["sender"] = stack.paid_sender(user, rate=10, ses_max_rate=20)  # 20 s of sending: three runs or more
+    handed_on = f"{name} lambda:InvokeFunction"
+    before = stack.access.allowed_calls[handed_on]
+    stack.client("sns").publish(TopicArn=stack.topic_arns[r.precompile_topic.name], Message=json.dumps(msg))
+    deadline = time.monotonic() + 90
+    sent: list[str] = []
+    while time.monotonic() < deadline and len(sent) < 200:
+        time.sleep(0.5)
+        sent = [s["to"] for s in read_sends(stack.config.outbox) if s.get("campaignId") == campaign]
+    assert sorted(sent) == sorted(f"r{i}@example.org" for i in range(200))  # all, each once
+    assert stack.wait_until_drained(30)
+    assert stack.access.allowed_calls[handed_on] - before >= 2  # at least two hand-ons, each allowed by IAM

@@ -154,10 +154,13 @@ def cmd_replay_failed(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     sqs = boto3.client("sqs")
     url = sqs.get_queue_url(QueueName=settings.resources.failed_invocations_queue.name)["QueueUrl"]
-    done = replay_failed(sqs, boto3.client("lambda"), url, only=args.function)
-    for r in done:
+    report = replay_failed(sqs, boto3.client("lambda"), url, only=args.function)
+    for r in report.replayed:
         print(f"replayed {r.function} (request {r.request_id}, {r.condition})")
-    print(f"{len(done)} failed invocation(s) replayed")
+    print(f"{len(report.replayed)} failed invocation(s) replayed")
+    if report.unreadable:
+        print(f"{len(report.unreadable)} message(s) are no invocation record, left on the queue: {report.unreadable}")
+        return 1
     return 0
 
 

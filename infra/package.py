@@ -13,6 +13,7 @@ Steps, each one a plain function so that tests run them too:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -28,8 +30,9 @@ from infra.cfn import merge_template, subscribe_to_own_topics
 from infra.iam import write_policies
 
 ROOT = Path(__file__).resolve().parents[1]
-# botocore service models the Lambdas load (`monitoring` is CloudWatch's); every other model is dropped.
-KEEP_SERVICES = frozenset({"dynamodb", "sqs", "sesv2", "s3", "lambda", "cloudwatch", "sns", "sts"})
+# botocore service models the Lambdas load; every other model is dropped (a test checks that every
+# client the code makes is here: Secrets Manager, for the link-signing key, once was not).
+KEEP_SERVICES = frozenset({"dynamodb", "sqs", "sesv2", "s3", "lambda", "cloudwatch", "sns", "sts", "secretsmanager"})
 DEV_ONLY = ("moto", "pytest", "_pytest", "ruff", "rich", "werkzeug", "cfnlint", "samtranslator", "flask")
 
 
@@ -130,40 +133,60 @@ def measure_bundle(bundle: Path, stage: str) -> tuple[float, float, list[str]]:
 
 
 def inputs_digest() -> str:
-    """A digest of everything a package is made from: the code, Chalice's config, the generators, the pins."""
-    files = [ROOT / "app.py", ROOT / "requirements.txt", ROOT / ".chalice" / "config.json"]
+    """A digest of everything a package is made from: the code, Chalice's config, the generators, the pins
+    (Chalice's own among the dev ones: it writes the template) and the interpreter (its bytecode)."""
+    files = [ROOT / n for n in ("app.py", "requirements.txt", "requirements-dev.txt", "pyproject.toml")]
+    files.append(ROOT / ".chalice" / "config.json")
     files += sorted((ROOT / "chalicelib").rglob("*.py"))
     files += [ROOT / "infra" / name for name in ("cfn.py", "iam.py", "package.py")]
-    h = hashlib.sha256()
+    h = hashlib.sha256(sys.version.encode())
     for f in files:
         h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
     return h.hexdigest()
 
 
-def packaged(stage: str, out_dir: Path | None = None) -> PackageReport:
-    """The stage's package, made again only if one of its inputs changed since the last one in `out_dir`.
+@contextlib.contextmanager
+def _locked(out_dir: Path) -> Iterator[None]:
+    """One packaging (or use of a package) of a folder at a time, across processes (the soak's shards)."""
+    import fcntl
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    with (out_dir.parent / f".{out_dir.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _cached(out_dir: Path, digest: str) -> PackageReport | None:
+    report_file = out_dir / "package-report.json"
+    try:
+        found = json.loads(report_file.read_text())
+        if found.pop("inputs", None) != digest:
+            return None
+        report = PackageReport(**found)
+    except (OSError, ValueError, TypeError):  # none yet, or written by another version of this module
+        return None
+    return report if Path(report.template).exists() and Path(report.bundle).exists() else None
+
+
+@contextlib.contextmanager
+def packaged(stage: str, out_dir: Path | None = None) -> Iterator[PackageReport]:
+    """The stage's package, made again only if one of its inputs changed since the last one in `out_dir`,
+    and kept as it is (no other process packages into that folder) until the block ends.
 
     The local stack is created from the package (`moonsend up`), so a start after a code change
     packages (about 20 s), and a start without one takes the package as it is."""
-    import fcntl
-
     out_dir = out_dir or ROOT / "build" / stage
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    report_file = out_dir / "package-report.json"
-    digest = inputs_digest()
-    # Several local stacks may start at once (the soak's shards): one packages, the others wait for it.
-    with (out_dir.parent / f".{stage}.lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if report_file.exists():
-            found = json.loads(report_file.read_text())
-            fresh = found.pop("inputs", None) == digest
-            if fresh and Path(found["template"]).exists() and Path(found["bundle"]).exists():
-                return PackageReport(**found)
-        return package(stage, out_dir)
+    with _locked(out_dir):
+        yield _cached(out_dir, inputs_digest()) or _package(stage, out_dir)
 
 
 def package(stage: str, out_dir: Path | None = None) -> PackageReport:
     out_dir = out_dir or ROOT / "build" / stage
+    with _locked(out_dir):
+        return _package(stage, out_dir)
+
+
+def _package(stage: str, out_dir: Path) -> PackageReport:
     digest = inputs_digest()
     write_policies(stage)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

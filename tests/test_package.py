@@ -211,6 +211,28 @@ def test_async_functions_send_what_fails_for_good_to_the_on_failure_queue(packag
         }
 
 
+def test_every_aws_client_the_code_makes_can_be_made_from_the_bundle_alone(packaged):
+    """The pruned bundle keeps the model of every service the functions call (a missing one fails on AWS)."""
+    import re
+    import tempfile
+    import zipfile
+
+    _stage, report, _template = packaged
+    code = "\n".join(p.read_text() for p in [ROOT / "app.py", *sorted((ROOT / "chalicelib").rglob("*.py"))])
+    services = sorted(set(re.findall(r'(?:client|send_client|tenant_client)\("([a-z0-9]+)"', code)))
+    assert {"sqs", "sesv2", "secretsmanager"} <= set(services)
+    script = (
+        "import sys; sys.path.insert(0, sys.argv[1]); import boto3\n"
+        "for s in sys.argv[2:]: boto3.client(s, region_name='us-east-1')\n"
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(report.bundle) as z:
+            z.extractall(tmp)
+        # -S: only the bundle and the standard library, as on Lambda.
+        run = subprocess.run([sys.executable, "-S", "-c", script, tmp, *services], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+
+
 def test_committed_policy_files_are_what_the_generator_writes():
     for stage in ("local", "dev", "prod"):
         for fn, doc in iam.policies(resources_for("moonsend", stage)).items():

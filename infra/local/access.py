@@ -13,13 +13,14 @@ keys) are not a role's and pass, as they would be decided in their own accounts.
 from __future__ import annotations
 
 import functools
+import html
 import json
 import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from infra.local.identity import RoleCredentials
 
@@ -39,21 +40,46 @@ _ACTION = {
     ("s3", "HeadBucket"): "ListBucket",
     ("s3", "DeleteObjects"): "DeleteObject",
     ("s3", "CopyObject"): "PutObject",  # on the copy (the source's s3:GetObject is not checked here)
+    ("s3", "CreateMultipartUpload"): "PutObject",
+    ("s3", "UploadPart"): "PutObject",
+    ("s3", "UploadPartCopy"): "PutObject",
+    ("s3", "CompleteMultipartUpload"): "PutObject",
+    ("s3", "ListParts"): "ListMultipartUploadParts",
+    ("s3", "ListMultipartUploads"): "ListBucketMultipartUploads",
+    ("s3", "ListObjectVersions"): "ListBucketVersions",
     ("s3", "PutBucketLifecycleConfiguration"): "PutLifecycleConfiguration",
     ("s3", "PutBucketLifecycle"): "PutLifecycleConfiguration",
     ("s3", "GetBucketLifecycleConfiguration"): "GetLifecycleConfiguration",
 }
-# Signing names whose requests are REST (operation from method and path, by the service's model).
+# Signing names whose requests are REST (operation from method and path, by the service's model). SES v1
+# signs as `ses` too, but speaks the query protocol, under no `/v2/` path.
 _REST = {"s3": "s3", "lambda": "lambda", "ses": "sesv2", "email": "sesv2"}
+# JSON services whose errors botocore reads in their older query protocol's codes (awsQueryCompatible).
+_QUERY_COMPATIBLE = frozenset({"sqs", "monitoring"})
+# A transaction's parts, and the action each is authorised as.
+_TRANSACT = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+    "Get": "GetItem",
+}
 
 
 @dataclass(frozen=True)
 class Call:
-    """One request as IAM sees it."""
+    """One request as IAM sees it: every (action, resource ARN) it must be allowed (a transaction: several)."""
 
-    action: str  # "dynamodb:PutItem"
-    resources: tuple[str, ...]  # every resource the action is checked against
+    checks: tuple[tuple[str, str], ...]
     operation: str
+
+    @property
+    def action(self) -> str:
+        return self.checks[0][0]
+
+    @property
+    def resources(self) -> tuple[str, ...]:
+        return tuple(resource for _action, resource in self.checks)
 
 
 @dataclass(frozen=True)
@@ -151,7 +177,7 @@ def _rest_operation(model_name: str, method: str, path: str, query: str) -> tupl
             continue
         m = pattern.fullmatch(path)
         if m:
-            return name, {k: unquote(v) for k, v in m.groupdict().items()}
+            return name, dict(m.groupdict())  # PATH_INFO is decoded already (WSGI)
     return "", {}
 
 
@@ -159,7 +185,7 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
     """The IAM action and resources of one signed request (service: its SigV4 signing name)."""
     prefix = _PREFIX.get(service, service)
     params: dict[str, Any]
-    if service in _REST:
+    if is_rest(service, environ):
         operation, params = _rest_operation(
             _REST[service],
             environ.get("REQUEST_METHOD", ""),
@@ -168,10 +194,16 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
         )
         if operation in ("PutObject", "CopyObject"):  # one method and path; the copy has a source header
             operation = "CopyObject" if environ.get("HTTP_X_AMZ_COPY_SOURCE") else "PutObject"
+        query = parse_qs(environ.get("QUERY_STRING", ""))
+        if service == "s3" and "versionId" in query and operation in ("GetObject", "DeleteObject"):
+            operation += "Version"  # IAM's s3:GetObjectVersion, s3:DeleteObjectVersion
+        if "Qualifier" in query:
+            params["Qualifier"] = query["Qualifier"][0]
         if body and service in ("ses", "email"):  # SES v2 names its identity and set in the JSON body
             params.update(_json(body))
         elif body and operation == "DeleteObjects":
-            params["Keys"] = re.findall(r"<Key>(.*?)</Key>", body.decode("utf-8", "replace"))
+            keys = re.findall(r"<Key>(.*?)</Key>", body.decode("utf-8", "replace"), re.DOTALL)
+            params["Keys"] = [html.unescape(k) for k in keys]
     elif environ.get("HTTP_X_AMZ_TARGET"):
         operation = environ["HTTP_X_AMZ_TARGET"].rpartition(".")[2]
         params = _json(body)
@@ -179,8 +211,29 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
         params = {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace")).items()}
         params.update({k: v[0] for k, v in parse_qs(environ.get("QUERY_STRING", "")).items()})
         operation = params.get("Action", "")
+    if prefix == "dynamodb" and operation in ("TransactWriteItems", "TransactGetItems"):
+        return Call(_transaction(params, region, account), operation)
     action = f"{prefix}:{_ACTION.get((prefix, operation), operation)}"
-    return Call(action, tuple(_resources(prefix, operation, params, region, account)) or ("*",), operation)
+    resources = _resources(prefix, operation, params, region, account) or ["*"]
+    return Call(tuple((action, r) for r in resources), operation)
+
+
+def is_rest(service: str, environ: dict[str, Any]) -> bool:
+    """Whether a request is one of a REST protocol (SES v1, signed `ses` as v2 is, is a query one)."""
+    if service in ("ses", "email"):
+        return environ.get("PATH_INFO", "").startswith("/v2/")
+    return service in _REST
+
+
+def _transaction(params: dict[str, Any], region: str, account: str) -> tuple[tuple[str, str], ...]:
+    """A DynamoDB transaction is authorised part by part, as the single-item action of each."""
+    checks = []
+    for item in params.get("TransactItems", []):
+        for kind, part in item.items():
+            if isinstance(part, dict) and kind in _TRANSACT:
+                table = f"arn:aws:dynamodb:{region}:{account}:table/{part.get('TableName', '')}"
+                checks.append((f"dynamodb:{_TRANSACT[kind]}", table))
+    return tuple(checks) or (("dynamodb:TransactWriteItems", "*"),)
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -213,7 +266,7 @@ def _resources(prefix: str, op: str, p: dict[str, Any], region: str, account: st
         return [f"arn:aws:s3:::{bucket}/{k}" for k in keys] or [f"arn:aws:s3:::{bucket}"]
     if prefix == "ses":
         out = []
-        sender = p.get("FromEmailAddress") or p.get("EmailIdentity")
+        sender = p.get("FromEmailAddress") or p.get("EmailIdentity") or p.get("Source")
         if sender:
             address = str(sender).rsplit("<", 1)[-1].rstrip(">").strip()
             out.append(f"{head}:identity/{address}")
@@ -221,10 +274,8 @@ def _resources(prefix: str, op: str, p: dict[str, Any], region: str, account: st
             out.append(f"{head}:configuration-set/{p['ConfigurationSetName']}")
         return out
     if prefix == "lambda":
-        name = p.get("FunctionName", "")
-        if not name:
-            return []
-        return [name if name.startswith("arn:") else f"{head}:function:{name.split(':')[0]}"]
+        name = str(p.get("FunctionName", ""))
+        return [_function_arn(name, p.get("Qualifier"), head)] if name else []
     if prefix == "cloudwatch":
         names = [p["AlarmName"]] if "AlarmName" in p else p.get("AlarmNames", [])
         if not names and op == "DeleteAlarms":  # the query protocol's list
@@ -234,6 +285,21 @@ def _resources(prefix: str, op: str, p: dict[str, Any], region: str, account: st
         secret = p.get("SecretId", "")
         return [secret if secret.startswith("arn:") else _secret_arn(secret, region, account)] if secret else []
     return []
+
+
+def _function_arn(given: str, qualifier: str | None, head: str) -> str:
+    """Lambda's function ARN from a name, a partial ARN (`account:function:name`) or an ARN, each with
+    an optional `:qualifier` (or the Qualifier parameter): the resource IAM checks an invoke against."""
+    if given.startswith("arn:"):
+        base, _, rest = given.partition(":function:")
+        name, _, version = rest.partition(":")
+        head = base
+    elif ":function:" in given:
+        name, _, version = given.partition(":function:")[2].partition(":")
+    else:
+        name, _, version = given.partition(":")
+    version = qualifier or version
+    return f"{head}:function:{name}" + (f":{version}" if version else "")
 
 
 def _secret_arn(name: str, region: str, account: str) -> str:
@@ -246,26 +312,27 @@ def _secret_arn(name: str, region: str, account: str) -> str:
 
 # --- the refusal --------------------------------------------------------------------------------------
 def denial(
-    service: str, protocol_json: bool, role: Role, call: Call, resource: str
+    service: str, environ: dict[str, Any], role: Role, action: str, resource: str
 ) -> tuple[int, dict[str, str], bytes]:
     """AWS's AccessDenied answer in the request's protocol."""
+    protocol_json = bool(environ.get("HTTP_X_AMZ_TARGET"))
     message = (
-        f"User: {role.principal} is not authorized to perform: {call.action} on resource: {resource} "
-        f"because no identity-based policy allows the {call.action} action"
+        f"User: {role.principal} is not authorized to perform: {action} on resource: {resource} "
+        f"because no identity-based policy allows the {action} action"
     )
     if service == "s3":
         body = f"<Error><Code>AccessDenied</Code><Message>{message}</Message></Error>"
         return 403, {"Content-Type": "application/xml"}, body.encode()
-    if service in _REST:  # rest-json: the error type in a header
+    if is_rest(service, environ):  # rest-json: the error type in a header
         return (
             403,
             {"Content-Type": "application/json", "x-amzn-ErrorType": "AccessDeniedException"},
             json.dumps({"Type": "User", "message": message}).encode(),
         )
     if protocol_json:
-        # SQS's JSON protocol answers in its query protocol's code (botocore reads this header).
+        # SQS's and CloudWatch's JSON answers carry their query protocol's code (botocore reads this header).
         headers = {"Content-Type": "application/x-amz-json-1.0"}
-        if service == "sqs":
+        if service in _QUERY_COMPATIBLE:
             headers["x-amzn-query-error"] = "AccessDenied;Sender"
         body = {"__type": "com.amazon.coral.service#AccessDeniedException", "message": message}
         return 400, headers, json.dumps(body).encode()
@@ -301,14 +368,14 @@ class AccessControl:
         if role is None or service == "sts":  # sts:GetCallerIdentity needs no permission
             return None
         call = describe(service, environ, body, self.region, self.account)
-        for resource in call.resources:
-            if not allowed(role.policies, call.action, resource):
+        for action, resource in call.checks:
+            if not allowed(role.policies, action, resource):
                 with self._lock:
-                    seen = (role.session, call.action, resource) in self.denied
-                    self.denied.append((role.session, call.action, resource))
+                    seen = (role.session, action, resource) in self.denied
+                    self.denied.append((role.session, action, resource))
                 if not seen:  # once per function, action and resource: a policy gap shows, it does not flood
-                    print(f"[iam] refused {role.session}: {call.action} on {resource}")
-                return denial(service, bool(environ.get("HTTP_X_AMZ_TARGET")), role, call, resource)
+                    print(f"[iam] refused {role.session}: {action} on {resource}")
+                return denial(service, environ, role, action, resource)
         with self._lock:
             self.allowed_calls[f"{role.session} {call.action}"] += 1
         return None

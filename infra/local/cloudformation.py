@@ -33,7 +33,7 @@ STOOD_IN = {
     "AWS::SES::ConfigurationSet": "created in the SES stand-in",
     "AWS::SES::ConfigurationSetEventDestination": "created in the SES stand-in (it publishes to the topic)",
     "AWS::Lambda::EventInvokeConfig": "the runtime's retries and on-failure destination",
-    "AWS::SecretsManager::Secret": "CreateSecret with a generated value (the link key itself comes from the outbox)",
+    "AWS::SecretsManager::Secret": "CreateSecret: the link-signing key is the one kept beside the outbox",
 }
 # Lambda permissions that only API Gateway uses (its source ARN names the stood-in API).
 _API_PERMISSION = "APIHandlerInvokePermission"
@@ -95,6 +95,7 @@ class StackFunction:
     role_arn: str
     policies: tuple[str, ...]  # the role's policy documents (JSON), as the template gives them
     on_failure: str | None  # the on-failure destination's ARN (an SQS queue), or None
+    async_retries: int  # Lambda's retries of a failed async event (EventInvokeConfig; Lambda's default: 2)
 
     @property
     def handler_name(self) -> str:
@@ -142,9 +143,13 @@ class Resolver:
                 return self.get_att(target, attr)
             if key == "Fn::Sub":
                 text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], self(arg[1]))
-                return re.sub(r"\$\{([^}]+)\}", lambda m: str(variables.get(m[1]) or self._sub(m[1])), text)
+                return re.sub(
+                    r"\$\{([^}]+)\}", lambda m: str(variables[m[1]] if m[1] in variables else self._sub(m[1])), text
+                )
             if key == "Fn::Join":
                 return str(arg[0]).join(str(self(v)) for v in arg[1])
+            if key.startswith("Fn::"):
+                raise TemplateError(f"{key} is not resolved by the local stack (add it to Resolver)")
         return {k: self(v) for k, v in value.items()}
 
     def _sub(self, name: str) -> str:
@@ -178,10 +183,17 @@ class Resolver:
 
 
 def create(
-    sam_file: Path, bundle: Path, stage: str, clients: dict[str, Any], region: str, account: str
+    sam_file: Path,
+    bundle: Path,
+    stage: str,
+    clients: dict[str, Any],
+    region: str,
+    account: str,
+    secret_values: dict[str, str] | None = None,
 ) -> CreatedStack:
     """Deploy the packaged template to the local endpoint, stand in for what moto cannot create, and
-    read back what the runtime needs. `clients` are the operator's (the stack's own) clients."""
+    read back what the runtime needs. `clients` are the operator's (the stack's own) clients;
+    `secret_values` gives generated secrets a value of the caller's (by secret name)."""
     bucket = f"moonsend-artifacts-{account}-{region}"
     _ensure_bucket(clients["s3"], bucket, region)
     plan, sam = deploy_plan(stage, sam_file, bundle, bucket)
@@ -204,7 +216,7 @@ def create(
     physical.update({k: k.lower() for k in stood_in})
     types = {k: v["Type"] for k, v in template["Resources"].items()} | {k: v["Type"] for k, v in stood_in.items()}
     resolve = Resolver(physical, types, region, account)
-    _stand_in(stood_in, resolve, clients)
+    _stand_in(stood_in, resolve, clients, secret_values or {})
     functions = _functions(template, stood_in, resolve, clients["lambda"])
     by_arn = {resolve.get_att(f.logical_id, "Arn"): f.name for f in functions.values()}
     subscriptions = [
@@ -234,10 +246,8 @@ def _ensure_bucket(s3: Any, bucket: str, region: str) -> None:
 def _functions(
     template: dict[str, Any], stood_in: dict[str, dict[str, Any]], resolve: Resolver, lam: Any
 ) -> dict[str, StackFunction]:
-    destinations = {
-        resolve(res["Properties"]["FunctionName"]): resolve(
-            res["Properties"].get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
-        )
+    configs = {
+        resolve(res["Properties"]["FunctionName"]): res["Properties"]
         for res in stood_in.values()
         if res["Type"] == "AWS::Lambda::EventInvokeConfig"
     }
@@ -261,7 +271,10 @@ def _functions(
             environment=dict(cfg.get("Environment", {}).get("Variables", {})),
             role_arn=cfg["Role"],
             policies=policies,
-            on_failure=destinations.get(name),
+            on_failure=resolve(
+                configs.get(name, {}).get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+            ),
+            async_retries=int(configs.get(name, {}).get("MaximumRetryAttempts", 2)),
         )
     return out
 
@@ -278,7 +291,9 @@ def _schedules(events: Any, by_arn: dict[str, str]) -> list[tuple[str, str, str]
     return out
 
 
-def _stand_in(stood_in: dict[str, dict[str, Any]], resolve: Resolver, clients: dict[str, Any]) -> None:
+def _stand_in(
+    stood_in: dict[str, dict[str, Any]], resolve: Resolver, clients: dict[str, Any], secret_values: dict[str, str]
+) -> None:
     """Create, through the endpoint's own APIs, the stood-in resources that exist as AWS resources."""
     for res in stood_in.values():
         props = resolve(res.get("Properties", {}))
@@ -293,7 +308,7 @@ def _stand_in(stood_in: dict[str, dict[str, Any]], resolve: Resolver, clients: d
         elif kind == "AWS::SES::ConfigurationSet":
             _ensure_configuration_set(clients["sesv2"], props["Name"])
         elif kind == "AWS::SecretsManager::Secret":
-            _ensure_secret(clients["secretsmanager"], props)
+            _ensure_secret(clients["secretsmanager"], props, secret_values.get(props["Name"]))
     for res in stood_in.values():  # after the configuration sets they belong to
         if res["Type"] == "AWS::SES::ConfigurationSetEventDestination":
             props = resolve(res["Properties"])
@@ -317,11 +332,12 @@ def _ensure_configuration_set(sesv2: Any, name: str) -> None:
             raise
 
 
-def _ensure_secret(sm: Any, props: dict[str, Any]) -> None:
-    spec = props.get("GenerateSecretString", {})
-    value = sm.get_random_password(
-        PasswordLength=int(spec.get("PasswordLength", 32)), ExcludePunctuation=bool(spec.get("ExcludePunctuation"))
-    )["RandomPassword"]
+def _ensure_secret(sm: Any, props: dict[str, Any], value: str | None) -> None:
+    if value is None:
+        spec = props.get("GenerateSecretString", {})
+        value = sm.get_random_password(
+            PasswordLength=int(spec.get("PasswordLength", 32)), ExcludePunctuation=bool(spec.get("ExcludePunctuation"))
+        )["RandomPassword"]
     try:
         sm.create_secret(Name=props["Name"], Description=props.get("Description", ""), SecretString=value)
     except ClientError as exc:

@@ -63,6 +63,7 @@ class LocalFunction:
     memory_mb: int = 128
     role: RoleCredentials | None = None  # its calls are signed as this role (None: the operator's keys)
     on_failure: str | None = None  # ARN of the SQS queue an async event goes to when every attempt failed
+    async_retries: int = ASYNC_RETRIES  # retries of a failed async event (the template's EventInvokeConfig)
 
 
 @dataclass
@@ -119,6 +120,7 @@ def functions_from_stack(app: Any, stack: Any, roles: dict[str, RoleCredentials]
             memory_mb=f.memory_mb,
             role=roles.get(name),
             on_failure=f.on_failure,
+            async_retries=f.async_retries,
         )
     return out
 
@@ -208,7 +210,7 @@ class FunctionRunner:
         ok = False
         error = ""
         try:
-            for attempt in range(ASYNC_RETRIES + 1):
+            for attempt in range(fn.async_retries + 1):
                 if attempt:
                     time.sleep(self._retry_delay_s * attempt)
                 try:
@@ -226,7 +228,7 @@ class FunctionRunner:
                     self.stats.failed_events.append(FailedEvent(fn.function_name, event, error))
                 if fn.on_failure and self._send_on_failure is not None:
                     record = invocation_record(
-                        fn, self._region, self._account, request_id, event, error, ASYNC_RETRIES + 1
+                        fn, self._region, self._account, request_id, event, error, fn.async_retries + 1
                     )
                     try:
                         with identity.acting_as(fn.role):  # Lambda sends it with the function's role

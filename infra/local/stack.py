@@ -12,6 +12,7 @@ Handlers run in this process, on the same code that is deployed.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import importlib
@@ -33,7 +34,8 @@ import boto3
 from botocore.config import Config
 from moto.sns.models import sns_backends
 
-from chalicelib.config import Settings
+from chalicelib.config import APP_NAME, Settings
+from chalicelib.resources import resources_for
 from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
@@ -55,7 +57,6 @@ LOCAL_OVERRIDES = {
     "AWS_REGION": "set by Lambda itself on AWS",
     "AWS_DEFAULT_REGION": "set by Lambda itself on AWS",
     "MOONSEND_API_URL": "the API is served by chalice local here, not API Gateway",
-    "MOONSEND_LINK_SECRET": "kept beside the outbox so that its emails' links stay valid (Secrets Manager on AWS)",
     "MOONSEND_METRICS_FILE": "metrics to a file beside the outbox, not into the terminal",
 }
 
@@ -142,6 +143,7 @@ class LocalStack:
         self.app_module: Any = None
         self.created: CreatedStack | None = None
         self.access: AccessControl | None = None
+        self.roles: dict[str, RoleCredentials] = {}  # each function's role credentials, by function name
         self._undo: list[Any] = []
         self._session = boto3.session.Session()
         self._clients: dict[tuple[str, ...], Any] = {}
@@ -149,19 +151,28 @@ class LocalStack:
 
     # --- life cycle ----------------------------------------------------------------------------------
     def start(self) -> LocalStack:
-        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-        from werkzeug.serving import make_server
-
         from infra.package import packaged
 
         c = self.config
         _check_port(c.host, c.port)
+        # What `make deploy` would upload, made again only if its inputs changed, and kept as it is (no other
+        # stack repackages it) until this stack is created from it.
+        package_held = contextlib.ExitStack()
         try:
-            report = packaged(c.stage)  # what `make deploy` would upload, made again only if its inputs changed
+            report = package_held.enter_context(packaged(c.stage))
         except subprocess.CalledProcessError as exc:
             why = (exc.stderr or exc.stdout or "")[-2000:]
             command = f"moonsend package --stage {c.stage}"
             raise StackError(f"packaging the {c.stage} stage failed (`{command}`):\n{why}") from None
+        with package_held:
+            self._start_from(report)
+        return self
+
+    def _start_from(self, report: Any) -> None:
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        c = self.config
         logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
         if c.clear_outbox and c.outbox.exists():
             shutil.rmtree(c.outbox)
@@ -209,6 +220,8 @@ class LocalStack:
             "sts",
             "secretsmanager",
         )
+        # The link-signing secret keeps the value kept beside the outbox, so that its emails' links stay valid.
+        secrets_kept = {resources_for(APP_NAME, c.stage, c.account_id).link_secret_name: _link_secret(c.outbox)}
         self.created = cloudformation.create(
             Path(report.template),
             Path(report.bundle),
@@ -216,13 +229,14 @@ class LocalStack:
             {n: self.client(n) for n in names},
             c.region,
             c.account_id,
+            secrets_kept,
         )
         self.outputs = dict(self.created.physical)
         self._set_environment(self.created)
         self.settings = Settings.from_env()
         self.access = AccessControl(c.region, c.account_id)
         gateway.access = self.access
-        roles = self._assume_roles(self.created)
+        roles = self.roles = self._assume_roles(self.created)
         self._undo.append(identity.carry_into_pools())
         self._undo.append(identity.install(PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY))
         from chalicelib import aws
@@ -232,7 +246,6 @@ class LocalStack:
         self._start_runtime(gateway, roles)
         gateway.ready = True
         self.gateway = gateway
-        return self
 
     def _publish_ses_event(self, topic_arn: str, message: str) -> None:
         """SES publishing one of its events to an SNS topic: inside AWS, so not through the endpoint.
@@ -277,12 +290,12 @@ class LocalStack:
         env.update(
             {
                 "MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"),
-                "MOONSEND_LINK_SECRET": _link_secret(c.outbox),
             }
         )
         if c.free_rate is not None:
             env["MOONSEND_FREE_RATE"] = str(c.free_rate)
         env.update(c.extra_env)
+        os.environ.pop("MOONSEND_LINK_SECRET", None)  # the functions read the key from Secrets Manager
         os.environ.update(env)
         from chalicelib import wiring
 
@@ -343,16 +356,20 @@ class LocalStack:
             clock=time.time if c.aws_timing else time.monotonic,
         )
         self.alarms.start()
-        self._start_api(chalice_app, roles.get(self.settings.resources.function_name("api_handler")))
+        self._start_api(chalice_app, roles[self.settings.resources.function_name("api_handler")])
 
     def _send_on_failure(self, fn: LocalFunction, record: dict[str, Any]) -> None:
         """Lambda's delivery of an invocation record to an on-failure destination (an SQS queue)."""
         assert fn.on_failure is not None
-        name = fn.on_failure.rsplit(":", 1)[-1]
-        sqs = self.client("sqs")  # signed as the function's role: the runtime calls this acting as it
-        sqs.send_message(QueueUrl=sqs.get_queue_url(QueueName=name)["QueueUrl"], MessageBody=json.dumps(record))
+        _arn, _aws, _sqs, _region, account, name = fn.on_failure.split(":", 5)
+        from chalicelib import aws
 
-    def _start_api(self, chalice_app: Any, role: RoleCredentials | None) -> None:
+        # A client with no keys of its own: the call is signed as the function's role (the runtime acts as
+        # it). Lambda sends to the queue by its ARN: no GetQueueUrl, which the role need not be allowed.
+        sqs = aws.client("sqs", self.config.region)
+        sqs.send_message(QueueUrl=f"{self.endpoint}/{account}/{name}", MessageBody=json.dumps(record))
+
+    def _start_api(self, chalice_app: Any, role: RoleCredentials) -> None:
         """Serve the app's HTTP routes on `api_port`, as `chalice local` does; links in emails point here."""
         from chalice.config import Config as ChaliceConfig
         from chalice.local import create_local_server

@@ -575,8 +575,8 @@ class Drainer:
             limiter.done(token)
         if self._ledger.finish(claim, SENT, message_id=message_id):
             self._stats.add(email.user_id, email.campaign_id, sent=1)
-        else:  # SES's Send event was faster (and counted it), or the claim expired and was retaken
-            log.warning(
+        else:  # SES's Send event was faster (and counted it), or the claim expired and was retaken: expected
+            log.debug(
                 "sent, but its outcome was already recorded",
                 user=email.user_id,
                 campaign=email.campaign_id,

@@ -120,9 +120,10 @@ class SesEvents:
             return "untrusted"
         if event.event_type == "Send":
             if self._ledger.record_sent_event(user, campaign, to, event.message_id):
-                # The sender did not record it (it died, or has not got there yet): count it here.
+                # The sender did not record it (it died, or has not got there yet): count it here. SES's event
+                # often beats the sender's own record: expected, so DEBUG, not a warning.
                 self._stats.add(user, campaign, sent=1)
-                log.warning(
+                log.debug(
                     "sent recorded from SES's Send event",
                     user=user,
                     campaign=campaign,

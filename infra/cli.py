@@ -169,6 +169,7 @@ def cmd_recipients(args: argparse.Namespace) -> int:
 
     from chalicelib.config import Settings
     from chalicelib.ledger import Ledger
+    from infra.terminal import plain
 
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
@@ -190,8 +191,10 @@ def cmd_recipients(args: argparse.Namespace) -> int:
                 [e.email, e.state or "", e.reason or "", e.message_id or "", when, e.feedback or "", e.retries]
             )
         else:
-            extra = f"\t{e.feedback}" if e.feedback else ""
-            print(f"{e.email}\t{e.state or '-'}\t{when}\t{e.message_id or ''}\t{e.reason or ''}{extra}")
+            extra = f"\t{plain(e.feedback).replace(chr(9), ' ')}" if e.feedback else ""
+            # Tenant and recipient text, shown and never obeyed by the terminal (CSV keeps the data as it is).
+            fields = (e.email, e.state or "-", when, e.message_id or "", e.reason or "")
+            print("\t".join(plain(f).replace("\t", " ") for f in fields) + extra)
     if not writer:
         print(f"{count} recipient(s)", file=sys.stderr)
     if cursor:

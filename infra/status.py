@@ -15,6 +15,7 @@ from rich.table import Table
 from chalicelib.campaign_stats import CampaignCounts, CampaignStats
 from chalicelib.config import Settings
 from chalicelib.tenants import TenantRegistry
+from infra.terminal import cell, plain
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def paused_table(s: Snapshot) -> Table:
     t.add_column("tenant")
     t.add_column("why")
     for user, why in s.paused:
-        t.add_row(user, why)
+        t.add_row(cell(user), cell(why))
     return t
 
 
@@ -93,7 +94,7 @@ def queue_table(s: Snapshot) -> Table:
     for col in ("queue", "visible", "in flight", "delayed"):
         t.add_column(col, justify="left" if col == "queue" else "right")
     for q in s.queues:
-        t.add_row(q.name, str(q.visible), str(q.in_flight), str(q.delayed))
+        t.add_row(cell(q.name), str(q.visible), str(q.in_flight), str(q.delayed))
     failed = next((q for q in s.queues if q.name.endswith("-failed-invocations")), None)
     if failed is not None and failed.visible + failed.in_flight:
         t.caption = (
@@ -130,9 +131,9 @@ def campaign_table(s: Snapshot) -> Table:
     for c in s.campaigns:
         rate = c.achieved_rate
         t.add_row(
-            c.user_id,
-            c.campaign_id,
-            campaign_state(c),
+            cell(c.user_id),
+            cell(c.campaign_id),
+            cell(campaign_state(c)),
             str(c["scheduled"]),
             str(c["queued"]),
             str(c["sent"]),
@@ -148,20 +149,20 @@ def campaign_table(s: Snapshot) -> Table:
             str(c["opened"]),
             str(c["clicked"]),
             f"{rate:.1f}" if rate else "-",
-            (c.last_error or "")[:60],
+            cell((c.last_error or "")[:60]),
         )
     return t
 
 
 def progress_view(s: Snapshot) -> Progress:
     p = Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         TextColumn("{task.completed}/{task.total}"),
         auto_refresh=False,
     )
     for c in s.campaigns:
-        p.add_task(f"{c.user_id}/{c.campaign_id}", total=max(1, total_count(c)), completed=done_count(c))
+        p.add_task(plain(f"{c.user_id}/{c.campaign_id}"), total=max(1, total_count(c)), completed=done_count(c))
     return p
 
 

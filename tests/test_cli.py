@@ -203,3 +203,56 @@ def test_readme_quick_start_is_the_two_make_commands():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "make demo" in quick and "make test" in quick
+
+
+def test_status_shows_tenant_text_as_it_is_and_obeys_none_of_it(running, tmp_path):
+    """A pause reason with Rich markup and terminal escapes: shown literally, the command still succeeds."""
+    endpoint = f"http://127.0.0.1:{running[0]}"
+    hostile = "[/] [bold]x\x1b[2J\x1b]0;owned\x07\x9b31m"
+    (tmp_path / "one.csv").write_text("email\nann@example.org\n")
+    (tmp_path / "body.html").write_text("<p>Hi</p>")
+    sent = _moonsend(
+        "send",
+        "--endpoint",
+        endpoint,
+        "--user",
+        "cli-hostile",
+        "--from",
+        "news@hostile.example",
+        "--subject",
+        "Hi",
+        "--body-file",
+        str(tmp_path / "body.html"),
+        "--recipients",
+        str(tmp_path / "one.csv"),
+        "--api-key",
+        "AKIACLITENANT",
+        "--api-secret",
+        "s3cret",
+        "--verify-sender",
+        "--campaign-id",
+        "cli-hostile-c",
+    )
+    assert sent.returncode == 0, sent.stderr
+    deadline = time.monotonic() + 30  # the tenant is registered once its message is precompiled
+    while True:
+        paused = _moonsend("tenant", "pause", "--endpoint", endpoint, "--user", "cli-hostile", "--reason", hostile)
+        if paused.returncode == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert paused.returncode == 0, paused.stderr
+    try:
+        out = _moonsend("status", "--endpoint", endpoint)
+        assert out.returncode == 0, out.stderr
+        assert "[/] [bold]x" in out.stdout  # as written, not read as markup
+        assert "\\x1b[2J" in out.stdout and "\\x07" in out.stdout and "\\x9b" in out.stdout
+        assert not any(c in out.stdout for c in "\x1b\x07\x9b")
+    finally:
+        _moonsend("tenant", "resume", "--endpoint", endpoint, "--user", "cli-hostile")
+
+
+def test_recipient_text_is_printed_with_its_control_characters_escaped():
+    from infra.terminal import plain
+
+    assert plain("ann@example.org\x1b[31m\r\n\x00\x7f") == "ann@example.org\\x1b[31m\\x0d\\x0a\\x00\\x7f"
+    assert plain("tab\tkept") == "tab\tkept"

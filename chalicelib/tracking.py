@@ -5,7 +5,9 @@ Links are rewritten after Liquid rendered the body, so a link built from recipie
 URL becomes `<api>/c/<token>`, the token signing the tenant, campaign, recipient and the target URL: the
 redirect goes only to a URL that was in that campaign's email (nobody can mint a token for another one,
 so there is no open redirect). The unsubscribe link, `mailto:` and `#anchors` are left as they are. An
-invisible pixel `<api>/o/<token>` goes before `</body>`. Opens and clicks are recorded once per
+invisible pixel `<api>/o/<token>` goes before `</body>`. A URL that could not be sent back as a
+`Location` header (a control character or white space, once its HTML entities are decoded:
+`&#13;&#10;`) is left as it is, untracked. Schemes are matched in any case (`HTTPS://`), as browsers do. Opens and clicks are recorded once per
 recipient (unique opens and clicks). `campaign.tracking: false` turns both off for a campaign.
 """
 
@@ -33,7 +35,7 @@ def add_tracking(body: str, links: LinkSigner, user_id: str, campaign_id: str, e
 
     def rewrite(m: re.Match[str]) -> str:
         url = html.unescape(m.group(3))
-        if url.startswith(unsubscribe_prefix):
+        if url.startswith(unsubscribe_prefix) or not redirectable(url):
             return m.group(0)
         tracked = links.click_url(user_id, campaign_id, email, url)
         return f"{m.group(1)}{m.group(2)}{tracked}{m.group(2)}"
@@ -45,6 +47,15 @@ def add_tracking(body: str, links: LinkSigner, user_id: str, campaign_id: str, e
     )
     found = _BODY_END.search(body)
     return f"{body[: found.start()]}{pixel}{body[found.start() :]}" if found else body + pixel
+
+
+_NOT_IN_A_HEADER = re.compile(r"[\x00-\x20\x7f]")
+
+
+def redirectable(url: str) -> bool:
+    """Whether `url` is an http(s) URL (scheme in any case) that can be a `Location` header as it is."""
+    scheme = url.split(":", 1)[0].lower()
+    return scheme in ("http", "https") and not _NOT_IN_A_HEADER.search(url)
 
 
 @dataclass(frozen=True)
@@ -74,7 +85,7 @@ class Tracking:
         except LinkInvalid as exc:
             log.info("click link refused", reason=str(exc))
             return Redirect(404, None)
-        if not claims.url or not claims.url.startswith(("http://", "https://")):
+        if not claims.url or not redirectable(claims.url):
             return Redirect(404, None)
         self._record(claims.user_id, claims.campaign_id, claims.email, "clicked", claims.url)
         return Redirect(302, claims.url)

@@ -256,3 +256,11 @@ def test_recipient_text_is_printed_with_its_control_characters_escaped():
 
     assert plain("ann@example.org\x1b[31m\r\n\x00\x7f") == "ann@example.org\\x1b[31m\\x0d\\x0a\\x00\\x7f"
     assert plain("tab\tkept") == "tab\tkept"
+
+
+def test_a_normal_demo_prints_no_warning(tmp_path):
+    """Expected races (SES's Send event before the sender's own record) are DEBUG: a clean run is quiet."""
+    out = _moonsend("demo", "--outbox", str(tmp_path / "outbox"))
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    noisy = [line for line in (out.stdout + out.stderr).splitlines() if "WARNING" in line or "Warning" in line]
+    assert noisy == []

@@ -44,6 +44,21 @@ def test_a_click_redirects_only_to_the_url_its_token_was_signed_for_and_counts_o
     assert t.clicked(token[:-4] + "AAAA").status == 404
 
 
+def test_an_uppercase_scheme_is_tracked_and_its_click_redirects():
+    out = _track('<a href="HTTPS://Shop.example/P">Buy</a>')
+    token = out.split("/c/", 1)[1].split('"', 1)[0]
+    r = Tracking(LINKS, FakeLedger(), FakeStats()).clicked(token)
+    assert (r.status, r.location) == (302, "HTTPS://Shop.example/P")
+
+
+def test_a_url_that_cannot_be_a_location_header_is_left_untracked_and_never_redirected():
+    body = '<a href="https://shop.example/a&#13;&#10;Set-Cookie: x=1">A</a> <a href="https://shop.example/b c">B</a>'
+    assert _track(body).startswith(body)  # both links as they were, only the pixel added
+    # A token signed for such a URL (by an older version) answers 404, never a broken header.
+    token = LINKS.click_url("acme", "spring", "ann@x.io", "https://shop.example/\r\nSet-Cookie: x=1").rsplit("/", 1)[1]
+    assert Tracking(LINKS, FakeLedger(), FakeStats()).clicked(token).status == 404
+
+
 def test_opens_are_unique_per_recipient_and_a_bad_pixel_records_nothing():
     ledger, stats = FakeLedger(), FakeStats()
     t = Tracking(LINKS, ledger, stats)

@@ -7,8 +7,9 @@ redirect goes only to a URL that was in that campaign's email (nobody can mint a
 so there is no open redirect). The unsubscribe link, `mailto:` and `#anchors` are left as they are. An
 invisible pixel `<api>/o/<token>` goes before `</body>`. A URL that could not be sent back as a
 `Location` header (a control character or white space, once its HTML entities are decoded:
-`&#13;&#10;`) is left as it is, untracked. Schemes are matched in any case (`HTTPS://`), as browsers do. Opens and clicks are recorded once per
-recipient (unique opens and clicks). `campaign.tracking: false` turns both off for a campaign.
+`&#13;&#10;`) is left as it is, untracked. Schemes are matched in any case (`HTTPS://`), as browsers do.
+Opens and clicks are recorded once per recipient (unique opens and clicks). `campaign.tracking: false`
+turns both off for a campaign.
 """
 
 from __future__ import annotations

@@ -26,6 +26,8 @@ MAX_TEMPLATE_BYTES = 256 * 1024
 MAX_SUBJECT_TEMPLATE_BYTES = 2048
 MAX_RECIPIENTS_PER_MESSAGE = 1000
 MAX_METADATA_BYTES = 16 * 1024
+# Deeper metadata is no recipient's data; bounded so that nothing downstream recurses without end.
+MAX_METADATA_DEPTH = 32
 MAX_RATE_PER_SECOND = 10_000.0
 # One encoder for every metadata size check: json.dumps builds a new one per call when given options.
 _METADATA_SIZE = json.JSONEncoder(default=str)
@@ -429,6 +431,20 @@ def _small_metadata(raw_recipients: list[object], group: int = 32) -> set[int]:
     return small
 
 
+def _nests_beyond(value: object, limit: int) -> bool:
+    """Whether `value` nests objects or lists more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
 def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | RejectedRecipient:
     """One recipient checked; `where` is its place in the message (an index of `recipients`, or a name).
 
@@ -446,6 +462,8 @@ def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | 
         metadata = {}
     if not isinstance(metadata, dict):
         return RejectedRecipient(shown, f"{_place(where)}.metadata: must be an object")
+    if _nests_beyond(metadata, MAX_METADATA_DEPTH):
+        return RejectedRecipient(shown, f"{_place(where)}.metadata: nested more than {MAX_METADATA_DEPTH} levels")
     if not small and len(_METADATA_SIZE.encode(metadata)) > MAX_METADATA_BYTES:
         return RejectedRecipient(shown, f"{_place(where)}.metadata: larger than {MAX_METADATA_BYTES} bytes")
     return Recipient(email=str(email), metadata=metadata)
@@ -466,6 +484,8 @@ def parse_precompile_message(raw: str | bytes | dict[str, Any]) -> PrecompileReq
             d = json.loads(raw)
         except ValueError as exc:
             raise MessageInvalid([FieldError("message", f"not valid JSON ({exc})")]) from exc
+        except RecursionError as exc:
+            raise MessageInvalid([FieldError("message", "not valid JSON (nested too deeply to read)")]) from exc
     else:
         d = raw
     if not isinstance(d, dict):
@@ -559,5 +579,5 @@ def envelope_ids(raw: str | bytes | dict[str, Any]) -> tuple[str | None, str | N
         user, camp = d.get("userId"), (d.get("campaign") or {}).get("id")
         ok = lambda v: isinstance(v, str) and len(v) <= MAX_ID_LENGTH and bool(_ID_RE.match(v))  # noqa: E731
         return (user if ok(user) else None, camp if ok(camp) else None)
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return None, None

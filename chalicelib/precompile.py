@@ -29,7 +29,7 @@ from chalicelib.contract import (
 )
 from chalicelib.daily_cap import DailyCap, batch_id, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
-from chalicelib.errors import MessageInvalid, RenderFailed, TemplateInvalid
+from chalicelib.errors import FieldError, MessageInvalid, RenderFailed, TemplateInvalid
 from chalicelib.ledger import EXPIRED, REJECTED, SUPPRESSED, UNATTRIBUTED, Ledger, message_key, unattributed_day
 from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
@@ -94,6 +94,10 @@ class Precompiler:
             request = parse_precompile_message(raw)
         except MessageInvalid as exc:
             return self._reject_message(raw, exc)
+        except (RecursionError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+            # Data no check foresaw (JSON nested past the parser's limit, say): recorded as invalid, never lost.
+            reason = "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError) else type(exc).__name__
+            return self._reject_message(raw, MessageInvalid([FieldError("message", f"could not be read: {reason}")]))
         return self._precompile(request, raw)
 
     def _reject_message(self, raw: str, exc: MessageInvalid) -> PrecompileResult:
@@ -174,13 +178,17 @@ class Precompiler:
             extra = {"unsubscribe_url": links.unsubscribe_url(user_id, campaign_id, r.email)} if links else None
             try:
                 rendered = compiled.render(template_variables(r.email, r.metadata, campaign_id, extra))
+                html_body = rendered.body
+                if tracking:
+                    html_body = add_tracking(html_body, tracking, user_id, campaign_id, r.email)
+                body = encode(rendered.subject, html_body, r.email)
             except RenderFailed as exc:
                 result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
                 continue
-            html_body = rendered.body
-            if tracking:
-                html_body = add_tracking(html_body, tracking, user_id, campaign_id, r.email)
-            body = encode(rendered.subject, html_body, r.email)
+            except Exception as exc:  # whatever this recipient's data makes raise: its rejection, not the batch's
+                reason = f"render: {type(exc).__name__}: {str(exc)[:200]}"
+                result.rejected.append(RejectedRecipient(r.email, reason))
+                continue
             if wrap is not None:
                 body = wrap(user_id, campaign_id, body)
             outgoing.append(Outgoing(r.email, body, delay))
@@ -300,7 +308,7 @@ def _given_ids(raw: str | bytes | dict[str, Any]) -> str:
         d = json.loads(raw) if isinstance(raw, str | bytes) else raw
         campaign = d.get("campaign") if isinstance(d.get("campaign"), dict) else {}
         given = [("userId", d.get("userId")), ("campaign.id", campaign.get("id"))]
-    except (ValueError, AttributeError, TypeError):
+    except (ValueError, AttributeError, TypeError, RecursionError):
         return ""
     shown = [f"{name} given: {v[:60]!r}{'...' if len(v) > 60 else ''}" for name, v in given if isinstance(v, str)]
     return f" ({', '.join(shown)})" if shown else ""
@@ -314,7 +322,7 @@ def _named_recipients(raw: str) -> list[str]:
     """The valid addresses an (invalid) message names, so that each can be recorded as rejected."""
     try:
         d = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         return []
     if not isinstance(d, dict):
         return []

@@ -155,7 +155,9 @@ def _render(template: Template, name: str, variables: Mapping[str, Any]) -> str:
     except LiquidError as exc:
         raise RenderFailed(_describe(exc, name)) from exc
     except RecursionError as exc:
-        raise RenderFailed(f"{name}: template nested too deeply") from exc
+        raise RenderFailed(f"{name}: template or data nested too deeply") from exc
+    except Exception as exc:  # a filter raising on data (ceil of 1e999, sum of "n/a"): that recipient's error
+        raise RenderFailed(f"{name}: {type(exc).__name__}: {str(exc)[:200]}") from exc
     if len(out) > OUTPUT_LIMIT_CHARS:
         raise RenderFailed(_describe(_limit_error("output too large"), name))
     return out

@@ -44,8 +44,14 @@ HOSTILE_TEXT = st.one_of(
         ["", " ", "\x00", "\ud800", "../../etc", "a" * 300, "é" * 70, "<script>", "{{", "%}", "null", "1e309"]
     ),
 )
+# Numbers and number-like text that make numeric filters raise (OverflowError, decimal's InvalidOperation).
+HOSTILE_NUMBERS = st.one_of(
+    st.sampled_from(["1e999", "-1e999", "1e-999", "nan", "NaN", "inf", "-inf", "n/a", "0", "0.0", "1" * 400]),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**400), max_value=10**400),
+)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_TEXT,
+    st.none() | st.booleans() | st.integers() | st.floats() | HOSTILE_TEXT | HOSTILE_NUMBERS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(HOSTILE_TEXT, inner, max_size=4),
     max_leaves=12,
 )
@@ -78,6 +84,18 @@ LIQUID_FRAGMENTS = [
     "{%",
     "%}",
     "{{ 1 | divided_by: 0 }}",
+    "{{ name | ceil }}",
+    "{{ name | floor }}",
+    "{{ name | round: 2 }}",
+    "{{ name | abs }}",
+    "{{ name | modulo: 0.0 }}",
+    "{{ name | divided_by: 0.0 }}",
+    "{{ name | times: name }}",
+    "{{ name | plus: 1e308 }}",
+    "{{ interests | sum }}",
+    "{{ interests | sort | first }}",
+    "{{ interests | sort_natural | last }}",
+    "{{ interests | map: 'x' | compact | uniq | join: ',' }}",
     "{{ name | date: '%Y' }}",
     "\x00",
     "\ud800",
@@ -116,8 +134,12 @@ def messages(draw: st.DrawFn) -> str:
             continue
         key = draw(st.sampled_from([*sorted(target), "userPlan", "scheduledAt", "expiresAfter", "strict", "x"]))
         target[key] = draw(JSON_VALUES)
-    shape = draw(st.sampled_from(["json", "json", "json", "text", "truncated"]))
+    shape = draw(st.sampled_from(["json", "json", "json", "text", "truncated", "deep"]))
     raw = json.dumps(msg)
+    if shape == "deep":  # nested past what any parser or walker can follow, somewhere in the message
+        depth = draw(st.sampled_from([40, 900, 3000]))
+        at = draw(st.sampled_from(['"metadata": ', '"campaign": ', '"userId": ']))
+        return raw.replace(at, f"{at}{'[' * depth}1{']' * depth}, \"_\": ", 1)
     if shape == "text":
         return draw(HOSTILE_TEXT)
     if shape == "truncated":

@@ -270,3 +270,65 @@ def test_a_crash_at_any_step_loses_no_recipient_once_lambda_retries(step, monkey
     queued = {json.loads(e["MessageBody"])["recipient"]["email"] for _u, entries in sqs.batches for e in entries}
     assert queued == {f"r{i}@example.org" for i in range(7)}
     assert all(ledger.state("user-1", "camp-1", f"r{i}@example.org") == "queued" for i in range(7))
+
+
+@pytest.mark.parametrize(
+    ("template", "metadata", "expected"),
+    [
+        ("{{ points | ceil }}", {"points": "1e999"}, "render: body: OverflowError: "),
+        ("{{ scores | sum }}", {"scores": ["1", "n/a"]}, "render: body: InvalidOperation: "),
+        ("{{ x | floor }}", {"x": float("nan")}, "render: body: ValueError: cannot convert float NaN"),
+        ("{{ x | round }}", {"x": float("inf")}, "render: body: OverflowError: "),
+        ("{{ x | modulo: 0.0 }}", {"x": 5}, "render: body: InvalidOperation: "),
+        (
+            "{% assign n = 10 %}{% for i in (1..60) %}{% assign n = n | times: n %}{% endfor %}{{ n }}",
+            {},
+            "limit reached",
+        ),
+    ],
+)
+def test_whatever_a_recipients_data_makes_a_filter_raise_rejects_that_recipient_only(template, metadata, expected):
+    msg = canonical()
+    del msg["recipient"]
+    msg["campaign"]["body"] = f"<p>{{% if hostile %}}{template}{{% endif %}}</p>"
+    msg["recipients"] = [
+        {"email": "good@example.org", "metadata": {}},
+        {"email": "bad@example.org", "metadata": {"hostile": True, **metadata}},
+    ]
+    p, sqs, *_ = _precompiler()
+    result = p.handle(json.dumps(msg, allow_nan=True))
+    # Before, each of these raised out of the handler and the whole message (the good recipient too) was lost.
+    assert [(r.email, expected in r.reason) for r in result.rejected] == [("bad@example.org", True)]
+    assert result.queued == 1 and len(sqs.batches) == 1  # the good one queued
+
+
+def test_a_message_nested_past_the_parsers_limit_is_recorded_invalid_not_lost():
+    from chalicelib.ledger import UNATTRIBUTED, message_key
+
+    msg = canonical()
+    deep = "[" * 3000 + "]" * 3000
+    raw = json.dumps(msg).replace('"metadata": {', f'"deep": {deep}, "metadata": {{', 1)
+    p, sqs, *_ = _precompiler()
+    p.handle(raw)  # does not raise
+    day = time.strftime("%Y-%m-%d", time.gmtime())
+    row = p._ledger.rows[(f"{UNATTRIBUTED}#{day}", message_key(raw))]
+    assert row["state"] == "rejected" and "nested too deeply" in row["reason"]
+    assert sqs.batches == []
+
+
+def test_metadata_nested_deeper_than_the_limit_rejects_that_recipient_with_why():
+    msg = canonical()
+    del msg["recipient"]
+    nested: dict = {}
+    for _ in range(100):
+        nested = {"n": nested}
+    msg["recipients"] = [
+        {"email": "ok@example.org", "metadata": {"name": "A"}},
+        {"email": "deep@example.org", "metadata": nested},
+    ]
+    p, *_ = _precompiler()
+    result = p.handle(json.dumps(msg))
+    assert result.queued == 1
+    assert [(r.email, r.reason) for r in result.rejected] == [
+        ("deep@example.org", "recipients[1].metadata: nested more than 32 levels")
+    ]

@@ -79,10 +79,12 @@ def _guarded(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
     def guard(left: Any, *args: Any, **kwargs: Any) -> Any:
         if isinstance(left, range | list | tuple) and len(left) > MAX_SEQUENCE_ITEMS:
             raise LoopIterationLimitError(f"{name}: more than {MAX_SEQUENCE_ITEMS:,} items", token=None)
-        if name == "replace" and isinstance(left, str) and args:
+        if name == "replace" and args:
+            # An array or a hash on the left is replaced in as its text (python-liquid's str()): bounded alike.
+            text = left if isinstance(left, str) else "" if left is None else str(left)
             old, new = str(args[0]), str(args[1]) if len(args) > 1 else ""
-            grows = (left.count(old) if old else len(left) + 1) * max(0, len(new) - len(old))
-            if len(left) + grows > OUTPUT_LIMIT_CHARS:
+            grows = (text.count(old) if old else len(text) + 1) * max(0, len(new) - len(old))
+            if len(text) + grows > OUTPUT_LIMIT_CHARS:
                 raise _limit_error("replace: result too large")
         elif name == "join" and isinstance(left, range | list | tuple):
             separator = args[0] if args else kwargs.get("separator", " ")

@@ -19,35 +19,39 @@ import html
 import re
 from dataclasses import dataclass
 
-from chalicelib import log
+from chalicelib import html_scan, log
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.errors import LinkInvalid
 from chalicelib.ledger import Ledger
 from chalicelib.links import LinkSigner
 
-_HREF = re.compile(r"""(<a\b[^>]*?\bhref\s*=\s*)(["'])(https?://[^"']+)\2""", re.I)
 _BODY_END = re.compile(r"</body\s*>", re.I)
 PIXEL = base64.b64decode(b"R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")  # 1x1 transparent GIF
 
 
 def add_tracking(body: str, links: LinkSigner, user_id: str, campaign_id: str, email: str) -> str:
-    """The rendered body with its links redirected through the click route and the open pixel added."""
+    """The rendered body with its links redirected through the click route and the open pixel added.
+
+    Linear in the body's length, whatever its markup (chalicelib.html_scan)."""
     unsubscribe_prefix = f"{links.base_url}/unsubscribe/"
-
-    def rewrite(m: re.Match[str]) -> str:
-        url = html.unescape(m.group(3))
+    parts: list[str] = []
+    done = 0
+    for tag in html_scan.anchors(body):
+        found = html_scan.href(body, tag)
+        if found is None or not found.quoted:
+            continue
+        url = html.unescape(found.value)
         if url.startswith(unsubscribe_prefix) or not redirectable(url):
-            return m.group(0)
-        tracked = links.click_url(user_id, campaign_id, email, url)
-        return f"{m.group(1)}{m.group(2)}{tracked}{m.group(2)}"
-
-    if "href" in body:
-        body = _HREF.sub(rewrite, body)
+            continue
+        parts += [body[done : found.start], links.click_url(user_id, campaign_id, email, url)]
+        done = found.end
+    parts.append(body[done:])
+    body = "".join(parts)
     pixel = (
         f'<img src="{links.open_url(user_id, campaign_id, email)}" width="1" height="1" alt="" style="display:none">'
     )
-    found = _BODY_END.search(body)
-    return f"{body[: found.start()]}{pixel}{body[found.start() :]}" if found else body + pixel
+    found_end = _BODY_END.search(body)
+    return f"{body[: found_end.start()]}{pixel}{body[found_end.start() :]}" if found_end else body + pixel
 
 
 _NOT_IN_A_HEADER = re.compile(r"[\x00-\x20\x7f]")

@@ -79,6 +79,13 @@ A64K = "{% capture a %}{% for i in (1..60000) %}a{% endfor %}{% endcapture %}"
         ("{{ (1..1000000000) | sort | first }}", "sort: more than 100,000 items"),
         ("{{ (1..3000000) | join: ',' }}", "join: more than 100,000 items"),
         (A64K + "{{ a | replace: 'a', a }}", "replace: result too large"),
+        # An array on the left is replaced in as its text ("['a', 'a', ...]"): bounded as a string is.
+        (
+            "{% capture a %}{% for i in (1..5000) %}a{% endfor %}{% endcapture %}"
+            "{% capture b %}{% for i in (1..3000) %}a{% endfor %}{% endcapture %}"
+            "{% assign arr = b | split: '' %}{{ arr | replace: 'a', a }}",
+            "replace: result too large",
+        ),
         (A64K + "{{ a | split: '' | join: a }}", "join: result too large"),
         (A64K + "{% for i in (1..90000) %}{{ a }}{% endfor %}", "output too large"),
         ("{% for i in (1..300) %}{% for j in (1..300) %}" + "x" * 50 + "{% endfor %}{% endfor %}", "output too large"),

@@ -26,6 +26,8 @@ MAX_TEMPLATE_BYTES = 256 * 1024
 MAX_SUBJECT_TEMPLATE_BYTES = 2048
 MAX_RECIPIENTS_PER_MESSAGE = 1000
 MAX_METADATA_BYTES = 16 * 1024
+# Control characters a header may not carry (tab, which is white space, aside).
+_HEADER_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 # Deeper metadata is no recipient's data; bounded so that nothing downstream recurses without end.
 MAX_METADATA_DEPTH = 32
 MAX_RATE_PER_SECOND = 10_000.0
@@ -306,6 +308,9 @@ def _text(
         return ""
     if single_line and ("\r" in value or "\n" in value):
         errors.append(FieldError(path, "must not contain line breaks"))
+    elif single_line and _HEADER_CONTROLS.search(value):
+        # NUL, ESC, BS, VT, FF, DEL...: nothing a mail client shows, and some it would obey (RFC 5322 §3.2.5).
+        errors.append(FieldError(path, "must not contain control characters"))
         return ""
     return value
 

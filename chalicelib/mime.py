@@ -27,6 +27,11 @@ _QP_UTF8.body_encoding = QP
 
 
 MAX_HEADER_LINE = 998
+# What may not be in a List-Id's dot-atom (RFC 5322 atext, less the dot that separates labels).
+# `=?utf-8?b?` + base64 of 45 bytes (60 characters) + `?=`: 72, within RFC 2047's 75.
+_ENCODED_WORD_BYTES = 45
+_UTF8_HEADER = Charset("utf-8")
+_LIST_ID_UNSAFE = re.compile(r"[^A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+")
 
 
 class _Smtp(Compat32):
@@ -50,7 +55,9 @@ class _Smtp(Compat32):
         return str(super()._fold(name, value, sanitize))
 
 
-SMTP_COMPAT = _Smtp(linesep="\r\n")
+# Folded lines of at most 76 characters: a continuation line is a space and one encoded word, which
+# RFC 2047 §2 limits to 75 (compat32's 78 made words of 77).
+SMTP_COMPAT = _Smtp(linesep="\r\n", max_line_length=76)
 
 TENANT_HEADER = "X-Moonsend-Tenant"
 CAMPAIGN_HEADER = "X-Moonsend-Campaign"
@@ -127,9 +134,68 @@ def _normalised(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", text).strip() + "\n"
 
 
-def _header(value: str) -> str | Header:
-    """A header value as is when it is ASCII, else RFC 2047 encoded words (UTF-8)."""
-    return value if value.isascii() else Header(value, "utf-8")
+def _header(value: str, name: str) -> str | Header:
+    """A header value as is when it is ASCII and fits a line, else RFC 2047 encoded words (UTF-8).
+
+    Encoded words are at most 75 characters each and folded between them (RFC 2047 §2), so a value of
+    any length and language keeps every line within RFC 5322's 998 (a subject without white space
+    cannot be folded any other way)."""
+    if value.isascii() and len(name) + 2 + len(value) <= MAX_HEADER_LINE:
+        return value
+    return Header(value, "utf-8", header_name=name)
+
+
+def _from(name: str, address: str) -> str:
+    """`"Name" <address>`; a non-ASCII name as RFC 2047 encoded words of at most 75 characters, cut
+    between its words (formataddr makes one word of any length, and Header cuts inside words, which some
+    decoders show as a stray space)."""
+    if name.isascii() or not name:
+        return formataddr((name, address))
+    return f"{' '.join(_UTF8_HEADER.header_encode(p) for p in _word_pieces(name))} <{address}>"
+
+
+def _word_pieces(text: str) -> list[str]:
+    """`text` as few pieces as fit encoded words, cut at spaces (a word longer than one, between characters).
+
+    The space between two pieces goes at the end of the first: the white space between encoded words is
+    not part of the text (RFC 2047 §6.2)."""
+    words = text.split()
+    pieces: list[str] = []
+    current = ""
+    for i, word in enumerate(words):
+        piece = word if i == len(words) - 1 else f"{word} "
+        if len((current + piece).encode("utf-8")) <= _ENCODED_WORD_BYTES:
+            current += piece
+            continue
+        if current:
+            pieces.append(current)
+        *whole, current = _utf8_pieces(piece, _ENCODED_WORD_BYTES)
+        pieces.extend(whole)
+    pieces.append(current)
+    return [p for p in pieces if p]
+
+
+def _utf8_pieces(text: str, max_bytes: int) -> list[str]:
+    """`text` cut between characters into pieces of at most `max_bytes` of UTF-8."""
+    pieces, current, size = [], [], 0
+    for ch in text:
+        n = len(ch.encode("utf-8"))
+        if size + n > max_bytes and current:
+            pieces.append("".join(current))
+            current, size = [], 0
+        current.append(ch)
+        size += n
+    pieces.append("".join(current))
+    return pieces
+
+
+def list_id(campaign_id: str, user_id: str, from_address: str) -> str:
+    """RFC 2919's List-Id: the campaign, the tenant and the sender's domain, as a dot-atom.
+
+    Filters weigh a List-Id on bulk mail; one per campaign lets a reader filter or report one campaign."""
+    domain = from_address.rpartition("@")[2]
+    labels = [_LIST_ID_UNSAFE.sub("-", part).strip("-") or "x" for part in (campaign_id, user_id)]
+    return f"<{'.'.join([*labels, domain])[:250]}>"
 
 
 def _part(text: str, subtype: str) -> Message:
@@ -156,13 +222,14 @@ def build_mime(email: OutgoingEmail) -> bytes:
     # no check; left to the generator, it checks with a regular expression compiled for every message.
     # 96 random bits, short enough that Content-Type stays on one line (no folding, see _Smtp).
     msg = MIMEMultipart("alternative", boundary=f"=_ms_{uuid.uuid4().hex[:24]}")
-    msg["From"] = formataddr((email.from_name, email.from_address), charset="utf-8")
+    msg["From"] = _from(email.from_name, email.from_address)
     msg["To"] = email.to
-    msg["Subject"] = _header(email.subject)
+    msg["Subject"] = _header(email.subject, "Subject")
     msg["Date"] = format_datetime(datetime.now(UTC))
     msg["Message-ID"] = make_msgid(domain=domain)
     msg[TENANT_HEADER] = email.user_id
     msg[CAMPAIGN_HEADER] = email.campaign_id
+    msg["List-Id"] = list_id(email.campaign_id, email.user_id, email.from_address)
     if email.unsubscribe_url:
         # RFC 2369 and RFC 8058: mailbox providers show an unsubscribe button and POST to the link.
         msg["List-Unsubscribe"] = f"<{email.unsubscribe_url}>"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -25,6 +26,8 @@ from chalicelib.errors import RenderFailed, TemplateInvalid
 
 CACHE_SIZE = 256
 OUTPUT_LIMIT_CHARS = 2 * 1024 * 1024  # one rendered subject or body
+# C0 controls but the white space that str.split() folds away, DEL and C1 controls.
+_CONTROLS = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
 MAX_SEQUENCE_ITEMS = 100_000  # the most items a filter may be asked to walk or build
 
 # Filters whose output can be far larger than their input; they are checked before they run.
@@ -141,7 +144,10 @@ class CompiledCampaign:
     def render(self, variables: Mapping[str, Any]) -> Rendered:
         subject = _render(self._subject, "subject", variables)
         body = _render(self._body, "body", variables)
-        # A subject is one header line: a line break there would be header injection.
+        # A subject is one header line: a line break there would be header injection, and other control
+        # characters (NUL, ESC, DEL) have no place in a header (RFC 5322): they are dropped.
+        if not subject.isprintable():
+            subject = _CONTROLS.sub("", subject)
         return Rendered(subject=" ".join(subject.split()), body=body)
 
 

@@ -258,9 +258,24 @@ def test_recipient_text_is_printed_with_its_control_characters_escaped():
     assert plain("tab\tkept") == "tab\tkept"
 
 
-def test_a_normal_demo_prints_no_warning(tmp_path):
-    """Expected races (SES's Send event before the sender's own record) are DEBUG: a clean run is quiet."""
+def test_a_normal_demo_prints_no_warning_and_every_email_it_writes_parses_strictly_within_the_rfcs(tmp_path):
+    """Expected races (SES's Send event before the sender's own record) are DEBUG: a clean run is quiet.
+    Each .eml as mail: Python's strict parser finds no defect, lines fit RFC 5322, words fit RFC 2047."""
+    import re
+    from email import message_from_bytes
+    from email.policy import strict
+
     out = _moonsend("demo", "--outbox", str(tmp_path / "outbox"))
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     noisy = [line for line in (out.stdout + out.stderr).splitlines() if "WARNING" in line or "Warning" in line]
     assert noisy == []
+    emails = sorted((tmp_path / "outbox").rglob("*.eml"))
+    assert len(emails) >= 200
+    for path in emails:
+        raw = path.read_bytes()
+        msg = message_from_bytes(raw, policy=strict)  # raises on any defect
+        assert msg["List-Id"] and msg["List-Unsubscribe"] and msg["Subject"] is not None, path
+        head = raw.split(b"\r\n\r\n", 1)[0]
+        assert max(len(line) for line in raw.split(b"\r\n")) <= 998, path
+        assert all(len(w) <= 75 for w in re.findall(rb"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=", head)), path
+        assert not re.search(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]", head), path

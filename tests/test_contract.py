@@ -89,6 +89,11 @@ BAD_MESSAGES = [
     ("key without secret", _with("sender.apiSecret", _DELETE), "sender.apiKey: apiKey and apiSecret go"),
     ("bad region", _with("sender.region", "mars-1"), "sender.region: not an AWS region"),
     ("header injection", _with("sender.fromName", "A\r\nBcc: x@y.z"), "sender.fromName: must not contain"),
+    (
+        "control characters in a header",
+        _with("sender.fromName", "Acme\x1b[2J\x00\x7f"),
+        "sender.fromName: must not contain control characters",
+    ),
     ("no campaign id", _with("campaign.id", _DELETE), "campaign.id: is required"),
     ("no subject", _with("campaign.subject", _DELETE), "campaign.subject: is required"),
     ("body not text", _with("campaign.body", {"html": 1}), "campaign.body: must be a string"),

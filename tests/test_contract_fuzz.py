@@ -139,7 +139,7 @@ def messages(draw: st.DrawFn) -> str:
     if shape == "deep":  # nested past what any parser or walker can follow, somewhere in the message
         depth = draw(st.sampled_from([40, 900, 3000]))
         at = draw(st.sampled_from(['"metadata": ', '"campaign": ', '"userId": ']))
-        return raw.replace(at, f"{at}{'[' * depth}1{']' * depth}, \"_\": ", 1)
+        return raw.replace(at, f'{at}{"[" * depth}1{"]" * depth}, "_": ', 1)
     if shape == "text":
         return draw(HOSTILE_TEXT)
     if shape == "truncated":

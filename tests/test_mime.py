@@ -61,3 +61,45 @@ def test_the_boundary_never_occurs_in_the_quoted_printable_parts():
     assert boundary.startswith("=_ms_")
     assert raw.count(boundary.encode()) == 4  # the header's parameter, then opening, between the parts, closing
     assert msg.get_body(("html",)).get_content() == body
+
+
+def _strict(raw: bytes):
+    """Python's strict policy raises on any defect it finds (an independent reading of the RFCs)."""
+    from email.policy import strict
+
+    return message_from_bytes(raw, policy=strict)
+
+
+def _encoded_words(raw: bytes) -> list[bytes]:
+    import re
+
+    return re.findall(rb"=\?[^?\s]+\?[bBqQ]\?[^?\s]*\?=", raw.split(b"\r\n\r\n")[0])
+
+
+def test_a_long_non_ascii_sender_name_is_encoded_words_of_at_most_75_characters():
+    name = "Ünïcödé Nëws Dëpärtmënt of the Grand Acmé Corporation, Zürich"  # ~70 bytes of UTF-8
+    raw = build_mime(OutgoingEmail("news@acme.io", name, "ann@x.io", "Hi", "<p>x</p>", "u1", "c1"))
+    words = _encoded_words(raw)
+    assert len(words) >= 2 and all(len(w) <= 75 for w in words)  # RFC 2047 §2
+    msg = _strict(raw)
+    assert msg["From"].addresses[0].addr_spec == "news@acme.io"
+    assert " ".join(msg["From"].addresses[0].display_name.split()) == name
+
+
+def test_a_subject_without_white_space_keeps_every_header_line_within_998_characters():
+    subject = "x" * 2000
+    raw = build_mime(OutgoingEmail("news@acme.io", "Acme", "ann@x.io", subject, "<p>x</p>", "u1", "c1"))
+    head = raw.split(b"\r\n\r\n")[0]
+    assert max(len(line) for line in head.split(b"\r\n")) <= 998  # RFC 5322 §2.1.1
+    assert all(len(w) <= 75 for w in _encoded_words(raw))
+    assert str(_strict(raw)["Subject"]) == subject
+
+
+def test_every_campaign_email_has_a_list_id_that_is_a_dot_atom():
+    import re
+
+    raw = build_mime(OutgoingEmail("news@acme.io", "Acme", "ann@x.io", "Hi", "<p>x</p>", "acme", "spring|2026:sale"))
+    list_id = _strict(raw)["List-Id"]
+    atext = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+    assert re.fullmatch(rf"<{atext}(\.{atext})*>", str(list_id))  # RFC 2919 §3
+    assert str(list_id) == "<spring|2026-sale.acme.acme.io>"

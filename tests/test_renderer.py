@@ -117,3 +117,8 @@ def test_cache_compiles_a_campaign_once_and_stays_bounded():
     cache.get("c2", "s", "b", strict=False)
     cache.get("c3", "s", "b", strict=False)
     assert len(cache) == 2
+
+
+def test_control_characters_in_a_rendered_subject_are_dropped():
+    rendered = render("Hi {{ name }}", "<p>x</p>", {"name": "A\x00n\x1bn\x08\x7f\x0b\x0c!"})
+    assert rendered.subject == "Hi Ann !"

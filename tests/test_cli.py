@@ -191,20 +191,6 @@ def test_recipients_pages_and_campaign_commands_answer_with_what_they_did(runnin
     assert "\tcancelled\t" in _moonsend("recipients", *later).stdout
 
 
-def test_sigterm_stops_the_stack_cleanly(running):
-    _port, _outbox, proc, _lines = running
-    proc.send_signal(signal.SIGTERM)
-    out, _ = proc.communicate(timeout=30)
-    assert proc.returncode == 0
-    assert "stopped" in out
-
-
-def test_readme_quick_start_is_the_two_make_commands():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
-    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
-    assert "make demo" in quick and "make test" in quick
-
-
 def test_status_shows_tenant_text_as_it_is_and_obeys_none_of_it(running, tmp_path):
     """A pause reason with Rich markup and terminal escapes: shown literally, the command still succeeds."""
     endpoint = f"http://127.0.0.1:{running[0]}"
@@ -249,6 +235,20 @@ def test_status_shows_tenant_text_as_it_is_and_obeys_none_of_it(running, tmp_pat
         assert not any(c in out.stdout for c in "\x1b\x07\x9b")
     finally:
         _moonsend("tenant", "resume", "--endpoint", endpoint, "--user", "cli-hostile")
+
+
+def test_sigterm_stops_the_stack_cleanly(running):
+    _port, _outbox, proc, _lines = running
+    proc.send_signal(signal.SIGTERM)
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 0
+    assert "stopped" in out
+
+
+def test_readme_quick_start_is_the_two_make_commands():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert "make demo" in quick and "make test" in quick
 
 
 def test_recipient_text_is_printed_with_its_control_characters_escaped():

@@ -23,10 +23,12 @@ PATTERNS = [
     "< ",
     "<!--",
     "<style>",
-    "<a title=\"",
+    '<a title="',
     "<a href='https://x.example/",
     "<a href=x>",
     '<p>Hi <a href="https://shop.example/p?a=1&amp;b=2">Buy</a></p>',  # real links, all tracked
+    "<" + "a" * 4000,  # an unclosed tag name thousands long (a backtracking name rescans per character)
+    "<a" + "b" * 4000 + " x",
 ]
 SIZES_KIB = (8, 32, 128, 256)
 LINKS = LinkSigner(b"k" * 32, "https://api.example.com/api")

@@ -26,8 +26,8 @@ MAX_TEMPLATE_BYTES = 256 * 1024
 MAX_SUBJECT_TEMPLATE_BYTES = 2048
 MAX_RECIPIENTS_PER_MESSAGE = 1000
 MAX_METADATA_BYTES = 16 * 1024
-# Control characters a header may not carry (tab, which is white space, aside).
-_HEADER_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# Control characters a header may not carry (tab, which is white space, aside), C1 ones included.
+_HEADER_CONTROLS = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 # Deeper metadata is no recipient's data; bounded so that nothing downstream recurses without end.
 MAX_METADATA_DEPTH = 32
 MAX_RATE_PER_SECOND = 10_000.0

@@ -18,7 +18,10 @@ from typing import NamedTuple
 # A tag ends at the first `>`; one that meets another `<` first is no tag (`[^<>]`: each character is
 # looked at by one attempt only, so the search is linear; the expressions it replaces used `[^>]`, which
 # scans to the document's end from every unclosed `<`). A comment ends at its `-->`, found separately.
-_TAG_OR_COMMENT = re.compile(r"<!--|<(/?)([A-Za-z][A-Za-z0-9-]*)([^<>]*)>")
+# Possessive quantifiers: a name or attribute run never gives back characters, so an unclosed `<aaaa...`
+# is not rescanned once per character. A `<!DOCTYPE>`, `<![if mso]>` or `<?xml?>` is a declaration
+# (name "!"); a tag cut by another `<` before its `>` ends there (the `<` starts the next one).
+_TAG_OR_COMMENT = re.compile(r"<!--|<[!?][^<>]*+>|<(/?)([A-Za-z][A-Za-z0-9-]*+)([^<>]*+)(?:>|(?=<))")
 # An attribute's name, `=` and quoted value, within one tag's text (tags do not overlap: linear overall).
 _HREF = re.compile(r"""(?:^|[\s"'/])href\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+))""", re.I)
 
@@ -46,6 +49,9 @@ def tags(source: str, pos: int = 0) -> Iterator[Tag]:
         for m in _TAG_OR_COMMENT.finditer(source, pos):
             if m[2] is not None:
                 yield Tag(m.start(), m.end(), m[2].lower(), m[1] == "/", m.start(3))
+                continue
+            if m[0] != "<!--":  # a declaration or processing instruction: not text, no element
+                yield Tag(m.start(), m.end(), "!", False, m.end())
                 continue
             start = m.start()  # a comment: it ends at the next `-->`, wherever that is
             if next_comment_end != -1 and next_comment_end < start + 4:

@@ -149,8 +149,10 @@ def _from(name: str, address: str) -> str:
     """`"Name" <address>`; a non-ASCII name as RFC 2047 encoded words of at most 75 characters, cut
     between its words (formataddr makes one word of any length, and Header cuts inside words, which some
     decoders show as a stray space)."""
-    if name.isascii() or not name:
+    if not name or (name.isascii() and "=?" not in name):
         return formataddr((name, address))
+    # Non-ASCII, or text that a reader would decode as encoded words of its own (`=?utf-8?q?=1B...?=`
+    # would smuggle in the control characters the contract refuses): encoded, so it reads as written.
     return f"{' '.join(_UTF8_HEADER.header_encode(p) for p in _word_pieces(name))} <{address}>"
 
 

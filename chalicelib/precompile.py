@@ -185,6 +185,8 @@ class Precompiler:
             except RenderFailed as exc:
                 result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
                 continue
+            except MemoryError:  # the container's trouble, not the recipient's: Lambda retries the event
+                raise
             except Exception as exc:  # whatever this recipient's data makes raise: its rejection, not the batch's
                 reason = f"render: {type(exc).__name__}: {str(exc)[:200]}"
                 result.rejected.append(RejectedRecipient(r.email, reason))

@@ -164,6 +164,8 @@ def _render(template: Template, name: str, variables: Mapping[str, Any]) -> str:
         raise RenderFailed(_describe(exc, name)) from exc
     except RecursionError as exc:
         raise RenderFailed(f"{name}: template or data nested too deeply") from exc
+    except MemoryError:  # the container's trouble, not the recipient's: Lambda retries the event
+        raise
     except Exception as exc:  # a filter raising on data (ceil of 1e999, sum of "n/a"): that recipient's error
         raise RenderFailed(f"{name}: {type(exc).__name__}: {str(exc)[:200]}") from exc
     if len(out) > OUTPUT_LIMIT_CHARS:

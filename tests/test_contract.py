@@ -190,3 +190,10 @@ def test_queued_message_keeps_the_canonical_shape_without_metadata():
     assert d["campaign"] == {"id": "c", "subject": "Hi Ann", "body": "<p>Ann</p>"}
     assert d["recipient"] == {"email": "ann@x.io"}
     assert d["userId"] == "u"
+
+
+def test_a_c1_control_character_in_the_sender_name_is_refused():
+    msg = canonical()
+    msg["sender"]["fromName"] = "Acme\x9b31m"
+    with pytest.raises(MessageInvalid, match=r"sender\.fromName: must not contain control characters"):
+        parse_precompile_message(json.dumps(msg))

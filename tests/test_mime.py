@@ -103,3 +103,15 @@ def test_every_campaign_email_has_a_list_id_that_is_a_dot_atom():
     atext = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
     assert re.fullmatch(rf"<{atext}(\.{atext})*>", str(list_id))  # RFC 2919 §3
     assert str(list_id) == "<spring|2026-sale.acme.acme.io>"
+
+
+def test_an_ascii_sender_name_that_looks_like_encoded_words_is_shown_as_written():
+    name = "=?utf-8?q?A=1B=5B2J=E2=80=AEB?="  # would decode to ESC and a right-to-left override
+    raw = build_mime(OutgoingEmail("news@acme.io", name, "ann@x.io", "Hi", "<p>x</p>", "u1", "c1"))
+    assert _strict(raw)["From"].addresses[0].display_name == name
+
+
+def test_the_text_part_leaves_out_declarations_and_stays_fast_on_an_unclosed_tag_name():
+    assert html_to_text("<!DOCTYPE html><html><body><p>Hello</p></body></html>") == "Hello\n"
+    assert html_to_text('<![if !mso]><p>x</p><![endif]><?xml version="1.0"?>') == "x\n"
+    assert html_to_text("<" + "a" * 200_000) == "<" + "a" * 200_000 + "\n"  # unclosed: text; took minutes

@@ -22,6 +22,9 @@ from botocore.exceptions import ClientError
 
 from infra.deploy import deploy_plan, execute, stack_name
 
+# Lambda's retries of a failed async event when a function has no EventInvokeConfig (its documented default).
+LAMBDA_ASYNC_RETRIES = 2
+
 # Resource types moto's CloudFormation does not create, and what the local stack does with them instead.
 STOOD_IN = {
     "AWS::ApiGateway::RestApi": "the app's routes are served by `chalice local` on --api-port",
@@ -274,7 +277,7 @@ def _functions(
             on_failure=resolve(
                 configs.get(name, {}).get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
             ),
-            async_retries=int(configs.get(name, {}).get("MaximumRetryAttempts", 2)),
+            async_retries=int(configs.get(name, {}).get("MaximumRetryAttempts", LAMBDA_ASYNC_RETRIES)),
         )
     return out
 

@@ -22,9 +22,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from infra.local import identity
+from infra.local.cloudformation import LAMBDA_ASYNC_RETRIES
 from infra.local.identity import RoleCredentials
 
-ASYNC_RETRIES = 2
 DEFAULT_TIMEOUT_S = 60
 
 
@@ -63,7 +63,7 @@ class LocalFunction:
     memory_mb: int = 128
     role: RoleCredentials | None = None  # its calls are signed as this role (None: the operator's keys)
     on_failure: str | None = None  # ARN of the SQS queue an async event goes to when every attempt failed
-    async_retries: int = ASYNC_RETRIES  # retries of a failed async event (the template's EventInvokeConfig)
+    async_retries: int = LAMBDA_ASYNC_RETRIES  # retries of a failed async event (the template's EventInvokeConfig)
 
 
 @dataclass

@@ -48,8 +48,14 @@ class FakeSqs:
 
 
 class Nop:
-    def remember(self, *a: object) -> bool:
-        return False
+    def accept(self, *a: object) -> int:
+        return 1
+
+    def fix(self, *a: object) -> None:
+        return None
+
+    def claim(self, *a: object) -> None:
+        return None
 
     def ensure(self, name: str, user: str) -> str:
         return f"https://sqs/{name}"
@@ -117,6 +123,9 @@ def our_rate(people: list[dict], per_message: int) -> tuple[float, int, int]:
         Enqueuer(sqs),
         nop,  # type: ignore[arg-type]
         nop,  # type: ignore[arg-type]
+        nop,  # type: ignore[arg-type]
+        nop,  # type: ignore[arg-type]
+        lambda _sender: "111111111111",
     )
     started = time.perf_counter()
     queued = sum(p.handle(b).queued for b in bodies)

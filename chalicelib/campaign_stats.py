@@ -66,6 +66,7 @@ class CampaignStatsModel(Model):
     first_sent_ms = NumberAttribute(null=True)
     last_sent_ms = NumberAttribute(null=True)
     last_error = UnicodeAttribute(null=True)
+    sender_snapshot = UnicodeAttribute(null=True)  # the campaign's sender, fixed (chalicelib.campaign_sender)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from chalicelib import log, metrics
 from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.config import Settings
-from chalicelib.contract import QueuedEmail
+from chalicelib.contract import QueuedEmail, Sender
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import (
     MessageInvalid,
@@ -82,6 +82,11 @@ HELD_TENANT_CAMPAIGN = "_held"
 # at 20 per second; at most MAX_AHEAD received messages wait for their slot.
 SEND_WORKERS = 48
 MAX_AHEAD = 200
+# Why email on a tenant's own queue without keys fails rather than going out through the platform's account.
+NO_KEYS_REASON = (
+    "no SES keys for this email: it was queued for the tenant's own SES account, whose keys are no longer "
+    "registered; email on a tenant's queue is never sent through the platform's account"
+)
 
 
 class Outcome(enum.Enum):
@@ -165,30 +170,30 @@ class Drainer:
         self._control = control
         self._failed_copies = failed_copies
         self._schedule = schedule
-        self._ses_accounts_known: set[str] = set()
-        self._learning: dict[str, threading.Lock] = {}
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
-        # One limiter per queue and rate per container, so a re-invocation that lands in the same
+        # One limiter per queue per container, so a re-invocation that lands in the same
         # container goes on from the last slot instead of starting with a fresh window.
-        self._limiters: dict[tuple[str, float], RateLimiter] = {}
+        self._limiters: dict[str, RateLimiter] = {}
         self._lock = threading.Lock()
         self._orphaned_until: dict[str, int] = {}  # message id -> its recipient's claim expiry (epoch ms)
 
-    def limiter(self, queue_name: str, rate: float) -> RateLimiter:
+    def limiter(self, queue_name: str) -> RateLimiter:
+        """The queue's one limiter: every send from the queue takes its slot there, at its own email's rate,
+        so campaigns of different rates sharing a queue never add up to more than the highest of them."""
         with self._lock:
-            key = (queue_name, rate)
-            if key not in self._limiters:
-                self._limiters[key] = RateLimiter(rate)
-            return self._limiters[key]
+            if queue_name not in self._limiters:
+                self._limiters[queue_name] = RateLimiter(self._settings.free_rate_per_second)
+            return self._limiters[queue_name]
 
-    def rate_for(self, queue_name: str, tenant: Tenant | None) -> float:
-        if queue_name == self._settings.resources.free_queue.name or tenant is None:
+    def rate_for(self, queue_name: str, sender: Sender) -> float:
+        """The free queue's platform rate, or the campaign's rate within the tenant's SES account's own."""
+        if queue_name == self._settings.resources.free_queue.name:
             return self._settings.free_rate_per_second
-        rate = min(tenant.sender.rate_per_second, self._settings.max_rate_per_second)
+        rate = min(sender.rate_per_second, self._settings.max_rate_per_second)
         try:
-            rate = min(rate, self._ses.quota(tenant.sender).max_send_rate)
+            rate = min(rate, self._ses.quota(sender).max_send_rate)
         except Exception as exc:
-            log.warning("quota unavailable", user=tenant.user_id, error=type(exc).__name__)
+            log.warning("quota unavailable", queue=queue_name, error=type(exc).__name__)
         return rate
 
     def drain(self, queue_name: str, remaining_ms: Callable[[], int]) -> DrainResult:
@@ -307,8 +312,8 @@ class Drainer:
         Each message spends the ledger claim, its slot, the SES call and the ledger record in flight;
         holding fewer than that round trip's worth caps the rate below the tenant's."""
         with self._lock:
-            rates = [rate for (q, rate) in self._limiters if q == queue_name]
-        rate = max(rates) if rates else 10.0
+            limiter = self._limiters.get(queue_name)
+        rate = limiter.rate if limiter else 10.0
         return max(20, min(MAX_AHEAD, math.ceil(rate * 1.5) + 10))
 
     def _collect(
@@ -486,24 +491,29 @@ class Drainer:
             return Outcome.CAMPAIGN_PAUSED
         return None
 
-    def _learn_ses_account(self, tenant: Tenant) -> None:
-        """Record which AWS account a tenant's keys belong to, before its first email goes out.
+    def _sender_for(self, email: QueuedEmail, tenant: Tenant, free: bool) -> Sender | None:
+        """The sender this email goes out with: its campaign's (in the queued email) and the keys it names.
 
-        Its SES events are trusted only from that account (chalicelib.ses_events), so the others of its
-        sends wait for this one STS call rather than race an event ahead of the record. One try per
-        container: if STS fails, the tenant's events are dropped as untrusted and the log says why."""
-        if not tenant.sender.has_own_account or tenant.ses_account_id or tenant.user_id in self._ses_accounts_known:
-            return
-        with self._lock:
-            guard = self._learning.setdefault(tenant.user_id, threading.Lock())
-        with guard:
-            if tenant.user_id in self._ses_accounts_known:
-                return
-            try:
-                self._tenants.set_ses_account(tenant.user_id, self._ses.account_of(tenant.sender))
-            except Exception as exc:  # sending goes on; its events will be dropped as untrusted
-                log.warning("tenant SES account unknown", user=tenant.user_id, error=type(exc).__name__)
-            self._ses_accounts_known.add(tenant.user_id)
+        None for email on a tenant's queue without keys to send it with: it is never sent through the
+        platform's account, whatever the tenant's plan is now. Email queued before senders were fixed per
+        campaign carries no key version and takes the tenant's registered settings where it says nothing."""
+        s, registered = email.sender, tenant.sender
+        from_address = str(s.get("emailAddress") or registered.email_address)
+        from_name = str(s["fromName"]) if isinstance(s.get("fromName"), str) else registered.from_name
+        region = s.get("region", registered.region)
+        region = region if isinstance(region, str) and region else None
+        rate = _positive(s.get("ratePerSecond")) or registered.rate_per_second
+        if free:
+            return Sender(from_address, from_name, region, None, None, rate)
+        version = s.get("keyVersion")
+        version = version if isinstance(version, int) else None
+        keys = tenant.sending_keys(version)
+        if keys is None and version is not None:  # registered after this container's cached read
+            fresh = self._tenants.get(email.user_id, fresh=True)
+            keys = fresh.sending_keys(version) if fresh else None
+        if keys is None:
+            return None
+        return Sender(from_address, from_name, region, keys.api_key, keys.api_secret, rate)
 
     def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim, receives: int = 1) -> Outcome:
         tenant = self._tenants.get(email.user_id)
@@ -515,13 +525,16 @@ class Drainer:
         held = self._campaign_says(email, claim)
         if held is not None:
             return held
-        self._learn_ses_account(tenant)
         free = queue_name == self._settings.resources.free_queue.name
-        limiter = self.limiter(queue_name, self.rate_for(queue_name, tenant))
+        sender = self._sender_for(email, tenant, free)
+        if sender is None:
+            return self._fail(email, claim, NO_KEYS_REASON)
+        limiter = self.limiter(queue_name)
+        rate = self.rate_for(queue_name, sender)
         mime = build_mime(
             OutgoingEmail(
-                from_address=tenant.sender.email_address,
-                from_name=tenant.sender.from_name,
+                from_address=sender.email_address,
+                from_name=sender.from_name,
                 to=email.recipient_email,
                 subject=email.subject,
                 html=email.body,
@@ -534,7 +547,7 @@ class Drainer:
                 ),
             )
         )
-        token = limiter.acquire()
+        token = limiter.acquire(rate)
         try:
             # Again after the wait for the slot: a cancel wins over every send not yet on its way to SES.
             held = self._campaign_says(email, claim)
@@ -542,7 +555,7 @@ class Drainer:
                 return held
             if self._sent_ahead is not None:
                 self._sent_ahead.take(email.user_id)
-            message_id = self._ses.send(tenant.sender, email.recipient_email, mime, platform=free)
+            message_id = self._ses.send(sender, email.recipient_email, mime, platform=free)
         except SendThrottled:
             self._not_sent(email)
             limiter.slow_down(2.0, 5.0)
@@ -752,3 +765,10 @@ class Drainer:
 
 def _receives(message: dict[str, Any]) -> int:
     return int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+
+
+def _positive(value: object) -> float | None:
+    """A rate from a queued email, or None when it has none (or a value no rate can be)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
+        return float(value)
+    return None

@@ -71,3 +71,13 @@ class SendOutcomeUnknown(MoonsendError):
 
 class LinkInvalid(MoonsendError):
     """A signed link that does not verify (forged, altered, expired, malformed): why is for logs only."""
+
+
+class SenderRefused(MoonsendError):
+    """A message's sender that moonsend will not use: keys of another AWS account, a From address another
+    free-plan tenant owns, a sender other than the one its campaign was fixed with. Every recipient of the
+    message is rejected with this reason."""
+
+
+class RegistryConflict(MoonsendError):
+    """The tenant's registry entry kept changing under a conditional write: the event is retried."""

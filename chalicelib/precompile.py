@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib import log
+from chalicelib.campaign_sender import CampaignSenders, SenderSnapshot
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.contract import (
@@ -29,7 +30,8 @@ from chalicelib.contract import (
 )
 from chalicelib.daily_cap import DailyCap, batch_id, cap_reason
 from chalicelib.enqueuer import Enqueuer, Outgoing
-from chalicelib.errors import FieldError, MessageInvalid, RenderFailed, TemplateInvalid
+from chalicelib.errors import FieldError, MessageInvalid, RenderFailed, SenderRefused, TemplateInvalid
+from chalicelib.free_senders import FreeAddresses
 from chalicelib.ledger import EXPIRED, REJECTED, SUPPRESSED, UNATTRIBUTED, Ledger, message_key, unattributed_day
 from chalicelib.links import LinkSigner
 from chalicelib.payloads import PayloadStore
@@ -39,7 +41,7 @@ from chalicelib.routing import queue_for
 from chalicelib.schedule import ScheduleStore
 from chalicelib.suppression import Suppressions
 from chalicelib.tenant_queues import TenantQueues
-from chalicelib.tenants import TenantRegistry
+from chalicelib.tenants import AccountOf, TenantRegistry
 from chalicelib.tracking import add_tracking
 
 # Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
@@ -70,6 +72,9 @@ class Precompiler:
         enqueuer: Enqueuer,
         stats: CampaignStats,
         ledger: Ledger,
+        campaign_senders: CampaignSenders,
+        free_addresses: FreeAddresses,
+        account_of: AccountOf,
         payloads: PayloadStore | None = None,
         daily_cap: DailyCap | None = None,
         suppressions: Suppressions | None = None,
@@ -83,6 +88,9 @@ class Precompiler:
         self._enqueuer = enqueuer
         self._stats = stats
         self._ledger = ledger
+        self._campaign_senders = campaign_senders
+        self._free_addresses = free_addresses
+        self._account_of = account_of
         self._payloads = payloads
         self._daily_cap = daily_cap
         self._suppressions = suppressions
@@ -127,12 +135,18 @@ class Precompiler:
 
     def _precompile(self, req: PrecompileRequest, raw: str) -> PrecompileResult:
         result = PrecompileResult(req.user_id, req.campaign.id)
-        self._tenants.remember(req.user_id, req.plan, req.sender)
         named = [r.email for r in req.recipients] + [r.email for r in req.rejected if r.email]
         known = self._ledger.recorded(req.user_id, req.campaign.id, named)
         fresh = [r for r in req.recipients if r.key not in known]
         result.rejected = [r for r in req.rejected if not (r.email and r.email.lower() in known)]
         result.duplicates = len(req.recipients) - len(fresh)
+        try:
+            sender = self._fix_sender(req)
+        except SenderRefused as exc:
+            reason = str(exc)
+            result.rejected.extend(RejectedRecipient(r.email, reason) for r in fresh)
+            log.warning("sender refused", user=req.user_id, campaign=req.campaign.id, reason=reason)
+            return self._finish(req, raw, result, [])
         if self._suppressions is not None and fresh:
             blocked = self._suppressions.check(req.user_id, [r.email for r in fresh])
             if blocked:
@@ -167,7 +181,7 @@ class Precompiler:
             return self._finish(req, raw, result, [])
 
         outgoing: list[Outgoing] = []
-        encode = QueuedEmail.encoder(req.user_id, req.plan, req.sender.public_dict(), req.campaign.id, deadline_ms)
+        encode = QueuedEmail.encoder(req.user_id, sender.plan, sender.queued_sender(), req.campaign.id, deadline_ms)
         # Signing a link costs an HMAC per recipient: only for templates that show it.
         links = self._links if "unsubscribe_url" in req.campaign.body + req.campaign.subject else None
         tracking = self._links if req.campaign.tracking else None
@@ -236,6 +250,18 @@ class Precompiler:
             queued = [o.key for o in outgoing if o.key not in failed]
             result.rejected.extend(RejectedRecipient(f.key, f"enqueue: {f.reason}") for f in failures)
         return self._finish(req, raw, result, queued)
+
+    def _fix_sender(self, req: PrecompileRequest) -> SenderSnapshot:
+        """The sender every email of this campaign goes out with; SenderRefused when this message may not
+        send as it says (another free tenant's From, keys of another account, another sender than the
+        campaign's first message had)."""
+        free = req.plan == "free"
+        if free:  # checked first: a refused address never becomes the tenant's registered From
+            self._free_addresses.claim(req.user_id, req.sender.email_address, int(time.time() * 1000))
+        key_version = self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
+        sender = SenderSnapshot.of(req.plan, req.sender, None if free else key_version)
+        self._campaign_senders.fix(req.user_id, req.campaign.id, sender)
+        return sender
 
     def _finish(
         self,

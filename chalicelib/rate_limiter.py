@@ -32,14 +32,11 @@ class RateLimiter:
         rate_per_second: float,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        if not rate_per_second > 0:
-            raise ValueError("rate must be positive")
-        self.rate = rate_per_second
-        self._interval = 1.0 / rate_per_second
-        self.per_window = max(1, math.floor(rate_per_second + 1e-9))
-        self._window = WINDOW_S if rate_per_second >= 1 else 1.0 / rate_per_second
-        # Finish times of the last N sends, oldest first (None while a send is still running).
+        self._set_rate(rate_per_second)
+        # Finish times of the last sends, oldest first (None while a send is still running), as many as
+        # the highest rate asked for allows in a window, so a lower rate's sends still count for a higher.
         self._finished: deque[list[float | None]] = deque()
+        self._kept = self.per_window
         self._next = 0.0
         self._clock = clock
         self._cv = threading.Condition()
@@ -47,17 +44,31 @@ class RateLimiter:
         self._slow_until = 0.0
         self._slow_factor = 1.0
 
-    def acquire(self) -> list[float | None]:
+    def _set_rate(self, rate_per_second: float) -> None:
+        if not rate_per_second > 0:
+            raise ValueError("rate must be positive")
+        self.rate = rate_per_second
+        self._interval = 1.0 / rate_per_second
+        self.per_window = max(1, math.floor(rate_per_second + 1e-9))
+        self._window = WINDOW_S if rate_per_second >= 1 else 1.0 / rate_per_second
+
+    def acquire(self, rate: float | None = None) -> list[float | None]:
         """Wait until this caller may start a send; pass the returned token to `done()`.
+
+        `rate` is this send's rate (the limiter's own when None): sends of several rates share one
+        limiter, and no one-second window holds more of them than the highest of their rates allows.
 
         Callers queue on a turnstile and only the one at its head waits for the slot, so a pool of
         threads does not wake up all at once at every finished send (in Python, such thundering herds
         cost more than the sends)."""
         with self._turnstile, self._cv:
+            if rate is not None and rate != self.rate:
+                self._set_rate(rate)
+                self._kept = max(self._kept, self.per_window)
             while True:
                 now = self._clock()
                 if len(self._finished) >= self.per_window:
-                    oldest = self._finished[0][0]
+                    oldest = self._finished[-self.per_window][0]
                     if oldest is None:  # send k-N still running: its finish is the anchor
                         self._cv.wait()
                         continue
@@ -76,7 +87,7 @@ class RateLimiter:
             self._next = max(due, now - CATCH_UP_S) + interval
             token: list[float | None] = [None]
             self._finished.append(token)
-            while len(self._finished) > self.per_window:
+            while len(self._finished) > self._kept:
                 self._finished.popleft()
             return token
 

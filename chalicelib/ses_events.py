@@ -12,8 +12,9 @@ its one recipient (`mail.destination`), so no lookup table is needed.
   permanent bounce suppresses the address for every tenant (it does not exist), a complaint for the
   tenant it complained about; transient bounces are only counted.
 
-Events are trusted only from the SES account that sent the email: the platform's own for the free plan,
-and for a paid tenant the account its keys belong to (learned with STS when the sender first uses them).
+Events are trusted only from an SES account that sends the tenant's email: the platform's own (the free
+plan), or an account the tenant's registered keys belong to (learned with STS when each key version is
+registered; keys of another account are refused, chalicelib.tenants).
 The events topic accepts SES events from any account through a configuration set of the stage's name,
 so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
 
@@ -90,14 +91,21 @@ class SesEvents:
         self._reputation = reputation
 
     def _trusted(self, event: SesEvent) -> bool:
-        """Whether the event comes from the SES account that sent this tenant's email."""
+        """Whether the event comes from an SES account that sends this tenant's email: the platform's (the
+        free plan's), or one its registered keys belong to (learned when each key version was registered)."""
         if self._tenants is None:  # no registry to check against (unit tests of the recording alone)
             return True
-        tenant = self._tenants.get(event.user_id or "")
-        if tenant is None:
+        if not event.sending_account:
             return False
-        expected = tenant.ses_account_id if tenant.sender.has_own_account else self._platform_account
-        return bool(expected) and event.sending_account == expected
+        if event.sending_account == self._platform_account:
+            return self._tenants.get(event.user_id or "") is not None
+        for fresh in (False, True):  # a version registered after this container's cached read
+            tenant = self._tenants.get(event.user_id or "", fresh=fresh)
+            if tenant is None:
+                return False
+            if event.sending_account in tenant.accounts:
+                return True
+        return False
 
     def handle(self, raw: str) -> str:
         """Record one event; returns what was done (for logs and tests)."""

@@ -29,13 +29,29 @@ from botocore.exceptions import (
 
 from chalicelib import aws, log
 from chalicelib.contract import Sender
-from chalicelib.errors import QuotaExhausted, SendFailed, SendOutcomeUnknown, SendThrottled, TransientSendError
+from chalicelib.errors import (
+    QuotaExhausted,
+    SenderRefused,
+    SendFailed,
+    SendOutcomeUnknown,
+    SendThrottled,
+    TransientSendError,
+)
 
 # Errors raised before the request left: the email cannot have reached SES. (Any other botocore error
 # may come after SES received it: SendOutcomeUnknown.)
 _NOT_SENT = (EndpointConnectionError, ConnectTimeoutError, ProxyConnectionError, ParamValidationError)
 _THROTTLE_CODES = {"Throttling", "ThrottlingException", "TooManyRequestsException"}
 _QUOTA_CODES = {"LimitExceededException", "SendingPausedException", "AccountSuspendedException"}
+# What STS answers for keys that are wrong, disabled or expired (not for its own trouble).
+_KEYS_REFUSED_CODES = {
+    "InvalidClientTokenId",
+    "SignatureDoesNotMatch",
+    "AccessDenied",
+    "ExpiredToken",
+    "UnrecognizedClientException",
+    "AuthFailure",
+}
 _PERMANENT_CODES = {
     "MessageRejected",
     "BadRequestException",
@@ -132,7 +148,12 @@ class SesSender:
         assert sender.api_key and sender.api_secret
         region = sender.region or self._platform_region
         sts = aws.tenant_client("sts", region, sender.api_key, sender.api_secret)
-        return str(sts.get_caller_identity()["Account"])
+        try:
+            return str(sts.get_caller_identity()["Account"])
+        except ClientError as exc:
+            if _code(exc) in _KEYS_REFUSED_CODES:  # the keys' fault: the message is refused with why
+                raise SenderRefused(f"sender.apiKey: AWS does not accept these keys ({_code(exc)})") from exc
+            raise  # STS unavailable or throttled: the event is retried
 
     def _client(self, sender: Sender, platform: bool) -> Any:
         region = sender.region or self._platform_region

@@ -1,23 +1,40 @@
-"""The tenant registry: each tenant's sender settings, keyed by userId (DynamoDB, via pynamodb).
+"""The tenant registry: each tenant's sender settings and SES keys, keyed by userId (DynamoDB, via pynamodb).
 
-Precompile writes it from the incoming message (only when the settings changed, so a campaign of a
-million recipients costs one write per container, not a million), and the sender reads the SES keys
-from it. That keeps tenant keys out of every queued message and every log line.
+Precompile registers what each message says (`accept`): the latest From, fromName, plan and rate, and
+the message's keys. Keys are versioned and never change silently: a tenant's first keys register it,
+and a later message's new keys are accepted only when STS says they belong to the same AWS account as
+the current ones (a rotation); keys of another account are refused, and moving a tenant to another
+account is an operator's action (`replace_keys`, `moonsend tenant move-keys`). Each key version remembers
+its account, learned with STS when it is registered, so the tenant's SES events are trusted from it
+before its first email goes out. Every write is conditional on the entry's version, so two containers
+never overwrite each other's newer settings with older ones.
+
+The sender reads the keys from here by the version the queued email names, which keeps tenant keys out
+of every queued message and every log line.
 """
 
 from __future__ import annotations
 
-import hashlib
+import json
 import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
 from chalicelib.contract import Sender
+from chalicelib.errors import RegistryConflict, SenderRefused
 from chalicelib.tables import bound, condition_failed, warm
+
+# Older key versions are kept for email queued with them (and for their accounts' SES events), up to this.
+MAX_KEY_VERSIONS = 10
+_WRITE_TRIES = 5
+
+# The AWS account a sender's keys belong to (STS GetCallerIdentity with those keys).
+AccountOf = Callable[[Sender], str]
 
 
 class TenantModel(Model):
@@ -26,15 +43,17 @@ class TenantModel(Model):
 
     user_id = UnicodeAttribute(hash_key=True)
     plan = UnicodeAttribute(default="paid")
-    email_address = UnicodeAttribute()
+    email_address = UnicodeAttribute(null=True)
     from_name = UnicodeAttribute(default="")
     region = UnicodeAttribute(null=True)
+    rate_per_second = NumberAttribute(null=True)
+    # Every registered key version: [{"version", "apiKey", "apiSecret", "account"}], oldest first.
+    key_versions = UnicodeAttribute(null=True)
+    version = NumberAttribute(null=True)  # bumped by every settings write, the condition of the next
+    updated_at = NumberAttribute(null=True)
+    # Before key versions: one pair of keys and the account learned for it (read as version 1).
     api_key = UnicodeAttribute(null=True)
     api_secret = UnicodeAttribute(null=True)
-    rate_per_second = NumberAttribute()
-    settings_hash = UnicodeAttribute()
-    updated_at = NumberAttribute()
-    # The AWS account the tenant's SES keys belong to (STS), so that SES events can be checked against it.
     ses_account_id = UnicodeAttribute(null=True)
     # Set by the reputation guard (or an operator): the sender holds the tenant's email while set.
     paused_reason = UnicodeAttribute(null=True)
@@ -47,25 +66,91 @@ class TenantModel(Model):
 
 
 @dataclass(frozen=True)
+class KeyVersion:
+    """One registered pair of SES keys and the AWS account STS said they belong to."""
+
+    version: int
+    api_key: str
+    api_secret: str
+    account: str | None
+
+    def __repr__(self) -> str:  # the secret never reaches a log line through repr()
+        return f"KeyVersion(version={self.version}, account={self.account!r}, ...)"
+
+    def matches(self, sender: Sender) -> bool:
+        return self.api_key == sender.api_key and self.api_secret == sender.api_secret
+
+    def as_dict(self) -> dict[str, object]:
+        return {"version": self.version, "apiKey": self.api_key, "apiSecret": self.api_secret, "account": self.account}
+
+
+@dataclass(frozen=True)
 class Tenant:
     user_id: str
     plan: str
-    sender: Sender
-    ses_account_id: str | None = None
+    sender: Sender  # the latest registered settings, with the current keys
+    keys: tuple[KeyVersion, ...] = ()
     paused_reason: str | None = None
 
+    @property
+    def current_keys(self) -> KeyVersion | None:
+        return self.keys[-1] if self.keys else None
 
-def _settings_hash(plan: str, s: Sender) -> str:
-    parts = [
-        plan,
-        s.email_address,
-        s.from_name,
-        s.region or "",
-        s.api_key or "",
-        s.api_secret or "",
-        repr(s.rate_per_second),
-    ]
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+    @property
+    def ses_account_id(self) -> str | None:
+        """The AWS account of the tenant's current keys."""
+        current = self.current_keys
+        return current.account if current else None
+
+    @property
+    def accounts(self) -> frozenset[str]:
+        """Every account the tenant's registered keys belong to: its SES events are trusted from these."""
+        return frozenset(k.account for k in self.keys if k.account)
+
+    def sending_keys(self, version: int | None) -> KeyVersion | None:
+        """The keys to send an email queued with key version `version` (None: queued before versions).
+
+        The newest keys of the same AWS account: a rotation within the account applies to email already
+        queued (the old keys may be deactivated by now), a move to another account does not."""
+        if version is None:
+            return self.current_keys
+        named = next((k for k in self.keys if k.version == version), None)
+        if named is None:
+            return None
+        same = [k for k in self.keys if k.account == named.account] if named.account else [named]
+        return same[-1]
+
+
+def _read_keys(item: TenantModel) -> tuple[KeyVersion, ...]:
+    if item.key_versions:
+        return tuple(
+            KeyVersion(int(k["version"]), str(k["apiKey"]), str(k["apiSecret"]), k.get("account"))
+            for k in json.loads(item.key_versions)
+        )
+    if item.api_key and item.api_secret:
+        return (KeyVersion(1, item.api_key, item.api_secret, item.ses_account_id),)
+    return ()
+
+
+def _tenant(item: TenantModel) -> Tenant | None:
+    if not item.email_address or item.rate_per_second is None:
+        return None  # an entry other modules wrote (a queue's use) before any message registered settings
+    keys = _read_keys(item)
+    current = keys[-1] if keys else None
+    return Tenant(
+        user_id=item.user_id,
+        plan=item.plan,
+        sender=Sender(
+            email_address=item.email_address,
+            from_name=item.from_name or "",
+            region=item.region,
+            api_key=current.api_key if current else None,
+            api_secret=current.api_secret if current else None,
+            rate_per_second=float(item.rate_per_second),
+        ),
+        keys=keys,
+        paused_reason=item.paused_reason,
+    )
 
 
 class TenantRegistry:
@@ -74,7 +159,6 @@ class TenantRegistry:
     def __init__(self, table_name: str, region: str, cache_ttl_s: float = 30.0) -> None:
         self._model = bound(TenantModel, table_name, region)
         self._cache: dict[str, tuple[float, Tenant]] = {}
-        self._written: dict[str, str] = {}
         self._ttl = cache_ttl_s
         self._lock = threading.Lock()
 
@@ -82,47 +166,107 @@ class TenantRegistry:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
         warm(self._model)
 
-    def remember(self, user_id: str, plan: str, sender: Sender) -> bool:
-        """Store the tenant's settings if they changed since this container last wrote them."""
-        digest = _settings_hash(plan, sender)
-        with self._lock:
-            if self._written.get(user_id) == digest:
-                return False
+    def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> int | None:
+        """Register a message's sender; the key version its email is sent with (None: no keys, the free plan).
+
+        One consistent read per message; a write only when something changed, conditional on the version
+        read. Raises SenderRefused for keys of another account than the tenant's current keys."""
+        for _ in range(_WRITE_TRIES):
+            item = self._item(user_id)
+            keys = _read_keys(item) if item else ()
+            version, keys = self._key_version(user_id, sender, keys, account_of)
+            if item is not None and _unchanged(item, plan, sender, keys):
+                return version
+            if self._write(user_id, item, plan, sender, keys):
+                return version
+        raise RegistryConflict(f"tenant {user_id}: its registry entry changed {_WRITE_TRIES} times during one write")
+
+    def _key_version(
+        self, user_id: str, sender: Sender, keys: tuple[KeyVersion, ...], account_of: AccountOf
+    ) -> tuple[int | None, tuple[KeyVersion, ...]]:
+        """The version of the sender's keys, registering them (and learning accounts) where needed."""
+        if not sender.has_own_account:
+            return None, keys
+        known = next((k for k in keys if k.matches(sender)), None)
+        current = keys[-1] if keys else None
+        if current is not None and current.account is None:  # registered before accounts were learned
+            current = replace(current, account=account_of(_as_sender(current, sender.region)))
+            keys = (*keys[:-1], current)
+        if known is not None:
+            return known.version, keys
+        account = account_of(sender)
+        if current is not None and account != current.account:
+            raise SenderRefused(
+                f"sender.apiKey: these keys belong to AWS account {account}, not to {current.account}, the account "
+                "of this tenant's registered keys; moving a tenant to another account is an operator's action "
+                "(moonsend tenant move-keys)"
+            )
+        new = KeyVersion(
+            (current.version if current else 0) + 1, sender.api_key or "", sender.api_secret or "", account
+        )
+        return new.version, (*keys, new)[-MAX_KEY_VERSIONS:]
+
+    def replace_keys(self, user_id: str, sender: Sender, account_of: AccountOf) -> KeyVersion:
+        """Register keys of any account as the tenant's current ones: the explicit move to another account.
+
+        Email already queued keeps going out with the keys (and account) it was queued with."""
+        for _ in range(_WRITE_TRIES):
+            item = self._item(user_id)
+            tenant = _tenant(item) if item else None
+            if item is None or tenant is None:
+                raise SenderRefused(f"tenant {user_id} has no registered sender: its first message registers it")
+            keys = _read_keys(item)
+            known = next((k for k in keys if k.matches(sender)), None)
+            if known is not None and known is keys[-1] and known.account:
+                return known
+            new = KeyVersion(
+                (keys[-1].version if keys else 0) + 1, sender.api_key or "", sender.api_secret or "", account_of(sender)
+            )
+            keys = (*(k for k in keys if not k.matches(sender)), new)[-MAX_KEY_VERSIONS:]
+            moved = replace(tenant.sender, region=sender.region or tenant.sender.region)
+            if self._write(user_id, item, tenant.plan, moved, keys):
+                return new
+        raise RegistryConflict(f"tenant {user_id}: its registry entry changed {_WRITE_TRIES} times during one write")
+
+    def _item(self, user_id: str) -> TenantModel | None:
+        try:
+            return self._model.get(user_id, consistent_read=True)
+        except DoesNotExist:
+            return None
+
+    def _write(
+        self, user_id: str, item: TenantModel | None, plan: str, sender: Sender, keys: tuple[KeyVersion, ...]
+    ) -> bool:
+        """Write the settings if the entry is still as read; False when another writer came first."""
         m = self._model
-        # An update, not a put: what the sender learned about the tenant (its SES account) stays.
-        # The account is cleared when the keys change: new keys may belong to another account.
         actions = [
             m.plan.set(plan),
             m.email_address.set(sender.email_address),
             m.from_name.set(sender.from_name),
             m.rate_per_second.set(sender.rate_per_second),
-            m.settings_hash.set(digest),
             m.updated_at.set(int(time.time() * 1000)),
+            m.version.add(1),
+            m.api_key.remove(),
+            m.api_secret.remove(),
+            m.ses_account_id.remove(),
         ]
-        for attr, value in ((m.region, sender.region), (m.api_key, sender.api_key), (m.api_secret, sender.api_secret)):
-            actions.append(attr.set(value) if value else attr.remove())
-        current = self._keys_of(user_id)
-        if current != (sender.api_key, sender.api_secret):
-            actions.append(m.ses_account_id.remove())
-        m(user_id).update(actions=actions)
-        with self._lock:
-            self._written[user_id] = digest
-            self._cache.pop(user_id, None)
-        return True
-
-    def _keys_of(self, user_id: str) -> tuple[str | None, str | None] | None:
+        actions.append(m.region.set(sender.region) if sender.region else m.region.remove())
+        if keys:
+            actions.append(m.key_versions.set(json.dumps([k.as_dict() for k in keys], separators=(",", ":"))))
+        if item is None:
+            condition = m.user_id.does_not_exist()
+        elif item.version is None:
+            condition = m.user_id.exists() & m.version.does_not_exist()
+        else:
+            condition = m.version == item.version
         try:
-            item = self._model.get(user_id, consistent_read=True, attributes_to_get=["api_key", "api_secret"])
-        except DoesNotExist:
-            return None
-        return (item.api_key, item.api_secret)
-
-    def set_ses_account(self, user_id: str, account_id: str) -> None:
-        """Remember which AWS account the tenant's SES keys belong to."""
-        m = self._model
-        m(user_id).update(actions=[m.ses_account_id.set(account_id)], condition=m.user_id.exists())
-        with self._lock:
-            self._cache.pop(user_id, None)
+            m(user_id).update(actions=actions, condition=condition)
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        self._forget(user_id)
+        return True
 
     def pause(self, user_id: str, reason: str) -> bool:
         """Hold the tenant's email. False if it was paused already (the first reason stays)."""
@@ -171,24 +315,29 @@ class TenantRegistry:
             hit = self._cache.get(user_id)
             if hit and now - hit[0] < self._ttl and not fresh:
                 return hit[1]
-        try:
-            item = self._model.get(user_id, consistent_read=True)
-        except DoesNotExist:
+        item = self._item(user_id)
+        tenant = _tenant(item) if item else None
+        if tenant is None:
             return None
-        tenant = Tenant(
-            user_id=item.user_id,
-            plan=item.plan,
-            sender=Sender(
-                email_address=item.email_address,
-                from_name=item.from_name or "",
-                region=item.region,
-                api_key=item.api_key,
-                api_secret=item.api_secret,
-                rate_per_second=float(item.rate_per_second),
-            ),
-            ses_account_id=item.ses_account_id,
-            paused_reason=item.paused_reason,
-        )
         with self._lock:
             self._cache[user_id] = (now, tenant)
         return tenant
+
+
+def _unchanged(item: TenantModel, plan: str, sender: Sender, keys: tuple[KeyVersion, ...]) -> bool:
+    """Whether the entry already says all this (written in the current format: legacy keys are rewritten)."""
+    return (
+        item.version is not None
+        and item.plan == plan
+        and item.email_address == sender.email_address
+        and (item.from_name or "") == sender.from_name
+        and item.region == sender.region
+        and item.rate_per_second is not None
+        and float(item.rate_per_second) == sender.rate_per_second
+        and _read_keys(item) == keys
+        and (not keys or item.key_versions is not None)
+    )
+
+
+def _as_sender(keys: KeyVersion, region: str | None) -> Sender:
+    return Sender("", "", region, keys.api_key, keys.api_secret, 0.0)

@@ -13,12 +13,14 @@ from functools import cached_property
 from chalicelib import aws
 from chalicelib.campaign_actions import CampaignActions
 from chalicelib.campaign_control import CampaignControl
+from chalicelib.campaign_sender import CampaignSenders
 from chalicelib.campaign_stats import CampaignStats
 from chalicelib.config import Settings
 from chalicelib.daily_cap import DailyCap
 from chalicelib.dead_letters import DeadLetters
 from chalicelib.drainer import Drainer
 from chalicelib.enqueuer import Enqueuer
+from chalicelib.free_senders import FreeAddresses
 from chalicelib.idle_queues import IdleQueueCleanup, QueueActivity
 from chalicelib.lease import Leases
 from chalicelib.ledger import Ledger
@@ -89,12 +91,23 @@ class Container:
             Enqueuer(aws.client("sqs", self.settings.region)),
             self.stats,
             self.ledger,
+            self.campaign_senders,
+            self.free_addresses,
+            self.ses.account_of,
             self.payloads,
             self.daily_cap,
             self.suppressions,
             self.links,
             self.schedule,
         )
+
+    @cached_property
+    def free_addresses(self) -> FreeAddresses:
+        return FreeAddresses(self.settings.resources.tenants_table.name, self.settings.region)
+
+    @cached_property
+    def campaign_senders(self) -> CampaignSenders:
+        return CampaignSenders(self.settings.resources.campaigns_table.name, self.settings.region)
 
     @cached_property
     def daily_cap(self) -> DailyCap:

@@ -220,6 +220,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         key = Reports(registry, stats).issue_key(args.user)
         print(f"{args.user}: new API key (shown once; the previous key stops working):\n{key}")
         return 0
+    if args.action in ("keys", "move-keys", "assign-from"):
+        return _tenant_sender(args, registry)
     actions = _container().actions
     if args.action == "pause":
         done = actions.pause_tenant(args.user, args.reason, by_tenant=False)
@@ -227,6 +229,47 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         done = actions.resume_tenant(args.user, by_tenant=False)
     print(f"{args.user}: {done.message}", file=sys.stdout if done.ok else sys.stderr)
     return 0 if done.ok else 1
+
+
+def _tenant_sender(args: argparse.Namespace, registry: Any) -> int:
+    """The tenant's key versions, an explicit move to another AWS account, a free-plan From address."""
+    import time
+
+    from chalicelib.contract import Sender
+    from chalicelib.errors import SenderRefused
+    from infra.terminal import plain
+
+    container = _container()
+    if args.action == "assign-from":
+        if not args.address:
+            print("assign-from needs --address", file=sys.stderr)
+            return 2
+        previous = container.free_addresses.assign(args.user, args.address, int(time.time() * 1000))
+        was = f" (it was {plain(previous)}'s)" if previous and previous != args.user else ""
+        print(f"{args.user}: {plain(args.address)} is now its free-plan From address{was}")
+        return 0
+    if args.action == "move-keys":
+        # From the environment, never the command line: arguments are visible to every user of the machine.
+        key, secret = os.environ.get("MOONSEND_NEW_API_KEY"), os.environ.get("MOONSEND_NEW_API_SECRET")
+        if not key or not secret:
+            print("move-keys reads the new keys from MOONSEND_NEW_API_KEY and MOONSEND_NEW_API_SECRET", file=sys.stderr)
+            return 2
+        try:
+            new = registry.replace_keys(
+                args.user, Sender("", "", args.region, key, secret, 1.0), container.ses.account_of
+            )
+        except SenderRefused as exc:
+            print(f"{args.user}: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args.user}: keys version {new.version} (AWS account {new.account}) are now its keys")
+        return 0
+    tenant = registry.get(args.user, fresh=True)
+    for k in tenant.keys:
+        current = "  current" if k is tenant.current_keys else ""
+        print(f"version {k.version}\t{k.api_key[:4]}...{k.api_key[-4:]}\taccount {k.account or '?'}{current}")
+    if not tenant.keys:
+        print(f"{args.user}: no keys registered (it sends on the free plan)")
+    return 0
 
 
 def _container() -> Any:
@@ -552,10 +595,17 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--stage", default="local")
     cp.set_defaults(func=cmd_campaign)
 
-    tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, or give it a new API key")
-    tn.add_argument("action", choices=["pause", "resume", "key"])
+    tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, its API key, SES keys and From address")
+    tn.add_argument(
+        "action",
+        choices=["pause", "resume", "key", "keys", "move-keys", "assign-from"],
+        help="key: a new API key; keys: its SES key versions; move-keys: register keys of another AWS account "
+        "(read from MOONSEND_NEW_API_KEY and MOONSEND_NEW_API_SECRET); assign-from: give it a free-plan From address",
+    )
     tn.add_argument("--user", required=True)
     tn.add_argument("--reason", default="no reason given")
+    tn.add_argument("--address", help="assign-from: the From address")
+    tn.add_argument("--region", help="move-keys: the SES region of the new keys")
     tn.add_argument("--endpoint", default=None)
     tn.add_argument("--stage", default="local")
     tn.set_defaults(func=cmd_tenant)

@@ -171,7 +171,7 @@ def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with
     c = wiring.container()
     key = c.reports.issue_key(user)
     other = f"other-{uid}"
-    c.tenants.remember(other, "free", c.tenants.get(user).sender)
+    c.tenants.accept(other, "free", c.tenants.get(user).sender, c.ses.account_of)
     other_key = c.reports.issue_key(other)
     base = f"{stack.api_url}/campaigns/web"
 

@@ -28,7 +28,7 @@ from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
 from tests.conftest import canonical
 from tests.fakes import FakeLedger
-from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants
+from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants, sender_parts
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -158,6 +158,7 @@ def _precompiler() -> tuple[Precompiler, FakeSqs, FakeLedger]:
         Enqueuer(sqs, sleep=lambda _s: None),
         FakeStats(),
         ledger,
+        *sender_parts(),
     )
     return p, sqs, ledger
 

@@ -8,11 +8,11 @@ import pytest
 
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
-from chalicelib.drainer import Drainer
+from chalicelib.drainer import NO_KEYS_REASON, Drainer
 from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
 from chalicelib.ledger import UNATTRIBUTED, Entry, message_key, unattributed_day
 from chalicelib.ses_sender import SendQuota
-from chalicelib.tenants import Tenant
+from chalicelib.tenants import KeyVersion, Tenant
 from tests.fakes import FakeLedger
 
 SETTINGS = Settings.from_env(
@@ -80,7 +80,7 @@ class FakeTenants:
     def __init__(self, *tenants):
         self.by_id = {t.user_id: t for t in tenants}
 
-    def get(self, user_id):
+    def get(self, user_id, fresh=False):
         return self.by_id.get(user_id)
 
 
@@ -100,6 +100,7 @@ def tenant(user, key=None, rate=1000.0):
         user,
         "paid" if key else "free",
         Sender(f"news@{user}.example", user.title(), "us-east-1", key, key and "secret", rate),
+        (KeyVersion(1, key, "secret", "111111111111"),) if key else (),
     )
 
 
@@ -315,7 +316,7 @@ def test_a_recipient_suppressed_after_it_was_queued_is_recorded_and_not_sent():
 
 def _paused(user, key=None):
     t = tenant(user, key)
-    return Tenant(t.user_id, t.plan, t.sender, None, "reputation guard: bounce rate 6.0% ...")
+    return Tenant(t.user_id, t.plan, t.sender, t.keys, "reputation guard: bounce rate 6.0% ...")
 
 
 class TaggedSqs(FakeSqs):
@@ -520,3 +521,43 @@ def test_claim_hold_is_configurable_but_never_shorter_than_twice_the_visibility_
     assert Settings.from_env({"MOONSEND_CLAIM_HOLD_S": "900"}).claim_hold_s == 900
     # shorter, a copy redelivered after the visibility timeout could be sent before SES's Send event
     assert Settings.from_env({"MOONSEND_CLAIM_HOLD_S": "60"}).claim_hold_s == 2 * SEND_VISIBILITY_TIMEOUT_S
+
+
+def _versioned(user, to, version, address="news@acme.example"):
+    sender = {"emailAddress": address, "fromName": "Acme", "region": "us-east-1", "ratePerSecond": 50}
+    if version is not None:
+        sender["keyVersion"] = version
+    return QueuedEmail(user, "paid", sender, "c1", "Hi", "<p>Hi</p>", to).to_json()
+
+
+def _rotated_and_moved(user):
+    """acme: keys v1 and v2 in account 1 (a rotation), then v3 in account 3 (an operator's move)."""
+    keys = (
+        KeyVersion(1, "AK1", "s1", "111111111111"),
+        KeyVersion(2, "AK2", "s2", "111111111111"),
+        KeyVersion(3, "AK3", "s3", "333333333333"),
+    )
+    # What the registry says now (another From, the free plan) must not matter to email already queued.
+    return Tenant(user, "free", Sender("later@acme.example", "Later", "us-east-1", "AK3", "s3", 1.0), keys)
+
+
+def test_each_email_goes_out_with_its_campaigns_from_and_the_newest_keys_of_its_key_versions_account():
+    sqs = FakeSqs([_versioned("acme", "a@example.org", 1), _versioned("acme", "b@example.org", 3, "new@acme.example")])
+    ses = FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(_rotated_and_moved("acme")))
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert sorted(ses.sent) == [
+        ("AK2", "news@acme.example", "a@example.org", False),  # v1's account, rotated to v2: never AK3's account
+        ("AK3", "new@acme.example", "b@example.org", False),
+    ]
+
+
+def test_email_on_a_tenants_queue_without_keys_fails_with_why_and_never_goes_through_the_platform():
+    ledger = FakeLedger()
+    sqs = FakeSqs([_versioned("acme", "a@example.org", 7)])  # a key version the tenant no longer has
+    ses = FakeSes()
+    d, stats = drainer(sqs, ses, FakeTenants(_rotated_and_moved("acme")), ledger=ledger)
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert ses.sent == [] and stats.total("failed") == 1
+    row = ledger.rows[("acme#c1", "a@example.org")]
+    assert (row["state"], row["reason"]) == ("failed", NO_KEYS_REASON)

@@ -39,7 +39,7 @@ def test_duplicate_queue_messages_for_one_recipient_send_once(stack, uid):
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"
     c = wiring.container()
-    c.tenants.remember(user, "paid", _sender_obj(sender))
+    c.tenants.accept(user, "paid", _sender_obj(sender), c.ses.account_of)
     url = c.queues.ensure(f"moonsend-local-t-{user}", user)
     copy = QueuedEmail(user, "paid", {}, "c1", "Hi", "<p>Hi</p>", "dup@example.org").to_json()
     stack.client("sqs").send_message_batch(

@@ -131,8 +131,11 @@ def test_a_stalled_queue_is_picked_up_by_the_sweeper(stack, uid):
     for schedule in stack.scheduler.schedules:
         schedule.next_at = time.monotonic() + 600
     c = wiring.container()
-    c.tenants.remember(
-        user, "paid", Sender(sender["emailAddress"], "", "us-east-1", sender["apiKey"], sender["apiSecret"], 20.0)
+    c.tenants.accept(
+        user,
+        "paid",
+        Sender(sender["emailAddress"], "", "us-east-1", sender["apiKey"], sender["apiSecret"], 20.0),
+        c.ses.account_of,
     )
     queue = f"moonsend-local-t-{user}"
     url = c.queues.ensure(queue, user)

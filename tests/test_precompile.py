@@ -10,7 +10,7 @@ from chalicelib.enqueuer import Enqueuer
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
 from tests.conftest import canonical
-from tests.fakes import FakeLedger
+from tests.fakes import FakeCampaignSenders, FakeFreeAddresses, FakeLedger, no_account
 
 
 class FakeSqs:
@@ -42,8 +42,14 @@ class FakeTenants:
     def __init__(self):
         self.remembered = []
 
-    def remember(self, user_id, plan, sender):
+    def accept(self, user_id, plan, sender, account_of):
         self.remembered.append((user_id, plan, sender))
+        return 1 if sender.has_own_account else None
+
+
+def sender_parts():
+    """The precompiler's sender collaborators, in memory: campaign senders, free addresses, STS."""
+    return FakeCampaignSenders(), FakeFreeAddresses(), no_account
 
 
 class FakeStats:
@@ -59,7 +65,14 @@ def _precompiler(sqs=None):
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
     parts = (FakeTenants(), FakeQueues(), FakeStats())
     p = Precompiler(
-        settings, TemplateCache(), parts[0], parts[1], Enqueuer(sqs, sleep=lambda _s: None), parts[2], FakeLedger()
+        settings,
+        TemplateCache(),
+        parts[0],
+        parts[1],
+        Enqueuer(sqs, sleep=lambda _s: None),
+        parts[2],
+        FakeLedger(),
+        *sender_parts(),
     )
     return p, sqs, *parts
 
@@ -187,7 +200,15 @@ def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_qu
     sqs = FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
     p = Precompiler(
-        settings, TemplateCache(), FakeTenants(), FakeQueues(), Enqueuer(sqs), FakeStats(), FakeLedger(), store
+        settings,
+        TemplateCache(),
+        FakeTenants(),
+        FakeQueues(),
+        Enqueuer(sqs),
+        FakeStats(),
+        FakeLedger(),
+        *sender_parts(),
+        store,
     )
     msg = canonical()
     del msg["recipient"]

@@ -75,3 +75,29 @@ def test_a_late_caller_does_not_push_every_later_slot_back():
     limiter.done(limiter.acquire())
     limiter.done(limiter.acquire())
     assert limiter._clock() - t1 >= 0.09  # then the spacing again
+
+
+def test_sends_of_several_rates_sharing_one_limiter_never_exceed_the_highest_rate_in_any_window():
+    # Two campaigns of one tenant, fixed at 10/s and 4/s, drain from the same queue: each send takes its
+    # slot at its own email's rate, and the lower rate's sends still count against the higher's window.
+    limiter = RateLimiter(10)
+    clock = limiter._clock
+    starts: list[tuple[float, float]] = []
+    lock = threading.Lock()
+
+    def one(i):
+        rate = 10.0 if i % 3 else 4.0
+        token = limiter.acquire(rate)
+        t0 = clock()
+        threading.Event().wait(0.02)
+        limiter.done(token)
+        with lock:
+            starts.append((t0, rate))
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(one, range(45)))
+    starts.sort()
+    assert max_in_window([int(t * 1000) for t, _r in starts], 1000) <= 10
+    for k, (t, rate) in enumerate(starts):  # a 4/s send starts only when the second before it held < 4 sends
+        if rate == 4.0:
+            assert sum(1 for u, _ in starts[:k] if t - u < 1.0) < 4

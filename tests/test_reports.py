@@ -32,7 +32,7 @@ def test_a_tenant_reads_its_campaign_report_and_another_tenants_key_gets_404(sta
 
     c = wiring.container()
     for user in (f"a-{uid}", f"b-{uid}"):
-        c.tenants.remember(user, "free", Sender(f"news@{user}.example", "N", None, None, None, 1.0))
+        c.tenants.accept(user, "free", Sender(f"news@{user}.example", "N", None, None, None, 1.0), c.ses.account_of)
     c.stats.add(f"a-{uid}", "spring", queued=3, sent=2, failed=1, error="MessageRejected: x")
     key_a, key_b = c.reports.issue_key(f"a-{uid}"), c.reports.issue_key(f"b-{uid}")
     url = f"{stack.api_url}/campaigns/spring/report"

@@ -25,7 +25,7 @@ def test_rates_over_the_limits_pause_but_small_volumes_do_not():
 def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(stack, uid):
     c = wiring.container()
     user = f"careless-{uid}"
-    c.tenants.remember(user, "free", Sender("news@careless.example", "C", None, None, None, 1.0))
+    c.tenants.accept(user, "free", Sender("news@careless.example", "C", None, None, None, 1.0), c.ses.account_of)
     c.reputation.add(user, sent=300)
     events = SesEvents(c.ledger, c.stats, c.suppressions, c.tenants, c.settings.account_id, c.reputation)
     for i in range(16):  # 16 of 300: 5.3%

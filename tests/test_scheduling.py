@@ -26,7 +26,7 @@ from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import canonical, read_sends
 from tests.fakes import FakeLedger
-from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants
+from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants, sender_parts
 
 
 def _iso(epoch_s: float) -> str:
@@ -104,7 +104,14 @@ def _precompiler():
     sqs, ledger, schedule, stats = FakeSqs(), FakeLedger(), FakeSchedule(), ScheduleStats()
     settings = dataclasses.replace(Settings.from_env({"MOONSEND_STAGE": "test"}), schedule_lead_s=90)
     p = Precompiler(
-        settings, TemplateCache(), FakeTenants(), FakeQueues(), Enqueuer(sqs, sleep=lambda _s: None), stats, ledger
+        settings,
+        TemplateCache(),
+        FakeTenants(),
+        FakeQueues(),
+        Enqueuer(sqs, sleep=lambda _s: None),
+        stats,
+        ledger,
+        *sender_parts(),
     )
     p._schedule = schedule  # the store: the last, optional collaborator
     return p, sqs, ledger, schedule, stats

@@ -140,15 +140,16 @@ class Tenants:
     def __init__(self, tenant):
         self.tenant = tenant
 
-    def get(self, user_id):
+    def get(self, user_id, fresh=False):
         return self.tenant if user_id == self.tenant.user_id else None
 
 
 def _acme(account="111122223333"):
     from chalicelib.contract import Sender
-    from chalicelib.tenants import Tenant
+    from chalicelib.tenants import KeyVersion, Tenant
 
-    return Tenant("acme", "paid", Sender("news@acme.io", "Acme", "us-east-1", "AKIA", "s", 5.0), account)
+    keys = (KeyVersion(1, "AKIA", "s", account),)
+    return Tenant("acme", "paid", Sender("news@acme.io", "Acme", "us-east-1", "AKIA", "s", 5.0), keys)
 
 
 def _handler(account="111122223333"):

@@ -3,6 +3,7 @@
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib.contract import Sender
@@ -93,3 +94,29 @@ def test_a_lost_answer_is_an_unknown_outcome_but_a_request_that_never_left_is_sa
     ):
         with pytest.raises(expected):
             _sender(Failing(exc)).send(TENANT, "a@example.org", b"raw")
+
+
+def _sts_answering(monkeypatch, code, status):
+    """account_of against a real botocore STS client whose answer is AWS's documented error shape."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from chalicelib import aws
+
+    sts = boto3.client("sts", region_name="us-east-1", aws_access_key_id="AK", aws_secret_access_key="s")
+    stubber = Stubber(sts)
+    stubber.add_client_error("get_caller_identity", service_error_code=code, http_status_code=status)
+    stubber.activate()
+    monkeypatch.setattr(aws, "tenant_client", lambda *_a, **_k: sts)
+
+
+def test_keys_aws_does_not_accept_refuse_the_message_with_why_and_sts_trouble_is_retried(monkeypatch):
+    from chalicelib.errors import SenderRefused
+
+    sender = Sender("a@x.io", "A", "us-east-1", "AKIABAD", "bad", 5.0)
+    _sts_answering(monkeypatch, "InvalidClientTokenId", 403)
+    with pytest.raises(SenderRefused, match=r"sender\.apiKey: AWS does not accept these keys \(InvalidClientTokenId\)"):
+        SesSender("us-east-1").account_of(sender)
+    _sts_answering(monkeypatch, "Throttling", 400)
+    with pytest.raises(ClientError):  # not the keys' fault: the event is retried, nothing is refused
+        SesSender("us-east-1").account_of(sender)

@@ -306,7 +306,7 @@ class Gateway:
         status = int(str(captured.get("status", "500")).split()[0])
         if status == 200:
             message_id = message_id_of(send.version, chunks)
-            self.ses.record(admitted, send.raw_mime, send.to, message_id)
+            self.ses.record(admitted, send.raw_mime, send.to, message_id, self.ses.account_id_for(access_key))
             self.ses.publish_send_event(access_key, send.configuration_set, send.raw_mime, send.to, message_id)
         else:
             self.ses.release(access_key, admitted)

@@ -121,6 +121,7 @@ class SesStandIn:
         self.default_max_send_rate = default_max_send_rate
         self.default_max_24h_send = default_max_24h_send
         self._accounts: dict[str, SesAccount] = {}
+        self._linked: dict[str, str] = {}  # access key -> the account of another key it was added to
         self._lock = threading.Lock()
         self._file_lock = threading.Lock()
         self._counters: dict[tuple[str, str], int] = {}
@@ -138,6 +139,8 @@ class SesStandIn:
     def account_id_for(self, access_key: str) -> str:
         if not access_key or access_key == self.platform_access_key:
             return DEFAULT_ACCOUNT_ID
+        if access_key in self._linked:
+            return self._linked[access_key]
         digits = int(hashlib.sha256(access_key.encode()).hexdigest(), 16) % 10**12
         account = f"{digits:012d}"
         return "100000000000" if account == DEFAULT_ACCOUNT_ID else account
@@ -154,6 +157,13 @@ class SesStandIn:
                 )
                 self._accounts[access_key] = acct
             return acct
+
+    def add_key(self, access_key: str, *, to_account_of: str) -> None:
+        """A second access key of an existing account (a rotation): same account id, limits and counts."""
+        shared = self.account(to_account_of)
+        with self._lock:
+            self._linked[access_key] = shared.account_id
+            self._accounts[access_key] = shared
 
     def configure(
         self,
@@ -263,7 +273,9 @@ class SesStandIn:
             except Exception as exc:  # the stack stopping, or SNS refusing: said, and the next event goes on
                 print(f"[ses] event not published to {topic.rsplit(':', 1)[-1]}: {exc}", file=sys.stderr, flush=True)
 
-    def record(self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str) -> Path:
+    def record(
+        self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str, account: str = DEFAULT_ACCOUNT_ID
+    ) -> Path:
         """Write an accepted email to the outbox and one line to sends.jsonl."""
         msg = read_headers(raw_mime)
         user = str(msg.get(TENANT_HEADER) or "unknown")
@@ -283,6 +295,7 @@ class SesStandIn:
                 "campaignId": campaign,
                 "to": to[0] if len(to) == 1 else to,
                 "messageId": message_id,
+                "account": account,  # the SES account that sent it (the platform's for the free plan)
             }
             with (self.outbox / "sends.jsonl").open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line) + "\n")

@@ -1,0 +1,207 @@
+"""Every email as its campaign said, from the tenant that sent it (through the local stack).
+
+A campaign's sender is fixed by its first accepted message; keys change only within their AWS account
+(STS, as the local gateway answers it: each access key its own account unless added to another's); a
+free-plan From address belongs to one tenant.
+"""
+
+import json
+from email import message_from_bytes
+from email.policy import default
+
+import pytest
+
+from chalicelib import wiring
+from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER
+from chalicelib.ses_events import parse_event
+from infra.producer import CampaignSpec, messages, publish
+from tests.conftest import read_sends
+from tests.test_feedback_e2e import _wait_for
+from tests.test_pipeline_e2e import _tenant
+
+pytestmark = pytest.mark.e2e
+
+PLATFORM_ACCOUNT = "123456789012"
+OK = "success@simulator.amazonses.com"
+
+
+def _publish(stack, bodies):
+    publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], bodies)
+
+
+def _message(user, sender, campaign, emails, subject="Hi"):
+    spec = CampaignSpec(user, sender, subject, "<p>Hi</p>", campaign)
+    return list(messages(spec, [{"email": e} for e in emails]))
+
+
+def _froms(stack, user, campaign):
+    return {
+        str(message_from_bytes(p.read_bytes(), policy=default)["From"])
+        for p in (stack.config.outbox / user / campaign).glob("*.eml")
+    }
+
+
+def _reasons(user, campaign):
+    return {e.email: (e.state, e.reason) for e in wiring.container().ledger.entries(user, campaign)}
+
+
+def test_each_email_goes_out_from_its_own_campaigns_sender_whatever_was_published_after_it(stack, uid):
+    # The finding: a newsletter went out From the invoice campaign's address published after it.
+    user = f"tenant-{uid}"
+    news = _tenant(stack, uid, rate=4, ses_rate=14)
+    bills = {**news, "emailAddress": f"bills@{uid}.example", "fromName": "Billing", "ratePerSecond": "3"}
+    stack.client("sesv2", access_key=news["apiKey"], secret_key=news["apiSecret"]).create_email_identity(
+        EmailIdentity=bills["emailAddress"]
+    )
+    bodies = []
+    for i in range(4):  # one recipient per message, the two campaigns interleaved
+        bodies += _message(user, news, "newsletter", [f"n{i}@example.org"])
+        bodies += _message(user, bills, "invoice", [f"b{i}@example.org"])
+    _publish(stack, bodies)
+    assert stack.wait_until_drained(60)
+    assert _froms(stack, user, "newsletter") == {f"News <news@{uid}.example>"}
+    assert _froms(stack, user, "invoice") == {f"Billing <bills@{uid}.example>"}
+    stats = wiring.container().stats
+    assert stats.get(user, "newsletter")["sent"] == 4 and stats.get(user, "invoice")["sent"] == 4
+
+
+def test_a_later_message_of_a_campaign_with_another_sender_is_rejected_naming_the_difference(stack, uid):
+    user = f"tenant-{uid}"
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    _publish(stack, _message(user, sender, "spring", ["a@example.org"]))
+    assert stack.wait_until_drained(60)
+    other = {**sender, "emailAddress": f"sales@{uid}.example", "ratePerSecond": "9"}
+    _publish(stack, _message(user, other, "spring", ["b@example.org", "c@example.org"]))
+    assert stack.wait_until_drained(60)
+    rows = _reasons(user, "spring")
+    assert rows["a@example.org"][0] == "sent"
+    state, reason = rows["b@example.org"]
+    assert state == "rejected" and "fixed by its first message" in reason
+    assert f"sender.emailAddress is 'news@{uid}.example' for this campaign, 'sales@{uid}.example'" in reason
+    assert "sender.ratePerSecond is 20.0 for this campaign, 9.0 in this message" in reason
+    assert [s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user] == ["a@example.org"]
+
+
+def test_email_queued_for_a_paid_tenant_never_goes_through_the_platform_after_a_keyless_message(stack, uid):
+    # The finding: 400 queued paid emails went out through the platform's account at the paid rate after one
+    # message without keys. Here the paid campaign drains at 3/s while the keyless message arrives.
+    user = f"tenant-{uid}"
+    paid = _tenant(stack, uid, rate=3, ses_rate=14)
+    tenant_account = stack.ses.account_id_for(paid["apiKey"])
+    _publish(stack, _message(user, paid, "paid", [f"p{i}@example.org" for i in range(9)]))
+    keyless = {k: v for k, v in paid.items() if k not in ("apiKey", "apiSecret")}
+    keyless["emailAddress"] = f"free@{uid}.example"
+    stack.client("sesv2").create_email_identity(EmailIdentity=keyless["emailAddress"])  # the platform's account
+    _publish(stack, _message(user, keyless, "free-one", ["f@example.org"]))
+    assert stack.wait_until_drained(60)
+    sends = [s for s in read_sends(stack.config.outbox) if s["userId"] == user]
+    accounts = {c: {s["account"] for s in sends if s["campaignId"] == c} for c in ("paid", "free-one")}
+    assert accounts == {"paid": {tenant_account}, "free-one": {PLATFORM_ACCOUNT}}
+    assert sum(1 for s in sends if s["campaignId"] == "paid") == 9
+    tenant = wiring.container().tenants.get(user, fresh=True)
+    assert tenant.plan == "free" and [k.account for k in tenant.keys] == [tenant_account]  # keys stay registered
+
+
+def test_keys_rotate_within_their_account_and_the_events_stay_trusted_but_another_accounts_are_refused(stack, uid):
+    user = f"tenant-{uid}"
+    first = _tenant(stack, uid, rate=20, ses_rate=20)
+    account = stack.ses.account_id_for(first["apiKey"])
+    _publish(stack, _message(user, first, "one", [OK]))
+    assert stack.wait_until_drained(60)
+
+    # A rotation: a second key of the same AWS account (STS says so). The finding: a warm sender never
+    # re-learned the account, and every later SES event of the tenant was dropped as untrusted.
+    rotated = {**first, "apiKey": f"AKIAR{uid}".upper(), "apiSecret": f"rotated-{uid}"}
+    stack.ses.add_key(rotated["apiKey"], to_account_of=first["apiKey"])
+    _publish(stack, _message(user, rotated, "two", [OK]))
+    assert stack.wait_until_drained(60)
+    c = wiring.container()
+    assert _wait_for(lambda: c.stats.get(user, "two")["delivered"] == 1)  # SES's Delivery event was trusted
+    tenant = c.tenants.get(user, fresh=True)
+    assert [(k.version, k.account) for k in tenant.keys] == [(1, account), (2, account)]
+
+    # Keys of another account: refused with the accounts named; the registered keys are unchanged.
+    stranger = {**first, "apiKey": f"AKIAS{uid}".upper(), "apiSecret": f"stranger-{uid}"}
+    other_account = stack.ses.account_id_for(stranger["apiKey"])
+    _publish(stack, _message(user, stranger, "three", ["x@example.org"]))
+    assert stack.wait_until_drained(60)
+    state, reason = _reasons(user, "three")["x@example.org"]
+    assert state == "rejected"
+    assert f"these keys belong to AWS account {other_account}, not to {account}" in reason
+    assert "moonsend tenant move-keys" in reason
+    assert [k.api_key for k in c.tenants.get(user, fresh=True).keys] == [first["apiKey"], rotated["apiKey"]]
+    sent_three = [s for s in read_sends(stack.config.outbox) if s["userId"] == user and s["campaignId"] == "three"]
+    assert sent_three == []
+
+
+def test_an_operator_moves_a_tenant_to_another_account_and_its_events_are_trusted_from_both(stack, uid):
+    from chalicelib.contract import Sender
+
+    user = f"tenant-{uid}"
+    first = _tenant(stack, uid, rate=20, ses_rate=20)
+    _publish(stack, _message(user, first, "before", [OK]))
+    assert stack.wait_until_drained(60)
+    moved = {**first, "apiKey": f"AKIAM{uid}".upper(), "apiSecret": f"moved-{uid}"}
+    stack.client("sesv2", access_key=moved["apiKey"], secret_key=moved["apiSecret"]).create_email_identity(
+        EmailIdentity=moved["emailAddress"]
+    )
+    c = wiring.container()
+    keys = Sender("", "", "us-east-1", moved["apiKey"], moved["apiSecret"], 1)
+    new = c.tenants.replace_keys(user, keys, c.ses.account_of)
+    assert new.version == 2 and new.account == stack.ses.account_id_for(moved["apiKey"])
+    _publish(stack, _message(user, moved, "after", [OK]))
+    assert stack.wait_until_drained(60)
+    assert _wait_for(lambda: c.stats.get(user, "after")["delivered"] == 1)
+    sends = {s["campaignId"]: s["account"] for s in read_sends(stack.config.outbox) if s["userId"] == user}
+    assert sends == {"before": stack.ses.account_id_for(first["apiKey"]), "after": new.account}
+
+
+def test_a_free_plan_from_address_belongs_to_the_tenant_that_used_it_first(stack, uid):
+    address = f"hello@{uid}.example"
+    owner, thief = f"owner-{uid}", f"thief-{uid}"
+    free = {"region": "us-east-1", "ratePerSecond": "5", "emailAddress": address, "fromName": "Hello"}
+    stack.client("sesv2").create_email_identity(EmailIdentity=address)  # verified in the platform's account
+    _publish(stack, _message(owner, free, "c", ["a@example.org"]))
+    assert stack.wait_until_drained(60)
+    _publish(stack, _message(thief, {**free, "fromName": "Not Hello"}, "c", ["b@example.org"]))
+    assert stack.wait_until_drained(60)
+    state, reason = _reasons(thief, "c")["b@example.org"]
+    assert state == "rejected"
+    assert reason == (
+        f"sender.emailAddress: {address} is the From address of another tenant on the free plan "
+        "(an operator can assign it: moonsend tenant assign-from)"
+    )
+    assert [s["userId"] for s in read_sends(stack.config.outbox) if s["userId"] in (owner, thief)] == [owner]
+    # The case of the address does not make it another one.
+    _publish(stack, _message(thief, {**free, "emailAddress": address.upper()}, "d", ["c@example.org"]))
+    assert stack.wait_until_drained(60)
+    assert _reasons(thief, "d")["c@example.org"][0] == "rejected"
+
+
+def test_a_tenants_ses_events_from_another_account_stay_untrusted_after_a_message_with_its_user_id(stack, uid):
+    # The finding: a message naming another tenant's userId with other keys made those keys' account the
+    # trusted source of that tenant's SES events. Now those keys are refused and nothing is learned.
+    user = f"tenant-{uid}"
+    sender = _tenant(stack, uid, rate=20, ses_rate=20)
+    _publish(stack, _message(user, sender, "one", [OK]))
+    assert stack.wait_until_drained(60)
+    intruder = {**sender, "apiKey": f"AKIAI{uid}".upper(), "apiSecret": "intruder"}
+    _publish(stack, _message(user, intruder, "two", ["y@example.org"]))
+    assert stack.wait_until_drained(60)
+    tenant = wiring.container().tenants.get(user, fresh=True)
+    assert tenant.accounts == {stack.ses.account_id_for(sender["apiKey"])}
+    forged = {
+        "eventType": "Bounce",
+        "bounce": {"bounceType": "Permanent", "bouncedRecipients": [{"emailAddress": OK}]},
+        "mail": {
+            "messageId": "forged-1",
+            "sendingAccountId": stack.ses.account_id_for(intruder["apiKey"]),
+            "destination": [OK],
+            "headers": [
+                {"name": TENANT_HEADER, "value": user},
+                {"name": CAMPAIGN_HEADER, "value": "one"},
+            ],
+        },
+    }
+    assert parse_event(forged).user_id == user  # the forged record names the tenant as a real one would
+    assert wiring.container().ses_events.handle(json.dumps(forged)) == "untrusted"

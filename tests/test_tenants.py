@@ -1,0 +1,92 @@
+"""The tenant registry on the local stack's DynamoDB: key versions, accounts, conditional writes."""
+
+import pytest
+
+from chalicelib.contract import Sender
+from chalicelib.errors import SenderRefused
+from chalicelib.tenants import TenantRegistry
+
+ACCOUNTS = {"K1": "111111111111", "K2": "111111111111", "K3": "333333333333"}
+
+
+def _account_of(sender):
+    return ACCOUNTS[sender.api_key]
+
+
+def _sender(key=None, address="news@a.example", rate=5.0):
+    return Sender(address, "News", "us-east-1", key, key and f"secret-{key}", rate)
+
+
+@pytest.fixture
+def registry(stack):
+    return lambda: TenantRegistry(stack.settings.resources.tenants_table.name, stack.settings.region, cache_ttl_s=60)
+
+
+def test_first_keys_register_a_tenant_and_a_rotation_in_the_same_account_adds_a_version(registry, uid):
+    r = registry()
+    assert r.accept(uid, "paid", _sender("K1"), _account_of) == 1
+    assert r.accept(uid, "paid", _sender("K1"), _account_of) == 1  # the same keys: no new version
+    assert r.accept(uid, "paid", _sender("K2"), _account_of) == 2
+    assert r.accept(uid, "paid", _sender("K1"), _account_of) == 1  # a slow producer's older keys still name v1
+    tenant = r.get(uid, fresh=True)
+    assert [(k.version, k.account) for k in tenant.keys] == [(1, "111111111111"), (2, "111111111111")]
+    assert tenant.sender.api_key == "K2" and tenant.sending_keys(1).api_key == "K2"  # the account's newest
+
+
+def test_keys_of_another_account_are_refused_and_change_nothing(registry, uid):
+    r = registry()
+    r.accept(uid, "paid", _sender("K1"), _account_of)
+    with pytest.raises(SenderRefused, match="belong to AWS account 333333333333, not to 111111111111"):
+        r.accept(uid, "paid", _sender("K3", address="other@a.example"), _account_of)
+    tenant = r.get(uid, fresh=True)
+    assert [k.api_key for k in tenant.keys] == ["K1"] and tenant.sender.email_address == "news@a.example"
+
+
+def test_a_move_to_another_account_is_explicit_and_old_email_keeps_its_own_accounts_keys(registry, uid):
+    r = registry()
+    r.accept(uid, "paid", _sender("K1"), _account_of)
+    moved = r.replace_keys(uid, _sender("K3"), _account_of)
+    assert (moved.version, moved.account) == (2, "333333333333")
+    assert r.accept(uid, "paid", _sender("K3"), _account_of) == 2
+    tenant = r.get(uid, fresh=True)
+    assert tenant.sending_keys(1).api_key == "K1" and tenant.sending_keys(2).api_key == "K3"
+    assert tenant.accounts == {"111111111111", "333333333333"}
+
+
+def test_the_latest_message_wins_whatever_each_container_wrote_before(registry, uid):
+    # The finding: a container skipped a write whose digest it had written itself, leaving another
+    # container's newer (older-message) settings in force.
+    a, b = registry(), registry()
+    a.accept(uid, "paid", _sender("K1", rate=5.0), _account_of)
+    b.accept(uid, "paid", _sender("K1", rate=9.0), _account_of)
+    a.accept(uid, "paid", _sender("K1", rate=5.0), _account_of)
+    assert a.get(uid, fresh=True).sender.rate_per_second == 5.0
+
+
+def test_a_write_that_lost_a_race_reads_again_and_never_overwrites_the_newer_entry(registry, uid, monkeypatch):
+    a, b = registry(), registry()
+    a.accept(uid, "paid", _sender("K1"), _account_of)
+    read = a._item
+    raced = []
+
+    def read_then_another_writes(user_id):
+        item = read(user_id)
+        if not raced:  # between a's read and a's conditional write, b registers the rotated keys
+            raced.append(b.accept(uid, "paid", _sender("K2"), _account_of))
+        return item
+
+    monkeypatch.setattr(a, "_item", read_then_another_writes)
+    assert a.accept(uid, "paid", _sender("K1", rate=7.0), _account_of) == 1
+    tenant = a.get(uid, fresh=True)
+    assert raced == [2] and [k.api_key for k in tenant.keys] == ["K1", "K2"]  # b's version survived a's write
+    assert tenant.sender.rate_per_second == 7.0
+
+
+def test_an_entry_from_before_key_versions_is_read_as_version_one_and_rewritten(registry, uid):
+    r = registry()
+    m = r._model
+    m(uid, email_address="old@a.example", rate_per_second=3, api_key="K1", api_secret="secret-K1").save()
+    assert r.get(uid, fresh=True).sending_keys(None).api_key == "K1"
+    assert r.accept(uid, "paid", _sender("K2"), _account_of) == 2  # K1's account learned, then compared
+    assert [(k.version, k.account) for k in r.get(uid, fresh=True).keys] == [(1, "111111111111"), (2, "111111111111")]
+    assert m.get(uid).api_key is None

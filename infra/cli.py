@@ -39,6 +39,11 @@ def cmd_up(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         aws_timing=args.aws_timing or None,
     )
+    from infra.local.state import state_path
+
+    config.state_file = state_path(config.outbox)
+    if args.fresh and config.state_file.exists():
+        config.state_file.unlink()
     stack = LocalStack(config)
     print("creating the local stack from the packaged template (packaging after a code change: ~20 s)", flush=True)
     try:
@@ -55,14 +60,19 @@ def cmd_up(args: argparse.Namespace) -> int:
     topics = " ".join(f"{name}={arn}" for name, arn in stack.topic_arns.items())
     print(f"moonsend local stack ready at {stack.endpoint} topics: {topics}")
     print(f"  outbox: {config.outbox.resolve()}")
+    kept = f"loaded ({stack.loaded.summary()})" if stack.loaded else "started empty"
+    print(f"  state: {config.state_file.resolve()}: {kept}; saved when stopped with Ctrl-C or SIGTERM (--fresh: empty)")
     print(f"  app's HTTP routes (unsubscribe links): {stack.api_url}")
     if config.aws_timing:
         print("  AWS's timing: alarms every minute on SQS's published metrics, an inactive queue's 15 min late")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
     stop.wait()
-    print("stopping...", flush=True)
+    print("stopping: running functions finish, then the state is saved ...", flush=True)
     stack.stop()
-    print("stopped", flush=True)
+    if stack.saved is not None:
+        print(f"stopped; state {stack.saved.summary()} in {config.state_file}", flush=True)
+    else:
+        print("stopped", flush=True)
     return 0
 
 
@@ -489,6 +499,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="an SES account's MaxSendRate and daily quota",
     )
     up.add_argument("--free-rate", type=float, default=None, help="the free plan's sends per second")
+    up.add_argument(
+        "--fresh",
+        action="store_true",
+        help="start empty: drop the state the last stop saved beside the outbox (<outbox>/.state)",
+    )
     up.add_argument(
         "--stock-sqs",
         action="store_true",

@@ -31,7 +31,15 @@ DEFAULT_TIMEOUT_S = 60
 class LambdaContext:
     """The attributes and method of AWS Lambda's Python context object that code uses."""
 
-    def __init__(self, function_name: str, timeout_s: float, memory_mb: int, region: str, account_id: str) -> None:
+    def __init__(
+        self,
+        function_name: str,
+        timeout_s: float,
+        memory_mb: int,
+        region: str,
+        account_id: str,
+        hurry: threading.Event | None = None,
+    ) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
         self.invoked_function_arn = f"arn:aws:lambda:{region}:{account_id}:function:{function_name}"
@@ -40,8 +48,11 @@ class LambdaContext:
         self.log_group_name = f"/aws/lambda/{function_name}"
         self.log_stream_name = time.strftime("%Y/%m/%d/[$LATEST]") + uuid.uuid4().hex
         self._deadline = time.monotonic() + timeout_s
+        self._hurry = hurry  # set when the stack stops to save its state: every invocation's time is up
 
     def get_remaining_time_in_millis(self) -> int:
+        if self._hurry is not None and self._hurry.is_set():
+            return 0
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
@@ -147,6 +158,10 @@ class FunctionRunner:
         self._cv = threading.Condition()
         self.stats = InvocationStats()
         self._closed = False
+        # Stopping to save the stack's state: running invocations are told their time is up, and every
+        # asynchronous event not yet started (or arriving meanwhile) is parked, to run after the restart.
+        self._hurry = threading.Event()
+        self.parked: list[tuple[str, dict[str, Any]]] = []
         # Sends an invocation record to a function's on-failure destination (the stack's SQS client).
         self._send_on_failure = on_failure
 
@@ -155,7 +170,7 @@ class FunctionRunner:
         return self.functions.get(name) or next((f for f in self.functions.values() if f.handler_name == name), None)
 
     def context_for(self, fn: LocalFunction) -> LambdaContext:
-        return LambdaContext(fn.function_name, fn.timeout_s, fn.memory_mb, self._region, self._account)
+        return LambdaContext(fn.function_name, fn.timeout_s, fn.memory_mb, self._region, self._account, self._hurry)
 
     def invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
         """A synchronous invocation (RequestResponse): the handler's result, or its exception."""
@@ -191,6 +206,11 @@ class FunctionRunner:
         with self._cv:
             if self._closed:
                 raise RuntimeError("the local runtime is stopped")
+            if self._hurry.is_set():
+                self.parked.append((fn.function_name, event))
+                if on_done is not None:
+                    on_done(True)  # accepted, as Lambda's async queue accepts it: it runs after the restart
+                return request_id
             self._inflight += 1
             pool = self._pools.get(fn.function_name)
             if pool is None:
@@ -210,9 +230,19 @@ class FunctionRunner:
         ok = False
         error = ""
         try:
+            if self._hurry.is_set():  # queued behind others when the stack began to stop: runs after the restart
+                with self._cv:
+                    self.parked.append((fn.function_name, event))
+                ok = True
+                return
             for attempt in range(fn.async_retries + 1):
                 if attempt:
                     time.sleep(self._retry_delay_s * attempt)
+                    if self._hurry.is_set():  # its retry runs after the restart
+                        with self._cv:
+                            self.parked.append((fn.function_name, event))
+                        ok = True
+                        break
                 try:
                     self.invoke(fn, event)
                     ok = True
@@ -236,12 +266,18 @@ class FunctionRunner:
                     except Exception:
                         print(f"[lambda] {fn.function_name}: could not send to its on-failure destination:")
                         traceback.print_exc(limit=4)
+        finally:
             if on_done is not None:
                 on_done(ok)
-        finally:
             with self._cv:
                 self._inflight -= 1
                 self._cv.notify_all()
+
+    def park(self, timeout: float) -> bool:
+        """Stop for a save: no new invocation starts (events are parked), running ones are told their time
+        is up; True when every running invocation has finished within `timeout`."""
+        self._hurry.set()
+        return self.wait_idle(timeout)
 
     @property
     def inflight(self) -> int:

@@ -158,6 +158,28 @@ class SesStandIn:
                 self._accounts[access_key] = acct
             return acct
 
+    def saved_state(self) -> dict[str, Any]:
+        """What a restart keeps (infra.local.state): accounts with their limits and sends, keys, destinations."""
+        with self._lock:
+            return {
+                "accounts": dict(self._accounts),
+                "linked": dict(self._linked),
+                "destinations": dict(self._destinations),
+            }
+
+    def load_state(self, saved: dict[str, Any]) -> None:
+        with self._lock:
+            self._accounts.update(saved["accounts"])
+            self._linked.update(saved["linked"])
+            for key, destinations in saved["destinations"].items():
+                self._destinations.setdefault(key, {}).update(destinations)
+
+    def flush_events(self) -> None:
+        """Publish every SES event still waiting (a stop for a save: none is lost)."""
+        events, self._events = self._events, None
+        if events is not None:
+            events.shutdown(wait=True)
+
     def add_key(self, access_key: str, *, to_account_of: str) -> None:
         """A second access key of an existing account (a rotation): same account id, limits and counts."""
         shared = self.account(to_account_of)

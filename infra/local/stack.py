@@ -36,7 +36,7 @@ from moto.sns.models import sns_backends
 
 from chalicelib.config import APP_NAME, Settings
 from chalicelib.resources import resources_for
-from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive
+from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive, state
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
 from infra.local.cloudformation import CreatedStack
@@ -86,6 +86,9 @@ class StackConfig:
     fast_sqs: bool = True  # False: moto's own SQS model (only to compare against, in benches)
     fast_dynamodb: bool = True  # False: every DynamoDB call through moto's server layers (to compare against)
     clear_outbox: bool = False
+    # Where the stack's state is kept across a restart (infra.local.state): loaded at start when the file
+    # exists, saved by a clean stop. None: nothing kept (tests, the demo, benches).
+    state_file: Path | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -144,6 +147,8 @@ class LocalStack:
         self.created: CreatedStack | None = None
         self.access: AccessControl | None = None
         self.roles: dict[str, RoleCredentials] = {}  # each function's role credentials, by function name
+        self.loaded: state.SavedState | None = None  # the state this start loaded (None: started empty)
+        self.saved: state.SavedState | None = None  # the state the last stop saved
         self._undo: list[Any] = []
         self._session = boto3.session.Session()
         self._clients: dict[tuple[str, ...], Any] = {}
@@ -243,9 +248,53 @@ class LocalStack:
 
         aws.reset()  # clients made from now on sign as the calling function
         self.ses.publish = self._publish_ses_event
+        self.loaded = self._load_state()
         self._start_runtime(gateway, roles)
+        if self.loaded is not None:
+            self._run_parked(self.loaded.parked)
         gateway.ready = True
         self.gateway = gateway
+
+    def _load_state(self) -> state.SavedState | None:
+        """The data of the last run (before any function runs), when there is any to load."""
+        path = self.config.state_file
+        if path is None or not path.exists():
+            return None
+        assert self.ses is not None
+        try:
+            saved = state.load(path, self.config.fast_sqs)
+            state.restore(saved)
+        except state.StateUnusable as exc:
+            raise StackError(f"{exc}; `moonsend up --fresh` starts empty (and replaces it at the next stop)") from None
+        self.ses.load_state(saved.ses)
+        return saved
+
+    def _run_parked(self, parked: list[tuple[str, dict[str, Any]]]) -> None:
+        """The asynchronous events accepted before the last stop and not run then: run now, as Lambda would."""
+        assert self.runner is not None
+        for name, event in parked:
+            fn = self.runner.functions.get(name)
+            if fn is None:
+                print(f"[state] an event for {name}, which the template no longer has, was dropped")
+                continue
+            self.runner.invoke_async(fn, event)
+
+    def save_state(self, timeout_s: float = 60.0) -> state.SavedState:
+        """Quiesce and save (infra.local.state): no new trigger, every running invocation told its time is up
+        and waited for, every SES event published, then the data and the events not yet run written out."""
+        assert self.config.state_file is not None and self.runner is not None and self.ses is not None
+        for part in (self.alarms, self.scheduler):
+            if part is not None:
+                part.stop()
+        finished = self.runner.park(timeout_s)
+        self.ses.flush_events()  # their SNS deliveries are parked: they run after the restart
+        finished = self.runner.wait_idle(5.0) and finished
+        if not finished:
+            print(f"[state] {self.runner.inflight} invocation(s) still running after {timeout_s:.0f}s: saved anyway")
+        saved = state.capture(self.ses.saved_state(), self.runner.parked, self.config.fast_sqs)
+        state.save(self.config.state_file, saved)
+        self.saved = saved
+        return saved
 
     def _publish_ses_event(self, topic_arn: str, message: str) -> None:
         """SES publishing one of its events to an SNS topic: inside AWS, so not through the endpoint.
@@ -412,6 +461,9 @@ class LocalStack:
         }
 
     def stop(self) -> None:
+        """Stop; with a state file configured, a clean stop saves the state first (`save_state`)."""
+        if self.config.state_file is not None and self.runner is not None and self.gateway is not None:
+            self.save_state()
         while self._undo:
             self._undo.pop()()
         for part in (self.alarms, self.scheduler, self.sns):

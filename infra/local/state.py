@@ -1,0 +1,173 @@
+"""The local stack's state across a restart: saved by a clean stop, loaded by the next `moonsend up`.
+
+What is kept is what AWS would still hold after our process went away:
+- moto's data: DynamoDB tables and their items (ledger, tenants, counters, schedule store...), SQS queues
+  with every message in the state it was in (visible, in flight until its visibility timeout, delayed),
+  S3 objects, CloudWatch alarms, SES identities;
+- the SES stand-in's accounts (limits, the last day's sends, keys added to an account, event destinations);
+- the asynchronous events Lambda had accepted and not run: SNS deliveries, SES events, drains handing on.
+
+What each start makes again from the packaged template: the stack, its functions, roles, policies,
+topics, subscriptions and schedules, so a code change between two runs is picked up with the data kept.
+
+A stop for a save first lets every running invocation finish: their Lambda time is up at once, so each
+drain records what it sent and hands on (the hand-on is parked with the other events). Timestamps in the
+data are wall-clock (epoch) times, so visibility timeouts, claims and leases run on across the restart.
+
+The file is a pickle of moto's objects, read back only from the outbox's own `.state` folder, which
+`moonsend up` creates; it is tied to the moto version that wrote it (another version: start `--fresh`).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+import time
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+# moto's services whose data is kept; the others are made again from the template at each start.
+SERVICES = ("dynamodb", "sqs", "s3", "cloudwatch", "ses", "sesv2")
+STATE_FILE = "stack.pickle"
+
+_LOCK_TYPE = type(threading.Lock())
+_RLOCK_TYPE = type(threading.RLock())
+
+
+class StateUnusable(Exception):
+    """The saved state cannot be loaded into this stack; the message says why and what to do."""
+
+
+def state_path(outbox: Path) -> Path:
+    """Where the state of the stack writing to `outbox` lives (beside its emails)."""
+    return outbox / ".state" / STATE_FILE
+
+
+@dataclass
+class SavedState:
+    backends: dict[str, dict[str, dict[str, Any]]]  # service -> account -> region -> moto's backend
+    ses: dict[str, Any]
+    parked: list[tuple[str, dict[str, Any]]]  # (function name, event) of the events not yet run
+    fast_sqs: bool
+    moto_version: str = field(default_factory=lambda: version("moto"))
+    saved_at: float = field(default_factory=time.time)
+    format: int = FORMAT
+
+    def summary(self) -> str:
+        queues = [
+            q for regions in self.backends.get("sqs", {}).values() for b in regions.values() for q in b.queues.values()
+        ]
+        messages = sum(int(q.approximate_number_of_messages) for q in queues)
+        inflight = sum(int(q.approximate_number_of_messages_not_visible) for q in queues)
+        items = sum(
+            sum(1 for _ in t.all_items())
+            for regions in self.backends.get("dynamodb", {}).values()
+            for b in regions.values()
+            for t in b.tables.values()
+        )
+        saved = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.saved_at))
+        return (
+            f"saved {saved}: {len(queues)} queues holding {messages} messages ({inflight} in flight), "
+            f"{items} table items, {len(self.parked)} events to run"
+        )
+
+
+class _Pickler(pickle.Pickler):
+    """moto's models hold locks and conditions (an SQS queue's receive wait): kept as new, unlocked ones."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        if isinstance(obj, threading.Condition):
+            return threading.Condition, ()
+        if type(obj) is _LOCK_TYPE:
+            return threading.Lock, ()
+        if type(obj) is _RLOCK_TYPE:
+            return threading.RLock, ()
+        return NotImplemented
+
+
+def capture(ses: dict[str, Any], parked: list[tuple[str, dict[str, Any]]], fast_sqs: bool) -> SavedState:
+    from moto.backends import get_backend
+
+    backends: dict[str, dict[str, dict[str, Any]]] = {}
+    for service in SERVICES:
+        accounts = get_backend(service)  # type: ignore[call-overload]
+        backends[service] = {a: dict(accounts[a].items()) for a in list(accounts.keys())}
+    return SavedState(backends, ses, list(parked), fast_sqs)
+
+
+def save(path: Path, state: SavedState) -> None:
+    """Write atomically (a crash while saving leaves the previous state), readable by this user only."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state)
+    os.replace(tmp, path)
+
+
+def load(path: Path, fast_sqs: bool) -> SavedState:
+    try:
+        with path.open("rb") as f:
+            state = pickle.load(f)
+    except Exception as exc:
+        raise StateUnusable(f"{path} cannot be read ({type(exc).__name__}: {exc})") from None
+    if not isinstance(state, SavedState) or state.format != FORMAT:
+        raise StateUnusable(f"{path} was written by another version of moonsend")
+    if state.moto_version != version("moto"):
+        raise StateUnusable(f"{path} was written with moto {state.moto_version}, this is moto {version('moto')}")
+    if state.fast_sqs != fast_sqs:
+        raise StateUnusable(f"{path} was written by a stack {'with' if state.fast_sqs else 'without'} --stock-sqs")
+    return state
+
+
+def restore(state: SavedState) -> None:
+    """Put the saved data into moto's live backends (after the stack was made again from the template).
+
+    A table is the saved one (with its items) only where its definition is still the template's; a table
+    the template changed refuses the load rather than run the new code on data of another shape."""
+    from moto.backends import get_backend
+
+    for service, accounts in state.backends.items():
+        live_accounts = get_backend(service)  # type: ignore[call-overload]
+        for account, regions in accounts.items():
+            for region, saved in regions.items():
+                live = live_accounts[account][region]
+                if service == "dynamodb":
+                    _restore_tables(live, saved)
+                else:
+                    _merge(live, saved)
+
+
+def _merge(live: Any, saved: Any) -> None:
+    """Saved resources over the live backend's: collections merged (what the template made since, such as
+    a new queue, stays; a saved resource of the same name wins, with its data), everything else saved."""
+    for name, value in saved.__dict__.items():
+        current = live.__dict__.get(name)
+        if isinstance(value, dict) and isinstance(current, dict):
+            current.update(value)
+        else:
+            live.__dict__[name] = value
+
+
+def _restore_tables(live: Any, saved: Any) -> None:
+    for name, table in saved.tables.items():
+        current = live.tables.get(name)
+        if current is not None and _shape(current) != _shape(table):
+            raise StateUnusable(f"table {name} is defined differently in the template now than in the saved state")
+    live.tables.update(saved.tables)
+
+
+def _shape(table: Any) -> tuple[Any, ...]:
+    def index(i: Any) -> tuple[str, str]:
+        return (str(i.name), repr(i.schema))
+
+    return (
+        repr(table.schema),
+        sorted(index(i) for i in table.global_indexes),
+        sorted(index(i) for i in table.indexes),
+        repr(table.ttl.get("AttributeName")),
+    )

@@ -196,8 +196,14 @@ def list_id(campaign_id: str, user_id: str, from_address: str) -> str:
 
     Filters weigh a List-Id on bulk mail; one per campaign lets a reader filter or report one campaign."""
     domain = from_address.rpartition("@")[2]
-    labels = [_LIST_ID_UNSAFE.sub("-", part).strip("-") or "x" for part in (campaign_id, user_id)]
-    return f"<{'.'.join([*labels, domain])[:250]}>"
+    # Each label at most 63 characters (a DNS label), and the ids, not the domain, give way to the
+    # 255-character limit of the whole: the domain is what says whose list it is.
+    labels = [
+        (_LIST_ID_UNSAFE.sub("-", part).strip("-") or "x")[:63].strip("-") or "x" for part in (campaign_id, user_id)
+    ]
+    room = max(1, 253 - len(domain) - 1)
+    head = ".".join(labels)[:room].strip(".-") or "x"
+    return f"<{head}.{domain}>"
 
 
 def _part(text: str, subtype: str) -> Message:

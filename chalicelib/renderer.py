@@ -80,7 +80,7 @@ def _guarded(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(func)
     def guard(left: Any, *args: Any, **kwargs: Any) -> Any:
-        if isinstance(left, range | list | tuple) and len(left) > MAX_SEQUENCE_ITEMS:
+        if isinstance(left, range | list | tuple | dict) and len(left) > MAX_SEQUENCE_ITEMS:
             raise LoopIterationLimitError(f"{name}: more than {MAX_SEQUENCE_ITEMS:,} items", token=None)
         if name == "replace" and args:
             # An array or a hash on the left is replaced in as its text (python-liquid's str()): bounded alike.

@@ -179,7 +179,7 @@ def cmd_recipients(args: argparse.Namespace) -> int:
 
     from chalicelib.config import Settings
     from chalicelib.ledger import Ledger
-    from infra.terminal import plain
+    from infra.terminal import plain, spreadsheet_safe
 
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
@@ -197,12 +197,12 @@ def cmd_recipients(args: argparse.Namespace) -> int:
         count += 1
         when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(e.updated_at / 1000)) if e.updated_at else ""
         if writer:
-            writer.writerow(
-                [e.email, e.state or "", e.reason or "", e.message_id or "", when, e.feedback or "", e.retries]
-            )
+            # Tenant and recipient text kept as it is, except that no cell may start a spreadsheet formula.
+            row = [e.email, e.state or "", e.reason or "", e.message_id or "", when, e.feedback or ""]
+            writer.writerow([*(spreadsheet_safe(v) for v in row), e.retries])
         else:
             extra = f"\t{plain(e.feedback).replace(chr(9), ' ')}" if e.feedback else ""
-            # Tenant and recipient text, shown and never obeyed by the terminal (CSV keeps the data as it is).
+            # Tenant and recipient text, shown and never obeyed by the terminal.
             fields = (e.email, e.state or "-", when, e.message_id or "", e.reason or "")
             print("\t".join(plain(f).replace("\t", " ") for f in fields) + extra)
     if not writer:

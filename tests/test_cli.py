@@ -258,6 +258,23 @@ def test_recipient_text_is_printed_with_its_control_characters_escaped():
     assert plain("tab\tkept") == "tab\tkept"
 
 
+def test_bidi_overrides_and_backslashes_cannot_disguise_what_the_operator_reads():
+    from infra.terminal import plain
+
+    # "Trojan Source": a right-to-left override would show `gro.elpmaxe@nna` reordered as something else.
+    assert plain("ann\u202egro.elpmaxe\u2066@x") == "ann\\u202egro.elpmaxe\\u2066@x"
+    # Text typed as `\x1b` reads differently from an escaped ESC.
+    assert plain("typed \\x1b") == "typed \\\\x1b" and plain("\x1b") == "\\x1b"
+
+
+def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_kept_as_text():
+    from infra.terminal import spreadsheet_safe
+
+    for formula in ('=HYPERLINK("http://evil")', "+1+1", "-2", "@SUM(A1)", "\tx"):
+        assert spreadsheet_safe(formula) == "'" + formula
+    assert spreadsheet_safe("ann@example.org") == "ann@example.org"
+
+
 def test_a_normal_demo_prints_no_warning_and_every_email_it_writes_parses_strictly_within_the_rfcs(tmp_path):
     """Expected races (SES's Send event before the sender's own record) are DEBUG: a clean run is quiet.
     Each .eml as mail: Python's strict parser finds no defect, lines fit RFC 5322, words fit RFC 2047."""

@@ -115,3 +115,15 @@ def test_the_text_part_leaves_out_declarations_and_stays_fast_on_an_unclosed_tag
     assert html_to_text("<!DOCTYPE html><html><body><p>Hello</p></body></html>") == "Hello\n"
     assert html_to_text('<![if !mso]><p>x</p><![endif]><?xml version="1.0"?>') == "x\n"
     assert html_to_text("<" + "a" * 200_000) == "<" + "a" * 200_000 + "\n"  # unclosed: text; took minutes
+
+
+def test_the_longest_ids_shorten_the_list_id_and_never_its_domain():
+    import re
+
+    domain = "mail." + "d" * 60 + ".example"
+    user, campaign = "u" * 128, "c" * 128  # the longest ids the contract accepts
+    raw = build_mime(OutgoingEmail(f"news@{domain}", "A", "ann@x.io", "Hi", "<p>x</p>", user, campaign))
+    list_id = str(_strict(raw)["List-Id"])
+    assert list_id.endswith(f".{domain}>") and len(list_id) <= 255
+    assert all(len(label) <= 63 for label in list_id.strip("<>").split("."))
+    assert re.fullmatch(r"<[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*>", list_id)

@@ -122,3 +122,9 @@ def test_cache_compiles_a_campaign_once_and_stays_bounded():
 def test_control_characters_in_a_rendered_subject_are_dropped():
     rendered = render("Hi {{ name }}", "<p>x</p>", {"name": "A\x00n\x1bn\x08\x7f\x0b\x0c!"})
     assert rendered.subject == "Hi Ann !"
+
+
+def test_a_hash_on_the_left_of_an_array_filter_is_bounded_as_an_array_is():
+    big = {f"k{i}": i for i in range(100_001)}  # data, not template: only a caller's variables can be this big
+    with pytest.raises(RenderFailed, match="sort: more than 100,000 items"):
+        render("s", "{{ h | sort | first }}", {"h": big})

@@ -25,6 +25,7 @@ from chalicelib.config import Settings
 from chalicelib.enqueuer import Enqueuer
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache, template_variables
+from chalicelib.tenants import KeyVersion
 from infra.producer import CampaignSpec, messages
 
 SUBJECT = "{{ name | capitalize }}, {{ count }} new picks in {{ city }}"
@@ -48,8 +49,8 @@ class FakeSqs:
 
 
 class Nop:
-    def accept(self, *a: object) -> int:
-        return 1
+    def accept(self, *a: object) -> KeyVersion:
+        return KeyVersion(1, "AKIABENCH", "s", "111111111111")
 
     def fix(self, *a: object) -> None:
         return None

@@ -24,6 +24,7 @@ from chalicelib.campaign_stats import CampaignStatsModel
 from chalicelib.contract import Sender
 from chalicelib.errors import SenderRefused
 from chalicelib.tables import bound, condition_failed
+from chalicelib.tenants import KeyVersion
 
 _CACHE_MAX = 10_000
 
@@ -34,7 +35,7 @@ _NAMES = {
     "from_name": "sender.fromName",
     "region": "sender.region",
     "rate_per_second": "sender.ratePerSecond",
-    "key_version": "sender.apiKey (key version)",
+    "key_account": "sender.apiKey (the keys' AWS account)",
 }
 
 
@@ -46,10 +47,17 @@ class SenderSnapshot:
     region: str | None
     rate_per_second: float
     key_version: int | None  # None: the platform's account (free plan)
+    # The account the keys belong to: what a later message must match (new keys of the same account, a
+    # rotation during the campaign, are the same sender; the queued email keeps the first version, and the
+    # sender takes the newest keys of its account).
+    key_account: str | None = None
 
     @classmethod
-    def of(cls, plan: str, sender: Sender, key_version: int | None) -> SenderSnapshot:
-        return cls(plan, sender.email_address, sender.from_name, sender.region, sender.rate_per_second, key_version)
+    def of(cls, plan: str, sender: Sender, keys: KeyVersion | None) -> SenderSnapshot:
+        version, account = (keys.version, keys.account) if keys is not None else (None, None)
+        return cls(
+            plan, sender.email_address, sender.from_name, sender.region, sender.rate_per_second, version, account
+        )
 
     def queued_sender(self) -> dict[str, Any]:
         """The queued email's `sender`: what the sender needs, without keys."""
@@ -85,6 +93,7 @@ class SenderSnapshot:
             d["region"],
             float(d["rate_per_second"]),
             None if d["key_version"] is None else int(d["key_version"]),
+            d.get("key_account"),
         )
 
 

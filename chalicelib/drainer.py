@@ -26,6 +26,7 @@ from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
 from chalicelib.enqueuer import Enqueuer, Outgoing
 from chalicelib.errors import (
+    KeysRejected,
     MessageInvalid,
     QuotaExhausted,
     SendFailed,
@@ -51,7 +52,7 @@ from chalicelib.links import LinkSigner
 from chalicelib.metrics import QueueLag
 from chalicelib.mime import OutgoingEmail, build_mime
 from chalicelib.payloads import PayloadStore
-from chalicelib.rate_limiter import RateLimiter
+from chalicelib.rate_limiter import QueuePacing
 from chalicelib.releaser import expired_reason
 from chalicelib.reputation import Reputation, SentAhead
 from chalicelib.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
@@ -171,19 +172,18 @@ class Drainer:
         self._failed_copies = failed_copies
         self._schedule = schedule
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
-        # One limiter per queue per container, so a re-invocation that lands in the same
+        # One pacing per queue per container, so a re-invocation that lands in the same
         # container goes on from the last slot instead of starting with a fresh window.
-        self._limiters: dict[str, RateLimiter] = {}
+        self._pacing: dict[str, QueuePacing] = {}
         self._lock = threading.Lock()
         self._orphaned_until: dict[str, int] = {}  # message id -> its recipient's claim expiry (epoch ms)
 
-    def limiter(self, queue_name: str) -> RateLimiter:
-        """The queue's one limiter: every send from the queue takes its slot there, at its own email's rate,
-        so campaigns of different rates sharing a queue never add up to more than the highest of them."""
+    def pacing(self, queue_name: str) -> QueuePacing:
+        """The queue's pacing: each send at its own campaign's rate, the queue never over the highest."""
         with self._lock:
-            if queue_name not in self._limiters:
-                self._limiters[queue_name] = RateLimiter(self._settings.free_rate_per_second)
-            return self._limiters[queue_name]
+            if queue_name not in self._pacing:
+                self._pacing[queue_name] = QueuePacing()
+            return self._pacing[queue_name]
 
     def rate_for(self, queue_name: str, sender: Sender) -> float:
         """The free queue's platform rate, or the campaign's rate within the tenant's SES account's own."""
@@ -312,8 +312,8 @@ class Drainer:
         Each message spends the ledger claim, its slot, the SES call and the ledger record in flight;
         holding fewer than that round trip's worth caps the rate below the tenant's."""
         with self._lock:
-            limiter = self._limiters.get(queue_name)
-        rate = limiter.rate if limiter else 10.0
+            pacing = self._pacing.get(queue_name)
+        rate = (pacing.rate if pacing else 0.0) or 10.0
         return max(20, min(MAX_AHEAD, math.ceil(rate * 1.5) + 10))
 
     def _collect(
@@ -515,6 +515,13 @@ class Drainer:
             return None
         return Sender(from_address, from_name, region, keys.api_key, keys.api_secret, rate)
 
+    def _newer_keys(self, email: QueuedEmail, used: Sender) -> bool:
+        """Whether the registry (read afresh) has other keys for this email than the ones AWS just refused."""
+        tenant = self._tenants.get(email.user_id, fresh=True)
+        version = email.sender.get("keyVersion")
+        keys = tenant.sending_keys(version if isinstance(version, int) else None) if tenant else None
+        return keys is not None and keys.api_key != used.api_key
+
     def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim, receives: int = 1) -> Outcome:
         tenant = self._tenants.get(email.user_id)
         if tenant is None:
@@ -529,7 +536,7 @@ class Drainer:
         sender = self._sender_for(email, tenant, free)
         if sender is None:
             return self._fail(email, claim, NO_KEYS_REASON)
-        limiter = self.limiter(queue_name)
+        pacing = self.pacing(queue_name)
         rate = self.rate_for(queue_name, sender)
         mime = build_mime(
             OutgoingEmail(
@@ -547,7 +554,7 @@ class Drainer:
                 ),
             )
         )
-        token = limiter.acquire(rate)
+        slots = pacing.acquire(rate)
         try:
             # Again after the wait for the slot: a cancel wins over every send not yet on its way to SES.
             held = self._campaign_says(email, claim)
@@ -558,7 +565,7 @@ class Drainer:
             message_id = self._ses.send(sender, email.recipient_email, mime, platform=free)
         except SendThrottled:
             self._not_sent(email)
-            limiter.slow_down(2.0, 5.0)
+            pacing.slow_down(2.0, 5.0)
             self._ledger.release(claim)
             return Outcome.THROTTLED
         except QuotaExhausted as exc:
@@ -566,6 +573,13 @@ class Drainer:
             log.warning("sending stopped", queue=queue_name, user=email.user_id, reason=str(exc))
             self._ledger.release(claim)
             return Outcome.STOP
+        except KeysRejected as exc:
+            self._not_sent(email)
+            if self._newer_keys(email, sender):  # rotated since this container's cached read: retried with them
+                log.info("keys rotated, will retry", user=email.user_id, queue=queue_name)
+                self._ledger.release(claim)
+                return Outcome.RETRY
+            return self._fail(email, claim, str(exc))
         except SendFailed as exc:
             self._not_sent(email)
             return self._fail(email, claim, str(exc))
@@ -585,7 +599,7 @@ class Drainer:
             self._ledger.release(claim)
             return Outcome.RETRY
         finally:
-            limiter.done(token)
+            pacing.done(slots)
         if self._ledger.finish(claim, SENT, message_id=message_id):
             self._stats.add(email.user_id, email.campaign_id, sent=1)
         else:  # SES's Send event was faster (and counted it), or the claim expired and was retaken: expected

@@ -48,6 +48,11 @@ class SendFailed(MoonsendError):
     """SES refused a message for good (rejected, invalid address): the recipient is failed."""
 
 
+class KeysRejected(SendFailed):
+    """AWS refused the tenant's keys for a send (invalid, deactivated): failed, unless newer keys of the same
+    account are registered, which the sender then takes on a retry."""
+
+
 class SendThrottled(MoonsendError):
     """SES said the sending rate was exceeded: retry later, never a failure."""
 

@@ -258,8 +258,8 @@ class Precompiler:
         free = req.plan == "free"
         if free:  # checked first: a refused address never becomes the tenant's registered From
             self._free_addresses.claim(req.user_id, req.sender.email_address, int(time.time() * 1000))
-        key_version = self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
-        sender = SenderSnapshot.of(req.plan, req.sender, None if free else key_version)
+        keys = self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
+        sender = SenderSnapshot.of(req.plan, req.sender, None if free else keys)
         self._campaign_senders.fix(req.user_id, req.campaign.id, sender)
         return sender
 

@@ -38,6 +38,7 @@ class RateLimiter:
         self._finished: deque[list[float | None]] = deque()
         self._kept = self.per_window
         self._next = 0.0
+        self._last_due = 0.0
         self._clock = clock
         self._cv = threading.Condition()
         self._turnstile = threading.Lock()
@@ -65,6 +66,9 @@ class RateLimiter:
             if rate is not None and rate != self.rate:
                 self._set_rate(rate)
                 self._kept = max(self._kept, self.per_window)
+                # The next slot follows the last one at the new spacing: a slow send's wide spacing must not
+                # hold back a faster send that comes after it (the window's anchor still bounds both).
+                self._next = min(self._next, self._last_due + self._interval)
             while True:
                 now = self._clock()
                 if len(self._finished) >= self.per_window:
@@ -85,6 +89,7 @@ class RateLimiter:
             # rate would sag by each delay. Catching up is bounded (CATCH_UP_S), and the anchor above, not
             # the spacing, is what keeps every one-second window within the rate.
             self._next = max(due, now - CATCH_UP_S) + interval
+            self._last_due = max(due, now - CATCH_UP_S)
             token: list[float | None] = [None]
             self._finished.append(token)
             while len(self._finished) > self._kept:
@@ -104,3 +109,52 @@ class RateLimiter:
             self._slow_factor = max(1.0, factor)
             self._slow_until = now + for_seconds
             self._next = max(self._next, now + self._interval * self._slow_factor)
+
+
+class QueuePacing:
+    """One queue's pacing, when campaigns of different rates share it (a tenant's queue holds all its paid
+    campaigns, each with the rate its first message fixed).
+
+    Each send takes a slot at its own campaign's rate first (a limiter per rate, so a 1/s campaign's
+    waiting sends never hold a 100/s campaign's back), then a slot on the queue's limiter at the highest
+    rate among them, so that all of them together never put more than that rate into any one-second window.
+    With one rate (the usual case) both slots are at that rate and the second costs only its bookkeeping.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._own: dict[float, RateLimiter] = {}
+        self._queue: RateLimiter | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def rate(self) -> float:
+        """The highest rate among the queue's campaigns so far (what the queue as a whole may reach)."""
+        with self._lock:
+            return max(self._own, default=0.0)
+
+    def acquire(self, rate: float) -> list[tuple[RateLimiter, list[float | None]]]:
+        """Wait for this send's slots; pass the result to `done()`."""
+        with self._lock:
+            own = self._own.get(rate)
+            if own is None:
+                own = self._own[rate] = RateLimiter(rate, self._clock)
+        slots = [(own, own.acquire())]
+        with self._lock:  # the highest rate as it is now, after the wait for the campaign's own slot
+            top = max(self._own)
+            if self._queue is None:
+                self._queue = RateLimiter(top, self._clock)
+            queue = self._queue
+        slots.append((queue, queue.acquire(top)))
+        return slots
+
+    def done(self, slots: list[tuple[RateLimiter, list[float | None]]]) -> None:
+        for limiter, token in slots:
+            limiter.done(token)
+
+    def slow_down(self, factor: float, for_seconds: float) -> None:
+        """SES said Throttling: every campaign of the queue slows down (the account is what is throttled)."""
+        with self._lock:
+            limiters = [*self._own.values(), *([self._queue] if self._queue else [])]
+        for limiter in limiters:
+            limiter.slow_down(factor, for_seconds)

@@ -30,6 +30,7 @@ from botocore.exceptions import (
 from chalicelib import aws, log
 from chalicelib.contract import Sender
 from chalicelib.errors import (
+    KeysRejected,
     QuotaExhausted,
     SenderRefused,
     SendFailed,
@@ -185,6 +186,8 @@ class SesSender:
 
     def send(self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False) -> str:
         """Send and return SES's MessageId, or raise the error that says what to do next."""
+        if not platform and not sender.has_own_account:  # a tenant's email goes out with its keys or not at all
+            raise SendFailed("no SES keys for a tenant's own account; never sent through the platform's account")
         client = self._client(sender, platform)
         params: dict[str, Any] = {
             "FromEmailAddress": sender.email_address,
@@ -220,6 +223,8 @@ def classify(exc: ClientError) -> Exception:
         return QuotaExhausted(text)
     if code in _THROTTLE_CODES or status == 429:
         return SendThrottled(text)
+    if code in _KEYS_REFUSED_CODES:
+        return KeysRejected(text)
     if code in _PERMANENT_CODES:
         return SendFailed(text)
     if status >= 500 or not status:

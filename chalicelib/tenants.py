@@ -25,12 +25,14 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
+from chalicelib import log
 from chalicelib.contract import Sender
 from chalicelib.errors import RegistryConflict, SenderRefused
 from chalicelib.tables import bound, condition_failed, warm
 
-# Older key versions are kept for email queued with them (and for their accounts' SES events), up to this.
-MAX_KEY_VERSIONS = 10
+# Older key versions are kept for email queued with them (and for their accounts' SES events), up to this
+# many (a version is about 150 bytes of the entry's 400 KB).
+MAX_KEY_VERSIONS = 100
 _WRITE_TRIES = 5
 
 # The AWS account a sender's keys belong to (STS GetCallerIdentity with those keys).
@@ -166,7 +168,7 @@ class TenantRegistry:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
         warm(self._model)
 
-    def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> int | None:
+    def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> KeyVersion | None:
         """Register a message's sender; the key version its email is sent with (None: no keys, the free plan).
 
         One consistent read per message; a write only when something changed, conditional on the version
@@ -183,28 +185,34 @@ class TenantRegistry:
 
     def _key_version(
         self, user_id: str, sender: Sender, keys: tuple[KeyVersion, ...], account_of: AccountOf
-    ) -> tuple[int | None, tuple[KeyVersion, ...]]:
-        """The version of the sender's keys, registering them (and learning accounts) where needed."""
+    ) -> tuple[KeyVersion | None, tuple[KeyVersion, ...]]:
+        """The version of the sender's keys, registering them (and learning accounts) where needed.
+
+        Keys are accepted only in the account of the current keys: new ones of that account become the
+        next version, and known keys of an account the tenant was moved away from are refused too."""
         if not sender.has_own_account:
             return None, keys
-        known = next((k for k in keys if k.matches(sender)), None)
         current = keys[-1] if keys else None
         if current is not None and current.account is None:  # registered before accounts were learned
-            current = replace(current, account=account_of(_as_sender(current, sender.region)))
-            keys = (*keys[:-1], current)
-        if known is not None:
-            return known.version, keys
-        account = account_of(sender)
+            try:
+                current = replace(current, account=account_of(_as_sender(current, sender.region)))
+                keys = (*keys[:-1], current)
+            except SenderRefused:  # deactivated since: no account to hold new keys to, they register afresh
+                log.warning("registered keys no longer accepted by AWS, replaced", user=user_id)
+                keys, current = keys[:-1], None
+        known = next((k for k in reversed(keys) if k.matches(sender)), None)
+        if known is not None and (current is None or known.account == current.account):
+            return known, keys
+        account = known.account if known is not None and known.account else account_of(sender)
         if current is not None and account != current.account:
             raise SenderRefused(
                 f"sender.apiKey: these keys belong to AWS account {account}, not to {current.account}, the account "
                 "of this tenant's registered keys; moving a tenant to another account is an operator's action "
                 "(moonsend tenant move-keys)"
             )
-        new = KeyVersion(
-            (current.version if current else 0) + 1, sender.api_key or "", sender.api_secret or "", account
-        )
-        return new.version, (*keys, new)[-MAX_KEY_VERSIONS:]
+        version = (current.version if current else 0) + 1
+        new = KeyVersion(version, sender.api_key or "", sender.api_secret or "", account)
+        return new, (*keys, new)[-MAX_KEY_VERSIONS:]
 
     def replace_keys(self, user_id: str, sender: Sender, account_of: AccountOf) -> KeyVersion:
         """Register keys of any account as the tenant's current ones: the explicit move to another account.
@@ -216,13 +224,12 @@ class TenantRegistry:
             if item is None or tenant is None:
                 raise SenderRefused(f"tenant {user_id} has no registered sender: its first message registers it")
             keys = _read_keys(item)
-            known = next((k for k in keys if k.matches(sender)), None)
-            if known is not None and known is keys[-1] and known.account:
-                return known
-            new = KeyVersion(
-                (keys[-1].version if keys else 0) + 1, sender.api_key or "", sender.api_secret or "", account_of(sender)
-            )
-            keys = (*(k for k in keys if not k.matches(sender)), new)[-MAX_KEY_VERSIONS:]
+            if keys and keys[-1].matches(sender) and keys[-1].account:
+                return keys[-1]
+            version = (keys[-1].version if keys else 0) + 1
+            new = KeyVersion(version, sender.api_key or "", sender.api_secret or "", account_of(sender))
+            # Older versions with the same keys stay: email queued with them is still sent with them.
+            keys = (*keys, new)[-MAX_KEY_VERSIONS:]
             moved = replace(tenant.sender, region=sender.region or tenant.sender.region)
             if self._write(user_id, item, tenant.plan, moved, keys):
                 return new
@@ -246,13 +253,16 @@ class TenantRegistry:
             m.rate_per_second.set(sender.rate_per_second),
             m.updated_at.set(int(time.time() * 1000)),
             m.version.add(1),
-            m.api_key.remove(),
-            m.api_secret.remove(),
-            m.ses_account_id.remove(),
         ]
         actions.append(m.region.set(sender.region) if sender.region else m.region.remove())
         if keys:
             actions.append(m.key_versions.set(json.dumps([k.as_dict() for k in keys], separators=(",", ":"))))
+            # The current keys also where code from before key versions reads them, so that a rollback (or
+            # a container of the previous release during a deploy) still sends a paid tenant's email with
+            # its own keys, never through the platform's account.
+            current = keys[-1]
+            actions += [m.api_key.set(current.api_key), m.api_secret.set(current.api_secret)]
+            actions.append(m.ses_account_id.set(current.account) if current.account else m.ses_account_id.remove())
         if item is None:
             condition = m.user_id.does_not_exist()
         elif item.version is None:

@@ -561,3 +561,43 @@ def test_email_on_a_tenants_queue_without_keys_fails_with_why_and_never_goes_thr
     assert ses.sent == [] and stats.total("failed") == 1
     row = ledger.rows[("acme#c1", "a@example.org")]
     assert (row["state"], row["reason"]) == ("failed", NO_KEYS_REASON)
+
+
+class RotatingTenants(FakeTenants):
+    """A container whose cached read predates a rotation: the fresh read has the account's new keys."""
+
+    def __init__(self, cached, fresh):
+        super().__init__(cached)
+        self.fresh = fresh
+
+    def get(self, user_id, fresh=False):
+        return self.fresh if fresh else super().get(user_id)
+
+
+def test_keys_aws_refuses_after_a_rotation_are_retried_with_the_new_keys_not_failed():
+    from chalicelib.errors import KeysRejected
+
+    ledger = FakeLedger()
+    old = KeyVersion(1, "AKOLD", "s1", "111111111111")
+    new = KeyVersion(2, "AKNEW", "s2", "111111111111")
+    sender = Sender("news@acme.example", "Acme", "us-east-1", "AKOLD", "s1", 50.0)
+    cached = Tenant("acme", "paid", sender, (old,))
+    rotated = Tenant("acme", "paid", sender, (old, new))
+
+    class RefusesOldKeys(FakeSes):
+        def send(self, sender, to, raw, platform=False):
+            if sender.api_key == "AKOLD":
+                raise KeysRejected("InvalidClientTokenId: The security token included in the request is invalid.")
+            return super().send(sender, to, raw, platform)
+
+    ses = RefusesOldKeys()
+    d, stats = drainer(
+        FakeSqs([_versioned("acme", "a@example.org", 1)]), ses, RotatingTenants(cached, rotated), ledger=ledger
+    )
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert (result.sent, result.failed) == (0, 0) and stats.total("failed") == 0  # back on the queue, not failed
+    d2, _ = drainer(
+        FakeSqs([_versioned("acme", "a@example.org", 1)]), ses, RotatingTenants(rotated, rotated), ledger=ledger
+    )
+    d2.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert ses.sent == [("AKNEW", "news@acme.example", "a@example.org", False)]

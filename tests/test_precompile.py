@@ -9,6 +9,7 @@ from chalicelib.config import Settings
 from chalicelib.enqueuer import Enqueuer
 from chalicelib.precompile import Precompiler
 from chalicelib.renderer import TemplateCache
+from chalicelib.tenants import KeyVersion
 from tests.conftest import canonical
 from tests.fakes import FakeCampaignSenders, FakeFreeAddresses, FakeLedger, no_account
 
@@ -44,7 +45,7 @@ class FakeTenants:
 
     def accept(self, user_id, plan, sender, account_of):
         self.remembered.append((user_id, plan, sender))
-        return 1 if sender.has_own_account else None
+        return KeyVersion(1, sender.api_key, sender.api_secret, "111111111111") if sender.has_own_account else None
 
 
 def sender_parts():

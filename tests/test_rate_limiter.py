@@ -1,9 +1,10 @@
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from chalicelib.rate_limiter import RateLimiter
+from chalicelib.rate_limiter import QueuePacing, RateLimiter
 from infra.status import max_in_window
 
 
@@ -77,27 +78,26 @@ def test_a_late_caller_does_not_push_every_later_slot_back():
     assert limiter._clock() - t1 >= 0.09  # then the spacing again
 
 
-def test_sends_of_several_rates_sharing_one_limiter_never_exceed_the_highest_rate_in_any_window():
-    # Two campaigns of one tenant, fixed at 10/s and 4/s, drain from the same queue: each send takes its
-    # slot at its own email's rate, and the lower rate's sends still count against the higher's window.
-    limiter = RateLimiter(10)
-    clock = limiter._clock
+def test_campaigns_of_several_rates_on_one_queue_never_exceed_the_highest_rate_and_a_slow_one_holds_none_back():
+    # Two campaigns of one tenant, fixed at 10/s and 0.5/s, drain from the same queue concurrently.
+    pacing = QueuePacing()
+    clock = time.monotonic
     starts: list[tuple[float, float]] = []
     lock = threading.Lock()
 
-    def one(i):
-        rate = 10.0 if i % 3 else 4.0
-        token = limiter.acquire(rate)
+    def one(rate):
+        slots = pacing.acquire(rate)
         t0 = clock()
         threading.Event().wait(0.02)
-        limiter.done(token)
+        pacing.done(slots)
         with lock:
             starts.append((t0, rate))
 
     with ThreadPoolExecutor(8) as pool:
-        list(pool.map(one, range(45)))
+        list(pool.map(one, [0.5, 0.5] + [10.0] * 15))  # the fast ones take 1.5 s at 10/s, the slow 2 s
     starts.sort()
     assert max_in_window([int(t * 1000) for t, _r in starts], 1000) <= 10
-    for k, (t, rate) in enumerate(starts):  # a 4/s send starts only when the second before it held < 4 sends
-        if rate == 4.0:
-            assert sum(1 for u, _ in starts[:k] if t - u < 1.0) < 4
+    slow = [t for t, r in starts if r == 0.5]
+    assert slow[1] - slow[0] > 2.0  # the slow campaign keeps its own rate
+    # ... and its waiting send (two seconds) holds none of the fast campaign's back: all of those went first.
+    assert all(t < slow[1] for t, r in starts if r == 10.0)

@@ -113,8 +113,10 @@ def test_keys_rotate_within_their_account_and_the_events_stay_trusted_but_anothe
     # re-learned the account, and every later SES event of the tenant was dropped as untrusted.
     rotated = {**first, "apiKey": f"AKIAR{uid}".upper(), "apiSecret": f"rotated-{uid}"}
     stack.ses.add_key(rotated["apiKey"], to_account_of=first["apiKey"])
-    _publish(stack, _message(user, rotated, "two", [OK]))
+    # The rest of campaign "one" with the rotated keys: the same account, so the same sender (not refused).
+    _publish(stack, _message(user, rotated, "two", [OK]) + _message(user, rotated, "one", ["later@example.org"]))
     assert stack.wait_until_drained(60)
+    assert _reasons(user, "one")["later@example.org"][0] == "sent"
     c = wiring.container()
     assert _wait_for(lambda: c.stats.get(user, "two")["delivered"] == 1)  # SES's Delivery event was trusted
     tenant = c.tenants.get(user, fresh=True)

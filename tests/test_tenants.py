@@ -24,10 +24,10 @@ def registry(stack):
 
 def test_first_keys_register_a_tenant_and_a_rotation_in_the_same_account_adds_a_version(registry, uid):
     r = registry()
-    assert r.accept(uid, "paid", _sender("K1"), _account_of) == 1
-    assert r.accept(uid, "paid", _sender("K1"), _account_of) == 1  # the same keys: no new version
-    assert r.accept(uid, "paid", _sender("K2"), _account_of) == 2
-    assert r.accept(uid, "paid", _sender("K1"), _account_of) == 1  # a slow producer's older keys still name v1
+    assert r.accept(uid, "paid", _sender("K1"), _account_of).version == 1
+    assert r.accept(uid, "paid", _sender("K1"), _account_of).version == 1  # the same keys: no new version
+    assert r.accept(uid, "paid", _sender("K2"), _account_of).version == 2
+    assert r.accept(uid, "paid", _sender("K1"), _account_of).version == 1  # a slow producer's older keys: v1
     tenant = r.get(uid, fresh=True)
     assert [(k.version, k.account) for k in tenant.keys] == [(1, "111111111111"), (2, "111111111111")]
     assert tenant.sender.api_key == "K2" and tenant.sending_keys(1).api_key == "K2"  # the account's newest
@@ -47,10 +47,18 @@ def test_a_move_to_another_account_is_explicit_and_old_email_keeps_its_own_accou
     r.accept(uid, "paid", _sender("K1"), _account_of)
     moved = r.replace_keys(uid, _sender("K3"), _account_of)
     assert (moved.version, moved.account) == (2, "333333333333")
-    assert r.accept(uid, "paid", _sender("K3"), _account_of) == 2
+    assert r.accept(uid, "paid", _sender("K3"), _account_of).version == 2
     tenant = r.get(uid, fresh=True)
     assert tenant.sending_keys(1).api_key == "K1" and tenant.sending_keys(2).api_key == "K3"
     assert tenant.accounts == {"111111111111", "333333333333"}
+    # The account it moved away from is closed to new campaigns, even with keys it had registered.
+    with pytest.raises(SenderRefused, match="belong to AWS account 111111111111, not to 333333333333"):
+        r.accept(uid, "paid", _sender("K1"), _account_of)
+    # Moving back to the first keys keeps their old version too (email queued with it still goes out).
+    back = r.replace_keys(uid, _sender("K1"), _account_of)
+    tenant = r.get(uid, fresh=True)
+    assert back.version == 3 and [k.version for k in tenant.keys] == [1, 2, 3]
+    assert tenant.sending_keys(1).api_key == "K1" and tenant.sending_keys(2).api_key == "K3"
 
 
 def test_the_latest_message_wins_whatever_each_container_wrote_before(registry, uid):
@@ -76,9 +84,12 @@ def test_a_write_that_lost_a_race_reads_again_and_never_overwrites_the_newer_ent
         return item
 
     monkeypatch.setattr(a, "_item", read_then_another_writes)
-    assert a.accept(uid, "paid", _sender("K1", rate=7.0), _account_of) == 1
+    assert a.accept(uid, "paid", _sender("K1", rate=7.0), _account_of).version == 1
     tenant = a.get(uid, fresh=True)
-    assert raced == [2] and [k.api_key for k in tenant.keys] == ["K1", "K2"]  # b's version survived a's write
+    assert [v.version for v in raced] == [2] and [k.api_key for k in tenant.keys] == [
+        "K1",
+        "K2",
+    ]  # b's version survived a's write
     assert tenant.sender.rate_per_second == 7.0
 
 
@@ -87,6 +98,21 @@ def test_an_entry_from_before_key_versions_is_read_as_version_one_and_rewritten(
     m = r._model
     m(uid, email_address="old@a.example", rate_per_second=3, api_key="K1", api_secret="secret-K1").save()
     assert r.get(uid, fresh=True).sending_keys(None).api_key == "K1"
-    assert r.accept(uid, "paid", _sender("K2"), _account_of) == 2  # K1's account learned, then compared
+    assert r.accept(uid, "paid", _sender("K2"), _account_of).version == 2  # K1's account learned, then compared
     assert [(k.version, k.account) for k in r.get(uid, fresh=True).keys] == [(1, "111111111111"), (2, "111111111111")]
-    assert m.get(uid).api_key is None
+    # The current keys stay where the previous release reads them: a rollback sends with them, never the platform.
+    assert (m.get(uid).api_key, m.get(uid).ses_account_id) == ("K2", "111111111111")
+
+
+def test_registered_keys_aws_no_longer_accepts_give_way_to_the_next_keys(registry, uid):
+    r = registry()
+    m = r._model
+    m(uid, email_address="old@a.example", rate_per_second=3, api_key="DEAD", api_secret="x").save()
+
+    def account_of(sender):
+        if sender.api_key == "DEAD":
+            raise SenderRefused("sender.apiKey: AWS does not accept these keys (InvalidClientTokenId)")
+        return ACCOUNTS[sender.api_key]
+
+    assert r.accept(uid, "paid", _sender("K3"), account_of).version == 1
+    assert [k.api_key for k in r.get(uid, fresh=True).keys] == ["K3"]

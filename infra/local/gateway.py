@@ -146,6 +146,9 @@ class Gateway:
         self.ses = ses
         self.runner = runner
         self.ready = False
+        # Set while the stack saves its state: every request is answered 503 (SDKs retry it), so nothing is
+        # accepted that the saved state would not hold.
+        self.closed = False
         self._apps: dict[tuple[str, ...], Any] = {}
         self._apps_lock = threading.Lock()
         self._item_locks = ItemLocks()
@@ -177,6 +180,9 @@ class Gateway:
         path = environ.get("PATH_INFO", "")
         if path.startswith("/_moonsend/"):
             return _respond(start_response, self._admin(environ, path))
+        if self.closed:
+            body = b'{"__type":"ServiceUnavailable","message":"the local stack is saving its state and stopping"}'
+            return _respond(start_response, (503, {"Content-Type": "application/json"}, body))
         access_key, _region, service = credential_scope(environ)
         if self.access is not None and self.access.is_role_key(access_key):
             refused = self.access.check(environ, service, access_key, _read_body(environ))

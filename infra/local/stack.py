@@ -252,6 +252,10 @@ class LocalStack:
         self._start_runtime(gateway, roles)
         if self.loaded is not None:
             self._run_parked(self.loaded.parked)
+            # Used up: if this run dies without a clean stop, the next start must not load the data of before
+            # it (the ledger would forget what this run sent). Kept aside for an operator, never loaded.
+            assert self.config.state_file is not None
+            self.config.state_file.replace(self.config.state_file.with_suffix(".loaded"))
         gateway.ready = True
         self.gateway = gateway
 
@@ -279,9 +283,10 @@ class LocalStack:
                 continue
             self.runner.invoke_async(fn, event)
 
-    def save_state(self, timeout_s: float = 60.0) -> state.SavedState:
+    def save_state(self, timeout_s: float = 900.0) -> state.SavedState:
         """Quiesce and save (infra.local.state): no new trigger, every running invocation told its time is up
-        and waited for, every SES event published, then the data and the events not yet run written out."""
+        and waited for (a drain sends the emails it holds at their rate first: up to Lambda's 15 minutes),
+        every SES event published, the endpoint closed, then the data and the events not yet run written out."""
         assert self.config.state_file is not None and self.runner is not None and self.ses is not None
         for part in (self.alarms, self.scheduler):
             if part is not None:
@@ -290,8 +295,13 @@ class LocalStack:
         self.ses.flush_events()  # their SNS deliveries are parked: they run after the restart
         finished = self.runner.wait_idle(5.0) and finished
         if not finished:
-            print(f"[state] {self.runner.inflight} invocation(s) still running after {timeout_s:.0f}s: saved anyway")
-        saved = state.capture(self.ses.saved_state(), self.runner.parked, self.config.fast_sqs)
+            print(
+                f"[state] {self.runner.inflight} invocation(s) still running after {timeout_s:.0f}s: saved anyway; "
+                "what they send from now on is not in the saved ledger and may be sent again after the restart"
+            )
+        assert self.gateway is not None
+        self.gateway.closed = True  # nothing more is accepted that the saved state would not hold
+        saved = state.capture(self.ses.saved_state(), list(self.runner.parked), self.config.fast_sqs)
         state.save(self.config.state_file, saved)
         self.saved = saved
         return saved

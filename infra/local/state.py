@@ -100,16 +100,28 @@ def capture(ses: dict[str, Any], parked: list[tuple[str, dict[str, Any]]], fast_
 
 
 def save(path: Path, state: SavedState) -> None:
-    """Write atomically (a crash while saving leaves the previous state), readable by this user only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Write atomically (a crash while saving leaves the previous state), readable by this user only: it
+    holds tenants' SES keys, and whoever can write it runs code in the next stack."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "wb") as f:
         _Pickler(f, protocol=pickle.HIGHEST_PROTOCOL).dump(state)
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, path)
 
 
+def _check_owner(path: Path) -> None:
+    """Load only a file this user wrote, in a folder nobody else can write to (a pickle runs code)."""
+    for p in (path.parent, path):
+        st = p.stat()
+        if st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise StateUnusable(f"{p} is not this user's own or others may write to it: not loaded")
+
+
 def load(path: Path, fast_sqs: bool) -> SavedState:
+    _check_owner(path)
     try:
         with path.open("rb") as f:
             state = pickle.load(f)

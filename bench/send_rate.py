@@ -27,12 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
+from chalicelib.campaign_sender import SenderSnapshot
 from chalicelib.config import Settings
 from chalicelib.contract import QueuedEmail, Sender
 from chalicelib.drainer import Drainer
 from chalicelib.errors import QuotaExhausted, SendThrottled
 from chalicelib.ses_sender import SendQuota
-from chalicelib.tenants import Tenant
+from chalicelib.tenants import KeyVersion, Tenant
 from infra.local.ses import Refused, SesStandIn
 from infra.status import max_in_window
 from tests.fakes import FakeLedger
@@ -112,7 +113,7 @@ class Tenants:
     def __init__(self, tenant: Tenant) -> None:
         self._tenant = tenant
 
-    def get(self, user_id: str) -> Tenant | None:
+    def get(self, user_id: str, fresh: bool = False) -> Tenant | None:
         return self._tenant if user_id == self._tenant.user_id else None
 
 
@@ -125,15 +126,15 @@ def run(rate: float, seconds: float, latency_ms: float) -> dict[str, Any]:
     n = math.ceil(rate * seconds) + 1  # n sends span n-1 intervals: at least `seconds` at the target
     key = f"AKIABENCH{int(rate)}"
     sender = Sender("news@bench.example", "Bench", "us-east-1", key, "secret", rate)
-    tenant = Tenant("bench", "paid", sender)
+    keys = KeyVersion(1, key, "secret", "111111111111")
+    tenant = Tenant("bench", "paid", sender, (keys,))
+    queued_sender = SenderSnapshot.of("paid", sender, keys).queued_sender()  # as precompile queues it
     with tempfile.TemporaryDirectory() as tmp:
         stand_in = SesStandIn(Path(tmp), latency_ms=latency_ms)
         stand_in.configure(key, max_send_rate=rate * 2, max_24h_send=10_000_000)
         ses = InProcessSes(stand_in, latency_ms / 1000)
         bodies = [
-            QueuedEmail(
-                "bench", "paid", sender.public_dict(), "c1", "Hello", "<p>Hello</p>", f"r{i}@example.org"
-            ).to_json()
+            QueuedEmail("bench", "paid", queued_sender, "c1", "Hello", "<p>Hello</p>", f"r{i}@example.org").to_json()
             for i in range(n)
         ]
         settings = Settings.from_env(

@@ -4,7 +4,7 @@ The steps are deploy's own (infra.deploy: upload the bundle, point the functions
 template), against the local endpoint. Between them, two steps AWS does itself:
 CloudFormation expands SAM (here aws-sam-translator), and some resource types moto's CloudFormation
 cannot create; those are taken out of what is sent to it and stood in for from the same template
-(`STOOD_IN`, which the README lists). What the runtime needs to run each function (its name, handler,
+(`STOOD_IN`, which docs/local-stack.md lists). What the runtime needs to run each function (its name, handler,
 environment, timeout, memory, role, event sources, on-failure destination) is then read back from what
 was created (`StackFunction`), never from a second description.
 """

@@ -8,13 +8,15 @@ from typing import Any
 from chalice import Chalice, Rate, Response
 from chalice.app import CloudWatchEvent, SNSEvent
 
-from chalicelib import drain_chain, log, wiring
-from chalicelib.config import Settings
-from chalicelib.errors import QueueNotOurs
-from chalicelib.routing import require_our_queue
-from chalicelib.tracking import PIXEL
-from chalicelib.triggers import parse_trigger
-from chalicelib.unsubscribe import NOT_FOUND
+from chalicelib import wiring
+from chalicelib.core import log
+from chalicelib.core.config import Settings
+from chalicelib.core.errors import QueueNotOurs
+from chalicelib.core.routing import require_our_queue
+from chalicelib.feedback.unsubscribe import NOT_FOUND
+from chalicelib.ingest.tracking import PIXEL
+from chalicelib.send import drain_chain
+from chalicelib.send.triggers import parse_trigger
 
 app = Chalice(app_name="moonsend")
 app.api.binary_types.append("image/gif")  # the open pixel

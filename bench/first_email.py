@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chalicelib.routing import alarm_name, tenant_queue_name
+from chalicelib.core.routing import alarm_name, tenant_queue_name
 from infra.local.stack import LocalStack, StackConfig
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from chalicelib.links import LinkSigner
-from chalicelib.mime import html_to_text
-from chalicelib.tracking import add_tracking
+from chalicelib.core.links import LinkSigner
+from chalicelib.ingest.tracking import add_tracking
+from chalicelib.send.mime import html_to_text
 
 PATTERNS = [
     "<a ",

@@ -21,11 +21,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from liquid import Environment
 
-from chalicelib.config import Settings
-from chalicelib.enqueuer import Enqueuer
-from chalicelib.precompile import Precompiler
-from chalicelib.renderer import TemplateCache, template_variables
-from chalicelib.tenants import KeyVersion
+from chalicelib.core.config import Settings
+from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.renderer import TemplateCache, template_variables
+from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.stores.tenants import KeyVersion
 from infra.producer import CampaignSpec, messages
 
 SUBJECT = "{{ name | capitalize }}, {{ count }} new picks in {{ city }}"

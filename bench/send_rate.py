@@ -27,13 +27,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
-from chalicelib.campaign_sender import SenderSnapshot
-from chalicelib.config import Settings
-from chalicelib.contract import QueuedEmail, Sender
-from chalicelib.drainer import Drainer
-from chalicelib.errors import QuotaExhausted, SendThrottled
-from chalicelib.ses_sender import SendQuota
-from chalicelib.tenants import KeyVersion, Tenant
+from chalicelib.core.config import Settings
+from chalicelib.core.contract import QueuedEmail, Sender
+from chalicelib.core.errors import QuotaExhausted, SendThrottled
+from chalicelib.send.drainer import Drainer
+from chalicelib.send.ses_sender import SendQuota
+from chalicelib.stores.campaign_sender import SenderSnapshot
+from chalicelib.stores.tenants import KeyVersion, Tenant
 from infra.local.ses import Refused, SesStandIn
 from infra.status import max_in_window
 from tests.fakes import FakeLedger

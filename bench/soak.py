@@ -120,7 +120,7 @@ def shard_of(tenants: list[Tenant], shards: int, free_cap: int | None = None) ->
     paid ones each to the stack with the least work so far (largest first), so the stacks finish
     together. A free tenant's recipients beyond the daily cap (`free_cap`) are cheap: at 100,000
     recipients, counting them as sends left the first stack done 5 minutes before the second."""
-    from chalicelib.config import Settings
+    from chalicelib.core.config import Settings
 
     cap = Settings.from_env().free_daily_cap if free_cap is None else free_cap  # as the stacks will read it
     load = [0.0] * shards
@@ -140,8 +140,8 @@ def shard_of(tenants: list[Tenant], shards: int, free_cap: int | None = None) ->
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
     from chalicelib import wiring
-    from chalicelib.contract import QueuedEmail
-    from chalicelib.ledger import FINAL, UNATTRIBUTED, unattributed_day
+    from chalicelib.core.contract import QueuedEmail
+    from chalicelib.stores.ledger import FINAL, UNATTRIBUTED, unattributed_day
     from infra.local.faults import FaultPlan, Faults
     from infra.local.stack import LocalStack, StackConfig
     from infra.producer import CampaignSpec, messages, publish
@@ -478,7 +478,7 @@ def _time_send_events() -> list[float]:
     outbox would show a claim that did not."""
     from datetime import datetime
 
-    from chalicelib.ses_events import SesEvents
+    from chalicelib.feedback.ses_events import SesEvents
 
     lags: list[float] = []
     real = SesEvents.handle
@@ -727,7 +727,7 @@ def main() -> int:
     if args.table:
         print(side_by_side([json.loads(p.read_text()) for p in args.table]), end="")
         return 0
-    from chalicelib.config import MIN_CLAIM_HOLD_S
+    from chalicelib.core.config import MIN_CLAIM_HOLD_S
 
     if args.claim_hold < MIN_CLAIM_HOLD_S:  # the pipeline would hold them that long anyway: say so
         ap.error(f"--claim-hold: claims are held at least {MIN_CLAIM_HOLD_S} s (twice the visibility timeout)")

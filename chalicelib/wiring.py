@@ -10,39 +10,39 @@ import json
 import threading
 from functools import cached_property
 
-from chalicelib import aws
-from chalicelib.campaign_actions import CampaignActions
-from chalicelib.campaign_control import CampaignControl
-from chalicelib.campaign_sender import CampaignSenders
-from chalicelib.campaign_stats import CampaignStats
-from chalicelib.config import Settings
-from chalicelib.daily_cap import DailyCap
-from chalicelib.dead_letters import DeadLetters
-from chalicelib.drainer import Drainer
-from chalicelib.enqueuer import Enqueuer
-from chalicelib.free_senders import FreeAddresses
-from chalicelib.idle_queues import IdleQueueCleanup, QueueActivity
-from chalicelib.lease import Leases
-from chalicelib.ledger import Ledger
-from chalicelib.links import LinkSigner
-from chalicelib.payloads import PayloadStore
-from chalicelib.precompile import Precompiler
-from chalicelib.releaser import Releaser
-from chalicelib.renderer import TemplateCache
-from chalicelib.reports import Reports
-from chalicelib.reputation import Limits, Reputation
-from chalicelib.retry import FailedCopies, RetryFailed
-from chalicelib.schedule import ScheduleStore
-from chalicelib.ses_events import SesEvents
-from chalicelib.ses_sender import SesSender
-from chalicelib.suppression import Suppressions
-from chalicelib.sweeper import Sweeper
-from chalicelib.tenant_api import TenantApi
-from chalicelib.tenant_queues import TenantQueues
-from chalicelib.tenants import TenantRegistry
-from chalicelib.tracking import Tracking
-from chalicelib.triggers import continuation_event, sweep_event
-from chalicelib.unsubscribe import Unsubscribes
+from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.control.retry import FailedCopies, RetryFailed
+from chalicelib.control.tenant_api import TenantApi
+from chalicelib.core import aws
+from chalicelib.core.config import Settings
+from chalicelib.core.links import LinkSigner
+from chalicelib.feedback.reports import Reports
+from chalicelib.feedback.reputation import Limits, Reputation
+from chalicelib.feedback.ses_events import SesEvents
+from chalicelib.feedback.unsubscribe import Unsubscribes
+from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.ingest.tracking import Tracking
+from chalicelib.jobs.dead_letters import DeadLetters
+from chalicelib.jobs.idle_queues import IdleQueueCleanup, QueueActivity
+from chalicelib.jobs.releaser import Releaser
+from chalicelib.jobs.sweeper import Sweeper
+from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.queueing.tenant_queues import TenantQueues
+from chalicelib.send.drainer import Drainer
+from chalicelib.send.ses_sender import SesSender
+from chalicelib.send.triggers import continuation_event, sweep_event
+from chalicelib.stores.campaign_control import CampaignControl
+from chalicelib.stores.campaign_sender import CampaignSenders
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.daily_cap import DailyCap
+from chalicelib.stores.free_senders import FreeAddresses
+from chalicelib.stores.lease import Leases
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.schedule import ScheduleStore
+from chalicelib.stores.suppression import Suppressions
+from chalicelib.stores.tenants import TenantRegistry
 
 
 class Container:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.resources import ASYNC_FUNCTION_IDS, FUNCTION_IDS, Resources, resources_for
-from chalicelib.ses_sender import EVENT_DESTINATION, EVENT_TYPES
-from chalicelib.tenant_queues import ALARM_PERIOD_S
+from chalicelib.core.resources import ASYNC_FUNCTION_IDS, FUNCTION_IDS, Resources, resources_for
+from chalicelib.queueing.tenant_queues import ALARM_PERIOD_S
+from chalicelib.send.ses_sender import EVENT_DESTINATION, EVENT_TYPES
 
 # Chalice's logical ids of the functions and of their SNS event (CamelCase of the handler name).
 SNS_HANDLERS = {
@@ -62,7 +62,7 @@ def _topics(r: Resources) -> dict[str, Any]:
     )
     # SES of any account, but only through a configuration set of the stage's name: paid tenants send
     # from their own accounts. The handler then trusts an event only from the account that sent that
-    # tenant's email (chalicelib.ses_events).
+    # tenant's email (chalicelib.feedback.ses_events).
     configuration_set = {"Fn::Sub": "arn:${AWS::Partition}:ses:*:*:configuration-set/" + r.configuration_set}
     out["SesEventsTopicPolicy"] = _publish_policy(
         r.events_topic.logical_id,

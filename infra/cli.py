@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chalicelib import log
+from chalicelib.core import log
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
 
@@ -92,7 +92,7 @@ def _client_env(endpoint: str | None, stage: str) -> None:
 def cmd_send(args: argparse.Namespace) -> int:
     import boto3
 
-    from chalicelib.config import Settings
+    from chalicelib.core.config import Settings
     from infra.producer import CampaignSpec, messages, new_campaign_id, publish, read_recipients
 
     _client_env(args.endpoint, args.stage)
@@ -129,7 +129,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from rich.console import Console, Group
     from rich.live import Live
 
-    from chalicelib.config import Settings
+    from chalicelib.core.config import Settings
     from infra.status import campaign_table, paused_table, progress_view, queue_table, snapshot
 
     _client_env(args.endpoint, args.stage)
@@ -157,7 +157,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_replay_failed(args: argparse.Namespace) -> int:
     import boto3
 
-    from chalicelib.config import Settings
+    from chalicelib.core.config import Settings
     from infra.replay import replay_failed
 
     _client_env(args.endpoint, args.stage)
@@ -177,8 +177,8 @@ def cmd_replay_failed(args: argparse.Namespace) -> int:
 def cmd_recipients(args: argparse.Namespace) -> int:
     import csv
 
-    from chalicelib.config import Settings
-    from chalicelib.ledger import Ledger
+    from chalicelib.core.config import Settings
+    from chalicelib.stores.ledger import Ledger
     from infra.terminal import plain, spreadsheet_safe
 
     _client_env(args.endpoint, args.stage)
@@ -213,8 +213,8 @@ def cmd_recipients(args: argparse.Namespace) -> int:
 
 
 def cmd_tenant(args: argparse.Namespace) -> int:
-    from chalicelib.config import Settings
-    from chalicelib.tenants import TenantRegistry
+    from chalicelib.core.config import Settings
+    from chalicelib.stores.tenants import TenantRegistry
 
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
@@ -223,8 +223,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         print(f"no tenant {args.user!r}", file=sys.stderr)
         return 1
     if args.action == "key":
-        from chalicelib.campaign_stats import CampaignStats
-        from chalicelib.reports import Reports
+        from chalicelib.feedback.reports import Reports
+        from chalicelib.stores.campaign_stats import CampaignStats
 
         stats = CampaignStats(settings.resources.campaigns_table.name, settings.region)
         key = Reports(registry, stats).issue_key(args.user)
@@ -245,8 +245,8 @@ def _tenant_sender(args: argparse.Namespace, registry: Any) -> int:
     """The tenant's key versions, an explicit move to another AWS account, a free-plan From address."""
     import time
 
-    from chalicelib.contract import Sender
-    from chalicelib.errors import SenderRefused
+    from chalicelib.core.contract import Sender
+    from chalicelib.core.errors import SenderRefused
     from infra.terminal import plain
 
     container = _container()
@@ -291,7 +291,7 @@ def _container() -> Any:
 
 
 def cmd_campaign(args: argparse.Namespace) -> int:
-    from chalicelib.contract import parse_instant
+    from chalicelib.core.contract import parse_instant
 
     _client_env(args.endpoint, args.stage)
     c = _container()
@@ -444,7 +444,7 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
     import json
     import uuid
 
-    from chalicelib.config import Settings
+    from chalicelib.core.config import Settings
     from infra.deploy import SIMULATOR, smoke_messages, stack_name, wait_for_outcomes
 
     account = clients["sts"].get_caller_identity()["Account"]
@@ -463,7 +463,7 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from chalicelib.ledger import STATES
+    from chalicelib.stores.ledger import STATES
 
     p = argparse.ArgumentParser(prog="moonsend", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from chalicelib.config import Settings
-from chalicelib.resources import resources_for
+from chalicelib.core.config import Settings
+from chalicelib.core.resources import resources_for
 
 SIMULATOR = {
     "success@simulator.amazonses.com": "sent",
@@ -152,7 +152,7 @@ def wait_for_outcomes(
     settings: Settings, campaign_id: str, timeout_s: float = 600, poll_s: float = 5
 ) -> dict[str, str | None]:
     """Poll the ledger until every simulator address has its expected state (or the time is up)."""
-    from chalicelib.ledger import Ledger
+    from chalicelib.stores.ledger import Ledger
 
     ledger = Ledger(settings.resources.ledger_table.name, settings.region)
     deadline = time.time() + timeout_s

@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chalicelib.resources import FAILED_PREFIX, QUEUED_PREFIX, SCHEDULED_PREFIX, Resources, resources_for
+from chalicelib.core.resources import FAILED_PREFIX, QUEUED_PREFIX, SCHEDULED_PREFIX, Resources, resources_for
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = (
@@ -149,7 +149,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     releaser = [
         *release,
         _stmt("Counters", [*_READ, "dynamodb:UpdateItem"], [tables["CampaignsTable"]]),
-        # Marking the tenant's queue used (chalicelib.idle_queues) before putting email on it.
+        # Marking the tenant's queue used (chalicelib.jobs.idle_queues) before putting email on it.
         _stmt("QueueActivity", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
     ]
     retire = [

@@ -12,9 +12,9 @@ from typing import Any
 from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
-from chalicelib.campaign_stats import CampaignCounts, CampaignStats
-from chalicelib.config import Settings
-from chalicelib.tenants import TenantRegistry
+from chalicelib.core.config import Settings
+from chalicelib.stores.campaign_stats import CampaignCounts, CampaignStats
+from chalicelib.stores.tenants import TenantRegistry
 from infra.terminal import cell, plain
 
 

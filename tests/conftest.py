@@ -16,7 +16,7 @@ from infra.local.stack import LocalStack, StackConfig
 @pytest.fixture(scope="session", autouse=True)
 def quiet_logs() -> Iterator[None]:
     """The handlers' INFO lines (one per email) would fill pytest's captured output: warnings up only."""
-    from chalicelib import log
+    from chalicelib.core import log
 
     log.set_level("WARNING")
     yield

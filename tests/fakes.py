@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 
-from chalicelib.ledger import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
+from chalicelib.stores.ledger import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
 
 OPEN = (None, QUEUED, SCHEDULED)
 
@@ -125,13 +125,13 @@ class FakeLedger:
 
 
 class FakeCampaignSenders:
-    """chalicelib.campaign_sender.CampaignSenders in memory: the first snapshot of a campaign stays."""
+    """chalicelib.stores.campaign_sender.CampaignSenders in memory: the first snapshot of a campaign stays."""
 
     def __init__(self) -> None:
         self.fixed: dict[tuple[str, str], object] = {}
 
     def fix(self, user_id, campaign_id, snapshot) -> None:
-        from chalicelib.errors import SenderRefused
+        from chalicelib.core.errors import SenderRefused
 
         fixed = self.fixed.setdefault((user_id, campaign_id), snapshot)
         differences = snapshot.differences(fixed)
@@ -144,7 +144,7 @@ class FakeFreeAddresses:
         self.owners: dict[str, str] = {}
 
     def claim(self, user_id, address, now_ms) -> None:
-        from chalicelib.errors import SenderRefused
+        from chalicelib.core.errors import SenderRefused
 
         if self.owners.setdefault(address.lower(), user_id) != user_id:
             raise SenderRefused(f"sender.emailAddress: {address} is another tenant's")

@@ -8,9 +8,9 @@ import urllib.request
 import pytest
 
 from chalicelib import wiring
-from chalicelib.campaign_control import CANCELLED, PAUSED, CampaignControl
-from chalicelib.ledger import FAILED, SENT
-from chalicelib.schedule import held_bucket
+from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
+from chalicelib.stores.ledger import FAILED, SENT
+from chalicelib.stores.schedule import held_bucket
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
 

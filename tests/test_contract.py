@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from chalicelib.contract import QueuedEmail, parse_precompile_message, parse_rate
-from chalicelib.errors import MessageInvalid
+from chalicelib.core.contract import QueuedEmail, parse_precompile_message, parse_rate
+from chalicelib.core.errors import MessageInvalid
 from tests.conftest import canonical
 
 

@@ -20,12 +20,12 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chalicelib.config import Settings
-from chalicelib.enqueuer import Enqueuer
-from chalicelib.errors import RenderFailed, TemplateInvalid
-from chalicelib.ledger import REJECTED, STATES
-from chalicelib.precompile import Precompiler
-from chalicelib.renderer import TemplateCache
+from chalicelib.core.config import Settings
+from chalicelib.core.errors import RenderFailed, TemplateInvalid
+from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.stores.ledger import REJECTED, STATES
 from tests.conftest import canonical
 from tests.fakes import FakeLedger
 from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants, sender_parts

@@ -3,7 +3,7 @@
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from chalicelib.daily_cap import DailyCap, Share, batch_id
+from chalicelib.stores.daily_cap import DailyCap, Share, batch_id
 from tests.conftest import canonical
 from tests.test_precompile import _precompiler
 

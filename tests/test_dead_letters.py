@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from chalicelib.contract import QueuedEmail
-from chalicelib.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
-from chalicelib.ledger import FAILED, QUEUED, SENT
+from chalicelib.core.contract import QueuedEmail
+from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
+from chalicelib.stores.ledger import FAILED, QUEUED, SENT
 from tests.fakes import FakeLedger
 from tests.test_drainer import SETTINGS, FakeStats, queued
 

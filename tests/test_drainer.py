@@ -6,13 +6,13 @@ import time
 
 import pytest
 
-from chalicelib.config import Settings
-from chalicelib.contract import QueuedEmail, Sender
-from chalicelib.drainer import NO_KEYS_REASON, Drainer
-from chalicelib.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
-from chalicelib.ledger import UNATTRIBUTED, Entry, message_key, unattributed_day
-from chalicelib.ses_sender import SendQuota
-from chalicelib.tenants import KeyVersion, Tenant
+from chalicelib.core.config import Settings
+from chalicelib.core.contract import QueuedEmail, Sender
+from chalicelib.core.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
+from chalicelib.send.drainer import NO_KEYS_REASON, Drainer
+from chalicelib.send.ses_sender import SendQuota
+from chalicelib.stores.ledger import UNATTRIBUTED, Entry, message_key, unattributed_day
+from chalicelib.stores.tenants import KeyVersion, Tenant
 from tests.fakes import FakeLedger
 
 SETTINGS = Settings.from_env(
@@ -157,7 +157,7 @@ def test_outcomes_decide_what_happens_to_each_message():
 def test_a_send_whose_answer_was_lost_keeps_its_claim_so_no_copy_goes_before_ses_could_say():
     """SES may have accepted it: the copy comes back held by the claim (waiting for the Send event, or the
     claim's end), never sent again at once as a plain transient error would be."""
-    from chalicelib.errors import SendOutcomeUnknown
+    from chalicelib.core.errors import SendOutcomeUnknown
 
     ledger = FakeLedger()
     sqs = FakeSqs([queued("acme", "lost@example.org")])
@@ -277,7 +277,7 @@ def test_throttled_and_transient_sends_give_the_claim_back_for_the_retry():
 
 
 def test_an_email_kept_in_s3_is_fetched_sent_and_its_object_deleted():
-    from chalicelib.payloads import PayloadStore
+    from chalicelib.stores.payloads import PayloadStore
     from tests.test_precompile import FakeS3
 
     s3 = FakeS3()
@@ -366,7 +366,7 @@ class SwitchingControl:
 
 
 def test_a_cancel_mid_drain_stops_every_send_not_yet_on_its_way_and_records_the_rest():
-    from chalicelib.drainer import SEND_WORKERS
+    from chalicelib.send.drainer import SEND_WORKERS
 
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(60)])
     ses, ledger, stats = FakeSes(), FakeLedger(), FakeStats()
@@ -514,8 +514,8 @@ def test_backing_off_a_copy_whose_twin_was_already_deleted_does_not_stop_the_dra
 
 
 def test_claim_hold_is_configurable_but_never_shorter_than_twice_the_visibility_timeout():
-    from chalicelib.config import Settings
-    from chalicelib.resources import SEND_VISIBILITY_TIMEOUT_S
+    from chalicelib.core.config import Settings
+    from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
 
     assert Settings.from_env({}).claim_hold_s == 1800
     assert Settings.from_env({"MOONSEND_CLAIM_HOLD_S": "900"}).claim_hold_s == 900
@@ -575,7 +575,7 @@ class RotatingTenants(FakeTenants):
 
 
 def test_keys_aws_refuses_after_a_rotation_are_retried_with_the_new_keys_not_failed():
-    from chalicelib.errors import KeysRejected
+    from chalicelib.core.errors import KeysRejected
 
     ledger = FakeLedger()
     old = KeyVersion(1, "AKOLD", "s1", "111111111111")

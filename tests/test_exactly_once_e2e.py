@@ -6,8 +6,8 @@ import time
 import pytest
 
 from chalicelib import wiring
-from chalicelib.contract import QueuedEmail
-from chalicelib.ledger import Entry
+from chalicelib.core.contract import QueuedEmail
+from chalicelib.stores.ledger import Entry
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
@@ -101,7 +101,7 @@ def test_every_rejected_recipient_is_queryable_with_its_reason(stack, uid):
 
 
 def _sender_obj(sender):
-    from chalicelib.contract import Sender
+    from chalicelib.core.contract import Sender
 
     return Sender(
         sender["emailAddress"],
@@ -118,7 +118,7 @@ def test_a_throttling_storm_delays_email_but_sends_each_once_and_dead_letters_no
     user = f"tenant-{uid}"
     key = sender["apiKey"]
     # The drainer learns MaxSendRate 20 and caches it; then SES drops to 3/s: most sends are throttled.
-    from chalicelib.contract import Sender
+    from chalicelib.core.contract import Sender
 
     wiring.container().drainer._ses.quota(
         Sender(sender["emailAddress"], "", "us-east-1", key, sender["apiSecret"], 20.0)

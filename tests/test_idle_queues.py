@@ -8,9 +8,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib import wiring
-from chalicelib.errors import QueueRetiring
-from chalicelib.idle_queues import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
-from chalicelib.routing import alarm_name, tenant_queue_name
+from chalicelib.core.errors import QueueRetiring
+from chalicelib.core.routing import alarm_name, tenant_queue_name
+from chalicelib.jobs.idle_queues import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
 from tests.conftest import as_function
 from tests.test_campaign_control import _publish, _sent, _tenant, _wait_for
 
@@ -133,7 +133,7 @@ def test_a_sender_waits_for_a_retirement_under_way_and_takes_back_a_crashed_one(
 
 
 def test_the_sweeper_skips_a_queue_removed_between_its_listing_and_its_depth_check(stack, uid):
-    from chalicelib.sweeper import Sweeper
+    from chalicelib.jobs.sweeper import Sweeper
 
     sqs = stack.client("sqs")
     gone, full = f"moonsend-local-t-gone{uid}", f"moonsend-local-t-full{uid}"

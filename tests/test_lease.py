@@ -7,10 +7,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from chalicelib import drain_chain, wiring
-from chalicelib.drainer import DrainResult
-from chalicelib.lease import Leases
-from chalicelib.triggers import DrainRequest, parse_trigger
+from chalicelib import wiring
+from chalicelib.send import drain_chain
+from chalicelib.send.drainer import DrainResult
+from chalicelib.send.triggers import DrainRequest, parse_trigger
+from chalicelib.stores.lease import Leases
 
 
 def test_only_one_of_many_concurrent_takers_gets_the_lease(stack, uid):
@@ -109,7 +110,7 @@ def test_a_continuation_with_a_stale_token_does_not_drain(stack, uid):
 
 @pytest.mark.parametrize("lease", ["tok-1", None])
 def test_continuation_messages_carry_the_lease(lease):
-    from chalicelib.triggers import continuation_event
+    from chalicelib.send.triggers import continuation_event
 
     event = continuation_event("q", 4, "arn:aws:sns:us-east-1:1:t", lease or "")
     req = parse_trigger(event["Records"][0]["Sns"]["Message"])
@@ -120,7 +121,7 @@ def test_continuation_messages_carry_the_lease(lease):
 
 def test_a_stalled_queue_is_picked_up_by_the_sweeper(stack, uid):
     """Messages arrive while the alarm is already in ALARM: no notification, so only the sweeper helps."""
-    from chalicelib.contract import QueuedEmail, Sender
+    from chalicelib.core.contract import QueuedEmail, Sender
     from tests.conftest import read_sends
     from tests.test_pipeline_e2e import _tenant
 
@@ -158,7 +159,7 @@ def test_a_stalled_queue_is_picked_up_by_the_sweeper(stack, uid):
 
 
 def test_the_sweeper_leaves_queues_that_are_being_drained_alone(stack, uid):
-    from chalicelib.sweeper import Sweeper
+    from chalicelib.jobs.sweeper import Sweeper
 
     started = []
     leases = wiring.container().leases

@@ -6,7 +6,7 @@ from email.policy import default
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.mime import OutgoingEmail, build_mime
+from chalicelib.send.mime import OutgoingEmail, build_mime
 from tests.conftest import read_sends
 
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from chalicelib import log
+from chalicelib.core import log
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
 from email import message_from_bytes
 from email.policy import default
 
-from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER, OutgoingEmail, build_mime, html_to_text
+from chalicelib.send.mime import CAMPAIGN_HEADER, TENANT_HEADER, OutgoingEmail, build_mime, html_to_text
 
 
 def _parse(raw: bytes):

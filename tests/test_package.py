@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.resources import resources_for
+from chalicelib.core.resources import resources_for
 from infra import iam
 from infra.deploy import deploy_plan, destroy_plan, smoke_messages
 from infra.package import package
@@ -150,7 +150,7 @@ def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(package
 
 def test_the_template_created_in_cloudformation_names_each_function_as_the_code_invokes_it(packaged):
     """Translated by aws-sam-translator and created in moto's CloudFormation, as on AWS (offline)."""
-    from chalicelib.resources import FUNCTION_IDS
+    from chalicelib.core.resources import FUNCTION_IDS
     from infra.local.access import allowed
     from infra.local.cloudformation import split, translate
 
@@ -274,7 +274,7 @@ def test_destroy_plan_removes_tenant_queues_and_alarms_and_keeps_the_tables_unle
 
 
 def test_the_smoke_campaign_is_a_valid_message():
-    from chalicelib.contract import parse_precompile_message
+    from chalicelib.core.contract import parse_precompile_message
 
     (msg,) = smoke_messages("ops@example.com", "smoke-1")
     req = parse_precompile_message(json.dumps(msg))

@@ -5,11 +5,11 @@ import time
 
 import pytest
 
-from chalicelib.config import Settings
-from chalicelib.enqueuer import Enqueuer
-from chalicelib.precompile import Precompiler
-from chalicelib.renderer import TemplateCache
-from chalicelib.tenants import KeyVersion
+from chalicelib.core.config import Settings
+from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.stores.tenants import KeyVersion
 from tests.conftest import canonical
 from tests.fakes import FakeCampaignSenders, FakeFreeAddresses, FakeLedger, no_account
 
@@ -158,7 +158,7 @@ def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
     ],
 )
 def test_a_message_with_no_usable_tenant_is_recorded_once_under_unattributed_however_often_redelivered(raw, reason):
-    from chalicelib.ledger import UNATTRIBUTED, message_key
+    from chalicelib.stores.ledger import UNATTRIBUTED, message_key
 
     p, sqs, _t, _q, stats = _precompiler()
     p.handle(raw)
@@ -194,7 +194,7 @@ class FakeS3:
 
 
 def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_queue():
-    from chalicelib.payloads import PayloadStore
+    from chalicelib.stores.payloads import PayloadStore
 
     s3 = FakeS3()
     store = PayloadStore(s3, "bucket", threshold_bytes=1000)
@@ -325,7 +325,7 @@ def test_whatever_a_recipients_data_makes_a_filter_raise_rejects_that_recipient_
 
 
 def test_a_message_nested_past_the_parsers_limit_is_recorded_invalid_not_lost():
-    from chalicelib.ledger import UNATTRIBUTED, message_key
+    from chalicelib.stores.ledger import UNATTRIBUTED, message_key
 
     msg = canonical()
     deep = "[" * 3000 + "]" * 3000

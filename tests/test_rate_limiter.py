@@ -4,7 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from chalicelib.rate_limiter import QueuePacing, RateLimiter
+from chalicelib.send.rate_limiter import QueuePacing, RateLimiter
 from infra.status import max_in_window
 
 

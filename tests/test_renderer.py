@@ -2,8 +2,8 @@ import tracemalloc
 
 import pytest
 
-from chalicelib.errors import RenderFailed, TemplateInvalid
-from chalicelib.renderer import CompiledCampaign, TemplateCache, template_variables
+from chalicelib.core.errors import RenderFailed, TemplateInvalid
+from chalicelib.ingest.renderer import CompiledCampaign, TemplateCache, template_variables
 
 
 def render(subject, body, metadata=None, strict=False, email="ann@example.org"):

@@ -6,8 +6,8 @@ import urllib.request
 
 import pytest
 
-from chalicelib.contract import Sender
-from chalicelib.reports import key_hash, new_key, owner_of
+from chalicelib.core.contract import Sender
+from chalicelib.feedback.reports import key_hash, new_key, owner_of
 
 pytestmark = pytest.mark.e2e
 

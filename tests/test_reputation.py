@@ -3,11 +3,11 @@
 import json
 
 from chalicelib import wiring
-from chalicelib.contract import Sender
-from chalicelib.drainer import Drainer
-from chalicelib.errors import SendFailed
-from chalicelib.reputation import Limits, SentAhead, Window, verdict
-from chalicelib.ses_events import SesEvents
+from chalicelib.core.contract import Sender
+from chalicelib.core.errors import SendFailed
+from chalicelib.feedback.reputation import Limits, SentAhead, Window, verdict
+from chalicelib.feedback.ses_events import SesEvents
+from chalicelib.send.drainer import Drainer
 from tests.fakes import FakeLedger
 from tests.test_drainer import SETTINGS, FakeSes, FakeSqs, FakeStats, FakeTenants, queued, tenant
 from tests.test_ses_events import BOUNCE, _record

@@ -1,7 +1,7 @@
 import re
 
-from chalicelib.resources import resources_for
-from chalicelib.routing import is_our_queue, queue_for, tenant_queue_name
+from chalicelib.core.resources import resources_for
+from chalicelib.core.routing import is_our_queue, queue_for, tenant_queue_name
 
 R = resources_for("moonsend", "local")
 SQS_NAME = re.compile(r"^[A-Za-z0-9_-]{1,80}$")

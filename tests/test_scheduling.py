@@ -11,17 +11,17 @@ from datetime import UTC, datetime
 import pytest
 
 from chalicelib import wiring
-from chalicelib.campaign_actions import CampaignActions
-from chalicelib.config import Settings
-from chalicelib.contract import QueuedEmail, parse_duration, parse_instant, parse_precompile_message
-from chalicelib.enqueuer import Enqueuer
-from chalicelib.errors import MessageInvalid
-from chalicelib.ledger import CANCELLED, EXPIRED, QUEUED, SCHEDULED
-from chalicelib.precompile import Precompiler
-from chalicelib.releaser import Releaser
-from chalicelib.renderer import TemplateCache
-from chalicelib.routing import queue_for
-from chalicelib.schedule import ScheduleStore, StoredBatch, minute_of
+from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.core.config import Settings
+from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant, parse_precompile_message
+from chalicelib.core.errors import MessageInvalid
+from chalicelib.core.routing import queue_for
+from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.jobs.releaser import Releaser
+from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.stores.ledger import CANCELLED, EXPIRED, QUEUED, SCHEDULED
+from chalicelib.stores.schedule import ScheduleStore, StoredBatch, minute_of
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import canonical, read_sends

@@ -12,8 +12,8 @@ from email.policy import default
 import pytest
 
 from chalicelib import wiring
-from chalicelib.mime import CAMPAIGN_HEADER, TENANT_HEADER
-from chalicelib.ses_events import parse_event
+from chalicelib.feedback.ses_events import parse_event
+from chalicelib.send.mime import CAMPAIGN_HEADER, TENANT_HEADER
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
 from tests.test_feedback_e2e import _wait_for
@@ -137,7 +137,7 @@ def test_keys_rotate_within_their_account_and_the_events_stay_trusted_but_anothe
 
 
 def test_an_operator_moves_a_tenant_to_another_account_and_its_events_are_trusted_from_both(stack, uid):
-    from chalicelib.contract import Sender
+    from chalicelib.core.contract import Sender
 
     user = f"tenant-{uid}"
     first = _tenant(stack, uid, rate=20, ses_rate=20)

@@ -2,7 +2,7 @@
 
 import json
 
-from chalicelib.ses_events import SesEvents, parse_event
+from chalicelib.feedback.ses_events import SesEvents, parse_event
 from infra.local.ses import send_event
 from tests.fakes import FakeLedger
 from tests.test_drainer import FakeStats
@@ -145,8 +145,8 @@ class Tenants:
 
 
 def _acme(account="111122223333"):
-    from chalicelib.contract import Sender
-    from chalicelib.tenants import KeyVersion, Tenant
+    from chalicelib.core.contract import Sender
+    from chalicelib.stores.tenants import KeyVersion, Tenant
 
     keys = (KeyVersion(1, "AKIA", "s", account),)
     return Tenant("acme", "paid", Sender("news@acme.io", "Acme", "us-east-1", "AKIA", "s", 5.0), keys)

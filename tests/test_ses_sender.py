@@ -6,8 +6,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.contract import Sender
-from chalicelib.ses_sender import SesSender
+from chalicelib.core.contract import Sender
+from chalicelib.send.ses_sender import SesSender
 
 
 class FakeSesV2:
@@ -72,11 +72,11 @@ def test_the_platform_account_uses_the_provisioned_set_without_creating_it():
 
 def test_a_lost_answer_is_an_unknown_outcome_but_a_request_that_never_left_is_safe_to_retry():
     """A read timeout or a closed connection may come after SES accepted the email; a refused connection
-    cannot. Only the first must keep the recipient's claim (chalicelib.drainer)."""
+    cannot. Only the first must keep the recipient's claim (chalicelib.send.drainer)."""
     import pytest
     from botocore.exceptions import ConnectionClosedError, EndpointConnectionError, ReadTimeoutError
 
-    from chalicelib.errors import SendOutcomeUnknown, TransientSendError
+    from chalicelib.core.errors import SendOutcomeUnknown, TransientSendError
 
     class Failing(FakeSesV2):
         def __init__(self, exc):
@@ -101,7 +101,7 @@ def _sts_answering(monkeypatch, code, status):
     import boto3
     from botocore.stub import Stubber
 
-    from chalicelib import aws
+    from chalicelib.core import aws
 
     sts = boto3.client("sts", region_name="us-east-1", aws_access_key_id="AK", aws_secret_access_key="s")
     stubber = Stubber(sts)
@@ -111,7 +111,7 @@ def _sts_answering(monkeypatch, code, status):
 
 
 def test_keys_aws_does_not_accept_refuse_the_message_with_why_and_sts_trouble_is_retried(monkeypatch):
-    from chalicelib.errors import SenderRefused
+    from chalicelib.core.errors import SenderRefused
 
     sender = Sender("a@x.io", "A", "us-east-1", "AKIABAD", "bad", 5.0)
     _sts_answering(monkeypatch, "InvalidClientTokenId", 403)

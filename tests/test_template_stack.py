@@ -6,8 +6,9 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib import aws, wiring
-from chalicelib.resources import FUNCTION_IDS
+from chalicelib import wiring
+from chalicelib.core import aws
+from chalicelib.core.resources import FUNCTION_IDS
 from infra.local.access import allowed, describe
 from infra.local.identity import acting_as
 from infra.local.scheduler import scheduled_event
@@ -156,7 +157,7 @@ def _refused(stack, handler, action, call):
 def test_a_call_outside_the_functions_policy_is_refused_as_aws_refuses_it(stack, uid):
     r = stack.settings.resources
     region = stack.config.region
-    # The handlers' own clients (chalicelib.aws): no keys of their own, so each call signs as its caller.
+    # The handlers' own clients (chalicelib.core.aws): no keys of their own, so each call signs as its caller.
     sqs = aws.client("sqs", region)
     url = sqs.create_queue(QueueName=f"{r.tenant_queue_prefix}{uid}")["QueueUrl"]
     err = _refused(stack, "ses_events", "sqs:SendMessage", lambda: sqs.send_message(QueueUrl=url, MessageBody="x"))

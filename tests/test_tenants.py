@@ -2,9 +2,9 @@
 
 import pytest
 
-from chalicelib.contract import Sender
-from chalicelib.errors import SenderRefused
-from chalicelib.tenants import TenantRegistry
+from chalicelib.core.contract import Sender
+from chalicelib.core.errors import SenderRefused
+from chalicelib.stores.tenants import TenantRegistry
 
 ACCOUNTS = {"K1": "111111111111", "K2": "111111111111", "K3": "333333333333"}
 

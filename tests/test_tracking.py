@@ -7,8 +7,8 @@ from email.policy import default
 
 import pytest
 
-from chalicelib.links import LinkSigner
-from chalicelib.tracking import Tracking, add_tracking
+from chalicelib.core.links import LinkSigner
+from chalicelib.ingest.tracking import Tracking, add_tracking
 from tests.fakes import FakeLedger
 from tests.test_drainer import FakeStats
 

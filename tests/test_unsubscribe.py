@@ -10,9 +10,9 @@ from email.policy import default
 
 import pytest
 
-from chalicelib.errors import LinkInvalid
-from chalicelib.links import LinkSigner
-from chalicelib.mime import OutgoingEmail, build_mime
+from chalicelib.core.errors import LinkInvalid
+from chalicelib.core.links import LinkSigner
+from chalicelib.send.mime import OutgoingEmail, build_mime
 
 SIGNER = LinkSigner(b"k" * 32, "https://api.example.com/api")
 

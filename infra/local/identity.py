@@ -1,7 +1,7 @@
 """Each function's AWS calls signed with its own role's credentials, as Lambda gives them.
 
 On AWS every function runs in its own environment, whose credentials are its execution role's. Here
-all functions share one process and one set of boto3 clients (chalicelib.aws), so the credentials are
+all functions share one process and one set of boto3 clients (chalicelib.core.aws), so the credentials are
 chosen per call instead: the runtime marks the invocation's thread with the role credentials STS gave
 that function (`acting_as`), threads the handler starts carry the mark on (`carry_into_pools`), and a
 credential provider first in botocore's chain (`install`, for every session of this process: boto3's

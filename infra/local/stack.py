@@ -34,8 +34,8 @@ import boto3
 from botocore.config import Config
 from moto.sns.models import sns_backends
 
-from chalicelib.config import APP_NAME, Settings
-from chalicelib.resources import resources_for
+from chalicelib.core.config import APP_NAME, Settings
+from chalicelib.core.resources import resources_for
 from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive, state
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
@@ -244,7 +244,7 @@ class LocalStack:
         roles = self.roles = self._assume_roles(self.created)
         self._undo.append(identity.carry_into_pools())
         self._undo.append(identity.install(PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY))
-        from chalicelib import aws
+        from chalicelib.core import aws
 
         aws.reset()  # clients made from now on sign as the calling function
         self.ses.publish = self._publish_ses_event
@@ -421,7 +421,7 @@ class LocalStack:
         """Lambda's delivery of an invocation record to an on-failure destination (an SQS queue)."""
         assert fn.on_failure is not None
         _arn, _aws, _sqs, _region, account, name = fn.on_failure.split(":", 5)
-        from chalicelib import aws
+        from chalicelib.core import aws
 
         # A client with no keys of its own: the call is signed as the function's role (the runtime acts as
         # it). Lambda sends to the queue by its ARN: no GetQueueUrl, which the role need not be allowed.

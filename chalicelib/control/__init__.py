@@ -1,0 +1,1 @@
+"""Operators and tenants acting on campaigns: pause, resume, cancel, reschedule, retry-failed, the tenant API."""

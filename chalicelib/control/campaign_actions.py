@@ -1,0 +1,124 @@
+"""What a tenant (or an operator) can do to its campaigns and its sending: one place for CLI and HTTP.
+
+- pause a campaign: its unsent email is taken off the queue into the schedule store's held partition
+  as the sender meets it (chalicelib.send.drainer); its other campaigns go on;
+- resume: the pause is lifted, then the held email goes back on the queue at once and a drain starts;
+- cancel: unsent email is recorded `cancelled` (by the sender as it meets it, by the releaser for held
+  and scheduled batches now);
+- retry-failed: chalicelib.control.retry;
+- pause or resume a whole tenant: its queue is not drained while paused (a free-plan tenant's email is
+  held like a paused campaign's). A tenant may resume only a pause of its own: a pause by the reputation
+  guard or an operator is lifted by an operator.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from chalicelib.control.retry import RetryFailed, RetryResult
+from chalicelib.core.config import Settings
+from chalicelib.core.contract import iso_ms
+from chalicelib.jobs.releaser import Releaser
+from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.schedule import ScheduleStore
+from chalicelib.stores.tenants import TenantRegistry
+
+TENANT_PAUSE_PREFIX = "paused by the tenant"
+
+
+@dataclass(frozen=True)
+class Done:
+    ok: bool
+    message: str
+    count: int = 0
+
+
+class CampaignActions:
+    def __init__(
+        self,
+        settings: Settings,
+        control: CampaignControl,
+        releaser: Releaser,
+        retry: RetryFailed,
+        tenants: TenantRegistry,
+        store: ScheduleStore,
+        stats: CampaignStats,
+    ) -> None:
+        self._settings = settings
+        self._control = control
+        self._releaser = releaser
+        self._retry = retry
+        self._tenants = tenants
+        self._store = store
+        self._stats = stats
+
+    def reschedule(self, user_id: str, campaign_id: str, at_s: float) -> Done:
+        """Move a scheduled campaign's waiting email to another time (its deadline moves with it)."""
+        now = time.time()
+        lead = self._settings.schedule_lead_s
+        if at_s < now + 2 * lead:
+            return Done(False, f"choose a time at least {2 * lead:g} s from now")
+        buckets = self._stats.schedule_buckets(user_id, campaign_id)
+        batches = self._store.of_campaign(user_id, campaign_id, buckets)
+        if not batches:
+            return Done(
+                False, "nothing of this campaign is waiting for its time (released already, or never scheduled)"
+            )
+        if min(b.due_ms for b in batches) <= (now + 2 * lead) * 1000:
+            return Done(False, "too late: the campaign is about to start")
+        due_ms = int(at_s * 1000)
+        deadline_ms = None
+        for b in batches:
+            deadline_ms = b.deadline_ms + (due_ms - b.due_ms) if b.deadline_ms is not None else None
+            moved = self._store.move(b, due_ms, deadline_ms)
+            self._stats.note_schedule(user_id, campaign_id, due_ms, deadline_ms, moved.bucket)
+        n = sum(b.count for b in batches)
+        return Done(True, f"rescheduled: {n} recipient(s) now due at {iso_ms(due_ms)}", n)
+
+    def pause(self, user_id: str, campaign_id: str) -> Done:
+        self._control.set(user_id, campaign_id, PAUSED)
+        return Done(True, "paused: its unsent email is held until resumed")
+
+    def resume(self, user_id: str, campaign_id: str) -> Done:
+        if self._control.state(user_id, campaign_id, fresh=True) == CANCELLED:
+            return Done(False, "cancelled: a cancelled campaign cannot be resumed")
+        self._control.set(user_id, campaign_id, None)  # first: see Releaser.release_held
+        n = self._releaser.release_held(user_id, campaign_id)
+        return Done(True, f"resumed: {n} held email(s) back on the queue, sent at the tenant's rate", n)
+
+    def cancel(self, user_id: str, campaign_id: str) -> Done:
+        self._control.set(user_id, campaign_id, CANCELLED)
+        n = self._releaser.cancel_scheduled(user_id, campaign_id)
+        # Held email goes back to the sender, which records it cancelled as it meets it.
+        held = self._releaser.release_held(user_id, campaign_id)
+        return Done(
+            True,
+            f"cancelled: {n} scheduled recipient(s) recorded cancelled now; queued and held email "
+            f"({held} held) is recorded cancelled as the sender meets it",
+            n,
+        )
+
+    def retry_failed(self, user_id: str, campaign_id: str, reason_contains: str | None = None) -> RetryResult:
+        return self._retry.run(user_id, campaign_id, reason_contains)
+
+    def pause_tenant(self, user_id: str, reason: str, *, by_tenant: bool) -> Done:
+        why = f"{TENANT_PAUSE_PREFIX}: {reason}" if by_tenant else f"paused by an operator: {reason}"
+        if self._tenants.get(user_id, fresh=True) is None:
+            return Done(False, f"no tenant {user_id!r}")
+        if not self._tenants.pause(user_id, why):
+            return Done(True, "paused already")
+        return Done(True, "paused: its email is held until resumed")
+
+    def resume_tenant(self, user_id: str, *, by_tenant: bool) -> Done:
+        tenant = self._tenants.get(user_id, fresh=True)
+        if tenant is None:
+            return Done(False, f"no tenant {user_id!r}")
+        if not tenant.paused_reason:
+            return Done(True, "not paused")
+        if by_tenant and not tenant.paused_reason.startswith(TENANT_PAUSE_PREFIX):
+            return Done(False, f"paused by moonsend ({tenant.paused_reason}): ask support to resume")
+        self._tenants.resume(user_id)
+        n = self._releaser.release_held(user_id)
+        return Done(True, f"resumed: held email goes out within a minute ({n} held on the free plan's queue)", n)

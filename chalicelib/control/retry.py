@@ -1,0 +1,133 @@
+"""Retry the failed: queue a campaign's failed recipients again, each still sent at most once.
+
+To send a failed email again its rendered form is needed, and the queue message is gone once its
+failure is recorded. The sender therefore keeps a copy of each email it records `failed` (the queued
+JSON, in the payload bucket under `failed/`, 30 days), and retry-failed queues that copy again.
+
+Per recipient: the ledger moves it from `failed` back to `queued` with a conditional write (so two
+retries running at once queue it once), then the copy goes on the tenant's queue, and the sender's
+claim does the rest: a recipient that is sent is never sent again. If the retry dies between the two,
+the recipient is left `queued` with nothing on the queue; the next retry takes such a recipient again
+once its retry is 15 minutes old (an extra copy is harmless, for the same reason).
+
+Emails that failed before this copy existed, or whose failure came from SES's Reject event (the sender
+had already let the message go), have no copy: they are reported, not retried.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from chalicelib.core import log
+from chalicelib.core.config import Settings
+from chalicelib.core.contract import QueuedEmail
+from chalicelib.core.resources import FAILED_PREFIX
+from chalicelib.core.routing import queue_for
+from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
+from chalicelib.queueing.tenant_queues import TenantQueues
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.ledger import FAILED, QUEUED, Ledger
+from chalicelib.stores.payloads import PayloadStore
+
+
+class FailedCopies:
+    """The queued form of each failed email, kept for retry-failed."""
+
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self._s3 = s3
+        self._bucket = bucket
+
+    @staticmethod
+    def key(user_id: str, campaign_id: str, email: str) -> str:
+        rcpt = hashlib.sha256(email.lower().encode("utf-8")).hexdigest()[:40]
+        return f"{FAILED_PREFIX}{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{rcpt}.json"
+
+    def save(self, email: QueuedEmail) -> None:
+        self._s3.put_object(
+            Bucket=self._bucket,
+            Key=self.key(email.user_id, email.campaign_id, email.recipient_email),
+            Body=email.to_json().encode("utf-8"),
+            ServerSideEncryption="AES256",
+            ContentType="application/json",
+        )
+
+    def load(self, user_id: str, campaign_id: str, email: str) -> str | None:
+        try:
+            obj = self._s3.get_object(Bucket=self._bucket, Key=self.key(user_id, campaign_id, email))
+        except self._s3.exceptions.NoSuchKey:
+            return None
+        return str(obj["Body"].read().decode("utf-8"))
+
+
+@dataclass
+class RetryResult:
+    requeued: int = 0
+    no_copy: list[str] = field(default_factory=list)  # failed, but no copy of their email was kept
+    not_queued: list[str] = field(default_factory=list)  # reopened but the queue refused: next retry takes them
+    matched: int = 0  # failed recipients matching the reason filter
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "matched": self.matched,
+            "requeued": self.requeued,
+            "noCopyKept": len(self.no_copy),
+            "notQueued": len(self.not_queued),
+        }
+
+
+class RetryFailed:
+    def __init__(
+        self,
+        settings: Settings,
+        ledger: Ledger,
+        stats: CampaignStats,
+        copies: FailedCopies,
+        queues: TenantQueues,
+        enqueuer: Enqueuer,
+        payloads: PayloadStore | None = None,
+    ) -> None:
+        self._settings = settings
+        self._ledger = ledger
+        self._stats = stats
+        self._copies = copies
+        self._queues = queues
+        self._enqueuer = enqueuer
+        self._payloads = payloads
+
+    def run(self, user_id: str, campaign_id: str, reason_contains: str | None = None) -> RetryResult:
+        """Queue again the campaign's failed recipients (only those whose reason contains the text, if given)."""
+        result = RetryResult()
+        needle = reason_contains.lower() if reason_contains else None
+        by_queue: dict[str, list[Outgoing]] = {}
+        reopened_failed = 0
+        for entry in self._ledger.entries(user_id, campaign_id, states=(FAILED, QUEUED)):
+            if entry.state == FAILED:
+                if needle and needle not in (entry.reason or "").lower():
+                    continue
+            elif not (entry.state == QUEUED and entry.retries):  # a retry that may have died half-way
+                continue
+            result.matched += entry.state == FAILED
+            body = self._copies.load(user_id, campaign_id, entry.email)
+            if body is None:
+                result.no_copy.append(entry.email)
+                continue
+            if not self._ledger.reopen(user_id, campaign_id, entry.email):
+                continue  # another retry took it, or its earlier retry is recent and still on its way
+            reopened_failed += entry.state == FAILED
+            email = QueuedEmail.from_json(body)
+            queue = queue_for(self._settings.resources, user_id, email.plan)
+            if self._payloads is not None:
+                body = self._payloads.wrap(user_id, campaign_id, body)
+            by_queue.setdefault(queue, []).append(Outgoing(key=entry.email, body=body))
+        for queue, outgoing in by_queue.items():
+            url = self._queues.ensure(queue, user_id)
+            failures = self._enqueuer.send(url, outgoing)
+            result.not_queued.extend(f.key for f in failures)
+            result.requeued += len(outgoing) - len(failures)
+        if reopened_failed:
+            self._stats.add(user_id, campaign_id, failed=-reopened_failed, retried=reopened_failed)
+        log.info("retry-failed", user=user_id, campaign=campaign_id, **result.as_dict())
+        return result

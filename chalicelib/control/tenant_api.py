@@ -1,0 +1,111 @@
+"""The tenant's HTTP API for its campaigns and its sending, behind its API key (chalicelib.feedback.reports).
+
+Every route answers 401 without a key and the same 404 for a wrong key, another tenant's key or a
+campaign the tenant does not have, as the report does. Answers are JSON.
+
+    POST /campaigns/{id}/pause | resume | cancel
+    POST /campaigns/{id}/retry-failed          body (optional): {"reasonContains": "..."}
+    GET  /campaigns/{id}/recipients?state=failed&limit=100&after=<cursor>
+    POST /tenant/pause                         body (optional): {"reason": "..."}
+    POST /tenant/resume
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.core.contract import iso_ms
+from chalicelib.feedback.reports import NOT_FOUND, Answer, Reports
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.ledger import STATES, Ledger
+
+UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
+MAX_PAGE = 1000
+CAMPAIGN_ACTIONS = ("pause", "resume", "cancel", "retry-failed")
+
+
+class TenantApi:
+    def __init__(self, reports: Reports, actions: CampaignActions, ledger: Ledger, stats: CampaignStats) -> None:
+        self._reports = reports
+        self._actions = actions
+        self._ledger = ledger
+        self._stats = stats
+
+    def _owner(self, authorization: str | None, campaign_id: str | None = None) -> str | Answer:
+        if not authorization:
+            return UNAUTHORIZED
+        user_id = self._reports.authenticate(authorization)
+        if user_id is None:
+            return NOT_FOUND
+        if campaign_id is not None and self._stats.get(user_id, campaign_id) is None:
+            return NOT_FOUND
+        return user_id
+
+    def campaign_action(
+        self, authorization: str | None, campaign_id: str, action: str, body: dict[str, Any] | None = None
+    ) -> Answer:
+        if action not in CAMPAIGN_ACTIONS:
+            return NOT_FOUND
+        user = self._owner(authorization, campaign_id)
+        if isinstance(user, Answer):
+            return user
+        if action == "retry-failed":
+            needle = (body or {}).get("reasonContains")
+            if needle is not None and (not isinstance(needle, str) or len(needle) > 200):
+                return Answer(400, {"error": "reasonContains: must be a string of at most 200 characters"})
+            result = self._actions.retry_failed(user, campaign_id, needle or None)
+            return Answer(200, {"campaign": campaign_id, **result.as_dict()})
+        act = {"pause": self._actions.pause, "resume": self._actions.resume, "cancel": self._actions.cancel}[action]
+        done = act(user, campaign_id)
+        return Answer(200 if done.ok else 409, {"campaign": campaign_id, "ok": done.ok, "message": done.message})
+
+    def recipients(self, authorization: str | None, campaign_id: str, params: dict[str, str] | None) -> Answer:
+        user = self._owner(authorization, campaign_id)
+        if isinstance(user, Answer):
+            return user
+        p = params or {}
+        state = p.get("state") or None
+        if state is not None and state not in STATES:
+            return Answer(400, {"error": f"state: one of {', '.join(STATES)}"})
+        try:
+            limit = int(p.get("limit", "100"))
+        except ValueError:
+            limit = 0
+        if not 1 <= limit <= MAX_PAGE:
+            return Answer(400, {"error": f"limit: a whole number from 1 to {MAX_PAGE}"})
+        entries, cursor = self._ledger.page(user, campaign_id, state=state, limit=limit, after=p.get("after"))
+        return Answer(
+            200,
+            {
+                "campaign": campaign_id,
+                "recipients": [
+                    {
+                        "email": e.email,
+                        "state": e.state,
+                        "reason": e.reason,
+                        "messageId": e.message_id,
+                        "updatedAt": iso_ms(e.updated_at) if e.updated_at else None,
+                        "feedback": e.feedback,
+                        "retries": e.retries,
+                    }
+                    for e in entries
+                ],
+                "next": cursor,
+            },
+        )
+
+    def tenant_action(self, authorization: str | None, action: str, body: dict[str, Any] | None = None) -> Answer:
+        user = self._owner(authorization)
+        if isinstance(user, Answer):
+            return user
+        if action == "pause":
+            reason = (body or {}).get("reason") or "no reason given"
+            if not isinstance(reason, str) or len(reason) > 200:
+                return Answer(400, {"error": "reason: a string of at most 200 characters"})
+            done = self._actions.pause_tenant(user, reason, by_tenant=True)
+        elif action == "resume":
+            done = self._actions.resume_tenant(user, by_tenant=True)
+        else:
+            return NOT_FOUND
+        return Answer(200 if done.ok else 409, {"ok": done.ok, "message": done.message})

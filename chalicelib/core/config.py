@@ -1,0 +1,90 @@
+"""Settings read from the environment, the only thing that differs between local and AWS.
+
+Chalice puts each stage's `environment_variables` (`.chalice/config.json`) into the Lambda's
+environment; the local stack sets the same variables in its own process.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from functools import cached_property
+
+from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S, Resources, resources_for
+
+APP_NAME = "moonsend"
+MIN_CLAIM_HOLD_S = 2 * SEND_VISIBILITY_TIMEOUT_S
+
+
+@dataclass(frozen=True)
+class Settings:
+    stage: str
+    region: str
+    account_id: str
+    free_rate_per_second: float
+    # The most a paid tenant may ask for; SES's own MaxSendRate caps it further.
+    max_rate_per_second: float
+    # Stop draining when the Lambda has less than this left, and hand on to a fresh invocation.
+    deadline_margin_ms: int
+    # How long one receive waits for messages; two empty polls in a row end a drain.
+    long_poll_seconds: int
+    # A queued email larger than this goes to S3, with a pointer on the queue.
+    payload_threshold_bytes: int = 256 * 1024
+    # Emails one free-plan tenant may queue per UTC day (0: no cap).
+    free_daily_cap: int = 300
+    # Send with SES's event publishing through the stage's configuration set (False: without).
+    ses_events: bool = True
+    # Where the app's HTTP routes are (links in emails point there), and the key that signs those links:
+    # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
+    api_url: str = "http://127.0.0.1:8000"
+    link_secret: str | None = None
+    # The reputation guard: pause a tenant whose permanent bounces or complaints pass these rates over
+    # the window (once it has sent at least `reputation_min_sent` in it).
+    bounce_limit: float = 0.05
+    complaint_limit: float = 0.001
+    reputation_window_days: int = 7
+    reputation_min_sent: int = 200
+    # Scheduled email is released onto its queue this long before it is due (SQS delays it until then);
+    # a campaign scheduled less than twice this ahead goes straight onto the queue, delayed.
+    schedule_lead_s: float = 90.0
+    # A tenant queue (and its alarm) unused for this many days is removed; the next send recreates it.
+    idle_queue_days: int = 14
+    # How long a send's claim on a recipient holds (chalicelib.send.drainer): the time SES's Send event has to
+    # arrive if the sender died after SES accepted the email. At least twice the send queues' visibility
+    # timeout (10 min); shorter, a redelivered copy could be sent before the event that would stop it.
+    claim_hold_s: float = 1800.0
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> Settings:
+        e = os.environ if env is None else env
+        return cls(
+            stage=e.get("MOONSEND_STAGE", "dev"),
+            region=e.get("AWS_REGION") or e.get("AWS_DEFAULT_REGION") or "us-east-1",
+            account_id=e.get("MOONSEND_ACCOUNT_ID", "123456789012"),
+            free_rate_per_second=float(e.get("MOONSEND_FREE_RATE", "10")),
+            max_rate_per_second=float(e.get("MOONSEND_MAX_RATE", "1000")),
+            deadline_margin_ms=int(e.get("MOONSEND_DEADLINE_MARGIN_MS", "20000")),
+            long_poll_seconds=int(e.get("MOONSEND_LONG_POLL_SECONDS", "1")),
+            payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
+            free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
+            ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
+            api_url=e.get("MOONSEND_API_URL", "http://127.0.0.1:8000"),
+            link_secret=e.get("MOONSEND_LINK_SECRET") or None,
+            bounce_limit=float(e.get("MOONSEND_BOUNCE_LIMIT", "0.05")),
+            complaint_limit=float(e.get("MOONSEND_COMPLAINT_LIMIT", "0.001")),
+            reputation_window_days=int(e.get("MOONSEND_REPUTATION_WINDOW_DAYS", "7")),
+            reputation_min_sent=int(e.get("MOONSEND_REPUTATION_MIN_SENT", "200")),
+            schedule_lead_s=float(e.get("MOONSEND_SCHEDULE_LEAD_S", "90")),
+            idle_queue_days=int(e.get("MOONSEND_IDLE_QUEUE_DAYS", "14")),
+            claim_hold_s=max(MIN_CLAIM_HOLD_S, float(e.get("MOONSEND_CLAIM_HOLD_S", "1800"))),
+        )
+
+    @cached_property
+    def resources(self) -> Resources:
+        return resources_for(APP_NAME, self.stage, self.account_id)
+
+    def topic_arn(self, topic_name: str) -> str:
+        return f"arn:aws:sns:{self.region}:{self.account_id}:{topic_name}"
+
+    def queue_arn(self, queue_name: str) -> str:
+        return f"arn:aws:sqs:{self.region}:{self.account_id}:{queue_name}"

@@ -1,0 +1,193 @@
+"""The AWS resources moonsend needs, defined once.
+
+Deployment generates its CloudFormation from them (infra.cfn), and the local stack is created from that
+packaged template, so the two cannot drift. Every name carries the app and the stage
+(`moonsend-local-...`). Tenant queues are not listed: they are created on first use under
+`tenant_queue_prefix`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Redelivery budget before a queued email is moved to the dead-letter queue.
+MAX_RECEIVE_COUNT = 5
+# Long enough for the sender to pace, send and delete a batch at the slowest rate it accepts.
+SEND_VISIBILITY_TIMEOUT_S = 300
+# Dead letters are kept as long as SQS allows, so that an operator can look at them.
+DLQ_RETENTION_S = 14 * 24 * 3600
+# The payload bucket's three kinds of object, each with its own lifetime: queued emails too large for a
+# queue message, scheduled batches waiting for their time, and copies of failed emails for retry-failed.
+QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX = "queued/", "scheduled/", "failed/"
+# How far ahead a campaign may be scheduled (its batches are kept in S3 until then).
+MAX_SCHEDULE_AHEAD_DAYS = 31
+# Lambda's logical ids in the packaged template (Chalice's CamelCase of each handler) and the handlers.
+FUNCTION_IDS = {
+    "PrecompileEmail": "precompile_email",
+    "SendEmails": "send_emails",
+    "SesEvents": "ses_events",
+    "SweepQueues": "sweep_queues",
+    "ReleaseScheduled": "release_scheduled",
+    "RetireIdleQueues": "retire_idle_queues",
+    "ReconcileDeadLetters": "reconcile_dead_letters",
+    "APIHandler": "api_handler",
+}
+# The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail
+# after Lambda's two retries go to the on-failure queue. The API's function answers HTTP synchronously.
+ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler")
+
+
+@dataclass(frozen=True)
+class TopicDef:
+    logical_id: str
+    name: str
+
+
+@dataclass(frozen=True)
+class TableDef:
+    logical_id: str
+    name: str
+    hash_key: str
+    range_key: str | None = None
+    ttl_attribute: str | None = None
+
+    def key_schema(self) -> list[dict[str, str]]:
+        """KeySchema as CreateTable and CloudFormation both take it (string keys)."""
+        keys = [{"AttributeName": self.hash_key, "KeyType": "HASH"}]
+        if self.range_key:
+            keys.append({"AttributeName": self.range_key, "KeyType": "RANGE"})
+        return keys
+
+    def attribute_definitions(self) -> list[dict[str, str]]:
+        return [{"AttributeName": k["AttributeName"], "AttributeType": "S"} for k in self.key_schema()]
+
+
+@dataclass(frozen=True)
+class QueueDef:
+    logical_id: str
+    name: str
+    visibility_timeout: int = SEND_VISIBILITY_TIMEOUT_S
+    retention_seconds: int = 4 * 24 * 3600
+    dead_letter: str | None = None  # name of the queue that receives what fails too often
+    max_receive_count: int = MAX_RECEIVE_COUNT
+
+
+@dataclass(frozen=True)
+class BucketDef:
+    logical_id: str
+    name: str
+    # (key prefix, days): objects under each prefix are deleted by the bucket's lifecycle after so long.
+    expiry_rules: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Names of everything moonsend uses for one app and stage."""
+
+    app_name: str
+    stage: str
+    precompile_topic: TopicDef
+    send_topic: TopicDef
+    # SES publishes its sending events (Send, Reject, and later Delivery, Bounce, Complaint) here,
+    # through the configuration set below.
+    events_topic: TopicDef
+    tenants_table: TableDef
+    campaigns_table: TableDef
+    ledger_table: TableDef
+    leases_table: TableDef
+    usage_table: TableDef
+    suppressions_table: TableDef
+    schedule_table: TableDef
+    dead_letter_queue: QueueDef
+    free_queue: QueueDef
+    # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
+    failed_invocations_queue: QueueDef
+    payload_bucket: BucketDef
+    extra_topics: tuple[TopicDef, ...] = field(default=())
+
+    @property
+    def prefix(self) -> str:
+        return f"{self.app_name}-{self.stage}"
+
+    @property
+    def tenant_queue_prefix(self) -> str:
+        """Every tenant queue's name starts with this; IAM policies scope tenant queues by it."""
+        return f"{self.prefix}-t-"
+
+    @property
+    def topics(self) -> tuple[TopicDef, ...]:
+        return (self.precompile_topic, self.send_topic, self.events_topic, *self.extra_topics)
+
+    @property
+    def tables(self) -> tuple[TableDef, ...]:
+        return (
+            self.tenants_table,
+            self.campaigns_table,
+            self.ledger_table,
+            self.leases_table,
+            self.usage_table,
+            self.suppressions_table,
+            self.schedule_table,
+        )
+
+    @property
+    def queues(self) -> tuple[QueueDef, ...]:
+        """In creation order: a queue's dead-letter queue comes before it."""
+        return (self.dead_letter_queue, self.free_queue, self.failed_invocations_queue)
+
+    @property
+    def link_secret_name(self) -> str:
+        """The Secrets Manager secret whose value signs the stage's links."""
+        return f"{self.prefix}/link-signing-key"
+
+    @property
+    def configuration_set(self) -> str:
+        """The SES configuration set every email is sent with; its event destination is `events_topic`."""
+        return f"{self.prefix}-events"
+
+    def function_name(self, handler: str) -> str:
+        """A handler's Lambda name (`moonsend-dev-send_emails`), set in the template as `FunctionName`.
+
+        Explicit, so that the functions that invoke send_emails and every IAM grant name the deployed
+        function (left to CloudFormation, the name would be `moonsend-dev-SendEmails-<random>`)."""
+        return f"{self.prefix}-{handler}"
+
+
+def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -> Resources:
+    """All of moonsend's resource definitions for one stage (of one AWS account: bucket names are global)."""
+    p = f"{app_name}-{stage}"
+    dlq = QueueDef("DeadLetterQueue", f"{p}-dlq", retention_seconds=DLQ_RETENTION_S)
+    return Resources(
+        app_name=app_name,
+        stage=stage,
+        precompile_topic=TopicDef("PrecompileEmailTopic", f"{p}-PrecompileEmail"),
+        send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
+        events_topic=TopicDef("SesEventsTopic", f"{p}-SesEvents"),
+        tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
+        campaigns_table=TableDef("CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"),
+        # One item per recipient of a campaign: its state, reason, SES message id and send claim.
+        ledger_table=TableDef(
+            "LedgerTable", f"{p}-ledger", hash_key="pk", range_key="rcpt", ttl_attribute="expires_at"
+        ),
+        # One item per queue being drained: who drains it, until when.
+        leases_table=TableDef("LeasesTable", f"{p}-leases", hash_key="queue", ttl_attribute="expires_at"),
+        # One item per free-plan tenant and UTC day: emails queued against the daily cap.
+        usage_table=TableDef(
+            "UsageTable", f"{p}-usage", hash_key="user_id", range_key="day", ttl_attribute="expires_at"
+        ),
+        # One item per suppressed address: per tenant (`tenant#<userId>`) or for all (`platform`).
+        suppressions_table=TableDef("SuppressionsTable", f"{p}-suppressions", hash_key="scope", range_key="rcpt"),
+        # Scheduled email waiting for its time: one item per stored batch, keyed by the UTC minute it is due
+        # (chalicelib.stores.schedule), plus the releaser's cursor.
+        schedule_table=TableDef("ScheduleTable", f"{p}-schedule", hash_key="bucket", range_key="item"),
+        dead_letter_queue=dlq,
+        free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
+        failed_invocations_queue=QueueDef(
+            "FailedInvocationsQueue", f"{p}-failed-invocations", retention_seconds=DLQ_RETENTION_S
+        ),
+        payload_bucket=BucketDef(
+            "PayloadBucket",
+            f"{p}-payloads-{account_id}",
+            expiry_rules=((QUEUED_PREFIX, 7), (SCHEDULED_PREFIX, MAX_SCHEDULE_AHEAD_DAYS + 14), (FAILED_PREFIX, 30)),
+        ),
+    )

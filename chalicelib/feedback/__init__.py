@@ -1,0 +1,1 @@
+"""What comes back: SES's events, the reputation guard, unsubscribes, tenants' reports."""

@@ -1,0 +1,95 @@
+"""Per-campaign reports over HTTP, for the tenant that owns the campaign, with its own API key.
+
+A key is `msk_<base64url(userId)>_<secret>`: the route reads the tenant from the key, and compares the
+SHA-256 of the whole key with the hash stored in the tenant registry (the key itself is never stored; a
+new key replaces the old one). A missing key is a 401; a wrong key, another tenant's key, or a campaign
+the tenant does not have are all the same 404, so a key reveals nothing about other tenants.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.stores.campaign_stats import COUNTERS, CampaignStats
+from chalicelib.stores.tenants import TenantRegistry
+
+PREFIX = "msk_"
+
+
+def new_key(user_id: str) -> str:
+    who = base64.urlsafe_b64encode(user_id.encode("utf-8")).rstrip(b"=").decode("ascii")
+    return f"{PREFIX}{who}_{secrets.token_urlsafe(32)}"
+
+
+def key_hash(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def owner_of(key: str) -> str | None:
+    """The user id a key names (not yet checked)."""
+    if not key.startswith(PREFIX) or key.count("_") < 2:
+        return None
+    who = key[len(PREFIX) :].split("_", 1)[0]
+    try:
+        return base64.urlsafe_b64decode(who + "=" * (-len(who) % 4)).decode("utf-8")
+    except (ValueError, UnicodeError):
+        return None
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any]
+
+
+NOT_FOUND = Answer(404, {"error": "not found"})
+
+
+class Reports:
+    def __init__(self, tenants: TenantRegistry, stats: CampaignStats) -> None:
+        self._tenants = tenants
+        self._stats = stats
+
+    def issue_key(self, user_id: str) -> str:
+        """A new API key for the tenant (shown once; only its hash is kept)."""
+        key = new_key(user_id)
+        self._tenants.set_api_key_hash(user_id, key_hash(key))
+        return key
+
+    def authenticate(self, authorization: str | None) -> str | None:
+        """The tenant a `Bearer` key belongs to, or None."""
+        if not authorization or not authorization.startswith("Bearer "):
+            return None
+        key = authorization[len("Bearer ") :].strip()
+        user_id = owner_of(key)
+        if user_id is None:
+            return None
+        stored = self._tenants.api_key_hash(user_id)
+        if not stored or not hmac.compare_digest(stored, key_hash(key)):
+            return None
+        return user_id
+
+    def campaign(self, authorization: str | None, campaign_id: str) -> Answer:
+        if not authorization:
+            return Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
+        user_id = self.authenticate(authorization)
+        if user_id is None:
+            return NOT_FOUND
+        counts = self._stats.get(user_id, campaign_id)
+        if counts is None:
+            return NOT_FOUND
+        rate = counts.achieved_rate
+        return Answer(
+            200,
+            {
+                "campaign": campaign_id,
+                "counts": {name: counts[name] for name in COUNTERS},
+                "achievedRatePerSecond": round(rate, 3) if rate else None,
+                "lastError": counts.last_error,
+            },
+        )

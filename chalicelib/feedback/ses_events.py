@@ -1,0 +1,195 @@
+"""SES's sending events (event publishing through the configuration set), recorded in the ledger.
+
+SES publishes one JSON record per event to the events topic: `{"eventType": "Send", "mail": {...},
+"send": {}}`. The email is matched by the headers moonsend puts on every message (tenant, campaign) and
+its one recipient (`mail.destination`), so no lookup table is needed.
+
+- `Send`: SES accepted the email. Recorded as sent with SES's message id unless an outcome is already
+  recorded. This is what closes the one ambiguous window of a send (SES accepted it; the sender died
+  before recording it): the record appears anyway, and the redelivered queue message is dropped.
+- `Reject`: SES accepted the call but refused the email (a virus): recorded as failed with the reason.
+- `Delivery`, `Bounce`, `Complaint`: recorded beside the recipient's state and counted once each. A
+  permanent bounce suppresses the address for every tenant (it does not exist), a complaint for the
+  tenant it complained about; transient bounces are only counted.
+
+Events are trusted only from an SES account that sends the tenant's email: the platform's own (the free
+plan), or an account the tenant's registered keys belong to (learned with STS when each key version is
+registered; keys of another account are refused, chalicelib.stores.tenants).
+The events topic accepts SES events from any account through a configuration set of the stage's name,
+so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
+
+Events of emails that did not come from moonsend (no tenant header) are ignored. A malformed record is
+logged and dropped: it carries no recipient to record anything against, and SNS would redeliver it in
+vain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import log
+from chalicelib.feedback.reputation import Reputation, verdict
+from chalicelib.send.mime import CAMPAIGN_HEADER, TENANT_HEADER
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.suppression import BOUNCE, COMPLAINT, Suppressions
+from chalicelib.stores.tenants import TenantRegistry
+
+
+@dataclass(frozen=True)
+class SesEvent:
+    event_type: str
+    message_id: str
+    user_id: str | None
+    campaign_id: str | None
+    recipients: tuple[str, ...]
+    detail: dict[str, Any]
+    sending_account: str | None = None
+
+
+def parse_event(raw: str | dict[str, Any]) -> SesEvent:
+    """Raise ValueError when the record is not an SES event."""
+    d = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(d, dict):
+        raise ValueError("not a JSON object")
+    event_type = d.get("eventType") or d.get("notificationType")
+    mail = d.get("mail")
+    if not isinstance(event_type, str) or not isinstance(mail, dict) or not mail.get("messageId"):
+        raise ValueError("no eventType, mail or mail.messageId")
+    headers = {
+        str(h.get("name", "")).lower(): str(h.get("value", "")) for h in mail.get("headers", []) if isinstance(h, dict)
+    }
+    detail = d.get(event_type[:1].lower() + event_type[1:].replace(" ", ""), {})
+    return SesEvent(
+        event_type=event_type,
+        message_id=str(mail["messageId"]),
+        user_id=headers.get(TENANT_HEADER.lower()),
+        campaign_id=headers.get(CAMPAIGN_HEADER.lower()),
+        recipients=tuple(str(a) for a in mail.get("destination", []) if isinstance(a, str)),
+        detail=detail if isinstance(detail, dict) else {},
+        sending_account=str(mail["sendingAccountId"]) if mail.get("sendingAccountId") else None,
+    )
+
+
+class SesEvents:
+    def __init__(
+        self,
+        ledger: Ledger,
+        stats: CampaignStats,
+        suppressions: Suppressions | None = None,
+        tenants: TenantRegistry | None = None,
+        platform_account: str | None = None,
+        reputation: Reputation | None = None,
+    ) -> None:
+        self._ledger = ledger
+        self._stats = stats
+        self._suppressions = suppressions
+        self._tenants = tenants
+        self._platform_account = platform_account
+        self._reputation = reputation
+
+    def _trusted(self, event: SesEvent) -> bool:
+        """Whether the event comes from an SES account that sends this tenant's email: the platform's (the
+        free plan's), or one its registered keys belong to (learned when each key version was registered)."""
+        if self._tenants is None:  # no registry to check against (unit tests of the recording alone)
+            return True
+        if not event.sending_account:
+            return False
+        if event.sending_account == self._platform_account:
+            return self._tenants.get(event.user_id or "") is not None
+        for fresh in (False, True):  # a version registered after this container's cached read
+            tenant = self._tenants.get(event.user_id or "", fresh=fresh)
+            if tenant is None:
+                return False
+            if event.sending_account in tenant.accounts:
+                return True
+        return False
+
+    def handle(self, raw: str) -> str:
+        """Record one event; returns what was done (for logs and tests)."""
+        try:
+            event = parse_event(raw)
+        except (ValueError, TypeError, AttributeError) as exc:
+            log.warning("SES event unreadable, dropped", reason=str(exc))
+            return "unreadable"
+        if not event.user_id or not event.campaign_id or len(event.recipients) != 1:
+            log.info("SES event not about a moonsend email", event=event.event_type, message_id=event.message_id)
+            return "ignored"
+        user, campaign, to = event.user_id, event.campaign_id, event.recipients[0]
+        if not self._trusted(event):
+            log.warning(
+                "SES event from an account that did not send this tenant's email, dropped",
+                user=user,
+                account=event.sending_account,
+                event=event.event_type,
+            )
+            return "untrusted"
+        if event.event_type == "Send":
+            if self._ledger.record_sent_event(user, campaign, to, event.message_id):
+                # The sender did not record it (it died, or has not got there yet): count it here. SES's event
+                # often beats the sender's own record: expected, so DEBUG, not a warning.
+                self._stats.add(user, campaign, sent=1)
+                log.debug(
+                    "sent recorded from SES's Send event",
+                    user=user,
+                    campaign=campaign,
+                    recipient=to,
+                    message_id=event.message_id,
+                )
+                return "recorded sent"
+            return "already recorded"
+        if event.event_type == "Reject":
+            reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
+            replaced = self._ledger.record_failed_event(user, campaign, to, event.message_id, reason)
+            if replaced is None:
+                return "already recorded"
+            self._stats.add(user, campaign, failed=1, sent=-1 if replaced == "sent" else 0, error=reason)
+            return "recorded failed"
+        if event.event_type == "Delivery":
+            return self._feedback(
+                user, campaign, to, "delivered", str(event.detail.get("smtpResponse", "")), event.message_id
+            )
+        if event.event_type == "Bounce":
+            kind = str(event.detail.get("bounceType", "Undetermined"))
+            diagnostic = _bounce_diagnostic(event.detail, to)
+            outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
+            if kind == "Permanent":
+                if self._suppressions is not None:
+                    self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
+                if outcome.startswith("recorded"):
+                    self._guard(user, bounced=1)
+            return outcome
+        if event.event_type == "Complaint":
+            kind = str(event.detail.get("complaintFeedbackType", "complaint"))
+            outcome = self._feedback(user, campaign, to, "complained", kind, event.message_id)
+            if self._suppressions is not None:
+                self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
+            if outcome.startswith("recorded"):
+                self._guard(user, complained=1)
+            return outcome
+        log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
+        return "logged"
+
+    def _guard(self, user: str, **counts: int) -> None:
+        """Count it against the tenant's rolling window, and pause the tenant if that is now too high."""
+        if self._reputation is None or self._tenants is None:
+            return
+        self._reputation.add(user, **counts)
+        why = verdict(self._reputation.window(user), self._reputation.limits)
+        if why and self._tenants.pause(user, f"reputation guard: {why}"):
+            log.warning("tenant paused by the reputation guard", user=user, reason=why)
+
+    def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str, message_id: str) -> str:
+        if self._ledger.record_feedback(user, campaign, to, kind, detail, message_id):
+            self._stats.add(user, campaign, **{kind: 1})
+            return f"recorded {kind}"
+        return "already recorded"
+
+
+def _bounce_diagnostic(bounce: dict[str, Any], to: str) -> str:
+    for r in bounce.get("bouncedRecipients", []):
+        if isinstance(r, dict) and str(r.get("emailAddress", "")).lower() == to.lower():
+            return str(r.get("diagnosticCode") or r.get("status") or bounce.get("bounceSubType", ""))
+    return str(bounce.get("bounceSubType", ""))

@@ -1,0 +1,1 @@
+"""precompile_email: a recipient event validated, rendered (Liquid), tracked and queued."""

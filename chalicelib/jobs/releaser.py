@@ -1,0 +1,174 @@
+"""release_scheduled: once a minute, move scheduled email that is about due onto its queue.
+
+Each run releases every stored batch due within `schedule_lead_s` (90 s by default: a run and a half).
+A released email goes on its tenant's queue with `DelaySeconds` up to its campaign's time, so it becomes
+visible at `scheduledAt` and not before; the releaser then starts a drain of that queue told to begin at
+the earliest time it released (the drain waits for it), so sending starts within about a second of
+`scheduledAt` instead of whenever the queue's alarm or the sweeper notices. Batches of a cancelled
+campaign are recorded `cancelled`; batches past their campaign's deadline (`scheduledAt + expiresAfter`,
+after an outage or a long pause) are recorded `expired` with the reason, and neither is queued.
+
+Crash safety: a batch is removed from the store only after its emails are on the queue and recorded
+`queued`. A run that dies in between leaves the batch, and the next run queues it again; the sender's
+claim makes the second copy of an email a no-op.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from chalicelib.core import log
+from chalicelib.core.config import Settings
+from chalicelib.core.contract import iso_ms
+from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
+from chalicelib.queueing.tenant_queues import TenantQueues
+from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
+from chalicelib.stores.campaign_control import CampaignControl
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.ledger import CANCELLED, EXPIRED, Ledger
+from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.schedule import ScheduleStore, StoredBatch, held_bucket
+
+MAX_DELAY_S = 900  # SQS's most
+CANCELLED_REASON = "campaign cancelled before its scheduled time"
+
+
+def expired_reason(deadline_ms: int) -> str:
+    return f"expired: not sent by its deadline {iso_ms(deadline_ms)} (scheduledAt + expiresAfter)"
+
+
+@dataclass
+class ReleaseResult:
+    released: int = 0
+    expired: int = 0
+    cancelled: int = 0
+    batches: int = 0
+    left: int = 0  # batches that could not be queued this time (tried again next run)
+    starts: dict[str, int] = field(default_factory=dict)  # queue -> earliest due (epoch ms) released
+
+
+class Releaser:
+    def __init__(
+        self,
+        settings: Settings,
+        store: ScheduleStore,
+        ledger: Ledger,
+        stats: CampaignStats,
+        control: CampaignControl,
+        queues: TenantQueues,
+        enqueuer: Enqueuer,
+        payloads: PayloadStore | None,
+        start_drain: Callable[[str, int | None], None],
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._ledger = ledger
+        self._stats = stats
+        self._control = control
+        self._queues = queues
+        self._enqueuer = enqueuer
+        self._payloads = payloads
+        self._start_drain = start_drain
+
+    def release(self, now_ms: int | None = None) -> ReleaseResult:
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        up_to = now + int(self._settings.schedule_lead_s * 1000)
+        result = ReleaseResult()
+        cursor = up_to
+        for batch in list(self._store.due(up_to)):
+            result.batches += 1
+            try:
+                self._release_one(batch, now, result)
+            except Exception as exc:  # one batch's trouble must not hold up the others: tried next run
+                result.left += 1
+                cursor = min(cursor, batch.due_ms)  # the cursor stays at the oldest batch left behind
+                log.error("scheduled batch not released", item=batch.item, error=f"{type(exc).__name__}: {exc}")
+        self._store.advance(cursor)
+        for queue, due in result.starts.items():
+            self._start_drain(queue, due)
+        if result.batches:
+            log.info(
+                "scheduled email released",
+                batches=result.batches,
+                released=result.released,
+                expired=result.expired,
+                cancelled=result.cancelled,
+                left=result.left,
+            )
+        return result
+
+    def cancel_scheduled(self, user_id: str, campaign_id: str) -> int:
+        """A cancelled campaign's batches still waiting for their time: recorded `cancelled` now."""
+        n = 0
+        buckets = self._stats.schedule_buckets(user_id, campaign_id)
+        for batch in self._store.of_campaign(user_id, campaign_id, buckets):
+            keys = [e for e, _ in self._store.emails(batch)]
+            done = self._ledger.record_unsent(user_id, campaign_id, CANCELLED, keys, CANCELLED_REASON)
+            self._stats.add(user_id, campaign_id, cancelled=done)
+            self._store.remove(batch)
+            n += done
+        return n
+
+    def release_held(self, user_id: str, campaign_id: str | None = None) -> int:
+        """Put a resumed campaign's (or tenant's) held email back on its queue now, and start its drain.
+
+        Called after the resume is written: a sender that holds email after this read sees the resume
+        itself and puts that email back (chalicelib.send.drainer), so nothing stays held."""
+        starts: set[str] = set()
+        n = 0
+        for batch in self._store.held(held_bucket(user_id, campaign_id)):
+            emails = self._store.emails(batch)
+            wrap = self._payloads.wrap if self._payloads is not None else None
+            outgoing = [
+                Outgoing(key=e, body=wrap(batch.user_id, batch.campaign_id, b) if wrap else b) for e, b in emails
+            ]
+            failures = self._enqueuer.send(self._queues.ensure(batch.queue, batch.user_id), outgoing)
+            if failures:  # kept for the next resume or release; the queued ones are duplicates then
+                log.error("held email not released", item=batch.item, reason=failures[0].reason)
+                continue
+            self._store.remove(batch)
+            n += len(emails)
+            starts.add(batch.queue)
+        for queue in starts:
+            self._start_drain(queue, None)
+        if n:
+            log.info("held email released", user=user_id, campaign=campaign_id, emails=n)
+        return n
+
+    def _release_one(self, batch: StoredBatch, now: int, result: ReleaseResult) -> None:
+        emails = self._store.emails(batch)
+        keys = [e for e, _ in emails]
+        user, campaign = batch.user_id, batch.campaign_id
+        if self._control.state(user, campaign) == CAMPAIGN_CANCELLED:
+            n = self._ledger.record_unsent(user, campaign, CANCELLED, keys, CANCELLED_REASON)
+            self._stats.add(user, campaign, cancelled=n)
+            result.cancelled += n
+        elif batch.deadline_ms is not None and now >= batch.deadline_ms:
+            reason = expired_reason(batch.deadline_ms)
+            n = self._ledger.record_unsent(user, campaign, EXPIRED, keys, reason)
+            self._stats.add(user, campaign, expired=n, error=reason)
+            result.expired += n
+            log.info("scheduled email expired", user=user, campaign=campaign, recipients=n, reason=reason)
+        else:
+            delay = min(MAX_DELAY_S, max(0, math.ceil((batch.due_ms - now) / 1000)))
+            wrap = self._payloads.wrap if self._payloads is not None else None
+            outgoing = [
+                Outgoing(key=e, body=wrap(user, campaign, body) if wrap else body, delay_seconds=delay)
+                for e, body in emails
+            ]
+            url = self._queues.ensure(batch.queue, user)
+            failures = self._enqueuer.send(url, outgoing)
+            failed = {f.key for f in failures}
+            queued = [e for e in keys if e not in failed]
+            n = self._ledger.record_released(user, campaign, queued)
+            self._stats.add(user, campaign, queued=n)
+            result.released += len(queued)
+            if queued:
+                start = max(batch.due_ms, now)
+                result.starts[batch.queue] = min(result.starts.get(batch.queue, start), start)
+            if failures:  # the rest go next run (those queued now are then dropped as duplicates)
+                raise RuntimeError(f"{len(failures)} of {len(emails)} not queued: {failures[0].reason}")
+        self._store.remove(batch)

@@ -1,0 +1,128 @@
+"""Tenant queues: created on first use, with their dead-letter redrive and not-empty alarm.
+
+Creation is race-safe: CreateQueue with the same attributes is idempotent in SQS, PutMetricAlarm
+overwrites, and a container remembers the queues it has seen, so the cost is paid once per queue per
+container. The alarm (`ApproximateNumberOfMessagesVisible >= 1`) publishes to SendEmails, which is how
+the sender learns that a queue has work.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core.config import Settings
+from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
+from chalicelib.core.routing import alarm_name
+from chalicelib.jobs.idle_queues import QueueActivity, utc_day
+
+ALARM_PERIOD_S = 60
+
+
+@dataclass(frozen=True)
+class QueuePlan:
+    """What a tenant queue must look like: decided as data, then applied by `ensure`."""
+
+    name: str
+    attributes: dict[str, str]
+    tags: dict[str, str]
+    alarm: dict[str, Any]
+
+
+def not_empty_alarm(settings: Settings, queue_name: str) -> dict[str, Any]:
+    """The alarm that tells send_emails a queue has work (PutMetricAlarm arguments)."""
+    return {
+        "AlarmName": alarm_name(queue_name),
+        "AlarmDescription": f"{queue_name} has emails to send",
+        "Namespace": "AWS/SQS",
+        "MetricName": "ApproximateNumberOfMessagesVisible",
+        "Dimensions": [{"Name": "QueueName", "Value": queue_name}],
+        "Statistic": "Maximum",
+        "Period": ALARM_PERIOD_S,
+        "EvaluationPeriods": 1,
+        "DatapointsToAlarm": 1,
+        "Threshold": 1.0,
+        "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+        "TreatMissingData": "notBreaching",
+        "AlarmActions": [settings.topic_arn(settings.resources.send_topic.name)],
+    }
+
+
+def plan_tenant_queue(settings: Settings, queue_name: str, user_id: str) -> QueuePlan:
+    r = settings.resources
+    return QueuePlan(
+        name=queue_name,
+        attributes={
+            "VisibilityTimeout": str(SEND_VISIBILITY_TIMEOUT_S),
+            "MessageRetentionPeriod": str(14 * 24 * 3600),
+            "SqsManagedSseEnabled": "true",
+            "RedrivePolicy": json.dumps(
+                {
+                    "deadLetterTargetArn": settings.queue_arn(r.dead_letter_queue.name),
+                    "maxReceiveCount": str(MAX_RECEIVE_COUNT),
+                },
+                separators=(",", ":"),
+            ),
+        },
+        # Tag values are limited to 256 characters; the user id is validated to 128.
+        tags={"moonsend:stage": settings.stage, "moonsend:tenant": user_id},
+        alarm=not_empty_alarm(settings, queue_name),
+    )
+
+
+class TenantQueues:
+    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueActivity | None = None) -> None:
+        self._settings = settings
+        self._sqs = sqs
+        self._cw = cloudwatch
+        self._activity = activity
+        self._urls: dict[str, str] = {}
+        self._touched: dict[str, str] = {}  # queue -> the UTC day this container last marked it used
+        self._lock = threading.Lock()
+
+    def url(self, queue_name: str) -> str:
+        """The URL of an existing queue (cached)."""
+        hit = self._urls.get(queue_name)
+        if hit:
+            return hit
+        url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
+        with self._lock:
+            self._urls[queue_name] = url
+        return url
+
+    def ensure(self, queue_name: str, user_id: str) -> str:
+        """The URL of the tenant's queue, creating the queue and its alarm on first use.
+
+        Marks the queue used today first (once per container and day), so that the idle-queue job never
+        removes a queue that is about to get email; a queue it removed is created again here."""
+        if queue_name == self._settings.resources.free_queue.name:
+            return self.url(queue_name)  # provisioned with the platform, never created here
+        day = utc_day()
+        if self._activity is not None and self._touched.get(queue_name) != day:
+            if self._activity.touch(user_id, day):
+                self.forget(queue_name)
+            with self._lock:
+                self._touched[queue_name] = day
+        hit = self._urls.get(queue_name)
+        if hit:
+            return hit
+        plan = plan_tenant_queue(self._settings, queue_name, user_id)
+        try:
+            url = self._sqs.create_queue(QueueName=plan.name, Attributes=plan.attributes, tags=plan.tags)["QueueUrl"]
+        except ClientError as exc:
+            # Another container created it with attributes that since changed: use it as it is.
+            if exc.response["Error"]["Code"] not in ("QueueAlreadyExists", "QueueNameExists"):
+                raise
+            url = self._sqs.get_queue_url(QueueName=plan.name)["QueueUrl"]
+        self._cw.put_metric_alarm(**plan.alarm)
+        with self._lock:
+            self._urls[queue_name] = url
+        return url
+
+    def forget(self, queue_name: str) -> None:
+        with self._lock:
+            self._urls.pop(queue_name, None)

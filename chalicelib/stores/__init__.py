@@ -1,0 +1,1 @@
+"""Where state lives: DynamoDB tables (through pynamodb) and S3 payloads, each behind a small class."""

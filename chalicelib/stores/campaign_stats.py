@@ -1,0 +1,204 @@
+"""Per-campaign counters (queued, rejected, sent, failed, ...), updated atomically.
+
+One DynamoDB item per (tenant, campaign); every change is an atomic ADD, so concurrent precompile
+and sender invocations never lose an increment. `moonsend status` reads them.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.models import Model
+
+from chalicelib.stores.tables import bound, warm
+
+# What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
+# about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
+COUNTERS = (
+    "scheduled",  # held in the schedule store (they count as queued when released)
+    "queued",
+    "rejected",
+    "sent",
+    "failed",
+    "suppressed",
+    "delivered",
+    "bounced",
+    "complained",
+    "unsubscribed",
+    "cancelled",
+    "expired",  # not sent by the campaign's deadline (scheduledAt + expiresAfter)
+    "retried",  # failed recipients queued again by retry-failed (and taken off `failed`)
+    "opened",  # unique opens (first open per recipient)
+    "clicked",  # unique clicks
+)
+
+
+class CampaignStatsModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    campaign_id = UnicodeAttribute(range_key=True)
+    scheduled = NumberAttribute(default=0)
+    queued = NumberAttribute(default=0)
+    rejected = NumberAttribute(default=0)
+    sent = NumberAttribute(default=0)
+    failed = NumberAttribute(default=0)
+    suppressed = NumberAttribute(default=0)
+    delivered = NumberAttribute(default=0)
+    bounced = NumberAttribute(default=0)
+    complained = NumberAttribute(default=0)
+    unsubscribed = NumberAttribute(default=0)
+    opened = NumberAttribute(default=0)
+    cancelled = NumberAttribute(default=0)
+    expired = NumberAttribute(default=0)
+    retried = NumberAttribute(default=0)
+    scheduled_at_ms = NumberAttribute(null=True)  # the campaign's scheduledAt
+    schedule_buckets = UnicodeSetAttribute(null=True)  # the schedule store's minutes holding its batches
+    deadline_ms = NumberAttribute(null=True)  # scheduledAt + expiresAfter
+    control = UnicodeAttribute(null=True)  # paused | cancelled (chalicelib.stores.campaign_control)
+    clicked = NumberAttribute(default=0)
+    first_sent_ms = NumberAttribute(null=True)
+    last_sent_ms = NumberAttribute(null=True)
+    last_error = UnicodeAttribute(null=True)
+    sender_snapshot = UnicodeAttribute(null=True)  # the campaign's sender, fixed (chalicelib.stores.campaign_sender)
+
+
+@dataclass(frozen=True)
+class CampaignCounts:
+    user_id: str
+    campaign_id: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+    first_sent_ms: int | None = None
+    last_sent_ms: int | None = None
+    last_error: str | None = None
+    scheduled_at_ms: int | None = None
+    deadline_ms: int | None = None
+    control: str | None = None  # paused | cancelled
+
+    def __getitem__(self, name: str) -> int:
+        return int(self.counts.get(name, 0))
+
+    @property
+    def achieved_rate(self) -> float | None:
+        """Sends per second between the first and the last send of the campaign."""
+        if not self.first_sent_ms or not self.last_sent_ms or self["sent"] < 2:
+            return None
+        span = (self.last_sent_ms - self.first_sent_ms) / 1000.0
+        return (self["sent"] - 1) / span if span > 0 else None
+
+
+class CampaignStats:
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(CampaignStatsModel, table_name, region)
+
+    def warm(self) -> None:
+        """Create the DynamoDB client now, in one thread, rather than in many at first use."""
+        warm(self._model)
+
+    def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None:
+        actions = []
+        for name, delta in deltas.items():
+            if name not in COUNTERS:
+                raise ValueError(f"unknown counter {name}")
+            if delta:
+                actions.append(getattr(self._model, name).add(delta))
+        if deltas.get("sent"):
+            now = int(time.time() * 1000)
+            actions.append(self._model.last_sent_ms.set(now))
+            actions.append(
+                self._model.first_sent_ms.set(self._model.first_sent_ms | now)  # if_not_exists
+            )
+        if error:
+            actions.append(self._model.last_error.set(error[:1000]))
+        if actions:
+            self._model(user_id, campaign_id).update(actions=actions)
+
+    def note_schedule(
+        self,
+        user_id: str,
+        campaign_id: str,
+        scheduled_at_ms: int | None,
+        deadline_ms: int | None,
+        bucket: str | None = None,
+    ) -> None:
+        """Keep the campaign's time, deadline and schedule-store minutes beside its counters."""
+        m = self._model
+        actions: list[Any] = [m.scheduled_at_ms.set(scheduled_at_ms)] if scheduled_at_ms else []
+        if deadline_ms:
+            actions.append(m.deadline_ms.set(deadline_ms))
+        if bucket:
+            actions.append(m.schedule_buckets.add({bucket}))
+        if actions:
+            m(user_id, campaign_id).update(actions=actions)
+
+    def schedule_buckets(self, user_id: str, campaign_id: str) -> list[str]:
+        try:
+            item = self._model.get(user_id, campaign_id, consistent_read=True, attributes_to_get=["schedule_buckets"])
+        except self._model.DoesNotExist:
+            return []
+        return sorted(item.schedule_buckets or [])
+
+    def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None:
+        for item in self._model.query(user_id, self._model.campaign_id == campaign_id):
+            return _counts(item)
+        return None
+
+    def all(self) -> Iterator[CampaignCounts]:
+        for item in self._model.scan():
+            yield _counts(item)
+
+
+def _counts(item: CampaignStatsModel) -> CampaignCounts:
+    return CampaignCounts(
+        user_id=item.user_id,
+        campaign_id=item.campaign_id,
+        counts={name: int(getattr(item, name) or 0) for name in COUNTERS},
+        first_sent_ms=int(item.first_sent_ms) if item.first_sent_ms else None,
+        last_sent_ms=int(item.last_sent_ms) if item.last_sent_ms else None,
+        last_error=item.last_error,
+        scheduled_at_ms=int(item.scheduled_at_ms) if item.scheduled_at_ms else None,
+        deadline_ms=int(item.deadline_ms) if item.deadline_ms else None,
+        control=item.control,
+    )
+
+
+class BufferedStats:
+    """Counter increments gathered in memory and written at most once per interval per campaign.
+
+    The sender counts one event per email; writing each would cost a DynamoDB write per email. The
+    counters are for progress and reports (the per-recipient state is the record of truth), so they
+    are flushed every `interval_s` and when a drain ends.
+    """
+
+    def __init__(self, stats: CampaignStats, interval_s: float = 1.0) -> None:
+        self._stats = stats
+        self._interval = interval_s
+        self._pending: dict[tuple[str, str], dict[str, int]] = {}
+        self._errors: dict[tuple[str, str], str] = {}
+        self._last_flush = time.monotonic()
+        self._lock = threading.Lock()
+
+    def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None:
+        with self._lock:
+            bucket = self._pending.setdefault((user_id, campaign_id), {})
+            for name, delta in deltas.items():
+                bucket[name] = bucket.get(name, 0) + delta
+            if error:
+                self._errors[(user_id, campaign_id)] = error
+            due = time.monotonic() - self._last_flush >= self._interval
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, errors = self._pending, self._errors
+            self._pending, self._errors = {}, {}
+            self._last_flush = time.monotonic()
+        for (user_id, campaign_id), deltas in pending.items():
+            self._stats.add(user_id, campaign_id, error=errors.get((user_id, campaign_id)), **deltas)

@@ -1,0 +1,432 @@
+"""The per-recipient ledger: every recipient of a campaign ends in one recorded state.
+
+One DynamoDB item per (tenant, campaign, lower-cased address), shared by precompile_email and
+send_emails. It is what makes sending exactly-once although SNS, Lambda and SQS all deliver at least
+once (the design of seed 001: a conditional-write ledger keyed by a business id, never a message id):
+
+- precompile records `queued` after the email is on the queue, and `rejected` with the reason when it
+  is not; a redelivered event finds the recipient recorded and queues nothing again. A crash between
+  enqueue and record leaves the email queued with no record: the redelivered event queues it again,
+  and the claim below makes the second copy a no-op;
+- send_emails claims the recipient before calling SES (a conditional write: not sent or failed, and
+  not claimed by someone else within the claim's lifetime), and records `sent` with SES's MessageId,
+  or `failed` with the reason, after. A duplicate queue message for a recipient with an outcome is
+  deleted without sending; a claim whose holder vanished expires and may be retaken.
+
+The one ambiguous window: SES accepted the email and the sender died before recording `sent`. SES's
+Send event (chalicelib.feedback.ses_events) records it `sent`; the claim outlives the message's invisibility
+(`Settings.claim_hold_s`, 30 min against 5 by default), so the redelivered message waits for that event
+and is then dropped. It is sent again only if the event is more than 30 minutes late, or never comes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import Model
+
+from chalicelib.stores.tables import bound, condition_failed, warm
+
+QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
+CANCELLED, SCHEDULED, EXPIRED = "cancelled", "scheduled", "expired"
+FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED})
+STATES = (SCHEDULED, QUEUED, SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED)
+# A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
+# is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
+RETRY_STALE_MS = 15 * 60 * 1000
+FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
+RETENTION_S = 180 * 24 * 3600
+WRITE_WORKERS = 8
+T = TypeVar("T")
+
+
+class LedgerModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    pk = UnicodeAttribute(hash_key=True)  # "<userId>#<campaignId>" ('#' is not in the id alphabet)
+    rcpt = UnicodeAttribute(range_key=True)  # lower-cased address
+    email = UnicodeAttribute(null=True)
+    state = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
+    message_id = UnicodeAttribute(null=True)
+    claim_token = UnicodeAttribute(null=True)
+    claimed_until = NumberAttribute(null=True)  # epoch ms
+    attempts = NumberAttribute(null=True)
+    retries = NumberAttribute(null=True)  # times retry-failed re-queued it
+    retried_at = NumberAttribute(null=True)  # epoch ms of the latest
+    updated_at = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
+    delivered_at = NumberAttribute(null=True)  # epoch ms, from SES's events
+    bounced_at = NumberAttribute(null=True)
+    complained_at = NumberAttribute(null=True)
+    unsubscribed_at = NumberAttribute(null=True)
+    opened_at = NumberAttribute(null=True)
+    clicked_at = NumberAttribute(null=True)
+    feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
+
+
+@dataclass(frozen=True)
+class Entry:
+    email: str
+    state: str | None
+    reason: str | None
+    message_id: str | None
+    updated_at: int | None
+    feedback: str | None = None  # delivered / bounced / complained, from SES's events
+    retries: int = 0  # times retry-failed queued it again
+    claimed_until: int | None = None  # epoch ms: a send's claim holds the recipient until then
+
+
+@dataclass(frozen=True)
+class Claim:
+    pk: str
+    rcpt: str
+    token: str
+
+
+# Where messages with no usable tenant or campaign id are recorded, under the UTC day as the campaign:
+# ids may not start with `_`, so no tenant can have this one.
+UNATTRIBUTED = "_unattributed"
+
+
+def unattributed_day() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def message_key(raw: str | bytes | dict[str, Any]) -> str:
+    """The ledger key of a rejected message with no recipient to key it by: its content's digest."""
+    if isinstance(raw, dict):
+        data = json.dumps(raw, sort_keys=True, default=str).encode("utf-8")
+    else:
+        data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+    return f"message-{hashlib.sha256(data).hexdigest()[:32]}"
+
+
+def _pk(user_id: str, campaign_id: str) -> str:
+    return f"{user_id}#{campaign_id}"
+
+
+def _open(m: type[LedgerModel]) -> Condition:
+    """No outcome yet: unknown, scheduled or queued (the states in which an email may still be sent)."""
+    return m.state.does_not_exist() | m.state.is_in(QUEUED, SCHEDULED)
+
+
+class Ledger:
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(LedgerModel, table_name, region)
+
+    def warm(self) -> None:
+        """Create the DynamoDB client now, in one thread, rather than in many at first use."""
+        warm(self._model)
+
+    # --- precompile ------------------------------------------------------------------------------
+    def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]:
+        """The recipients of these addresses that the ledger knows, with their state."""
+        pk = _pk(user_id, campaign_id)
+        keys = sorted({e.lower() for e in emails})
+        out: dict[str, str | None] = {}
+        for i in range(0, len(keys), 100):
+            for item in self._model.batch_get([(pk, k) for k in keys[i : i + 100]]):
+                out[item.rcpt] = item.state
+        return out
+
+    def record_queued(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Record recipients as queued, never over another state (the sender may be faster).
+
+        Returns how many were newly recorded."""
+        m = self._model
+        cond = m.state.does_not_exist()
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, QUEUED, None, cond)))
+
+    def record_rejected(self, user_id: str, campaign_id: str, rejected: list[tuple[str, str]]) -> int:
+        """Record recipients as rejected with their reason, unless they already have a state."""
+        m = self._model
+        cond = m.state.does_not_exist()
+        return sum(self._each(rejected, lambda r: self._update(user_id, campaign_id, r[0], REJECTED, r[1], cond)))
+
+    def record_suppressed(self, user_id: str, campaign_id: str, suppressed: list[tuple[str, str]]) -> int:
+        """Record recipients as suppressed (not queued) with why, unless they already have a state."""
+        m = self._model
+        cond = m.state.does_not_exist()
+        return sum(self._each(suppressed, lambda r: self._update(user_id, campaign_id, r[0], SUPPRESSED, r[1], cond)))
+
+    def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Record recipients held in the schedule store for later (not yet queued)."""
+        cond = self._model.state.does_not_exist()
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, SCHEDULED, None, cond)))
+
+    def record_released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Scheduled recipients now on their queue: `queued` (only over `scheduled`)."""
+        cond = self._model.state == SCHEDULED
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, QUEUED, None, cond)))
+
+    def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
+        """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a sender.
+
+        For email that never reached a sender (still scheduled, or expired before it was sent)."""
+        if state not in (EXPIRED, CANCELLED):
+            raise ValueError(f"not an unsent state: {state}")
+        m = self._model
+        now = int(time.time() * 1000)
+        cond = _open(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, state, reason, cond)))
+
+    def reopen(self, user_id: str, campaign_id: str, email: str) -> bool:
+        """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one).
+
+        Also takes a recipient whose earlier retry started and never reached the queue (RETRY_STALE_MS):
+        the retry is then done again, and the claim makes any second copy harmless."""
+        m = self._model
+        now = int(time.time() * 1000)
+        cond = (m.state == FAILED) | (
+            (m.state == QUEUED)
+            & (m.retried_at < now - RETRY_STALE_MS)
+            & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        )
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[
+                    m.state.set(QUEUED),
+                    m.reason.remove(),
+                    m.retries.add(1),
+                    m.retried_at.set(now),
+                    m.updated_at.set(now),
+                    m.expires_at.set(now // 1000 + RETENTION_S),
+                ],
+                condition=cond,
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def _update(
+        self, user_id: str, campaign_id: str, email: str, state: str, reason: str | None, condition: Condition
+    ) -> bool:
+        m = self._model
+        now = int(time.time() * 1000)
+        actions = [
+            m.state.set(state),
+            m.email.set(email),
+            m.updated_at.set(now),
+            m.expires_at.set(now // 1000 + RETENTION_S),
+        ]
+        if reason:
+            actions.append(m.reason.set(reason[:1000]))
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    @staticmethod
+    def _each(items: list[T], fn: Callable[[T], bool]) -> list[bool]:
+        """One conditional write per item (DynamoDB has no conditional batch), a few at a time."""
+        if len(items) <= 2:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(min(WRITE_WORKERS, len(items))) as pool:
+            return list(pool.map(fn, items))
+
+    # --- send_emails -------------------------------------------------------------------------------
+    def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry:
+        """Take the right to send to this recipient, or say why not (the entry as it stands)."""
+        m = self._model
+        now = int(time.time() * 1000)
+        token = uuid.uuid4().hex
+        pk, rcpt = _pk(user_id, campaign_id), email.lower()
+        cond = _open(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        try:
+            m(pk, rcpt).update(
+                actions=[
+                    m.claim_token.set(token),
+                    m.claimed_until.set(now + int(hold_s * 1000)),
+                    m.email.set(email),
+                    m.attempts.add(1),
+                    m.updated_at.set(now),
+                    m.expires_at.set(now // 1000 + RETENTION_S),
+                ],
+                condition=cond,
+            )
+            return Claim(pk, rcpt, token)
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+        return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
+
+    def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool:
+        """Record the outcome of a claimed send.
+
+        False if the claim was lost meanwhile, or SES's own Send event recorded the outcome first (then
+        the event's write counted it, and this one must not count it again)."""
+        m = self._model
+        now = int(time.time() * 1000)
+        actions = [m.state.set(state), m.updated_at.set(now), m.claimed_until.remove()]
+        if message_id:
+            actions.append(m.message_id.set(message_id))
+        if reason:
+            actions.append(m.reason.set(reason[:1000]))
+        try:
+            m(claim.pk, claim.rcpt).update(
+                actions=actions,
+                condition=(m.claim_token == claim.token) & _open(m),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
+        """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.
+
+        This closes the ambiguous window of a send: if the sender died after SES accepted the email and
+        before it recorded `sent`, the event records it, and the redelivered queue message, finding the
+        recipient sent, is dropped instead of sent again. True if this call recorded it.
+
+        Nearly always the sender has recorded the outcome already, and a conditional write that fails still
+        costs a write unit: a read (eventually consistent, a tenth of the price) comes first, and the
+        conditional write, which alone decides, only when the read does not show an outcome."""
+        m = self._model
+        try:
+            seen = m.get(_pk(user_id, campaign_id), email.lower(), attributes_to_get=["state"])
+            if seen.state in FINAL:
+                return False
+        except DoesNotExist:
+            pass
+        now = int(time.time() * 1000)
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[
+                    m.state.set(SENT),
+                    m.message_id.set(message_id),
+                    m.email.set(email),
+                    m.reason.set("recorded from SES's Send event"),
+                    m.updated_at.set(now),
+                    m.expires_at.set(now // 1000 + RETENTION_S),
+                ],
+                condition=_open(m),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def record_failed_event(
+        self, user_id: str, campaign_id: str, email: str, message_id: str, reason: str
+    ) -> str | None:
+        """SES refused an email it had accepted (its Reject event): `failed`, over `sent` of that message.
+
+        Returns the state it replaced (None: nothing recorded, the entry has another outcome)."""
+        m = self._model
+        before = self.get(user_id, campaign_id, email)
+        now = int(time.time() * 1000)
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[m.state.set(FAILED), m.reason.set(reason[:1000]), m.updated_at.set(now)],
+                condition=_open(m) | ((m.state == SENT) & (m.message_id == message_id)),
+            )
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return None
+            raise
+        return (before.state if before else None) or QUEUED
+
+    def record_feedback(
+        self, user_id: str, campaign_id: str, email: str, kind: str, detail: str, message_id: str | None = None
+    ) -> bool:
+        """What the receiving side said of a sent email (delivered, bounced, complained), once per kind.
+
+        Kept beside the state (which stays `sent`: the email did go out) as `<kind>_at` and the latest
+        `feedback` line. With `message_id` (SES's events), the entry must be that send's: an event is
+        found by tenant, campaign and recipient, and matched to the ledger by SES's MessageId (an entry
+        whose message id is not yet recorded is taken: the Send event or the sender's record may still
+        be on its way). True the first time this kind is recorded, so that it is counted once."""
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind}")
+        m = self._model
+        attr = getattr(m, f"{kind}_at")
+        now = int(time.time() * 1000)
+        try:
+            m(_pk(user_id, campaign_id), email.lower()).update(
+                actions=[attr.set(now), m.feedback.set(f"{kind}: {detail}"[:1000]), m.updated_at.set(now)],
+                condition=(
+                    attr.does_not_exist() & (m.message_id.does_not_exist() | (m.message_id == message_id))
+                    if message_id
+                    else attr.does_not_exist()
+                ),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def release(self, claim: Claim) -> None:
+        """Give a claim back without an outcome (throttled, transient error): it may be retaken."""
+        m = self._model
+        try:
+            m(claim.pk, claim.rcpt).update(actions=[m.claimed_until.set(0)], condition=m.claim_token == claim.token)
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+
+    # --- reading -------------------------------------------------------------------------------------
+    def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None:
+        try:
+            item = self._model.get(_pk(user_id, campaign_id), email.lower(), consistent_read=True)
+        except DoesNotExist:
+            return None
+        return _entry(item)
+
+    def entries(
+        self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
+    ) -> Iterator[Entry]:
+        m = self._model
+        cond = (m.state == state) if state else (m.state.is_in(*states) if states else None)
+        for item in m.query(_pk(user_id, campaign_id), filter_condition=cond):
+            yield _entry(item)
+
+    def page(
+        self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
+    ) -> tuple[list[Entry], str | None]:
+        """Up to `limit` recipients in address order after the address `after`, and the next page's cursor.
+
+        The cursor is the last address of the page (None on the last page), so a page is one Query
+        however large the campaign. With a state filter DynamoDB reads past the others: a page may
+        then hold fewer than `limit` and still not be the last."""
+        m = self._model
+        pk = _pk(user_id, campaign_id)
+        cond = (m.state == state) if state else None
+        start = {"pk": {"S": pk}, "rcpt": {"S": after.lower()}} if after else None
+        result = m.query(pk, filter_condition=cond, limit=limit, last_evaluated_key=start, page_size=limit)
+        entries = [_entry(item) for item in result]
+        last = result.last_evaluated_key
+        return entries, (last["rcpt"]["S"] if last else None)
+
+
+def _entry(item: LedgerModel) -> Entry:
+    return Entry(
+        email=item.email or item.rcpt,
+        state=item.state,
+        reason=item.reason,
+        message_id=item.message_id,
+        updated_at=int(item.updated_at) if item.updated_at else None,
+        feedback=item.feedback,
+        retries=int(item.retries or 0),
+        claimed_until=int(item.claimed_until) if item.claimed_until else None,
+    )

@@ -1,0 +1,237 @@
+"""The schedule store: rendered email held until its campaign's `scheduledAt`.
+
+Seed 004's lesson: keep scheduled email where "what is due now" is one cheap query. Here that is a
+DynamoDB table whose partition key is the UTC minute a batch is due (`2026-12-01T08:00`): one item per
+stored batch (the rendered emails of one PrecompileEmail message, up to 1,000), so releasing a minute is
+one Query of one partition however many campaigns are scheduled in the others. The emails themselves
+are gzipped JSON in the payload bucket under `scheduled/` (S3 costs a PUT per batch; the same bytes in
+DynamoDB would cost a write unit per KiB of every email). The releaser (chalicelib.jobs.releaser) keeps a
+cursor item in the same table: the minute it has released up to, so a releaser that was down for an
+hour goes through that hour's partitions when it comes back.
+
+A batch's key is the digest of its tenant, campaign and addresses: a precompile retried after a crash
+stores the same batch over itself, never a second copy.
+"""
+
+from __future__ import annotations
+
+import calendar
+import contextlib
+import gzip
+import hashlib
+import json
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DoesNotExist
+from pynamodb.models import Model
+
+from chalicelib.core.contract import iso_ms
+from chalicelib.core.resources import SCHEDULED_PREFIX
+from chalicelib.stores.tables import bound, warm
+
+CURSOR_BUCKET, CURSOR_ITEM = "cursor", "releaser"
+# Partitions read again behind the cursor on every run: a batch stored while the releaser was moving
+# past its minute (a precompile slower than the store's margin) is still found.
+RESCAN_MINUTES = 5
+# A releaser with no cursor yet (first run) starts this far back.
+FIRST_RUN_MINUTES = 60
+
+
+class ScheduleModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    bucket = UnicodeAttribute(hash_key=True)  # the UTC minute it is due, or "cursor"
+    item = UnicodeAttribute(range_key=True)  # "<userId>#<campaignId>#<digest>"
+    user_id = UnicodeAttribute(null=True)
+    campaign_id = UnicodeAttribute(null=True)
+    plan = UnicodeAttribute(null=True)
+    queue = UnicodeAttribute(null=True)
+    due_ms = NumberAttribute(null=True)
+    deadline_ms = NumberAttribute(null=True)
+    count = NumberAttribute(null=True)
+    body_key = UnicodeAttribute(null=True)
+    cursor = UnicodeAttribute(null=True)  # on the cursor item: the minute released up to
+
+
+@dataclass(frozen=True)
+class StoredBatch:
+    bucket: str
+    item: str
+    user_id: str
+    campaign_id: str
+    plan: str
+    queue: str
+    due_ms: int
+    deadline_ms: int | None
+    count: int
+    body_key: str
+
+
+def minute_of(epoch_ms: int) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M", time.gmtime(epoch_ms // 1000))
+
+
+def _minute_ms(bucket: str) -> int:
+    return calendar.timegm(time.strptime(bucket, "%Y-%m-%dT%H:%M")) * 1000
+
+
+class ScheduleStore:
+    def __init__(self, table_name: str, region: str, s3: Any, bucket_name: str) -> None:
+        self._model = bound(ScheduleModel, table_name, region)
+        self._s3 = s3
+        self._bucket_name = bucket_name
+
+    def warm(self) -> None:
+        warm(self._model)
+
+    def put(
+        self,
+        *,
+        user_id: str,
+        campaign_id: str,
+        plan: str,
+        queue: str,
+        due_ms: int,
+        deadline_ms: int | None,
+        emails: list[tuple[str, str]],
+        bucket: str | None = None,
+    ) -> StoredBatch:
+        """Store one batch of rendered emails ((address, queued JSON) pairs) until `due_ms`.
+
+        With `bucket`, in that partition instead of the due minute's (held email: see `held_bucket`)."""
+        digest = hashlib.sha256(
+            "\n".join([user_id, campaign_id, *sorted(e.lower() for e, _ in emails)]).encode("utf-8")
+        ).hexdigest()[:32]
+        key = f"{SCHEDULED_PREFIX}{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{digest}.json.gz"
+        data = gzip.compress(json.dumps(emails, ensure_ascii=False).encode("utf-8"), compresslevel=6)
+        self._s3.put_object(
+            Bucket=self._bucket_name,
+            Key=key,
+            Body=data,
+            ServerSideEncryption="AES256",
+            ContentType="application/json",
+            ContentEncoding="gzip",
+        )
+        batch = StoredBatch(
+            bucket=bucket or minute_of(due_ms),
+            item=f"{user_id}#{campaign_id}#{digest}",
+            user_id=user_id,
+            campaign_id=campaign_id,
+            plan=plan,
+            queue=queue,
+            due_ms=due_ms,
+            deadline_ms=deadline_ms,
+            count=len(emails),
+            body_key=key,
+        )
+        self._model(
+            batch.bucket,
+            batch.item,
+            user_id=user_id,
+            campaign_id=campaign_id,
+            plan=plan,
+            queue=queue,
+            due_ms=due_ms,
+            deadline_ms=deadline_ms,
+            count=len(emails),
+            body_key=key,
+        ).save()
+        return batch
+
+    def due(self, up_to_ms: int) -> Iterator[StoredBatch]:
+        """Every stored batch due at or before `up_to_ms`, from the cursor's minute (less the rescan) on."""
+        cursor = self.cursor()
+        start = (_minute_ms(cursor) if cursor else up_to_ms - FIRST_RUN_MINUTES * 60_000) - RESCAN_MINUTES * 60_000
+        minute = start - start % 60_000
+        while minute <= up_to_ms:
+            for item in self._model.query(minute_of(minute)):
+                if int(item.due_ms) <= up_to_ms:
+                    yield _batch(item)
+            minute += 60_000
+
+    def emails(self, batch: StoredBatch) -> list[tuple[str, str]]:
+        obj = self._s3.get_object(Bucket=self._bucket_name, Key=batch.body_key)
+        return [(str(e), str(b)) for e, b in json.loads(gzip.decompress(obj["Body"].read()))]
+
+    def remove(self, batch: StoredBatch, *, keep_body: bool = False) -> None:
+        """Forget a released batch: its item first (the S3 object alone is harmless and expires)."""
+        self._model(batch.bucket, batch.item).delete()
+        if keep_body:
+            return
+        with contextlib.suppress(Exception):  # left behind, the bucket's lifecycle removes it
+            self._s3.delete_object(Bucket=self._bucket_name, Key=batch.body_key)
+
+    def cursor(self) -> str | None:
+        try:
+            return self._model.get(CURSOR_BUCKET, CURSOR_ITEM, consistent_read=True).cursor
+        except DoesNotExist:
+            return None
+
+    def advance(self, up_to_ms: int) -> None:
+        """The releaser has released every batch due at or before `up_to_ms`."""
+        self._model(CURSOR_BUCKET, CURSOR_ITEM, cursor=minute_of(up_to_ms)).save()
+
+    def of_campaign(self, user_id: str, campaign_id: str, buckets: list[str]) -> list[StoredBatch]:
+        """A campaign's batches still stored in the given minutes (its campaign item lists them)."""
+        m = self._model
+        prefix = f"{user_id}#{campaign_id}#"
+        return [_batch(i) for b in buckets for i in m.query(b, m.item.startswith(prefix))]
+
+    def move(self, batch: StoredBatch, due_ms: int, deadline_ms: int | None) -> StoredBatch:
+        """The same batch due at another time (a rescheduled campaign); its emails are rewritten when
+        the deadline they carry changes."""
+        emails = self.emails(batch)
+        if deadline_ms is not None:
+            emails = [(e, _with_deadline(body, deadline_ms)) for e, body in emails]
+        moved = self.put(
+            user_id=batch.user_id,
+            campaign_id=batch.campaign_id,
+            plan=batch.plan,
+            queue=batch.queue,
+            due_ms=due_ms,
+            deadline_ms=deadline_ms,
+            emails=emails,
+        )
+        if moved.bucket != batch.bucket:
+            self.remove(batch, keep_body=True)  # same addresses, same S3 key: the body is the new one
+        return moved
+
+    def held(self, bucket: str) -> list[StoredBatch]:
+        """The batches held in one `held_bucket` partition."""
+        return [_batch(i) for i in self._model.query(bucket)]
+
+
+def held_bucket(user_id: str, campaign_id: str | None = None) -> str:
+    """Where the sender holds a paused campaign's email (or a paused free-plan tenant's) until resumed.
+
+    Held email leaves the queue (no redelivery budget spent, no SQS requests while paused, however long
+    the pause) and goes back onto it the moment the campaign or tenant is resumed (Releaser.release_held).
+    Never a minute, so the releaser's minute scan never reads it."""
+    return f"held#{user_id}#{campaign_id}" if campaign_id else f"held#{user_id}"
+
+
+def _with_deadline(body: str, deadline_ms: int) -> str:
+    d = json.loads(body)
+    d["campaign"]["expiresAt"] = iso_ms(deadline_ms)
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+
+
+def _batch(item: ScheduleModel) -> StoredBatch:
+    return StoredBatch(
+        bucket=item.bucket,
+        item=item.item,
+        user_id=str(item.user_id),
+        campaign_id=str(item.campaign_id),
+        plan=str(item.plan),
+        queue=str(item.queue),
+        due_ms=int(item.due_ms),
+        deadline_ms=int(item.deadline_ms) if item.deadline_ms is not None else None,
+        count=int(item.count or 0),
+        body_key=str(item.body_key),
+    )

@@ -601,3 +601,24 @@ def test_keys_aws_refuses_after_a_rotation_are_retried_with_the_new_keys_not_fai
     )
     d2.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert ses.sent == [("AKNEW", "news@acme.example", "a@example.org", False)]
+
+
+def test_held_email_over_the_queues_size_goes_back_through_s3_when_its_campaign_is_resumed():
+    # The finding: email held and put straight back was sent to the queue whole, so one over the offload
+    # threshold was refused by SQS and stayed held for good.
+    from chalicelib.stores.payloads import PayloadStore
+    from tests.test_precompile import FakeS3
+
+    s3 = FakeS3()
+    payloads = PayloadStore(s3, "bucket", threshold_bytes=2000)
+    big = QueuedEmail(
+        "acme", "paid", {"emailAddress": "news@acme.example"}, "c1", "Hi", "<p>" + "x" * 5000 + "</p>", "a@example.org"
+    )
+    sqs = BatchingSqs([big.to_json()])
+    d = Drainer(
+        SETTINGS, sqs, FakeTenants(tenant("acme", "AK", 50.0)), FakeStats(), FakeSes(), FakeLedger(), payloads,
+        control=ResumedWhileHolding(), schedule=HeldStore(),
+    )  # fmt: skip
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert len(sqs.batched) == 1 and PayloadStore.pointer(sqs.batched[0]) is not None
+    assert payloads.unwrap(sqs.batched[0]) == big.to_json()

@@ -741,7 +741,13 @@ class Drainer:
                     self._hold(url, m)
                 continue
             if not self._still_paused(user, campaign):
-                failures = Enqueuer(self._sqs).send(url, [Outgoing(key=a, body=b) for a, b in emails])
+                # As every email goes on a queue: one over the queue's size goes to S3 with a pointer (held
+                # email was read whole, so without this it would be refused and stay held for good).
+                wrap = self._payloads.wrap if self._payloads is not None else None
+                back = [
+                    Outgoing(key=a, body=wrap(user, _campaign_of(b, campaign), b) if wrap else b) for a, b in emails
+                ]
+                failures = Enqueuer(self._sqs).send(url, back)
                 if not failures:
                     self._schedule.remove(batch)
             to_delete.extend(m for m, _a, _b in group)
@@ -786,3 +792,13 @@ def _positive(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0 and math.isfinite(value):
         return float(value)
     return None
+
+
+def _campaign_of(body: str, known: str | None) -> str:
+    """The campaign of a held email (a paused free-plan tenant's batch mixes campaigns)."""
+    if known is not None:
+        return known
+    try:
+        return QueuedEmail.from_json(body).campaign_id
+    except MessageInvalid:
+        return HELD_TENANT_CAMPAIGN

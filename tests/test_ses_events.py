@@ -21,6 +21,32 @@ def _event(kind="Send", **extra):
     return json.dumps(record)
 
 
+class FakeReputation:
+    """The reputation guard's port in memory: counts per tenant, over the real limits."""
+
+    def __init__(self):
+        from chalicelib.feedback.reputation import Limits
+
+        self.limits = Limits()
+        self.counts = {}
+
+    def add(self, user_id, **counts):
+        mine = self.counts.setdefault(user_id, {"sent": 0, "bounced": 0, "complained": 0})
+        for k, v in counts.items():
+            mine[k] += v
+
+    def window(self, user_id):
+        from chalicelib.feedback.reputation import Window
+
+        c = self.counts.get(user_id, {"sent": 0, "bounced": 0, "complained": 0})
+        return Window(self.limits.window_days, c["sent"], c["bounced"], c["complained"])
+
+
+def _recording(ledger, stats, account="111122223333"):
+    """SesEvents with a fake per port; acme's keys are of the account the events come from."""
+    return SesEvents(ledger, stats, FakeSuppressions(), Tenants(_acme(account)), "123456789012", FakeReputation())
+
+
 def test_the_send_event_shape_carries_what_moonsend_matches_on():
     e = parse_event(_event())
     assert (e.event_type, e.message_id, e.user_id, e.campaign_id, e.recipients) == (
@@ -35,7 +61,7 @@ def test_the_send_event_shape_carries_what_moonsend_matches_on():
 def test_a_send_event_records_a_recipient_the_sender_never_recorded_and_counts_it_once():
     ledger, stats = FakeLedger(), FakeStats()
     ledger.record_queued("acme", "spring", ["ann@x.io"])
-    events = SesEvents(ledger, stats)
+    events = _recording(ledger, stats)
     assert events.handle(_event()) == "recorded sent"
     assert events.handle(_event()) == "already recorded"  # SNS redelivers
     assert ledger.state("acme", "spring", "ann@x.io") == "sent"
@@ -47,19 +73,19 @@ def test_a_sender_that_recorded_first_is_not_counted_again_by_the_event():
     ledger, stats = FakeLedger(), FakeStats()
     claim = ledger.claim("acme", "spring", "ann@x.io", 300)
     assert ledger.finish(claim, "sent", message_id="ses-msg-1")
-    assert SesEvents(ledger, stats).handle(_event()) == "already recorded"
+    assert _recording(ledger, stats).handle(_event()) == "already recorded"
     assert stats.total("sent") == 0
 
 
 def test_the_sender_does_not_count_what_the_event_recorded_first():
     ledger = FakeLedger()
     claim = ledger.claim("acme", "spring", "ann@x.io", 300)
-    SesEvents(ledger, FakeStats()).handle(_event())  # the event is faster than the sender's record
+    _recording(ledger, FakeStats()).handle(_event())  # the event is faster than the sender's record
     assert ledger.finish(claim, "sent", message_id="ses-msg-1") is False
 
 
 def test_events_of_other_mail_and_unreadable_records_are_dropped_without_error():
-    events = SesEvents(FakeLedger(), FakeStats())
+    events = _recording(FakeLedger(), FakeStats())
     foreign = json.loads(_event())
     foreign["mail"]["headers"] = [h for h in foreign["mail"]["headers"] if not h["name"].startswith("X-Moonsend")]
     assert events.handle(json.dumps(foreign)) == "ignored"
@@ -72,7 +98,7 @@ def test_a_reject_event_turns_that_sent_email_into_failed_and_moves_the_count():
     claim = ledger.claim("acme", "spring", "ann@x.io", 300)
     ledger.finish(claim, "sent", message_id="ses-msg-1")
     reject = _event("Reject", reject={"reason": "Bad content"})
-    assert SesEvents(ledger, stats).handle(reject) == "recorded failed"
+    assert _recording(ledger, stats).handle(reject) == "recorded failed"
     assert ledger.state("acme", "spring", "ann@x.io") == "failed"
     assert ledger.rows[("acme#spring", "ann@x.io")]["reason"] == "rejected by SES: Bad content"
     assert (stats.total("sent"), stats.total("failed")) == (-1, 1)
@@ -154,7 +180,8 @@ def _acme(account="111122223333"):
 
 def _handler(account="111122223333"):
     ledger, stats, sup = FakeLedger(), FakeStats(), FakeSuppressions()
-    return SesEvents(ledger, stats, sup, Tenants(_acme(account)), "123456789012"), ledger, stats, sup
+    events = SesEvents(ledger, stats, sup, Tenants(_acme(account)), "123456789012", FakeReputation())
+    return events, ledger, stats, sup
 
 
 def test_a_permanent_bounce_suppresses_the_address_for_every_tenant_and_is_counted_once():
@@ -197,7 +224,7 @@ def test_an_event_from_an_account_that_did_not_send_the_tenants_email_is_dropped
     assert events.handle(_record(BOUNCE, account="999999999999")) == "untrusted"
     assert events.handle(_record(COMPLAINT, account="999999999999")) == "untrusted"
     assert sup.added == [] and stats.adds == [] and ledger.rows == {}
-    unknown = SesEvents(FakeLedger(), FakeStats(), FakeSuppressions(), Tenants(_acme(account=None)), "123456789012")
+    unknown = _recording(FakeLedger(), FakeStats(), account=None)
     assert unknown.handle(_record(BOUNCE)) == "untrusted"  # the tenant's account not learned yet
 
 

@@ -78,10 +78,10 @@ class SesEvents:
         self,
         ledger: Ledger,
         stats: CampaignStats,
-        suppressions: Suppressions | None = None,
-        tenants: TenantRegistry | None = None,
-        platform_account: str | None = None,
-        reputation: Reputation | None = None,
+        suppressions: Suppressions,
+        tenants: TenantRegistry,
+        platform_account: str,
+        reputation: Reputation,
     ) -> None:
         self._ledger = ledger
         self._stats = stats
@@ -93,8 +93,6 @@ class SesEvents:
     def _trusted(self, event: SesEvent) -> bool:
         """Whether the event comes from an SES account that sends this tenant's email: the platform's (the
         free plan's), or one its registered keys belong to (learned when each key version was registered)."""
-        if self._tenants is None:  # no registry to check against (unit tests of the recording alone)
-            return True
         if not event.sending_account:
             return False
         if event.sending_account == self._platform_account:
@@ -156,16 +154,14 @@ class SesEvents:
             diagnostic = _bounce_diagnostic(event.detail, to)
             outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
             if kind == "Permanent":
-                if self._suppressions is not None:
-                    self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
+                self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
                 if outcome.startswith("recorded"):
                     self._guard(user, bounced=1)
             return outcome
         if event.event_type == "Complaint":
             kind = str(event.detail.get("complaintFeedbackType", "complaint"))
             outcome = self._feedback(user, campaign, to, "complained", kind, event.message_id)
-            if self._suppressions is not None:
-                self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
+            self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
             if outcome.startswith("recorded"):
                 self._guard(user, complained=1)
             return outcome
@@ -174,8 +170,6 @@ class SesEvents:
 
     def _guard(self, user: str, **counts: int) -> None:
         """Count it against the tenant's rolling window, and pause the tenant if that is now too high."""
-        if self._reputation is None or self._tenants is None:
-            return
         self._reputation.add(user, **counts)
         why = verdict(self._reputation.window(user), self._reputation.limits)
         if why and self._tenants.pause(user, f"reputation guard: {why}"):

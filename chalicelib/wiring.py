@@ -11,7 +11,7 @@ import threading
 from functools import cached_property
 
 from chalicelib.control.campaign_actions import CampaignActions
-from chalicelib.control.retry import FailedCopies, RetryFailed
+from chalicelib.control.retry import RetryFailed
 from chalicelib.control.tenant_api import TenantApi
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
@@ -36,6 +36,7 @@ from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_sender import CampaignSenders
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.daily_cap import DailyCap
+from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger

@@ -12,8 +12,8 @@ from email.policy import default
 import pytest
 
 from chalicelib import wiring
+from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.ses_events import parse_event
-from chalicelib.send.mime import CAMPAIGN_HEADER, TENANT_HEADER
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
 from tests.test_feedback_e2e import _wait_for

@@ -16,50 +16,19 @@ had already let the message go), have no copy: they are reported, not retried.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote
 
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
-from chalicelib.core.resources import FAILED_PREFIX
 from chalicelib.core.routing import queue_for
 from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
 from chalicelib.queueing.tenant_queues import TenantQueues
 from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger import FAILED, QUEUED, Ledger
 from chalicelib.stores.payloads import PayloadStore
-
-
-class FailedCopies:
-    """The queued form of each failed email, kept for retry-failed."""
-
-    def __init__(self, s3: Any, bucket: str) -> None:
-        self._s3 = s3
-        self._bucket = bucket
-
-    @staticmethod
-    def key(user_id: str, campaign_id: str, email: str) -> str:
-        rcpt = hashlib.sha256(email.lower().encode("utf-8")).hexdigest()[:40]
-        return f"{FAILED_PREFIX}{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{rcpt}.json"
-
-    def save(self, email: QueuedEmail) -> None:
-        self._s3.put_object(
-            Bucket=self._bucket,
-            Key=self.key(email.user_id, email.campaign_id, email.recipient_email),
-            Body=email.to_json().encode("utf-8"),
-            ServerSideEncryption="AES256",
-            ContentType="application/json",
-        )
-
-    def load(self, user_id: str, campaign_id: str, email: str) -> str | None:
-        try:
-            obj = self._s3.get_object(Bucket=self._bucket, Key=self.key(user_id, campaign_id, email))
-        except self._s3.exceptions.NoSuchKey:
-            return None
-        return str(obj["Body"].read().decode("utf-8"))
 
 
 @dataclass

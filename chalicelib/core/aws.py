@@ -74,3 +74,7 @@ def reset() -> None:
     with _lock:
         _clients.clear()
         _session = None
+
+
+# The error codes SQS answers for a queue that does not exist (the query and the JSON protocol's).
+NO_SUCH_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")

@@ -586,3 +586,22 @@ def envelope_ids(raw: str | bytes | dict[str, Any]) -> tuple[str | None, str | N
         return (user if ok(user) else None, camp if ok(camp) else None)
     except (ValueError, AttributeError, TypeError, RecursionError):
         return None, None
+
+
+MAX_DELAY_S = 900  # the longest delay SQS gives a message
+
+
+def expired_reason(deadline_ms: int) -> str:
+    """Why a recipient is recorded `expired`: its campaign's deadline passed before it was sent."""
+    return f"expired: not sent by its deadline {iso_ms(deadline_ms)} (scheduledAt + expiresAfter)"
+
+
+# The headers every campaign email carries (chalicelib.send.mime) and SES's events are matched by
+# (chalicelib.feedback.ses_events).
+TENANT_HEADER = "X-Moonsend-Tenant"
+CAMPAIGN_HEADER = "X-Moonsend-Campaign"
+
+
+def utf8_size(text: str) -> int:
+    """The UTF-8 size of `text`; without encoding it when it is ASCII (an O(1) check in CPython)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))

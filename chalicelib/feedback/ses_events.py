@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
+from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import Reputation, verdict
-from chalicelib.send.mime import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT, Suppressions

@@ -19,10 +19,12 @@ from typing import Any
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import (
+    MAX_DELAY_S,
     PrecompileRequest,
     QueuedEmail,
     RejectedRecipient,
     envelope_ids,
+    expired_reason,
     is_email,
     parse_precompile_message,
 )
@@ -31,7 +33,6 @@ from chalicelib.core.links import LinkSigner
 from chalicelib.core.routing import queue_for
 from chalicelib.ingest.renderer import TemplateCache, template_variables
 from chalicelib.ingest.tracking import add_tracking
-from chalicelib.jobs.releaser import MAX_DELAY_S, expired_reason
 from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
 from chalicelib.queueing.tenant_queues import TenantQueues
 from chalicelib.stores.campaign_sender import CampaignSenders, SenderSnapshot

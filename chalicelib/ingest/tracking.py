@@ -19,10 +19,9 @@ import html
 import re
 from dataclasses import dataclass
 
-from chalicelib.core import log
+from chalicelib.core import html_scan, log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.ingest import html_scan
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
 
@@ -33,7 +32,7 @@ PIXEL = base64.b64decode(b"R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBR
 def add_tracking(body: str, links: LinkSigner, user_id: str, campaign_id: str, email: str) -> str:
     """The rendered body with its links redirected through the click route and the open pixel added.
 
-    Linear in the body's length, whatever its markup (chalicelib.ingest.html_scan)."""
+    Linear in the body's length, whatever its markup (chalicelib.core.html_scan)."""
     unsubscribe_prefix = f"{links.base_url}/unsubscribe/"
     parts: list[str] = []
     done = 0

@@ -23,13 +23,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.control.retry import FailedCopies
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger import FAILED, FINAL, UNATTRIBUTED, Entry, Ledger, message_key, unattributed_day
 from chalicelib.stores.payloads import PayloadStore
 

@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core import log
+from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.errors import QueueRetiring
 from chalicelib.core.routing import alarm_name, tenant_queue_name
@@ -40,7 +41,6 @@ ACTIVE, RETIRING, GONE = "active", "retiring", "gone"
 # A retirement not finished in this long crashed: the next touch takes the queue back (and recreates it).
 STALE_RETIREMENT_MS = 10 * 60 * 1000
 DAY_S = 86_400
-NO_SUCH_QUEUE = ("AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist")
 
 
 def utc_day(now: float | None = None) -> str:

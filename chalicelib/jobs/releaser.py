@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from chalicelib.core import log
 from chalicelib.core.config import Settings
-from chalicelib.core.contract import iso_ms
+from chalicelib.core.contract import MAX_DELAY_S, expired_reason
 from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
 from chalicelib.queueing.tenant_queues import TenantQueues
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
@@ -32,12 +32,7 @@ from chalicelib.stores.ledger import CANCELLED, EXPIRED, Ledger
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.schedule import ScheduleStore, StoredBatch, held_bucket
 
-MAX_DELAY_S = 900  # SQS's most
 CANCELLED_REASON = "campaign cancelled before its scheduled time"
-
-
-def expired_reason(deadline_ms: int) -> str:
-    return f"expired: not sent by its deadline {iso_ms(deadline_ms)} (scheduledAt + expiresAfter)"
 
 
 @dataclass

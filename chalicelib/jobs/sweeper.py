@@ -15,9 +15,9 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import log
+from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.routing import is_our_queue
-from chalicelib.jobs.idle_queues import NO_SUCH_QUEUE
 from chalicelib.stores.lease import Leases
 
 

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from chalicelib.core.contract import utf8_size
+
 MAX_BATCH_ENTRIES = 10
 MAX_BATCH_BYTES = 1024 * 1024
 ATTEMPTS = 4
@@ -28,11 +30,6 @@ class Outgoing(NamedTuple):
 class EnqueueFailure:
     key: str
     reason: str
-
-
-def utf8_size(text: str) -> int:
-    """The UTF-8 size of `text`; without encoding it when it is ASCII (an O(1) check in CPython)."""
-    return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
 def batches(messages: Sequence[Outgoing]) -> list[list[Outgoing]]:

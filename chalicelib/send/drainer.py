@@ -19,10 +19,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.control.retry import FailedCopies
 from chalicelib.core import log, metrics
+from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
-from chalicelib.core.contract import QueuedEmail, Sender
+from chalicelib.core.contract import QueuedEmail, Sender, expired_reason
 from chalicelib.core.errors import (
     KeysRejected,
     MessageInvalid,
@@ -36,14 +36,13 @@ from chalicelib.core.links import LinkSigner
 from chalicelib.core.metrics import QueueLag
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.feedback.reputation import Reputation, SentAhead
-from chalicelib.jobs.idle_queues import NO_SUCH_QUEUE
-from chalicelib.jobs.releaser import expired_reason
 from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
 from chalicelib.send.mime import OutgoingEmail, build_mime
 from chalicelib.send.rate_limiter import QueuePacing
 from chalicelib.send.ses_sender import SesSender
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
+from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger import (
     EXPIRED,
     FAILED,

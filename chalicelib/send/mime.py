@@ -20,7 +20,8 @@ from email.policy import Compat32
 from email.utils import format_datetime, formataddr, make_msgid
 from typing import Any
 
-from chalicelib.ingest import html_scan
+from chalicelib.core import html_scan
+from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 
 _QP_UTF8 = Charset("utf-8")
 _QP_UTF8.body_encoding = QP
@@ -59,9 +60,6 @@ class _Smtp(Compat32):
 # RFC 2047 §2 limits to 75 (compat32's 78 made words of 77).
 SMTP_COMPAT = _Smtp(linesep="\r\n", max_line_length=76)
 
-TENANT_HEADER = "X-Moonsend-Tenant"
-CAMPAIGN_HEADER = "X-Moonsend-Campaign"
-
 
 @dataclass(frozen=True)
 class OutgoingEmail:
@@ -75,7 +73,7 @@ class OutgoingEmail:
     unsubscribe_url: str | None = None
 
 
-# The text part is derived in one forward pass over the tags (chalicelib.ingest.html_scan), linear in the HTML's
+# The text part is derived in one forward pass over the tags (chalicelib.core.html_scan), linear in the HTML's
 # length whatever its markup, rather than html.parser (about 8 us per tag, and as quadratic as the regular
 # expressions it would replace on hostile markup); a text alternative needs paragraphs, link targets and
 # no CSS, not a faithful DOM.

@@ -13,8 +13,8 @@ import uuid
 from typing import Any
 from urllib.parse import quote
 
+from chalicelib.core.contract import utf8_size
 from chalicelib.core.resources import QUEUED_PREFIX
-from chalicelib.queueing.enqueuer import utf8_size
 
 POINTER_KEY = "moonsendPayload"
 DEFAULT_THRESHOLD_BYTES = 256 * 1024

@@ -504,8 +504,7 @@ class Drainer:
         rate = _positive(s.get("ratePerSecond")) or registered.rate_per_second
         if free:
             return Sender(from_address, from_name, region, None, None, rate)
-        version = s.get("keyVersion")
-        version = version if isinstance(version, int) else None
+        version = _key_version(email)
         keys = tenant.sending_keys(version)
         if keys is None and version is not None:  # registered after this container's cached read
             fresh = self._tenants.get(email.user_id, fresh=True)
@@ -517,8 +516,7 @@ class Drainer:
     def _newer_keys(self, email: QueuedEmail, used: Sender) -> bool:
         """Whether the registry (read afresh) has other keys for this email than the ones AWS just refused."""
         tenant = self._tenants.get(email.user_id, fresh=True)
-        version = email.sender.get("keyVersion")
-        keys = tenant.sending_keys(version if isinstance(version, int) else None) if tenant else None
+        keys = tenant.sending_keys(_key_version(email)) if tenant else None
         return keys is not None and keys.api_key != used.api_key
 
     def _send_claimed(self, queue_name: str, email: QueuedEmail, claim: Claim, receives: int = 1) -> Outcome:
@@ -784,6 +782,12 @@ class Drainer:
 
 def _receives(message: dict[str, Any]) -> int:
     return int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))
+
+
+def _key_version(email: QueuedEmail) -> int | None:
+    """The version of the tenant's keys the email was queued with (None: queued before versions)."""
+    version = email.sender.get("keyVersion")
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
 
 
 def _positive(value: object) -> float | None:

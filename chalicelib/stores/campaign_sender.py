@@ -18,12 +18,10 @@ import threading
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from pynamodb.exceptions import UpdateError
-
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
 from chalicelib.stores.campaign_stats import CampaignStatsModel
-from chalicelib.stores.tables import bound, condition_failed
+from chalicelib.stores.tables import bound, update_if
 from chalicelib.stores.tenants import KeyVersion
 
 _CACHE_MAX = 10_000
@@ -122,14 +120,11 @@ class CampaignSenders:
 
     def _fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot) -> SenderSnapshot:
         m = self._model
-        try:
-            m(user_id, campaign_id).update(
-                actions=[m.sender_snapshot.set(snapshot.to_json())], condition=m.sender_snapshot.does_not_exist()
-            )
+        fixed_now = update_if(
+            m(user_id, campaign_id), [m.sender_snapshot.set(snapshot.to_json())], m.sender_snapshot.does_not_exist()
+        )
+        if fixed_now:
             return snapshot
-        except UpdateError as exc:
-            if not condition_failed(exc):
-                raise
         item = m.get(user_id, campaign_id, consistent_read=True, attributes_to_get=["sender_snapshot"])
         return SenderSnapshot.from_json(item.sender_snapshot)
 

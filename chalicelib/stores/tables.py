@@ -7,8 +7,9 @@ environment), so each model is declared once with a placeholder and bound here t
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
 M = TypeVar("M", bound=Model)
@@ -36,3 +37,14 @@ def warm(model: type[Model]) -> None:
 def condition_failed(exc: Exception) -> bool:
     """Whether a pynamodb write failed because its condition did not hold (and not for any other reason)."""
     return getattr(exc, "cause_response_code", None) == "ConditionalCheckFailedException"
+
+
+def update_if(item: Model, actions: list[Any], condition: Any) -> bool:
+    """Update `item` if `condition` holds; False when it did not (any other failure raises)."""
+    try:
+        item.update(actions=actions, condition=condition)
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True

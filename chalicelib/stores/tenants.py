@@ -22,13 +22,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist
 from pynamodb.models import Model
 
 from chalicelib.core import log
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
-from chalicelib.stores.tables import bound, condition_failed, warm
+from chalicelib.stores.tables import bound, update_if, warm
 
 # Older key versions are kept for email queued with them (and for their accounts' SES events), up to this
 # many (a version is about 150 bytes of the entry's 400 KB).
@@ -269,29 +269,22 @@ class TenantRegistry:
             condition = m.user_id.exists() & m.version.does_not_exist()
         else:
             condition = m.version == item.version
-        try:
-            m(user_id).update(actions=actions, condition=condition)
-        except UpdateError as exc:
-            if condition_failed(exc):
-                return False
-            raise
+        if not update_if(m(user_id), actions, condition):
+            return False
         self._forget(user_id)
         return True
 
     def pause(self, user_id: str, reason: str) -> bool:
         """Hold the tenant's email. False if it was paused already (the first reason stays)."""
         m = self._model
-        try:
-            m(user_id).update(
-                actions=[m.paused_reason.set(reason[:500]), m.paused_at.set(int(time.time() * 1000))],
-                condition=m.user_id.exists() & m.paused_reason.does_not_exist(),
-            )
-        except UpdateError as exc:
-            if condition_failed(exc):
-                return False
-            raise
-        self._forget(user_id)
-        return True
+        paused = update_if(
+            m(user_id),
+            [m.paused_reason.set(reason[:500]), m.paused_at.set(int(time.time() * 1000))],
+            m.user_id.exists() & m.paused_reason.does_not_exist(),
+        )
+        if paused:
+            self._forget(user_id)
+        return paused
 
     def resume(self, user_id: str) -> None:
         m = self._model

@@ -17,14 +17,13 @@ from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
 from chalicelib.feedback.reports import Reports
-from chalicelib.feedback.reputation import Limits, Reputation
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.feedback.unsubscribe import Unsubscribes
 from chalicelib.ingest.precompile import Precompiler
 from chalicelib.ingest.renderer import TemplateCache
 from chalicelib.ingest.tracking import Tracking
 from chalicelib.jobs.dead_letters import DeadLetters
-from chalicelib.jobs.idle_queues import IdleQueueCleanup, QueueActivity
+from chalicelib.jobs.idle_queues import IdleQueueCleanup
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
 from chalicelib.queueing.enqueuer import Enqueuer
@@ -41,6 +40,8 @@ from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.queue_activity import QueueActivity
+from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry

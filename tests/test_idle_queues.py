@@ -10,7 +10,7 @@ from botocore.exceptions import ClientError
 from chalicelib import wiring
 from chalicelib.core.errors import QueueRetiring
 from chalicelib.core.routing import alarm_name, tenant_queue_name
-from chalicelib.jobs.idle_queues import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
+from chalicelib.stores.queue_activity import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
 from tests.conftest import as_function
 from tests.test_campaign_control import _publish, _sent, _tenant, _wait_for
 

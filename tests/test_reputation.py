@@ -5,9 +5,11 @@ import json
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SendFailed
-from chalicelib.feedback.reputation import Limits, SentAhead, Window, verdict
+from chalicelib.feedback.reputation import verdict
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.send.drainer import Drainer
+from chalicelib.send.sent_ahead import SentAhead
+from chalicelib.stores.reputation import Limits, Window
 from tests.fakes import FakeLedger
 from tests.test_drainer import SETTINGS, FakeSes, FakeSqs, FakeStats, FakeTenants, queued, tenant
 from tests.test_ses_events import BOUNCE, _record

@@ -25,7 +25,7 @@ class FakeReputation:
     """The reputation guard's port in memory: counts per tenant, over the real limits."""
 
     def __init__(self):
-        from chalicelib.feedback.reputation import Limits
+        from chalicelib.stores.reputation import Limits
 
         self.limits = Limits()
         self.counts = {}
@@ -36,7 +36,7 @@ class FakeReputation:
             mine[k] += v
 
     def window(self, user_id):
-        from chalicelib.feedback.reputation import Window
+        from chalicelib.stores.reputation import Window
 
         c = self.counts.get(user_id, {"sent": 0, "bounced": 0, "complained": 0})
         return Window(self.limits.window_days, c["sent"], c["bounced"], c["complained"])

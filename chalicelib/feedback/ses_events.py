@@ -31,9 +31,10 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
-from chalicelib.feedback.reputation import Reputation, verdict
+from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.reputation import Reputation
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT, Suppressions
 from chalicelib.stores.tenants import TenantRegistry
 

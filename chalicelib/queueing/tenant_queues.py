@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from chalicelib.core.config import Settings
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import alarm_name
-from chalicelib.jobs.idle_queues import QueueActivity, utc_day
+from chalicelib.stores.queue_activity import QueueActivity, utc_day
 
 ALARM_PERIOD_S = 60
 

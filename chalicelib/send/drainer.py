@@ -35,10 +35,10 @@ from chalicelib.core.errors import (
 from chalicelib.core.links import LinkSigner
 from chalicelib.core.metrics import QueueLag
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
-from chalicelib.feedback.reputation import Reputation, SentAhead
 from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
 from chalicelib.send.mime import OutgoingEmail, build_mime
 from chalicelib.send.rate_limiter import QueuePacing
+from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.send.ses_sender import SesSender
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
@@ -57,6 +57,7 @@ from chalicelib.stores.ledger import (
     unattributed_day,
 )
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.reputation import Reputation
 from chalicelib.stores.schedule import ScheduleStore, held_bucket
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import Tenant, TenantRegistry

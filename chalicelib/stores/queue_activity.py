@@ -1,0 +1,110 @@
+"""Each tenant queue's last day of use and whether it exists, on the tenant's registry item.
+
+The queue's writer touches the day before it puts anything on the queue; the idle-queue job
+(chalicelib.jobs.idle_queues) retires queues idle long enough. Why no queue is removed under a
+sender is told there.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+from pynamodb.exceptions import DoesNotExist, UpdateError
+
+from chalicelib.core.errors import QueueRetiring
+from chalicelib.stores.tables import bound, condition_failed
+from chalicelib.stores.tenants import TenantModel
+
+ACTIVE, RETIRING, GONE = "active", "retiring", "gone"
+# A retirement not finished in this long crashed: the next touch takes the queue back (and recreates it).
+STALE_RETIREMENT_MS = 10 * 60 * 1000
+DAY_S = 86_400
+
+
+def utc_day(now: float | None = None) -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
+
+
+class QueueActivity:
+    """The last day each tenant's queue was used, and whether it exists: on the tenant's registry item."""
+
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(TenantModel, table_name, region)
+
+    def touch(self, user_id: str, day: str) -> bool:
+        """Mark the queue used today. True when it must be (re)created first: it was retired.
+
+        Raises QueueRetiring while a retirement is under way (retry shortly)."""
+        m = self._model
+        try:
+            m(user_id).update(
+                actions=[m.queue_used_day.set(day), m.queue_state.set(ACTIVE)],
+                condition=m.queue_state.does_not_exist() | (m.queue_state == ACTIVE),
+            )
+            return False
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+        item = m.get(user_id, consistent_read=True, attributes_to_get=["queue_state", "queue_state_at"])
+        state, at = item.queue_state, int(item.queue_state_at or 0)
+        now_ms = int(time.time() * 1000)
+        if state == RETIRING and now_ms - at < STALE_RETIREMENT_MS:
+            raise QueueRetiring(f"the queue of {user_id} is being removed for idleness; retry in a minute")
+        try:  # gone, or a retirement that crashed: take it back, exactly once
+            m(user_id).update(
+                actions=[m.queue_used_day.set(day), m.queue_state.set(ACTIVE), m.queue_state_at.set(now_ms)],
+                condition=(m.queue_state == state) & (m.queue_state_at == at)
+                if item.queue_state_at is not None
+                else (m.queue_state == state),
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            raise QueueRetiring(f"the queue of {user_id} changed state while being taken back; retry") from exc
+        return True
+
+    def idle(self, before_day: str) -> Iterator[tuple[str, str]]:
+        """(user_id, last day used) of every tenant whose queue exists and was last used before `before_day`."""
+        m = self._model
+        condition = (m.queue_used_day < before_day) & (m.queue_state == ACTIVE)
+        for item in m.scan(condition, attributes_to_get=["user_id", "queue_used_day", "queue_state"]):
+            yield item.user_id, item.queue_used_day
+
+    def stale_retirements(self) -> Iterator[str]:
+        m = self._model
+        cutoff = int(time.time() * 1000) - STALE_RETIREMENT_MS
+        for item in m.scan((m.queue_state == RETIRING) & (m.queue_state_at < cutoff), attributes_to_get=["user_id"]):
+            yield item.user_id
+
+    def retire(self, user_id: str, day: str) -> bool:
+        """Claim the queue for removal, if it is still unused since `day`."""
+        m = self._model
+        try:
+            m(user_id).update(
+                actions=[m.queue_state.set(RETIRING), m.queue_state_at.set(int(time.time() * 1000))],
+                condition=(m.queue_used_day == day) & (m.queue_state == ACTIVE),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def gone(self, user_id: str) -> None:
+        m = self._model
+        try:
+            m(user_id).update(
+                actions=[m.queue_state.set(GONE), m.queue_state_at.set(int(time.time() * 1000))],
+                condition=m.queue_state == RETIRING,
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+
+    def state(self, user_id: str) -> tuple[str | None, str | None]:
+        try:
+            item = self._model.get(user_id, consistent_read=True)
+        except DoesNotExist:
+            return None, None
+        return item.queue_state, item.queue_used_day

@@ -1,0 +1,43 @@
+"""The packages of chalicelib import downwards only (docs/architecture.md draws the layers).
+
+core is pure; stores touch DynamoDB and S3 and know core; queueing is the one way onto a queue; the
+four pipeline stages (ingest, send, feedback, jobs) know those and never each other; control composes
+the stages for operators; wiring builds everything. A stage reaching into a sibling for one name is how
+the old flat folder grew tangled, so this test reads every import.
+"""
+
+import ast
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent / "chalicelib"
+LAYER = {"core": 0, "stores": 1, "queueing": 2, "ingest": 3, "send": 3, "feedback": 3, "jobs": 3, "control": 4}
+
+
+def _imports(path: pathlib.Path) -> list[tuple[str, int]]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("chalicelib."):
+            out.append((node.module.split(".")[1], node.lineno))
+        elif isinstance(node, ast.Import):
+            out += [(a.name.split(".")[1], node.lineno) for a in node.names if a.name.startswith("chalicelib.")]
+    return out
+
+
+def test_every_package_imports_only_its_own_and_lower_layers():
+    wrong = []
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = path.relative_to(ROOT).parts
+        if len(parts) == 1:
+            continue  # wiring.py builds everything
+        me = parts[0]
+        for target, line in _imports(path):
+            if target == me:
+                continue
+            if target not in LAYER or LAYER[target] >= LAYER[me]:
+                wrong.append(f"{path.relative_to(ROOT)}:{line} imports chalicelib.{target}")
+    assert wrong == []
+
+
+def test_every_package_is_placed_in_a_layer():
+    packages = {p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert packages == set(LAYER)

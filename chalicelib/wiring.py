@@ -26,7 +26,9 @@ from chalicelib.jobs.dead_letters import DeadLetters
 from chalicelib.jobs.idle_queues import IdleQueueCleanup
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
+from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.queueing.tenant_queues import TenantQueues
 from chalicelib.send.drainer import Drainer
 from chalicelib.send.ses_sender import SesSender
@@ -89,19 +91,25 @@ class Container:
             self.settings,
             TemplateCache(),
             self.tenants,
-            self.queues,
-            Enqueuer(aws.client("sqs", self.settings.region)),
+            self.email_queue,
             self.stats,
             self.ledger,
             self.campaign_senders,
             self.free_addresses,
             self.ses.account_of,
-            self.payloads,
             self.daily_cap,
             self.suppressions,
             self.links,
             self.schedule,
         )
+
+    @cached_property
+    def email_queue(self) -> EmailQueue:
+        return EmailQueue(self.queues, Enqueuer(aws.client("sqs", self.settings.region)), self.payloads)
+
+    @cached_property
+    def parked(self) -> ParkedEmail:
+        return ParkedEmail(self.schedule, self.email_queue, self.start_drain)
 
     @cached_property
     def free_addresses(self) -> FreeAddresses:
@@ -123,7 +131,7 @@ class Container:
         s = self.settings
         r = s.resources
         if not s.ses_events:
-            return SesSender(s.region)
+            return SesSender(s.region, None, None)
         return SesSender(s.region, r.configuration_set, s.topic_arn(r.events_topic.name))
 
     @cached_property
@@ -174,13 +182,13 @@ class Container:
             self.reputation,
             self.control,
             self.failed_copies,
-            self.schedule,
+            self.parked,
         )
 
     @cached_property
     def actions(self) -> CampaignActions:
         return CampaignActions(
-            self.settings, self.control, self.releaser, self.retry, self.tenants, self.schedule, self.stats
+            self.settings, self.control, self.releaser, self.parked, self.retry, self.tenants, self.schedule, self.stats
         )
 
     @cached_property
@@ -195,8 +203,7 @@ class Container:
     @cached_property
     def retry(self) -> RetryFailed:
         s = self.settings
-        enqueuer = Enqueuer(aws.client("sqs", s.region))
-        return RetryFailed(s, self.ledger, self.stats, self.failed_copies, self.queues, enqueuer, self.payloads)
+        return RetryFailed(s, self.ledger, self.stats, self.failed_copies, self.email_queue)
 
     @cached_property
     def control(self) -> CampaignControl:
@@ -224,7 +231,8 @@ class Container:
     def dead_letters(self) -> DeadLetters:
         s = self.settings
         sqs = aws.client("sqs", s.region)
-        return DeadLetters(s, sqs, self.ledger, self.stats, self.payloads, self.failed_copies)
+        queue = s.resources.dead_letter_queue.name
+        return DeadLetters(s, sqs, self.ledger, self.stats, self.payloads, self.failed_copies, queue)
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -247,9 +255,7 @@ class Container:
             self.ledger,
             self.stats,
             self.control,
-            self.queues,
-            Enqueuer(aws.client("sqs", self.settings.region)),
-            self.payloads,
+            self.email_queue,
             self.start_drain,
         )
 

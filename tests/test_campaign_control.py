@@ -8,9 +8,9 @@ import urllib.request
 import pytest
 
 from chalicelib import wiring
+from chalicelib.queueing.parked_email import parked_bucket
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.ledger import FAILED, SENT
-from chalicelib.stores.schedule import held_bucket
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
 
@@ -87,21 +87,21 @@ def _recipients(n):
     return [{"email": f"r{i}@example.org", "metadata": {"name": f"N{i}"}} for i in range(n)]
 
 
-def test_pausing_mid_drain_holds_the_rest_off_the_queue_and_resuming_sends_each_recipient_once(stack, uid):
+def test_pausing_mid_drain_parks_the_rest_off_the_queue_and_resuming_sends_each_recipient_once(stack, uid):
     sender, user = _tenant(stack, uid), f"pause-{uid}"
     _publish(stack, user, sender, "big", _recipients(60))
     assert _wait_for(lambda: len(_sent(stack, user)) >= 10)
     actions = wiring.container().actions
     assert actions.pause(user, "big").ok
     at_pause = len(_sent(stack, user))
-    assert stack.wait_until_drained(30)  # the rest leaves the queue into the held partition
+    assert stack.wait_until_drained(30)  # the rest leaves the queue, parked
     time.sleep(1.5)
     settled = len(_sent(stack, user))
     assert settled - at_pause <= 2 * RATE, f"{settled - at_pause} sent after the pause"
     time.sleep(2)
-    assert len(_sent(stack, user)) == settled < 60  # held: nothing more goes out
-    held = wiring.container().schedule.held(held_bucket(user, "big"))
-    assert sum(b.count for b in held) == 60 - settled
+    assert len(_sent(stack, user)) == settled < 60  # parked: nothing more goes out
+    parked = wiring.container().schedule.parked(parked_bucket(user, "big"))
+    assert sum(b.count for b in parked) == 60 - settled
 
     done = actions.resume(user, "big")
     assert done.ok and done.count == 60 - settled
@@ -109,7 +109,7 @@ def test_pausing_mid_drain_holds_the_rest_off_the_queue_and_resuming_sends_each_
     sent = _sent(stack, user)
     assert sorted(sent) == sorted(f"r{i}@example.org" for i in range(60))  # each exactly once
     assert _states(user, "big") == {SENT: 60}
-    assert wiring.container().schedule.held(held_bucket(user, "big")) == []
+    assert wiring.container().schedule.parked(parked_bucket(user, "big")) == []
 
 
 def test_cancelling_mid_drain_stops_within_the_rate_bound_and_records_the_rest_cancelled(stack, uid):

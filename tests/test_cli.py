@@ -159,7 +159,7 @@ def test_recipients_pages_and_campaign_commands_answer_with_what_they_did(runnin
     pause = _moonsend("campaign", "pause", *who)
     assert pause.returncode == 0 and "paused" in pause.stdout
     resume = _moonsend("campaign", "resume", *who)
-    assert resume.returncode == 0 and "resumed: 0 held" in resume.stdout
+    assert resume.returncode == 0 and "resumed: 0 parked" in resume.stdout
     retry = _moonsend("campaign", "retry-failed", *who)
     assert retry.returncode == 0 and "0 failed recipient(s) queued again" in retry.stdout
     moved = _moonsend("campaign", "schedule", *who, "--at", "2099-01-01T00:00:00Z")

@@ -24,11 +24,9 @@ from chalicelib.core.config import Settings
 from chalicelib.core.errors import RenderFailed, TemplateInvalid
 from chalicelib.ingest.precompile import Precompiler
 from chalicelib.ingest.renderer import TemplateCache
-from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.stores.ledger import REJECTED, STATES
 from tests.conftest import canonical
-from tests.fakes import FakeLedger
-from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants, sender_parts
+from tests.fakes import FakeLedger, FakeSqs, parts
 
 settings.register_profile(
     "ci", max_examples=150, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
@@ -149,18 +147,7 @@ def messages(draw: st.DrawFn) -> str:
 
 def _precompiler() -> tuple[Precompiler, FakeSqs, FakeLedger]:
     sqs, ledger = FakeSqs(), FakeLedger()
-    settings_ = Settings.from_env({"MOONSEND_STAGE": "test"})
-    p = Precompiler(
-        settings_,
-        TemplateCache(),
-        FakeTenants(),
-        FakeQueues(),
-        Enqueuer(sqs, sleep=lambda _s: None),
-        FakeStats(),
-        ledger,
-        *sender_parts(),
-    )
-    return p, sqs, ledger
+    return parts.precompiler(Settings.from_env({"MOONSEND_STAGE": "test"}), sqs, ledger=ledger), sqs, ledger
 
 
 @given(messages())

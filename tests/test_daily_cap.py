@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from chalicelib.stores.daily_cap import DailyCap, Share, batch_id
 from tests.conftest import canonical
+from tests.fakes import FakeCap
 from tests.test_precompile import _precompiler
 
 
@@ -69,24 +70,6 @@ def test_batch_ids_name_the_campaign_and_its_recipients():
     assert batch_id("c1", ["a@x", "b@x"]) != batch_id("c2", ["a@x", "b@x"])
     assert batch_id("c1", ["a@x", "b@x"]) != batch_id("c1", ["a@xb@x"])
     assert batch_id("c1", ["a@x"]) != batch_id("c1", ["a@x", "b@x"])
-
-
-class FakeCap:
-    """DailyCap's contract in memory: a batch's share is counted once, and read back on every repeat."""
-
-    def __init__(self, cap, already=0):
-        self.cap, self.used = cap, already
-        self.batches = []
-        self.shares: dict[str, int] = {}
-
-    def share(self, user_id, wanted, batch, now=None):
-        self.batches.append(batch)
-        if batch in self.shares:
-            return Share(self.shares[batch], repeated=True)
-        fit = max(0, min(wanted, self.cap - self.used))
-        self.used += wanted
-        self.shares[batch] = fit
-        return Share(fit)
 
 
 def _batch(n, plan):

@@ -8,8 +8,8 @@ from typing import Any
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
 from chalicelib.stores.ledger import FAILED, QUEUED, SENT
-from tests.fakes import FakeLedger
-from tests.test_drainer import SETTINGS, FakeStats, queued
+from tests.fakes import FakeLedger, FakeStats, payloads
+from tests.test_drainer import SETTINGS, queued
 
 
 class DeadLetterQueue:
@@ -53,7 +53,8 @@ class Copies:
 
 
 def _reconciler(dlq: DeadLetterQueue, ledger: FakeLedger, stats: FakeStats, copies: Copies | None = None):
-    return DeadLetters(SETTINGS, dlq, ledger, stats, failed_copies=copies)  # type: ignore[arg-type]
+    queue = SETTINGS.resources.dead_letter_queue.name
+    return DeadLetters(SETTINGS, dlq, ledger, stats, payloads(), copies or Copies(), queue)  # type: ignore[arg-type]
 
 
 OLD = time.time() - MIN_AGE_S - 60
@@ -124,7 +125,14 @@ def test_dead_letters_through_the_local_stack_end_recorded(stack, uid):
     url = sqs.create_queue(QueueName=name)["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody=queued(user, "a@example.org"))
     an_hour_on = DeadLetters(
-        c.settings, sqs, c.ledger, c.stats, clock=lambda: time.time() + MIN_AGE_S + 60, queue_name=name
+        c.settings,
+        sqs,
+        c.ledger,
+        c.stats,
+        c.payloads,
+        c.failed_copies,
+        name,
+        clock=lambda: time.time() + MIN_AGE_S + 60,
     )
     result = an_hour_on.reconcile()
     assert result.looked == 1 and result.recorded_failed == 1

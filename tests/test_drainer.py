@@ -9,11 +9,20 @@ import pytest
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
-from chalicelib.send.drainer import NO_KEYS_REASON, Drainer
-from chalicelib.send.ses_sender import SendQuota
+from chalicelib.send.identity import NO_KEYS_REASON
 from chalicelib.stores.ledger import UNATTRIBUTED, Entry, message_key, unattributed_day
 from chalicelib.stores.tenants import KeyVersion, Tenant
-from tests.fakes import FakeLedger
+from tests.fakes import (
+    FakeLedger,
+    FakeS3,
+    FakeSchedule,
+    FakeSes,
+    FakeSqs,
+    FakeStats,
+    FakeSuppressions,
+    FakeTenants,
+    parts,
+)
 
 SETTINGS = Settings.from_env(
     {
@@ -23,76 +32,6 @@ SETTINGS = Settings.from_env(
         "MOONSEND_FREE_RATE": "1000",
     }
 )
-
-
-class FakeSqs:
-    def __init__(self, bodies, receives=1, sent_ms=None):
-        self.waiting = [
-            {
-                "MessageId": str(i),
-                "ReceiptHandle": f"rh{i}",
-                "Body": b,
-                "Attributes": {"ApproximateReceiveCount": str(receives)}
-                | ({"SentTimestamp": str(sent_ms)} if sent_ms else {}),
-            }
-            for i, b in enumerate(bodies)
-        ]
-        self.deleted, self.visibility, self.requeued = [], [], []
-
-    def get_queue_url(self, QueueName):
-        return {"QueueUrl": f"https://sqs/{QueueName}"}
-
-    def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
-        out, self.waiting = self.waiting[:MaxNumberOfMessages], self.waiting[MaxNumberOfMessages:]
-        return {"Messages": out} if out else {}
-
-    def delete_message_batch(self, QueueUrl, Entries):
-        self.deleted += [e["ReceiptHandle"] for e in Entries]
-        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
-
-    def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
-        self.visibility.append((ReceiptHandle, VisibilityTimeout))
-
-    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes=None):
-        self.requeued.append((MessageBody, DelaySeconds, MessageAttributes))
-
-    def delete_message(self, QueueUrl, ReceiptHandle):
-        self.deleted.append(ReceiptHandle)
-
-
-class FakeSes:
-    def __init__(self, outcomes=None):
-        self.sent = []
-        self.outcomes = outcomes or {}
-
-    def quota(self, sender, platform=False):
-        return SendQuota(1000.0, 50000.0, 0.0)
-
-    def send(self, sender, to, raw, platform=False):
-        error = self.outcomes.get(to)
-        if error:
-            raise error
-        self.sent.append((sender.api_key, sender.email_address, to, platform))
-        return f"ses-{len(self.sent)}"
-
-
-class FakeTenants:
-    def __init__(self, *tenants):
-        self.by_id = {t.user_id: t for t in tenants}
-
-    def get(self, user_id, fresh=False):
-        return self.by_id.get(user_id)
-
-
-class FakeStats:
-    def __init__(self):
-        self.adds = []
-
-    def add(self, user_id, campaign_id, error=None, **deltas):
-        self.adds.append((user_id, campaign_id, deltas, error))
-
-    def total(self, name):
-        return sum(d.get(name, 0) for _u, _c, d, _e in self.adds)
 
 
 def tenant(user, key=None, rate=1000.0):
@@ -110,7 +49,7 @@ def queued(user, to, plan="paid"):
 
 def drainer(sqs, ses, tenants, stats=None, ledger=None):
     stats = stats or FakeStats()
-    return Drainer(SETTINGS, sqs, tenants, stats, ses, ledger or FakeLedger()), stats
+    return parts.drainer(SETTINGS, sqs, ses, tenants, stats=stats, ledger=ledger), stats
 
 
 def test_drains_everything_deletes_each_sent_message_and_counts_it():
@@ -278,34 +217,23 @@ def test_throttled_and_transient_sends_give_the_claim_back_for_the_retry():
 
 def test_an_email_kept_in_s3_is_fetched_sent_and_its_object_deleted():
     from chalicelib.stores.payloads import PayloadStore
-    from tests.test_precompile import FakeS3
 
     s3 = FakeS3()
     store = PayloadStore(s3, "bucket", threshold_bytes=10)
     pointer = store.wrap("acme", "c1", queued("acme", "big@example.org"))
     sqs = FakeSqs([pointer])
     ses = FakeSes()
-    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AKIAACME")), FakeStats(), ses, FakeLedger(), store)
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("acme", "AKIAACME")), payload_store=store)
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert result.sent == 1 and ses.sent[0][2] == "big@example.org"
     assert s3.objects == {}
-
-
-class FakeSuppressions:
-    def __init__(self, blocked):
-        self.blocked = {e.lower(): why for e, why in blocked.items()}
-        self.lookups = 0
-
-    def check(self, user_id, emails):
-        self.lookups += 1
-        return {e.lower(): self.blocked[e.lower()] for e in emails if e.lower() in self.blocked}
 
 
 def test_a_recipient_suppressed_after_it_was_queued_is_recorded_and_not_sent():
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(12)])
     ses, ledger = FakeSes(), FakeLedger()
     suppressions = FakeSuppressions({"r3@example.org": "suppressed for this tenant: complaint (abuse)"})
-    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AK")), FakeStats(), ses, ledger, None, suppressions)
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("acme", "AK")), ledger=ledger, suppressions=suppressions)
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert (result.sent, result.suppressed) == (11, 1)
     assert "r3@example.org" not in {s[2] for s in ses.sent}
@@ -342,10 +270,31 @@ def test_a_paused_tenants_queue_is_not_even_received_from():
     assert sqs.receives == 0 and ses.sent == [] and len(sqs.waiting) == 5
 
 
-def test_on_the_free_queue_a_paused_tenants_email_is_held_and_the_others_go_out():
+class RefusingSchedule(FakeSchedule):
+    """The schedule store unreachable: paused email cannot be parked."""
+
+    def put(self, **_kw):
+        raise ConnectionError("DynamoDB unreachable")
+
+
+def test_on_the_free_queue_a_paused_tenants_email_is_parked_and_the_others_go_out():
+    sqs = FakeSqs([queued("careless", "a@example.org", "free"), queued("fine", "b@example.org", "free")])
+    ses, ledger, store = FakeSes(), FakeLedger(), FakeSchedule()
+    tenants = FakeTenants(_paused("careless"), tenant("fine"))
+    d = parts.drainer(SETTINGS, sqs, ses, tenants, ledger=ledger, schedule=store)
+    result = d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    assert [s[2] for s in ses.sent] == ["b@example.org"] and result.stopped_reason is None
+    assert [(b.bucket, b.campaign_id, store.emails(b)[0][0]) for b in store.batches] == [
+        ("held#careless", "_held", "a@example.org")
+    ]  # parked under the tenant until it is resumed: nothing recorded against it, nothing lost
+    assert ledger.state("careless", "c1", "a@example.org") is None and len(sqs.deleted) == 2
+
+
+def test_on_the_free_queue_a_paused_tenants_email_that_cannot_be_parked_stays_on_the_queue():
     sqs = FakeSqs([queued("careless", "a@example.org", "free"), queued("fine", "b@example.org", "free")])
     ses, ledger = FakeSes(), FakeLedger()
-    d, _ = drainer(sqs, ses, FakeTenants(_paused("careless"), tenant("fine")), ledger=ledger)
+    tenants = FakeTenants(_paused("careless"), tenant("fine"))
+    d = parts.drainer(SETTINGS, sqs, ses, tenants, ledger=ledger, schedule=RefusingSchedule())
     result = d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
     assert [s[2] for s in ses.sent] == ["b@example.org"] and result.stopped_reason is None
     assert [(delay, json.loads(body)["recipient"]["email"]) for body, delay, _a in sqs.requeued] == [
@@ -361,7 +310,7 @@ class SwitchingControl:
         self.ses, self.after, self.to = ses, after, state
         self.current = None
 
-    def state(self, user_id, campaign_id):
+    def state(self, user_id, campaign_id, fresh=False):
         return self.to if len(self.ses.sent) >= self.after else self.current
 
 
@@ -371,8 +320,8 @@ def test_a_cancel_mid_drain_stops_every_send_not_yet_on_its_way_and_records_the_
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(60)])
     ses, ledger, stats = FakeSes(), FakeLedger(), FakeStats()
     control = SwitchingControl(ses, after=5, state="cancelled")
-    d = Drainer(
-        SETTINGS, sqs, FakeTenants(tenant("acme", "AK", rate=20.0)), stats, ses, ledger, None, None, None, None, control
+    d = parts.drainer(
+        SETTINGS, sqs, ses, FakeTenants(tenant("acme", "AK", rate=20.0)), stats=stats, ledger=ledger, control=control
     )
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     # The check sits after the rate slot, right before SES: only sends already past it go out.
@@ -382,17 +331,21 @@ def test_a_cancel_mid_drain_stops_every_send_not_yet_on_its_way_and_records_the_
     assert states == {"sent", "cancelled"} and stats.total("cancelled") == result.cancelled
 
 
-def test_a_paused_campaign_is_held_and_after_resume_finishes_with_no_duplicate():
+@pytest.mark.parametrize("parking", ["parked", "store unreachable"])
+def test_a_paused_campaign_is_kept_and_after_resume_finishes_with_no_duplicate(parking):
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(20)])
     ses, ledger = FakeSes(), FakeLedger()
+    store = FakeSchedule() if parking == "parked" else RefusingSchedule()
     control = SwitchingControl(ses, after=4, state="paused")
-    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AK", rate=20.0)), FakeStats(), ses, ledger, control=control)
+    tenants = FakeTenants(tenant("acme", "AK", rate=20.0))
+    d = parts.drainer(SETTINGS, sqs, ses, tenants, ledger=ledger, control=control, schedule=store)
     first = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
-    held = [body for body, delay, _a in sqs.requeued if delay == 900]
-    assert 4 <= len(ses.sent) <= 5 and len(held) == 20 - len(ses.sent) and first.stopped_reason is None
+    kept = [body for body, delay, _a in sqs.requeued if delay == 900]  # on the queue, when it cannot be parked
+    kept += [body for b in store.batches for _address, body in store.emails(b)]
+    assert 4 <= len(ses.sent) <= 5 and len(kept) == 20 - len(ses.sent) and first.stopped_reason is None
 
-    control.after = 10**9  # resumed; the held copies come back (as SQS would after their delay)
-    sqs.waiting = FakeSqs(held).waiting
+    control.after = 10**9  # resumed; the kept copies come back (unparked, or as SQS would after their delay)
+    sqs.waiting = FakeSqs(kept).waiting
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert sorted(s[2] for s in ses.sent) == sorted(f"r{i}@example.org" for i in range(20))  # each once
 
@@ -409,30 +362,6 @@ def test_an_email_past_its_campaigns_deadline_is_recorded_expired_and_not_sent()
     assert stats.total("expired") == 1
 
 
-class HeldStore:
-    """The schedule store's held partitions, in memory."""
-
-    def __init__(self):
-        self.batches, self.removed = [], []
-
-    def put(self, **kw):
-        self.batches.append(kw)
-        return kw
-
-    def remove(self, batch):
-        self.removed.append(batch)
-
-
-class BatchingSqs(FakeSqs):
-    def __init__(self, bodies):
-        super().__init__(bodies)
-        self.batched = []
-
-    def send_message_batch(self, QueueUrl, Entries):
-        self.batched += [e["MessageBody"] for e in Entries]
-        return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
-
-
 class AlwaysPaused:
     def state(self, user_id, campaign_id, fresh=False):
         return "paused"
@@ -446,27 +375,25 @@ class ResumedWhileHolding:
 
 
 def test_paused_email_leaves_the_queue_for_the_held_partition_without_a_delayed_copy():
-    sqs = BatchingSqs([queued("acme", f"r{i}@example.org") for i in range(12)])
-    store = HeldStore()
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(12)])
+    store = FakeSchedule()
     control = AlwaysPaused()
-    d = Drainer(
-        SETTINGS, sqs, FakeTenants(tenant("acme", "AK", 50.0)), FakeStats(), FakeSes(), FakeLedger(),
-        control=control, schedule=store,
-    )  # fmt: skip
+    d = parts.drainer(
+        SETTINGS, sqs, FakeSes(), FakeTenants(tenant("acme", "AK", 50.0)), control=control, schedule=store
+    )
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
-    held = [e for b in store.batches for e, _body in b["emails"]]
-    assert sorted(held) == sorted(f"r{i}@example.org" for i in range(12))
-    assert {b["bucket"] for b in store.batches} == {"held#acme#c1"} and not store.removed
+    parked = [e for b in store.batches for e, _body in store.emails(b)]
+    assert sorted(parked) == sorted(f"r{i}@example.org" for i in range(12))
+    assert {b.bucket for b in store.batches} == {"held#acme#c1"} and not store.removed
     assert len(sqs.deleted) == 12 and sqs.requeued == [] and sqs.batched == []  # no copy left circling
 
 
 def test_email_held_just_as_its_campaign_is_resumed_goes_straight_back_on_the_queue():
-    sqs = BatchingSqs([queued("acme", f"r{i}@example.org") for i in range(5)])
-    store = HeldStore()
-    d = Drainer(
-        SETTINGS, sqs, FakeTenants(tenant("acme", "AK", 50.0)), FakeStats(), FakeSes(), FakeLedger(),
-        control=ResumedWhileHolding(), schedule=store,
-    )  # fmt: skip
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(5)])
+    store = FakeSchedule()
+    d = parts.drainer(
+        SETTINGS, sqs, FakeSes(), FakeTenants(tenant("acme", "AK", 50.0)), control=ResumedWhileHolding(), schedule=store
+    )
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert store.removed == store.batches and store.batches  # the resume's release may have run before it
     assert sorted(json.loads(b)["recipient"]["email"] for b in sqs.batched) == [f"r{i}@example.org" for i in range(5)]
@@ -607,17 +534,16 @@ def test_held_email_over_the_queues_size_goes_back_through_s3_when_its_campaign_
     # The finding: email held and put straight back was sent to the queue whole, so one over the offload
     # threshold was refused by SQS and stayed held for good.
     from chalicelib.stores.payloads import PayloadStore
-    from tests.test_precompile import FakeS3
 
     s3 = FakeS3()
     payloads = PayloadStore(s3, "bucket", threshold_bytes=2000)
     big = QueuedEmail(
         "acme", "paid", {"emailAddress": "news@acme.example"}, "c1", "Hi", "<p>" + "x" * 5000 + "</p>", "a@example.org"
     )
-    sqs = BatchingSqs([big.to_json()])
-    d = Drainer(
-        SETTINGS, sqs, FakeTenants(tenant("acme", "AK", 50.0)), FakeStats(), FakeSes(), FakeLedger(), payloads,
-        control=ResumedWhileHolding(), schedule=HeldStore(),
+    sqs = FakeSqs([big.to_json()])
+    d = parts.drainer(
+        SETTINGS, sqs, FakeSes(), FakeTenants(tenant("acme", "AK", 50.0)), payload_store=payloads,
+        control=ResumedWhileHolding(), schedule=FakeSchedule(),
     )  # fmt: skip
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert len(sqs.batched) == 1 and PayloadStore.pointer(sqs.batched[0]) is not None

@@ -149,12 +149,12 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
     queue = f"moonsend-local-t-{user}"
     c = wiring.container()
     received = {}
-    real_send_one, real_finish = c.drainer._send_one, c.ledger.finish
+    real_deliver, real_finish = c.drainer._delivery.deliver, c.ledger.finish
 
-    def remember_handle(queue_name, message, result):
+    def remember_handle(queue_name, message, suppressed):
         if queue_name == queue:
             received["handle"] = message["ReceiptHandle"]
-        return real_send_one(queue_name, message, result)
+        return real_deliver(queue_name, message, suppressed)
 
     def die_once(claim, state, **kw):
         if claim.pk.startswith(f"{user}#") and "died" not in received:
@@ -162,7 +162,7 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
             raise RuntimeError("injected: the Lambda died after SES accepted, before recording sent")
         return real_finish(claim, state, **kw)
 
-    monkeypatch.setattr(c.drainer, "_send_one", remember_handle)
+    monkeypatch.setattr(c.drainer._delivery, "deliver", remember_handle)
     monkeypatch.setattr(c.ledger, "finish", die_once)
     spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "c1")
     publish(
@@ -184,7 +184,7 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
     sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=received["handle"], VisibilityTimeout=0)
     held = c.leases.holder(queue)
     if held is not None:
-        c.leases.release(held)
+        c.leases.drop(held)
     tick = scheduled_event("arn:aws:events:us-east-1:123456789012:rule/sweep", "123456789012", "us-east-1")
     stack.client("lambda").invoke(FunctionName="moonsend-local-sweep_queues", Payload=json.dumps(tick))
     assert stack.wait_until_drained(30)

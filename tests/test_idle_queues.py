@@ -93,7 +93,7 @@ def test_a_queue_with_email_waiting_or_a_drain_running_is_kept(stack, uid):
         report = c.idle_queues.run()
         assert report.kept[user] == "1 message(s) in the queue"
     finally:
-        c.leases.release(lease)
+        c.leases.drop(lease)
     assert _wait_for(lambda: len(_sent(stack, user)) == 1, timeout=90)
     assert stack.wait_until_drained(timeout=60)
     lease = c.leases.acquire(queue, 600_000)
@@ -101,7 +101,7 @@ def test_a_queue_with_email_waiting_or_a_drain_running_is_kept(stack, uid):
         _age(activity, user, 30)
         assert c.idle_queues.run().kept[user] == "a drain holds the queue"
     finally:
-        c.leases.release(lease)
+        c.leases.drop(lease)
         activity.touch(user, utc_day())  # not idle any more: other tests' scheduled runs leave it alone
     assert _queue_exists(stack, queue)
 

@@ -21,19 +21,19 @@ def test_only_one_of_many_concurrent_takers_gets_the_lease(stack, uid):
     assert sum(g is not None for g in got) == 1
 
 
-def test_a_lease_is_renewed_by_its_holder_released_or_retaken_after_it_expires(stack, uid):
+def test_a_lease_is_renewed_by_its_holder_dropped_or_retaken_after_it_expires(stack, uid):
     leases: Leases = wiring.container().leases
     first = leases.acquire(f"q-{uid}", 60_000)
     assert first and leases.acquire(f"q-{uid}", 60_000) is None
     assert leases.renew(f"q-{uid}", "not-the-token", 60_000) is None
     assert leases.renew(f"q-{uid}", first.token, 60_000)
-    leases.release(first)
+    leases.drop(first)
     short = leases.acquire(f"q-{uid}", 1)
     assert short and leases.holder(f"q-{uid}") in (None, short)
     time.sleep(0.01)
     retaken = leases.acquire(f"q-{uid}", 60_000)  # the holder died: its lease expired
     assert retaken and retaken.token != short.token
-    leases.release(short)  # a stale holder cannot release the new lease
+    leases.drop(short)  # a stale holder cannot drop the new lease
     assert leases.holder(f"q-{uid}").token == retaken.token
 
 
@@ -173,6 +173,6 @@ def test_the_sweeper_leaves_queues_that_are_being_drained_alone(stack, uid):
         sweeper.sweep()
         assert idle in started and busy not in started
     finally:  # these hold unsendable messages: leave nothing for the stack's own sweeper
-        leases.release(lease)
+        leases.drop(lease)
         for q in (busy, idle):
             sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=q)["QueueUrl"])

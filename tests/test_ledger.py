@@ -19,7 +19,7 @@ def test_a_claim_is_retaken_only_after_it_expires_or_is_released(stack, uid):
     first = ledger.claim(f"u{uid}", "c1", "a@example.org", 300)
     assert isinstance(first, Claim)
     assert isinstance(ledger.claim(f"u{uid}", "c1", "a@example.org", 300), Entry)
-    ledger.release(first)
+    ledger.unclaim(first)
     second = ledger.claim(f"u{uid}", "c1", "a@example.org", 0)  # a claim that expires at once
     assert isinstance(second, Claim)
     third = ledger.claim(f"u{uid}", "c1", "a@example.org", 300)  # the stale one is retaken

@@ -6,76 +6,16 @@ import time
 import pytest
 
 from chalicelib.core.config import Settings
-from chalicelib.ingest.precompile import Precompiler
-from chalicelib.ingest.renderer import TemplateCache
-from chalicelib.queueing.enqueuer import Enqueuer
-from chalicelib.stores.tenants import KeyVersion
 from tests.conftest import canonical
-from tests.fakes import FakeCampaignSenders, FakeFreeAddresses, FakeLedger, no_account
-
-
-class FakeSqs:
-    def __init__(self, fail_ids=()):
-        self.batches = []
-        self.fail_ids = set(fail_ids)
-
-    def send_message_batch(self, QueueUrl, Entries):
-        self.batches.append((QueueUrl, Entries))
-        ok = [{"Id": e["Id"]} for e in Entries if e["Id"] not in self.fail_ids]
-        bad = [
-            {"Id": e["Id"], "Code": "InvalidMessageContents", "Message": "no", "SenderFault": True}
-            for e in Entries
-            if e["Id"] in self.fail_ids
-        ]
-        return {"Successful": ok, "Failed": bad}
-
-
-class FakeQueues:
-    def __init__(self):
-        self.ensured = []
-
-    def ensure(self, name, user_id):
-        self.ensured.append((name, user_id))
-        return f"https://sqs/{name}"
-
-
-class FakeTenants:
-    def __init__(self):
-        self.remembered = []
-
-    def accept(self, user_id, plan, sender, account_of):
-        self.remembered.append((user_id, plan, sender))
-        return KeyVersion(1, sender.api_key, sender.api_secret, "111111111111") if sender.has_own_account else None
-
-
-def sender_parts():
-    """The precompiler's sender collaborators, in memory: campaign senders, free addresses, STS."""
-    return FakeCampaignSenders(), FakeFreeAddresses(), no_account
-
-
-class FakeStats:
-    def __init__(self):
-        self.adds = []
-
-    def add(self, user_id, campaign_id, error=None, **deltas):
-        self.adds.append((user_id, campaign_id, deltas, error))
+from tests.fakes import FakeQueues, FakeS3, FakeSqs, FakeStats, FakeTenants, parts
 
 
 def _precompiler(sqs=None):
     sqs = sqs or FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
-    parts = (FakeTenants(), FakeQueues(), FakeStats())
-    p = Precompiler(
-        settings,
-        TemplateCache(),
-        parts[0],
-        parts[1],
-        Enqueuer(sqs, sleep=lambda _s: None),
-        parts[2],
-        FakeLedger(),
-        *sender_parts(),
-    )
-    return p, sqs, *parts
+    tenants, queues, stats = FakeTenants(), FakeQueues(), FakeStats()
+    p = parts.precompiler(settings, sqs, tenants=tenants, queues=queues, stats=stats)
+    return p, sqs, tenants, queues, stats
 
 
 def _batched(n, **campaign):
@@ -88,7 +28,9 @@ def _batched(n, **campaign):
 
 def test_queued_messages_are_rendered_and_carry_no_keys():
     p, sqs, tenants, queues, _stats = _precompiler()
-    result = p.handle(json.dumps(canonical()))
+    msg = canonical()
+    msg["campaign"]["tracking"] = False  # the body exactly as rendered (tracking: test_tracking)
+    result = p.handle(json.dumps(msg))
     assert result.queued == 1 and result.queue == "moonsend-test-t-user-1"
     body = json.loads(sqs.batches[0][1][0]["MessageBody"])
     assert body["campaign"]["subject"] == "Hello Ann" and body["campaign"]["body"] == "<p>Hi Ann</p>"
@@ -177,22 +119,6 @@ def test_a_rejected_message_never_echoes_the_senders_secret():
     assert not any("secret/EXAMPLE+key" in str(row) for row in p._ledger.rows.values())
 
 
-class FakeS3:
-    def __init__(self):
-        self.objects = {}
-
-    def put_object(self, Bucket, Key, Body, **_kw):
-        self.objects[(Bucket, Key)] = Body
-
-    def get_object(self, Bucket, Key):
-        import io
-
-        return {"Body": io.BytesIO(self.objects[(Bucket, Key)])}
-
-    def delete_object(self, Bucket, Key):
-        self.objects.pop((Bucket, Key), None)
-
-
 def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_queue():
     from chalicelib.stores.payloads import PayloadStore
 
@@ -200,17 +126,7 @@ def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_qu
     store = PayloadStore(s3, "bucket", threshold_bytes=1000)
     sqs = FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
-    p = Precompiler(
-        settings,
-        TemplateCache(),
-        FakeTenants(),
-        FakeQueues(),
-        Enqueuer(sqs),
-        FakeStats(),
-        FakeLedger(),
-        *sender_parts(),
-        store,
-    )
+    p = parts.precompiler(settings, sqs, payload_store=store)
     msg = canonical()
     del msg["recipient"]
     msg["campaign"]["body"] = "<p>{{ name }}</p>" + "x" * 2000

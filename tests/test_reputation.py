@@ -7,11 +7,10 @@ from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SendFailed
 from chalicelib.feedback.reputation import verdict
 from chalicelib.feedback.ses_events import SesEvents
-from chalicelib.send.drainer import Drainer
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.reputation import Limits, Window
-from tests.fakes import FakeLedger
-from tests.test_drainer import SETTINGS, FakeSes, FakeSqs, FakeStats, FakeTenants, queued, tenant
+from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts
+from tests.test_drainer import SETTINGS, queued, tenant
 from tests.test_ses_events import BOUNCE, _record
 
 LIMITS = Limits()
@@ -45,23 +44,6 @@ def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(st
     assert (user, reason) in c.tenants.paused()
     c.tenants.resume(user)
     assert c.tenants.get(user).paused_reason is None
-
-
-class FakeReputation:
-    """Records each write of the guard's denominator; `fail` makes the next writes raise."""
-
-    def __init__(self, fail: int = 0):
-        self.writes: list[tuple[str, int]] = []
-        self.fail = fail
-
-    def add(self, user_id, *, sent=0, bounced=0, complained=0, now=None):
-        if self.fail:
-            self.fail -= 1
-            raise ConnectionError("DynamoDB unreachable")
-        self.writes.append((user_id, sent))
-
-    def sent(self, user_id):
-        return sum(n for u, n in self.writes if u == user_id)
 
 
 def test_sends_are_counted_before_they_go_so_a_sender_that_dies_leaves_the_count_high_never_low():
@@ -100,7 +82,7 @@ def test_the_drainer_counts_every_send_for_the_guard_and_no_refused_one():
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(47)])
     ses = FakeSes({"r5@example.org": SendFailed("MessageRejected: address blacklisted")})
     rep = FakeReputation()
-    d = Drainer(SETTINGS, sqs, FakeTenants(tenant("acme", "AK")), FakeStats(), ses, FakeLedger(), reputation=rep)
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("acme", "AK")), reputation=rep)
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert (result.sent, result.failed) == (46, 1)
     assert rep.sent("acme") == 46

@@ -16,17 +16,16 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant, parse_precompile_message
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.routing import queue_for
-from chalicelib.ingest.precompile import Precompiler
-from chalicelib.ingest.renderer import TemplateCache
 from chalicelib.jobs.releaser import Releaser
+from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.ledger import CANCELLED, EXPIRED, QUEUED, SCHEDULED
-from chalicelib.stores.schedule import ScheduleStore, StoredBatch, minute_of
+from chalicelib.stores.schedule import ScheduleStore, minute_of
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import canonical, read_sends
-from tests.fakes import FakeLedger
-from tests.test_precompile import FakeQueues, FakeSqs, FakeStats, FakeTenants, sender_parts
+from tests.fakes import FakeLedger, FakeSchedule, FakeSqs, FakeStats, parts
 
 
 def _iso(epoch_s: float) -> str:
@@ -81,39 +80,10 @@ def test_a_queued_email_carries_its_deadline_and_an_old_one_without_it_still_rea
 # --- precompile's decision ------------------------------------------------------------------------
 
 
-class FakeSchedule:
-    def __init__(self):
-        self.batches = []
-
-    def put(self, **kw):
-        self.batches.append(kw)
-        return StoredBatch(minute_of(kw["due_ms"]), "item", kw["user_id"], kw["campaign_id"], kw["plan"],
-                           kw["queue"], kw["due_ms"], kw["deadline_ms"], len(kw["emails"]), "key")  # fmt: skip
-
-
-class ScheduleStats(FakeStats):
-    def __init__(self):
-        super().__init__()
-        self.schedules = []
-
-    def note_schedule(self, *args):
-        self.schedules.append(args)
-
-
 def _precompiler():
-    sqs, ledger, schedule, stats = FakeSqs(), FakeLedger(), FakeSchedule(), ScheduleStats()
+    sqs, ledger, schedule, stats = FakeSqs(), FakeLedger(), FakeSchedule(), FakeStats()
     settings = dataclasses.replace(Settings.from_env({"MOONSEND_STAGE": "test"}), schedule_lead_s=90)
-    p = Precompiler(
-        settings,
-        TemplateCache(),
-        FakeTenants(),
-        FakeQueues(),
-        Enqueuer(sqs, sleep=lambda _s: None),
-        stats,
-        ledger,
-        *sender_parts(),
-    )
-    p._schedule = schedule  # the store: the last, optional collaborator
+    p = parts.precompiler(settings, sqs, ledger=ledger, stats=stats, schedule=schedule)
     return p, sqs, ledger, schedule, stats
 
 
@@ -131,8 +101,8 @@ def test_a_campaign_scheduled_hours_ahead_is_rendered_now_and_held_in_the_store_
     result = p.handle(_message(3, scheduledAt=_iso(at), expiresAfter="PT1H"))
     assert (result.scheduled, result.queued) == (3, 0) and sqs.batches == []
     (batch,) = schedule.batches
-    assert batch["due_ms"] == int(at * 1000) and batch["deadline_ms"] == int((at + 3600) * 1000)
-    bodies = [json.loads(b) for _e, b in batch["emails"]]
+    assert batch.due_ms == int(at * 1000) and batch.deadline_ms == int((at + 3600) * 1000)
+    bodies = [json.loads(b) for _e, b in schedule.emails(batch)]
     assert bodies[0]["campaign"]["subject"] == "Hello N0"  # rendered: errors surface at once, not at 9 am
     assert all(b["campaign"]["expiresAt"] for b in bodies)
     assert {ledger.state("user-1", "camp-1", f"r{i}@example.org") for i in range(3)} == {SCHEDULED}
@@ -176,17 +146,12 @@ def _store(stack, uid) -> ScheduleStore:
     return ScheduleStore(name, c.settings.region, stack.client("s3"), c.settings.resources.payload_bucket.name)
 
 
-class Starts(list):
-    def __call__(self, queue, at):
-        self.append((queue, at))
-
-
 def _releaser(store, enqueuer=None, lead_s=90.0):
     c = wiring.container()
     settings = dataclasses.replace(c.settings, schedule_lead_s=lead_s)
-    starts = Starts()
-    enqueuer = enqueuer or Enqueuer(c.drainer._sqs)
-    return Releaser(settings, store, c.ledger, c.stats, c.control, c.queues, enqueuer, c.payloads, starts), starts
+    starts = parts.Starts()
+    email_queue = EmailQueue(c.queues, enqueuer or Enqueuer(c.drainer._sqs), c.payloads)
+    return Releaser(settings, store, c.ledger, c.stats, c.control, email_queue, starts), starts
 
 
 def _batch(store, user, campaign, due_ms, deadline_ms=None, n=3):
@@ -282,7 +247,8 @@ def test_a_batch_its_queue_refuses_stays_in_the_store_and_goes_on_the_next_run(s
 def _actions(store, releaser):
     c = wiring.container()
     settings = dataclasses.replace(c.settings, schedule_lead_s=90)
-    return CampaignActions(settings, c.control, releaser, c.retry, c.tenants, store, c.stats)
+    parked = ParkedEmail(store, c.email_queue, parts.Starts())
+    return CampaignActions(settings, c.control, releaser, parked, c.retry, c.tenants, store, c.stats)
 
 
 @e2e

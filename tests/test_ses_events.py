@@ -4,8 +4,7 @@ import json
 
 from chalicelib.feedback.ses_events import SesEvents, parse_event
 from infra.local.ses import send_event
-from tests.fakes import FakeLedger
-from tests.test_drainer import FakeStats
+from tests.fakes import FakeLedger, FakeReputation, FakeStats, FakeSuppressions, FakeTenants
 
 RAW = (
     b"From: Acme <news@acme.io>\r\nTo: ann@x.io\r\nSubject: Hi\r\nMessage-ID: <1@acme.io>\r\n"
@@ -21,30 +20,9 @@ def _event(kind="Send", **extra):
     return json.dumps(record)
 
 
-class FakeReputation:
-    """The reputation guard's port in memory: counts per tenant, over the real limits."""
-
-    def __init__(self):
-        from chalicelib.stores.reputation import Limits
-
-        self.limits = Limits()
-        self.counts = {}
-
-    def add(self, user_id, **counts):
-        mine = self.counts.setdefault(user_id, {"sent": 0, "bounced": 0, "complained": 0})
-        for k, v in counts.items():
-            mine[k] += v
-
-    def window(self, user_id):
-        from chalicelib.stores.reputation import Window
-
-        c = self.counts.get(user_id, {"sent": 0, "bounced": 0, "complained": 0})
-        return Window(self.limits.window_days, c["sent"], c["bounced"], c["complained"])
-
-
 def _recording(ledger, stats, account="111122223333"):
     """SesEvents with a fake per port; acme's keys are of the account the events come from."""
-    return SesEvents(ledger, stats, FakeSuppressions(), Tenants(_acme(account)), "123456789012", FakeReputation())
+    return SesEvents(ledger, stats, FakeSuppressions(), FakeTenants(_acme(account)), "123456789012", FakeReputation())
 
 
 def test_the_send_event_shape_carries_what_moonsend_matches_on():
@@ -153,23 +131,6 @@ def _record(kind, account="111122223333"):
     return json.dumps({**kind, "mail": mail})
 
 
-class FakeSuppressions:
-    def __init__(self):
-        self.added = []
-
-    def add(self, user_id, email, source, reason):
-        self.added.append((user_id, email, source))
-        return True
-
-
-class Tenants:
-    def __init__(self, tenant):
-        self.tenant = tenant
-
-    def get(self, user_id, fresh=False):
-        return self.tenant if user_id == self.tenant.user_id else None
-
-
 def _acme(account="111122223333"):
     from chalicelib.core.contract import Sender
     from chalicelib.stores.tenants import KeyVersion, Tenant
@@ -180,7 +141,7 @@ def _acme(account="111122223333"):
 
 def _handler(account="111122223333"):
     ledger, stats, sup = FakeLedger(), FakeStats(), FakeSuppressions()
-    events = SesEvents(ledger, stats, sup, Tenants(_acme(account)), "123456789012", FakeReputation())
+    events = SesEvents(ledger, stats, sup, FakeTenants(_acme(account)), "123456789012", FakeReputation())
     return events, ledger, stats, sup
 
 

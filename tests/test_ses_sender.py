@@ -116,7 +116,7 @@ def test_keys_aws_does_not_accept_refuse_the_message_with_why_and_sts_trouble_is
     sender = Sender("a@x.io", "A", "us-east-1", "AKIABAD", "bad", 5.0)
     _sts_answering(monkeypatch, "InvalidClientTokenId", 403)
     with pytest.raises(SenderRefused, match=r"sender\.apiKey: AWS does not accept these keys \(InvalidClientTokenId\)"):
-        SesSender("us-east-1").account_of(sender)
+        SesSender("us-east-1", None, None).account_of(sender)
     _sts_answering(monkeypatch, "Throttling", 400)
     with pytest.raises(ClientError):  # not the keys' fault: the event is retried, nothing is refused
-        SesSender("us-east-1").account_of(sender)
+        SesSender("us-east-1", None, None).account_of(sender)

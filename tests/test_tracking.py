@@ -9,8 +9,7 @@ import pytest
 
 from chalicelib.core.links import LinkSigner
 from chalicelib.ingest.tracking import Tracking, add_tracking
-from tests.fakes import FakeLedger
-from tests.test_drainer import FakeStats
+from tests.fakes import FakeLedger, FakeStats
 
 LINKS = LinkSigner(b"t" * 32, "https://api.example.com/api")
 

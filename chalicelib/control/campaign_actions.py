@@ -1,13 +1,13 @@
 """What a tenant (or an operator) can do to its campaigns and its sending: one place for CLI and HTTP.
 
-- pause a campaign: its unsent email is taken off the queue into the schedule store's held partition
-  as the sender meets it (chalicelib.send.drainer); its other campaigns go on;
-- resume: the pause is lifted, then the held email goes back on the queue at once and a drain starts;
-- cancel: unsent email is recorded `cancelled` (by the sender as it meets it, by the releaser for held
-  and scheduled batches now);
+- pause a campaign: its unsent email is parked off the queue as the sender meets it
+  (chalicelib.send.parking, chalicelib.queueing.parked_email); its other campaigns go on;
+- resume: the pause is lifted, then the parked email goes back on the queue at once and a drain starts;
+- cancel: unsent email is recorded `cancelled` (scheduled batches now; queued and parked email by the
+  sender as it meets it);
 - retry-failed: chalicelib.control.retry;
 - pause or resume a whole tenant: its queue is not drained while paused (a free-plan tenant's email is
-  held like a paused campaign's). A tenant may resume only a pause of its own: a pause by the reputation
+  parked like a paused campaign's). A tenant may resume only a pause of its own: a pause by the reputation
   guard or an operator is lifted by an operator.
 """
 
@@ -20,6 +20,7 @@ from chalicelib.control.retry import RetryFailed, RetryResult
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
+from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.schedule import ScheduleStore
@@ -41,6 +42,7 @@ class CampaignActions:
         settings: Settings,
         control: CampaignControl,
         releaser: Releaser,
+        parked: ParkedEmail,
         retry: RetryFailed,
         tenants: TenantRegistry,
         store: ScheduleStore,
@@ -49,6 +51,7 @@ class CampaignActions:
         self._settings = settings
         self._control = control
         self._releaser = releaser
+        self._parked = parked
         self._retry = retry
         self._tenants = tenants
         self._store = store
@@ -79,24 +82,24 @@ class CampaignActions:
 
     def pause(self, user_id: str, campaign_id: str) -> Done:
         self._control.set(user_id, campaign_id, PAUSED)
-        return Done(True, "paused: its unsent email is held until resumed")
+        return Done(True, "paused: its unsent email is parked until resumed")
 
     def resume(self, user_id: str, campaign_id: str) -> Done:
         if self._control.state(user_id, campaign_id, fresh=True) == CANCELLED:
             return Done(False, "cancelled: a cancelled campaign cannot be resumed")
-        self._control.set(user_id, campaign_id, None)  # first: see Releaser.release_held
-        n = self._releaser.release_held(user_id, campaign_id)
-        return Done(True, f"resumed: {n} held email(s) back on the queue, sent at the tenant's rate", n)
+        self._control.set(user_id, campaign_id, None)  # first: see ParkedEmail.unpark
+        n = self._parked.unpark(user_id, campaign_id)
+        return Done(True, f"resumed: {n} parked email(s) back on the queue, sent at the tenant's rate", n)
 
     def cancel(self, user_id: str, campaign_id: str) -> Done:
         self._control.set(user_id, campaign_id, CANCELLED)
         n = self._releaser.cancel_scheduled(user_id, campaign_id)
-        # Held email goes back to the sender, which records it cancelled as it meets it.
-        held = self._releaser.release_held(user_id, campaign_id)
+        # Parked email goes back to the sender, which records it cancelled as it meets it.
+        parked = self._parked.unpark(user_id, campaign_id)
         return Done(
             True,
-            f"cancelled: {n} scheduled recipient(s) recorded cancelled now; queued and held email "
-            f"({held} held) is recorded cancelled as the sender meets it",
+            f"cancelled: {n} scheduled recipient(s) recorded cancelled now; queued and parked email "
+            f"({parked} parked) is recorded cancelled as the sender meets it",
             n,
         )
 
@@ -109,7 +112,7 @@ class CampaignActions:
             return Done(False, f"no tenant {user_id!r}")
         if not self._tenants.pause(user_id, why):
             return Done(True, "paused already")
-        return Done(True, "paused: its email is held until resumed")
+        return Done(True, "paused: its email is parked until resumed")
 
     def resume_tenant(self, user_id: str, *, by_tenant: bool) -> Done:
         tenant = self._tenants.get(user_id, fresh=True)
@@ -120,5 +123,5 @@ class CampaignActions:
         if by_tenant and not tenant.paused_reason.startswith(TENANT_PAUSE_PREFIX):
             return Done(False, f"paused by moonsend ({tenant.paused_reason}): ask support to resume")
         self._tenants.resume(user_id)
-        n = self._releaser.release_held(user_id)
-        return Done(True, f"resumed: held email goes out within a minute ({n} held on the free plan's queue)", n)
+        n = self._parked.unpark(user_id)
+        return Done(True, f"resumed: parked email goes out within a minute ({n} parked from the free plan's queue)", n)

@@ -16,6 +16,7 @@ had already let the message go), have no copy: they are reported, not retried.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,12 +24,12 @@ from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.routing import queue_for
-from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
-from chalicelib.queueing.tenant_queues import TenantQueues
-from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.queueing.email_queue import EmailQueue
+from chalicelib.queueing.enqueuer import Outgoing
+from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger import FAILED, QUEUED, Ledger
-from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.recorder import Recorder
 
 
 @dataclass
@@ -54,24 +55,20 @@ class RetryFailed:
         ledger: Ledger,
         stats: CampaignStats,
         copies: FailedCopies,
-        queues: TenantQueues,
-        enqueuer: Enqueuer,
-        payloads: PayloadStore | None = None,
+        email_queue: EmailQueue,
     ) -> None:
         self._settings = settings
         self._ledger = ledger
-        self._stats = stats
+        # One counter write per run, not per recipient: the counts are gathered and flushed at the end.
+        self._recorder = Recorder(ledger, BufferedStats(stats, interval_s=math.inf))
         self._copies = copies
-        self._queues = queues
-        self._enqueuer = enqueuer
-        self._payloads = payloads
+        self._email_queue = email_queue
 
     def run(self, user_id: str, campaign_id: str, reason_contains: str | None = None) -> RetryResult:
         """Queue again the campaign's failed recipients (only those whose reason contains the text, if given)."""
         result = RetryResult()
         needle = reason_contains.lower() if reason_contains else None
         by_queue: dict[str, list[Outgoing]] = {}
-        reopened_failed = 0
         for entry in self._ledger.entries(user_id, campaign_id, states=(FAILED, QUEUED)):
             if entry.state == FAILED:
                 if needle and needle not in (entry.reason or "").lower():
@@ -83,20 +80,14 @@ class RetryFailed:
             if body is None:
                 result.no_copy.append(entry.email)
                 continue
-            if not self._ledger.reopen(user_id, campaign_id, entry.email):
+            if not self._recorder.reopened(user_id, campaign_id, entry.email, was_failed=entry.state == FAILED):
                 continue  # another retry took it, or its earlier retry is recent and still on its way
-            reopened_failed += entry.state == FAILED
-            email = QueuedEmail.from_json(body)
-            queue = queue_for(self._settings.resources, user_id, email.plan)
-            if self._payloads is not None:
-                body = self._payloads.wrap(user_id, campaign_id, body)
+            queue = queue_for(self._settings.resources, user_id, QueuedEmail.from_json(body).plan)
             by_queue.setdefault(queue, []).append(Outgoing(key=entry.email, body=body))
         for queue, outgoing in by_queue.items():
-            url = self._queues.ensure(queue, user_id)
-            failures = self._enqueuer.send(url, outgoing)
+            failures = self._email_queue.put(queue, user_id, campaign_id, outgoing)
             result.not_queued.extend(f.key for f in failures)
             result.requeued += len(outgoing) - len(failures)
-        if reopened_failed:
-            self._stats.add(user_id, campaign_id, failed=-reopened_failed, retried=reopened_failed)
+        self._recorder.flush()
         log.info("retry-failed", user=user_id, campaign=campaign_id, **result.as_dict())
         return result

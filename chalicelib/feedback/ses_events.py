@@ -34,6 +34,7 @@ from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Reputation
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT, Suppressions
 from chalicelib.stores.tenants import TenantRegistry
@@ -84,8 +85,7 @@ class SesEvents:
         platform_account: str,
         reputation: Reputation,
     ) -> None:
-        self._ledger = ledger
-        self._stats = stats
+        self._recorder = Recorder(ledger, stats)
         self._suppressions = suppressions
         self._tenants = tenants
         self._platform_account = platform_account
@@ -126,25 +126,13 @@ class SesEvents:
             )
             return "untrusted"
         if event.event_type == "Send":
-            if self._ledger.record_sent_event(user, campaign, to, event.message_id):
-                # The sender did not record it (it died, or has not got there yet): count it here. SES's event
-                # often beats the sender's own record: expected, so DEBUG, not a warning.
-                self._stats.add(user, campaign, sent=1)
-                log.debug(
-                    "sent recorded from SES's Send event",
-                    user=user,
-                    campaign=campaign,
-                    recipient=to,
-                    message_id=event.message_id,
-                )
+            if self._recorder.sent_event(user, campaign, to, event.message_id):
                 return "recorded sent"
             return "already recorded"
         if event.event_type == "Reject":
             reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
-            replaced = self._ledger.record_failed_event(user, campaign, to, event.message_id, reason)
-            if replaced is None:
+            if not self._recorder.failed_event(user, campaign, to, event.message_id, reason):
                 return "already recorded"
-            self._stats.add(user, campaign, failed=1, sent=-1 if replaced == "sent" else 0, error=reason)
             return "recorded failed"
         if event.event_type == "Delivery":
             return self._feedback(
@@ -177,8 +165,7 @@ class SesEvents:
             log.warning("tenant paused by the reputation guard", user=user, reason=why)
 
     def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str, message_id: str) -> str:
-        if self._ledger.record_feedback(user, campaign, to, kind, detail, message_id):
-            self._stats.add(user, campaign, **{kind: 1})
+        if self._recorder.feedback(user, campaign, to, kind, detail, message_id):
             return f"recorded {kind}"
         return "already recorded"
 

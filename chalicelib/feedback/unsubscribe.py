@@ -17,6 +17,7 @@ from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.suppression import UNSUBSCRIBE, Suppressions
 
 _PAGE = """<!doctype html>
@@ -43,8 +44,7 @@ class Unsubscribes:
     def __init__(self, links: LinkSigner, suppressions: Suppressions, ledger: Ledger, stats: CampaignStats) -> None:
         self._links = links
         self._suppressions = suppressions
-        self._ledger = ledger
-        self._stats = stats
+        self._recorder = Recorder(ledger, stats)
 
     def confirm_page(self, token: str) -> Page:
         try:
@@ -68,8 +68,7 @@ class Unsubscribes:
         new = self._suppressions.add(
             claims.user_id, claims.email, UNSUBSCRIBE, f"unsubscribed from campaign {claims.campaign_id}"
         )
-        if self._ledger.record_feedback(claims.user_id, claims.campaign_id, claims.email, "unsubscribed", "one-click"):
-            self._stats.add(claims.user_id, claims.campaign_id, unsubscribed=1)
+        self._recorder.feedback(claims.user_id, claims.campaign_id, claims.email, "unsubscribed", "one-click")
         log.info("unsubscribed", user=claims.user_id, campaign=claims.campaign_id, new=new)
         return _page(
             200,

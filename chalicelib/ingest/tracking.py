@@ -24,6 +24,7 @@ from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.recorder import Recorder
 
 _BODY_END = re.compile(r"</body\s*>", re.I)
 PIXEL = base64.b64decode(b"R0lGODlhAQABAIAAAAAAAP///yH5BAEAAAAALAAAAAABAAEAAAIBRAA7")  # 1x1 transparent GIF
@@ -72,8 +73,7 @@ class Redirect:
 class Tracking:
     def __init__(self, links: LinkSigner, ledger: Ledger, stats: CampaignStats) -> None:
         self._links = links
-        self._ledger = ledger
-        self._stats = stats
+        self._recorder = Recorder(ledger, stats)
 
     def opened(self, token: str) -> bool:
         """Record an open (answered with the pixel whatever happens: a pixel never shows an error)."""
@@ -97,7 +97,6 @@ class Tracking:
 
     def _record(self, user: str, campaign: str, email: str, kind: str, detail: str) -> None:
         try:
-            if self._ledger.record_feedback(user, campaign, email, kind, detail):
-                self._stats.add(user, campaign, **{kind: 1})
+            self._recorder.feedback(user, campaign, email, kind, detail)
         except Exception as exc:  # the reader's redirect matters more than the count
             log.warning("tracking not recorded", user=user, campaign=campaign, error=type(exc).__name__)

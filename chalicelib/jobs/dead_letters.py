@@ -30,8 +30,9 @@ from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import FAILED, FINAL, UNATTRIBUTED, Entry, Ledger, message_key, unattributed_day
+from chalicelib.stores.ledger import FAILED, FINAL, Entry, Ledger
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.recorder import Recorder
 
 RECHECK_S = 6 * 3600  # a dead letter already looked at is looked at again after this
 LATER_S = 900  # ... or after this, when its recipient could not be settled yet
@@ -59,17 +60,17 @@ class DeadLetters:
         sqs: Any,
         ledger: Ledger,
         stats: CampaignStats,
-        payloads: PayloadStore | None = None,
-        failed_copies: FailedCopies | None = None,
+        payloads: PayloadStore,
+        failed_copies: FailedCopies,
+        queue_name: str,
         clock: Callable[[], float] = time.time,
-        queue_name: str | None = None,
     ) -> None:
         self._settings = settings
-        self._queue_name = queue_name or settings.resources.dead_letter_queue.name
+        self._queue_name = queue_name
         self._failed_copies = failed_copies
         self._sqs = sqs
         self._ledger = ledger
-        self._stats = stats
+        self._recorder = Recorder(ledger, stats)
         self._payloads = payloads
         self._clock = clock
 
@@ -108,21 +109,17 @@ class DeadLetters:
         if self._clock() * 1000 - sent_ms < MIN_AGE_S * 1000:
             return False
         body = message["Body"]
-        if self._payloads is not None:
-            try:
-                body = self._payloads.unwrap(body)
-            except Exception as exc:  # S3 unreachable, or the payload expired: try again later
-                log.warning("dead letter's payload unavailable", error=type(exc).__name__)
-                return False
+        try:
+            body = self._payloads.unwrap(body)
+        except Exception as exc:  # S3 unreachable, or the payload expired: try again later
+            log.warning("dead letter's payload unavailable", error=type(exc).__name__)
+            return False
         try:
             email = QueuedEmail.from_json(body)
         except MessageInvalid as exc:
             # The drainer recorded it under `_unattributed` when it read it; recording again is a no-op.
             result.unreadable += 1
-            reason = f"unreadable queued message in {queue_name}: {exc}"
-            day = unattributed_day()
-            if self._ledger.record_rejected(UNATTRIBUTED, day, [(message_key(body), reason)]):
-                self._stats.add(UNATTRIBUTED, day, rejected=1, error=reason)
+            self._recorder.unattributed(body, f"unreadable queued message in {queue_name}: {exc}")
             return True
         claim = self._ledger.claim(email.user_id, email.campaign_id, email.recipient_email, CLAIM_S)
         if isinstance(claim, Entry):
@@ -131,18 +128,11 @@ class DeadLetters:
                 return True
             return False  # a live claim: a sender (or its Send event) settles it, or its claim expires
         reason = REASON.format(n=MAX_RECEIVE_COUNT, q=self._queue_name)
-        if self._failed_copies is not None:  # kept first, so that retry-failed finds its email
-            try:
-                self._failed_copies.save(email)
-            except Exception as exc:  # recorded all the same; only its retry is not possible
-                log.warning("failed email not kept for retry", user=email.user_id, error=type(exc).__name__)
-        if self._ledger.finish(claim, FAILED, reason=reason):
-            self._stats.add(email.user_id, email.campaign_id, failed=1, error=reason)
+        try:  # kept first, so that retry-failed finds its email
+            self._failed_copies.save(email)
+        except Exception as exc:  # recorded all the same; only its retry is not possible
+            log.warning("failed email not kept for retry", user=email.user_id, error=type(exc).__name__)
+        address = email.recipient_email
+        if self._recorder.finished(claim, email.user_id, email.campaign_id, address, FAILED, reason=reason):
             result.recorded_failed += 1
-            log.warning(
-                "dead letter recorded failed",
-                user=email.user_id,
-                campaign=email.campaign_id,
-                recipient=email.recipient_email,
-            )
         return True

@@ -23,14 +23,14 @@ from dataclasses import dataclass, field
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import MAX_DELAY_S, expired_reason
-from chalicelib.queueing.enqueuer import Enqueuer, Outgoing
-from chalicelib.queueing.tenant_queues import TenantQueues
+from chalicelib.queueing.email_queue import EmailQueue
+from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import CANCELLED, EXPIRED, Ledger
-from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.schedule import ScheduleStore, StoredBatch, held_bucket
+from chalicelib.stores.recorder import Recorder
+from chalicelib.stores.schedule import ScheduleStore, StoredBatch
 
 CANCELLED_REASON = "campaign cancelled before its scheduled time"
 
@@ -53,19 +53,15 @@ class Releaser:
         ledger: Ledger,
         stats: CampaignStats,
         control: CampaignControl,
-        queues: TenantQueues,
-        enqueuer: Enqueuer,
-        payloads: PayloadStore | None,
+        email_queue: EmailQueue,
         start_drain: Callable[[str, int | None], None],
     ) -> None:
         self._settings = settings
         self._store = store
-        self._ledger = ledger
-        self._stats = stats
+        self._recorder = Recorder(ledger, stats)
+        self._stats = stats  # also keeps each campaign's schedule partitions
         self._control = control
-        self._queues = queues
-        self._enqueuer = enqueuer
-        self._payloads = payloads
+        self._email_queue = email_queue
         self._start_drain = start_drain
 
     def release(self, now_ms: int | None = None) -> ReleaseResult:
@@ -101,36 +97,9 @@ class Releaser:
         buckets = self._stats.schedule_buckets(user_id, campaign_id)
         for batch in self._store.of_campaign(user_id, campaign_id, buckets):
             keys = [e for e, _ in self._store.emails(batch)]
-            done = self._ledger.record_unsent(user_id, campaign_id, CANCELLED, keys, CANCELLED_REASON)
-            self._stats.add(user_id, campaign_id, cancelled=done)
+            done = self._recorder.unsent(user_id, campaign_id, CANCELLED, keys, CANCELLED_REASON)
             self._store.remove(batch)
             n += done
-        return n
-
-    def release_held(self, user_id: str, campaign_id: str | None = None) -> int:
-        """Put a resumed campaign's (or tenant's) held email back on its queue now, and start its drain.
-
-        Called after the resume is written: a sender that holds email after this read sees the resume
-        itself and puts that email back (chalicelib.send.drainer), so nothing stays held."""
-        starts: set[str] = set()
-        n = 0
-        for batch in self._store.held(held_bucket(user_id, campaign_id)):
-            emails = self._store.emails(batch)
-            wrap = self._payloads.wrap if self._payloads is not None else None
-            outgoing = [
-                Outgoing(key=e, body=wrap(batch.user_id, batch.campaign_id, b) if wrap else b) for e, b in emails
-            ]
-            failures = self._enqueuer.send(self._queues.ensure(batch.queue, batch.user_id), outgoing)
-            if failures:  # kept for the next resume or release; the queued ones are duplicates then
-                log.error("held email not released", item=batch.item, reason=failures[0].reason)
-                continue
-            self._store.remove(batch)
-            n += len(emails)
-            starts.add(batch.queue)
-        for queue in starts:
-            self._start_drain(queue, None)
-        if n:
-            log.info("held email released", user=user_id, campaign=campaign_id, emails=n)
         return n
 
     def _release_one(self, batch: StoredBatch, now: int, result: ReleaseResult) -> None:
@@ -138,28 +107,18 @@ class Releaser:
         keys = [e for e, _ in emails]
         user, campaign = batch.user_id, batch.campaign_id
         if self._control.state(user, campaign) == CAMPAIGN_CANCELLED:
-            n = self._ledger.record_unsent(user, campaign, CANCELLED, keys, CANCELLED_REASON)
-            self._stats.add(user, campaign, cancelled=n)
+            n = self._recorder.unsent(user, campaign, CANCELLED, keys, CANCELLED_REASON)
             result.cancelled += n
         elif batch.deadline_ms is not None and now >= batch.deadline_ms:
             reason = expired_reason(batch.deadline_ms)
-            n = self._ledger.record_unsent(user, campaign, EXPIRED, keys, reason)
-            self._stats.add(user, campaign, expired=n, error=reason)
-            result.expired += n
-            log.info("scheduled email expired", user=user, campaign=campaign, recipients=n, reason=reason)
+            result.expired += self._recorder.unsent(user, campaign, EXPIRED, keys, reason)
         else:
             delay = min(MAX_DELAY_S, max(0, math.ceil((batch.due_ms - now) / 1000)))
-            wrap = self._payloads.wrap if self._payloads is not None else None
-            outgoing = [
-                Outgoing(key=e, body=wrap(user, campaign, body) if wrap else body, delay_seconds=delay)
-                for e, body in emails
-            ]
-            url = self._queues.ensure(batch.queue, user)
-            failures = self._enqueuer.send(url, outgoing)
+            outgoing = [Outgoing(key=e, body=body, delay_seconds=delay) for e, body in emails]
+            failures = self._email_queue.put(batch.queue, user, campaign, outgoing)
             failed = {f.key for f in failures}
             queued = [e for e in keys if e not in failed]
-            n = self._ledger.record_released(user, campaign, queued)
-            self._stats.add(user, campaign, queued=n)
+            self._recorder.released(user, campaign, queued)
             result.released += len(queued)
             if queued:
                 start = max(batch.due_ms, now)

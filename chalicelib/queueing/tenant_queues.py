@@ -75,7 +75,7 @@ def plan_tenant_queue(settings: Settings, queue_name: str, user_id: str) -> Queu
 
 
 class TenantQueues:
-    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueActivity | None = None) -> None:
+    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueActivity) -> None:
         self._settings = settings
         self._sqs = sqs
         self._cw = cloudwatch
@@ -102,7 +102,7 @@ class TenantQueues:
         if queue_name == self._settings.resources.free_queue.name:
             return self.url(queue_name)  # provisioned with the platform, never created here
         day = utc_day()
-        if self._activity is not None and self._touched.get(queue_name) != day:
+        if self._touched.get(queue_name) != day:
             if self._activity.touch(user_id, day):
                 self.forget(queue_name)
             with self._lock:

@@ -38,7 +38,7 @@ def run(container: Any, request: DrainRequest, queue: str, context: Any) -> Drai
     if result.unfinished:
         container.reinvoke(context.function_name, queue, request.generation + 1, lease.token)
     else:
-        leases.release(lease)
+        leases.drop(lease)
     return result
 
 

@@ -158,3 +158,24 @@ class QueuePacing:
             limiters = [*self._own.values(), *([self._queue] if self._queue else [])]
         for limiter in limiters:
             limiter.slow_down(factor, for_seconds)
+
+
+class Pacings:
+    """Each queue's pacing in this container. Kept per container, so that a re-invocation landing in the same
+    container goes on from the last slot instead of starting with a fresh window."""
+
+    def __init__(self) -> None:
+        self._by_queue: dict[str, QueuePacing] = {}
+        self._lock = threading.Lock()
+
+    def of(self, queue_name: str) -> QueuePacing:
+        with self._lock:
+            if queue_name not in self._by_queue:
+                self._by_queue[queue_name] = QueuePacing()
+            return self._by_queue[queue_name]
+
+    def rate(self, queue_name: str) -> float:
+        """The queue's highest rate so far (0.0 before its first send here)."""
+        with self._lock:
+            pacing = self._by_queue.get(queue_name)
+        return pacing.rate if pacing else 0.0

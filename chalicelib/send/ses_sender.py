@@ -104,9 +104,8 @@ def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
 
 
 class SesSender:
-    def __init__(
-        self, platform_region: str, configuration_set: str | None = None, events_topic_arn: str | None = None
-    ) -> None:
+    def __init__(self, platform_region: str, configuration_set: str | None, events_topic_arn: str | None) -> None:
+        """`configuration_set` and `events_topic_arn` None: SES's events are not published (MOONSEND_SES_EVENTS=0)."""
         self._platform_region = platform_region
         self._quotas: dict[tuple[str, str], tuple[float, SendQuota]] = {}
         self._lock = threading.Lock()

@@ -119,6 +119,9 @@ class CampaignStats:
         if actions:
             self._model(user_id, campaign_id).update(actions=actions)
 
+    def flush(self) -> None:
+        """Nothing is gathered here: each `add` is written at once (BufferedStats gathers)."""
+
     def note_schedule(
         self,
         user_id: str,

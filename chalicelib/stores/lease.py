@@ -66,7 +66,8 @@ class Leases:
         """Extend a lease we hold (the re-invocation of the drainer that took it)."""
         return self._put(queue, token, hold_ms, self._model.token == token)
 
-    def release(self, lease: Lease) -> None:
+    def drop(self, lease: Lease) -> None:
+        """Give the lease up (a drain that finished): the next drain may take it at once."""
         try:
             self._model(lease.queue).delete(condition=self._model.token == lease.token)
         except DeleteError as exc:

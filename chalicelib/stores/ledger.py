@@ -376,7 +376,7 @@ class Ledger:
                 return False
             raise
 
-    def release(self, claim: Claim) -> None:
+    def unclaim(self, claim: Claim) -> None:
         """Give a claim back without an outcome (throttled, transient error): it may be retaken."""
         m = self._model
         try:

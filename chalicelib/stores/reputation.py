@@ -40,9 +40,9 @@ class Limits:
 
 
 class Reputation:
-    def __init__(self, table_name: str, region: str, limits: Limits | None = None) -> None:
+    def __init__(self, table_name: str, region: str, limits: Limits) -> None:
         self._model = bound(UsageModel, table_name, region)
-        self.limits = limits or Limits()
+        self.limits = limits
 
     def add(
         self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None

@@ -1,4 +1,4 @@
-"""The schedule store: rendered email held until its campaign's `scheduledAt`.
+"""The schedule store: rendered email kept until its campaign's `scheduledAt`.
 
 Seed 004's lesson: keep scheduled email where "what is due now" is one cheap query. Here that is a
 DynamoDB table whose partition key is the UTC minute a batch is due (`2026-12-01T08:00`): one item per
@@ -104,7 +104,8 @@ class ScheduleStore:
     ) -> StoredBatch:
         """Store one batch of rendered emails ((address, queued JSON) pairs) until `due_ms`.
 
-        With `bucket`, in that partition instead of the due minute's (held email: see `held_bucket`)."""
+        With `bucket`, in that partition instead of the due minute's (parked email:
+        chalicelib.queueing.parked_email)."""
         digest = hashlib.sha256(
             "\n".join([user_id, campaign_id, *sorted(e.lower() for e, _ in emails)]).encode("utf-8")
         ).hexdigest()[:32]
@@ -202,18 +203,9 @@ class ScheduleStore:
             self.remove(batch, keep_body=True)  # same addresses, same S3 key: the body is the new one
         return moved
 
-    def held(self, bucket: str) -> list[StoredBatch]:
-        """The batches held in one `held_bucket` partition."""
+    def parked(self, bucket: str) -> list[StoredBatch]:
+        """The batches in one partition of parked email (chalicelib.queueing.parked_email)."""
         return [_batch(i) for i in self._model.query(bucket)]
-
-
-def held_bucket(user_id: str, campaign_id: str | None = None) -> str:
-    """Where the sender holds a paused campaign's email (or a paused free-plan tenant's) until resumed.
-
-    Held email leaves the queue (no redelivery budget spent, no SQS requests while paused, however long
-    the pause) and goes back onto it the moment the campaign or tenant is resumed (Releaser.release_held).
-    Never a minute, so the releaser's minute scan never reads it."""
-    return f"held#{user_id}#{campaign_id}" if campaign_id else f"held#{user_id}"
 
 
 def _with_deadline(body: str, deadline_ms: int) -> str:

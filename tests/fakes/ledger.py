@@ -1,4 +1,4 @@
-"""In-memory stand-ins for the ledger, with the same conditions as the DynamoDB one."""
+"""The ledger in memory, with the same conditions as the DynamoDB one."""
 
 from __future__ import annotations
 
@@ -111,7 +111,7 @@ class FakeLedger:
             row.update(state="failed", reason=reason)
             return before or QUEUED
 
-    def release(self, claim):
+    def unclaim(self, claim):
         with self.lock:
             row = self.rows[(claim.pk, claim.rcpt)]
             if row.get("claim_token") == claim.token:
@@ -122,34 +122,3 @@ class FakeLedger:
 
     def final_count(self):
         return sum(1 for r in self.rows.values() if r.get("state") in FINAL)
-
-
-class FakeCampaignSenders:
-    """chalicelib.stores.campaign_sender.CampaignSenders in memory: the first snapshot of a campaign stays."""
-
-    def __init__(self) -> None:
-        self.fixed: dict[tuple[str, str], object] = {}
-
-    def fix(self, user_id, campaign_id, snapshot) -> None:
-        from chalicelib.core.errors import SenderRefused
-
-        fixed = self.fixed.setdefault((user_id, campaign_id), snapshot)
-        differences = snapshot.differences(fixed)
-        if differences:
-            raise SenderRefused("sender: " + "; ".join(differences))
-
-
-class FakeFreeAddresses:
-    def __init__(self) -> None:
-        self.owners: dict[str, str] = {}
-
-    def claim(self, user_id, address, now_ms) -> None:
-        from chalicelib.core.errors import SenderRefused
-
-        if self.owners.setdefault(address.lower(), user_id) != user_id:
-            raise SenderRefused(f"sender.emailAddress: {address} is another tenant's")
-
-
-def no_account(_sender) -> str:
-    """account_of for unit tests whose tenants never change keys."""
-    return "111111111111"

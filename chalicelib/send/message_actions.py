@@ -1,0 +1,121 @@
+"""What is done with a received SQS message once its outcome is known (the Actions of chalicelib.send.outcomes).
+
+Every action but DELETE leaves the email on the queue, as the same message or as a fresh copy. A fresh
+copy is sent before the original is deleted, so a crash in between leaves two copies and the ledger's
+claim sends one; never none.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from chalicelib.core import log
+from chalicelib.core.contract import MAX_DELAY_S
+from chalicelib.core.resources import MAX_RECEIVE_COUNT
+from chalicelib.send.outcomes import Outcome, Verdict
+from chalicelib.stores.payloads import PayloadStore
+
+MAX_BACK_OFF_S = 900
+THROTTLES_ATTRIBUTE = "moonsend-throttles"
+
+
+class MessageActions:
+    def __init__(self, sqs: Any, payloads: PayloadStore) -> None:
+        self._sqs = sqs
+        self._payloads = payloads
+
+    def delete(self, url: str, messages: list[dict[str, Any]]) -> None:
+        """Delete recorded messages, ten per call, and their S3 bodies (the list is emptied)."""
+        while messages:
+            batch, messages[:] = messages[:10], messages[10:]
+            resp = self._sqs.delete_message_batch(
+                QueueUrl=url,
+                Entries=[{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(batch)],
+            )
+            failed = {bad["Id"] for bad in resp.get("Failed", [])}
+            for bad in resp.get("Failed", []):
+                # Recorded already; if it comes back, the next drain sees it again.
+                log.warning("delete failed", code=bad.get("Code"), reason=bad.get("Message"))
+            for i, m in enumerate(batch):
+                if str(i) not in failed:
+                    self._discard(m["Body"])
+
+    def requeue_later(self, url: str, message: dict[str, Any]) -> None:
+        """Put a throttled email back with a growing delay, as a fresh message.
+
+        Throttling is not the email's fault: holding the same message invisible would count each try
+        against the queue's maxReceiveCount and a throttling storm would dead-letter good email. A new
+        copy starts its count afresh.
+        """
+        throttles = int(message.get("MessageAttributes", {}).get(THROTTLES_ATTRIBUTE, {}).get("StringValue", "0"))
+        delay = min(MAX_DELAY_S, 2 ** min(throttles + 1, 10))
+        self._sqs.send_message(
+            QueueUrl=url,
+            MessageBody=message["Body"],
+            DelaySeconds=delay,
+            MessageAttributes={THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}},
+        )
+        self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def back_off(self, url: str, message: dict[str, Any]) -> None:
+        """The same message invisible for a delay that grows with its receives."""
+        delay = min(MAX_BACK_OFF_S, 2 ** min(_receives(message), 10))
+        try:
+            self._sqs.change_message_visibility(
+                QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=delay
+            )
+        except ClientError as exc:
+            # SQS delivered this message twice and the other copy's sender has deleted it: nothing to
+            # back off. (Any other refusal leaves the message to come back after its visibility timeout.)
+            log.info("back-off not applied", queue=url.rsplit("/", 1)[-1], code=exc.response["Error"]["Code"])
+
+    def wait_for_claim(self, url: str, message: dict[str, Any], verdict: Verdict) -> None:
+        """Another copy's claim is live: look again later.
+
+        On its last receive but one, backing off once more would let SQS dead-letter it with no outcome
+        recorded, so a fresh copy (its count started again) goes instead: soon for a sender at work; for a
+        dead one's (whose Send event is what it waits for) just after its claim expires (at most SQS's 15
+        minutes of delay; it waits again if the claim is longer)."""
+        if _receives(message) < MAX_RECEIVE_COUNT - 1:
+            self.back_off(url, message)
+            return
+        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=_claim_delay(verdict))
+        try:
+            self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        except ClientError as exc:  # deleted already by the other copy's sender: the new copy finds it sent
+            log.info("requeued copy's original already gone", code=exc.response["Error"]["Code"])
+
+    def visible_now(self, url: str, message: dict[str, Any]) -> None:
+        """Back on the queue at once. For a message on its last receive, the next receive passes
+        maxReceiveCount and SQS moves it to the dead-letter queue."""
+        self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
+
+    def keep_on_queue(self, url: str, message: dict[str, Any]) -> None:
+        """A paused tenant's email back for later as a fresh message (its redelivery budget intact), when it
+        cannot be parked."""
+        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=MAX_DELAY_S)
+        self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
+    def _discard(self, body: str) -> None:
+        try:
+            self._payloads.discard(body)
+        except Exception as exc:
+            log.warning("payload not deleted", error=type(exc).__name__)
+
+
+def _claim_delay(verdict: Verdict) -> int:
+    """Seconds until a waiting copy's fresh twin should be looked at: a live sender's claim ends within
+    seconds (32 s); a dead one's when the claim expires (a second after, at most SQS's 15 minutes)."""
+    if verdict.outcome is not Outcome.ORPHANED:
+        return 2**MAX_RECEIVE_COUNT
+    if verdict.claim_until_ms is None:
+        return MAX_DELAY_S
+    return max(2**MAX_RECEIVE_COUNT, min(MAX_DELAY_S, math.ceil(verdict.claim_until_ms / 1000 - time.time()) + 1))
+
+
+def _receives(message: dict[str, Any]) -> int:
+    return int(message.get("Attributes", {}).get("ApproximateReceiveCount", "1"))

@@ -1,0 +1,157 @@
+"""Recording what happened to a recipient: the ledger's transition, its counter and its log line, in one call.
+
+The ledger is the record of truth and the campaign's counters follow it: a counter moves only when its
+transition was new, so a redelivered event or a second copy of an email never counts twice. Every stage
+records through here, so no stage can write a state and forget its count (or count a state it did not
+write). The counter of a state has the state's name (`sent`, `failed`, ...: chalicelib.stores.campaign_stats).
+
+`counts` is the campaign counters' writer: CampaignStats writes each call, BufferedStats gathers them
+(the sender's, one write per second per campaign; precompile's, one write per message).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from chalicelib.core import log
+from chalicelib.stores.ledger import (
+    FAILED,
+    QUEUED,
+    REJECTED,
+    SENT,
+    UNATTRIBUTED,
+    Claim,
+    Ledger,
+    message_key,
+    unattributed_day,
+)
+
+
+class Counts(Protocol):
+    def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class Recorder:
+    def __init__(self, ledger: Ledger, counts: Counts) -> None:
+        self._ledger = ledger
+        self._counts = counts
+
+    def finished(
+        self,
+        claim: Claim,
+        user_id: str,
+        campaign_id: str,
+        address: str,
+        state: str,
+        *,
+        reason: str | None = None,
+        message_id: str | None = None,
+    ) -> bool:
+        """A claimed recipient's outcome (sent, failed, suppressed, cancelled, expired). False when it had one:
+        SES's Send event was faster, or the claim expired and another copy's sender recorded it."""
+        if not self._ledger.finish(claim, state, message_id=message_id, reason=reason):
+            log.debug("outcome already recorded", user=user_id, campaign=campaign_id, recipient=address, state=state)
+            return False
+        self._counts.add(user_id, campaign_id, error=reason if state != SENT else None, **{state: 1})
+        # A line per sent email at INFO would cost CPU at high rates and log ingestion on every email: the
+        # ledger is the per-email record, and each drain logs a summary.
+        level = log.debug if state == SENT else log.info
+        level(state, user=user_id, campaign=campaign_id, recipient=address, reason=reason, message_id=message_id)
+        return True
+
+    def unattributed(self, body: str, reason: str) -> bool:
+        """A message with no recipient to record it against: rejected under `_unattributed` and the UTC day,
+        by its digest (once, however often it comes back), where `moonsend status` counts it."""
+        day = unattributed_day()
+        return self.rejected(UNATTRIBUTED, day, [(message_key(body), reason)]) > 0
+
+    def rejected(self, user_id: str, campaign_id: str, records: list[tuple[str, str]]) -> int:
+        """Recipients (or message digests) refused with their reasons; one log line each for a small batch."""
+        new = self._ledger.record_rejected(user_id, campaign_id, records)
+        if new:
+            self._counts.add(user_id, campaign_id, error=records[-1][1], **{REJECTED: new})
+        if len(records) <= 20:
+            for key, reason in records:
+                log.info("rejected", user=user_id, campaign=campaign_id, recipient=key, reason=reason)
+        elif records:
+            log.info("rejected", user=user_id, campaign=campaign_id, recipients=len(records), reason=records[-1][1])
+        return new
+
+    def unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
+        """Unclaimed recipients that will not be sent (cancelled, expired) with the reason."""
+        n = self._ledger.record_unsent(user_id, campaign_id, state, emails, reason)
+        if n:
+            self._counts.add(user_id, campaign_id, error=reason, **{state: n})
+            log.info(state, user=user_id, campaign=campaign_id, recipients=n, reason=reason)
+        return n
+
+    def queued(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Recipients whose email is on the queue. Counted all, recorded where the sender was not faster
+        (its outcome is then already there, and `queued` would only go back in time)."""
+        self._ledger.record_queued(user_id, campaign_id, emails)
+        self._counts.add(user_id, campaign_id, **{QUEUED: len(emails)})  # 0 too: precompile's count of the message
+        return len(emails)
+
+    def released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        """Scheduled recipients whose email is now on the queue."""
+        n = self._ledger.record_released(user_id, campaign_id, emails)
+        if n:
+            self._counts.add(user_id, campaign_id, **{QUEUED: n})
+        return n
+
+    def scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
+        n = self._ledger.record_scheduled(user_id, campaign_id, emails)
+        if n:
+            self._counts.add(user_id, campaign_id, scheduled=n)
+        return n
+
+    def suppressed(self, user_id: str, campaign_id: str, records: list[tuple[str, str]]) -> int:
+        """Recipients on the suppression list when their email was to be queued, with why."""
+        n = self._ledger.record_suppressed(user_id, campaign_id, records)
+        if n:
+            self._counts.add(user_id, campaign_id, error=records[-1][1], suppressed=n)
+        return n
+
+    def sent_event(self, user_id: str, campaign_id: str, address: str, message_id: str) -> bool:
+        """SES's Send event: `sent`, if the sender has not recorded it (it died, or is not there yet).
+        SES's event often beats the sender's own record: expected, so DEBUG, not a warning."""
+        if not self._ledger.record_sent_event(user_id, campaign_id, address, message_id):
+            return False
+        self._counts.add(user_id, campaign_id, **{SENT: 1})
+        log.debug("sent, from SES's Send event", user=user_id, campaign=campaign_id, recipient=address)
+        return True
+
+    def failed_event(self, user_id: str, campaign_id: str, address: str, message_id: str, reason: str) -> bool:
+        """SES's Reject event: `failed`, replacing the `sent` the sender recorded for that very message."""
+        before = self._ledger.record_failed_event(user_id, campaign_id, address, message_id, reason)
+        if before is None:
+            return False
+        self._counts.add(user_id, campaign_id, error=reason, **{FAILED: 1, SENT: -1 if before == SENT else 0})
+        log.info("failed", user=user_id, campaign=campaign_id, recipient=address, reason=reason)
+        return True
+
+    def reopened(self, user_id: str, campaign_id: str, address: str, *, was_failed: bool) -> bool:
+        """A recipient queued again by retry-failed: taken off `failed` (and counted `retried`) if it was failed,
+        or retaken after an earlier retry died half-way."""
+        if not self._ledger.reopen(user_id, campaign_id, address):
+            return False  # another retry took it, or its earlier retry is recent and still on its way
+        if was_failed:
+            self._counts.add(user_id, campaign_id, failed=-1, retried=1)
+        return True
+
+    def flush(self) -> None:
+        """Write the counts gathered so far (a no-op where each is written at once)."""
+        self._counts.flush()
+
+    def feedback(
+        self, user_id: str, campaign_id: str, address: str, kind: str, detail: str, message_id: str | None = None
+    ) -> bool:
+        """What happened after sending (delivered, bounced, complained, opened, clicked, unsubscribed): the
+        first of each kind per recipient."""
+        if not self._ledger.record_feedback(user_id, campaign_id, address, kind, detail, message_id):
+            return False
+        self._counts.add(user_id, campaign_id, **{kind: 1})
+        log.debug(kind, user=user_id, campaign=campaign_id, recipient=address)
+        return True

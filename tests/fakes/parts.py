@@ -1,0 +1,106 @@
+"""Units built from a fake per port: every collaborator given, the ones a test cares about passed in.
+
+Tests name what they watch (the SQS, SES, ledger or store they assert on) and take the rest from here,
+so a unit under test is always whole: no test runs a drainer or a precompiler with a part left out.
+"""
+
+from __future__ import annotations
+
+from chalicelib.core.config import Settings
+from chalicelib.core.links import LinkSigner
+from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.queueing.email_queue import EmailQueue
+from chalicelib.queueing.enqueuer import Enqueuer
+from chalicelib.queueing.parked_email import ParkedEmail
+from chalicelib.send.drainer import Drainer
+from tests.fakes.control import FakeControl
+from tests.fakes.daily_cap import FakeCap
+from tests.fakes.ledger import FakeLedger
+from tests.fakes.queues import FakeQueues
+from tests.fakes.reputation import FakeReputation
+from tests.fakes.s3 import failed_copies, payloads
+from tests.fakes.schedule import FakeSchedule
+from tests.fakes.senders import FakeCampaignSenders, FakeFreeAddresses, no_account
+from tests.fakes.stats import FakeStats
+from tests.fakes.suppressions import FakeSuppressions
+from tests.fakes.tenants import FakeTenants
+
+
+def links() -> LinkSigner:
+    return LinkSigner(b"unit-test-link-secret", "https://moonsend.test")
+
+
+class Starts(list):
+    """start_drain: the drains asked for, as (queue, start at)."""
+
+    def __call__(self, queue, at):
+        self.append((queue, at))
+
+
+def email_queue(sqs, payload_store=None, queues=None) -> EmailQueue:
+    return EmailQueue(queues or FakeQueues(), Enqueuer(sqs, sleep=lambda _s: None), payload_store or payloads())
+
+
+def drainer(
+    settings: Settings,
+    sqs,
+    ses,
+    tenants,
+    *,
+    stats=None,
+    ledger=None,
+    payload_store=None,
+    suppressions=None,
+    control=None,
+    schedule=None,
+    reputation=None,
+) -> Drainer:
+    payload_store = payload_store or payloads()
+    parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store), Starts())
+    return Drainer(
+        settings,
+        sqs,
+        tenants,
+        stats or FakeStats(),
+        ses,
+        ledger or FakeLedger(),
+        payload_store,
+        suppressions or FakeSuppressions(),
+        links(),
+        reputation or FakeReputation(),
+        control or FakeControl(),
+        failed_copies(),
+        parked,
+    )
+
+
+def precompiler(
+    settings: Settings,
+    sqs,
+    *,
+    tenants=None,
+    queues=None,
+    stats=None,
+    ledger=None,
+    payload_store=None,
+    daily_cap=None,
+    suppressions=None,
+    schedule=None,
+    campaign_senders=None,
+) -> Precompiler:
+    return Precompiler(
+        settings,
+        TemplateCache(),
+        tenants or FakeTenants(),
+        email_queue(sqs, payload_store, queues),
+        stats or FakeStats(),
+        ledger or FakeLedger(),
+        campaign_senders or FakeCampaignSenders(),
+        FakeFreeAddresses(),
+        no_account,
+        daily_cap or FakeCap(),
+        suppressions or FakeSuppressions(),
+        links(),
+        schedule or FakeSchedule(),
+    )

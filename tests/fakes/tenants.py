@@ -1,0 +1,23 @@
+"""The tenant registry in memory: tenants as given, keys accepted as the producer sends them."""
+
+from __future__ import annotations
+
+from chalicelib.stores.tenants import KeyVersion
+
+
+class FakeTenants:
+    def __init__(self, *tenants):
+        self.by_id = {t.user_id: t for t in tenants}
+        self.remembered = []
+        self.paused_now = []
+
+    def get(self, user_id, fresh=False):
+        return self.by_id.get(user_id)
+
+    def accept(self, user_id, plan, sender, account_of):
+        self.remembered.append((user_id, plan, sender))
+        return KeyVersion(1, sender.api_key, sender.api_secret, "111111111111") if sender.has_own_account else None
+
+    def pause(self, user_id, reason):
+        self.paused_now.append((user_id, reason))
+        return True

@@ -120,7 +120,7 @@ def test_a_throttling_storm_delays_email_but_sends_each_once_and_dead_letters_no
     # The drainer learns MaxSendRate 20 and caches it; then SES drops to 3/s: most sends are throttled.
     from chalicelib.core.contract import Sender
 
-    wiring.container().drainer._ses.quota(
+    wiring.container().ses.quota(  # the SesSender the drainer sends with
         Sender(sender["emailAddress"], "", "us-east-1", key, sender["apiSecret"], 20.0)
     )
     stack.ses.configure(key, max_send_rate=3)

@@ -141,7 +141,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
     from chalicelib import wiring
     from chalicelib.core.contract import QueuedEmail
-    from chalicelib.stores.ledger import FINAL, UNATTRIBUTED, unattributed_day
+    from chalicelib.stores.ledger_model import FINAL, UNATTRIBUTED, unattributed_day
     from infra.local.faults import FaultPlan, Faults
     from infra.local.stack import LocalStack, StackConfig
     from infra.producer import CampaignSpec, messages, publish

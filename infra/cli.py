@@ -463,7 +463,7 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from chalicelib.stores.ledger import STATES
+    from chalicelib.stores.ledger_model import STATES
 
     p = argparse.ArgumentParser(prog="moonsend", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)

@@ -10,7 +10,7 @@ import pytest
 from chalicelib import wiring
 from chalicelib.queueing.parked_email import parked_bucket
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
-from chalicelib.stores.ledger import FAILED, SENT
+from chalicelib.stores.ledger_model import FAILED, SENT
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
 

@@ -2,8 +2,10 @@ import json
 
 import pytest
 
-from chalicelib.core.contract import QueuedEmail, parse_precompile_message, parse_rate
+from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
+from chalicelib.core.fields import parse_rate
+from chalicelib.core.message_parser import parse_precompile_message
 from tests.conftest import canonical
 
 

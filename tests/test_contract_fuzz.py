@@ -24,7 +24,7 @@ from chalicelib.core.config import Settings
 from chalicelib.core.errors import RenderFailed, TemplateInvalid
 from chalicelib.ingest.precompile import Precompiler
 from chalicelib.ingest.renderer import TemplateCache
-from chalicelib.stores.ledger import REJECTED, STATES
+from chalicelib.stores.ledger_model import REJECTED, STATES
 from tests.conftest import canonical
 from tests.fakes import FakeLedger, FakeSqs, parts
 

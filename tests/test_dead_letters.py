@@ -7,7 +7,7 @@ from typing import Any
 
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
-from chalicelib.stores.ledger import FAILED, QUEUED, SENT
+from chalicelib.stores.ledger_model import FAILED, QUEUED, SENT
 from tests.fakes import FakeLedger, FakeStats, payloads
 from tests.test_drainer import SETTINGS, queued
 

@@ -10,8 +10,8 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
 from chalicelib.send.identity import NO_KEYS_REASON
-from chalicelib.stores.ledger import UNATTRIBUTED, Entry, message_key, unattributed_day
-from chalicelib.stores.tenants import KeyVersion, Tenant
+from chalicelib.stores.ledger_model import UNATTRIBUTED, Entry, message_key, unattributed_day
+from chalicelib.stores.tenant_model import KeyVersion, Tenant
 from tests.fakes import (
     FakeLedger,
     FakeS3,

@@ -7,7 +7,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.core.contract import QueuedEmail
-from chalicelib.stores.ledger import Entry
+from chalicelib.stores.ledger_model import Entry
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends

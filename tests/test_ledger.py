@@ -3,7 +3,7 @@
 from concurrent.futures import ThreadPoolExecutor
 
 from chalicelib import wiring
-from chalicelib.stores.ledger import Claim, Entry
+from chalicelib.stores.ledger_model import Claim, Entry
 
 
 def test_of_many_concurrent_claims_on_one_recipient_exactly_one_wins(stack, uid):

@@ -274,7 +274,7 @@ def test_destroy_plan_removes_tenant_queues_and_alarms_and_keeps_the_tables_unle
 
 
 def test_the_smoke_campaign_is_a_valid_message():
-    from chalicelib.core.contract import parse_precompile_message
+    from chalicelib.core.message_parser import parse_precompile_message
 
     (msg,) = smoke_messages("ops@example.com", "smoke-1")
     req = parse_precompile_message(json.dumps(msg))

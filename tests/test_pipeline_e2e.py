@@ -171,7 +171,7 @@ def test_every_kind_of_bad_input_is_recorded_with_its_reason_and_the_good_still_
 
     # No usable tenant id: recorded under `_unattributed` and the day, keyed by the message's digest,
     # with the reason and the ids that were given.
-    from chalicelib.stores.ledger import UNATTRIBUTED, message_key
+    from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key
     from infra.status import snapshot
 
     day = time.strftime("%Y-%m-%d", time.gmtime())

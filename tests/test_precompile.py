@@ -100,7 +100,7 @@ def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
     ],
 )
 def test_a_message_with_no_usable_tenant_is_recorded_once_under_unattributed_however_often_redelivered(raw, reason):
-    from chalicelib.stores.ledger import UNATTRIBUTED, message_key
+    from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key
 
     p, sqs, _t, _q, stats = _precompiler()
     p.handle(raw)
@@ -241,7 +241,7 @@ def test_whatever_a_recipients_data_makes_a_filter_raise_rejects_that_recipient_
 
 
 def test_a_message_nested_past_the_parsers_limit_is_recorded_invalid_not_lost():
-    from chalicelib.stores.ledger import UNATTRIBUTED, message_key
+    from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key
 
     msg = canonical()
     deep = "[" * 3000 + "]" * 3000

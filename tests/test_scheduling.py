@@ -13,14 +13,15 @@ import pytest
 from chalicelib import wiring
 from chalicelib.control.campaign_actions import CampaignActions
 from chalicelib.core.config import Settings
-from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant, parse_precompile_message
+from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant
 from chalicelib.core.errors import MessageInvalid
+from chalicelib.core.message_parser import parse_precompile_message
 from chalicelib.core.routing import queue_for
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
-from chalicelib.stores.ledger import CANCELLED, EXPIRED, QUEUED, SCHEDULED
+from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, QUEUED, SCHEDULED
 from chalicelib.stores.schedule import ScheduleStore, minute_of
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish

@@ -133,7 +133,7 @@ def _record(kind, account="111122223333"):
 
 def _acme(account="111122223333"):
     from chalicelib.core.contract import Sender
-    from chalicelib.stores.tenants import KeyVersion, Tenant
+    from chalicelib.stores.tenant_model import KeyVersion, Tenant
 
     keys = (KeyVersion(1, "AKIA", "s", account),)
     return Tenant("acme", "paid", Sender("news@acme.io", "Acme", "us-east-1", "AKIA", "s", 5.0), keys)

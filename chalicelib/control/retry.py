@@ -28,7 +28,8 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import FAILED, QUEUED, Ledger
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import FAILED, QUEUED
 from chalicelib.stores.recorder import Recorder
 
 

@@ -18,7 +18,8 @@ from chalicelib.control.campaign_actions import CampaignActions
 from chalicelib.core.contract import iso_ms
 from chalicelib.feedback.reports import NOT_FOUND, Answer, Reports
 from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.ledger import STATES, Ledger
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import STATES
 
 UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
 MAX_PAGE = 1000

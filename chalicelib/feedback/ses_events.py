@@ -125,37 +125,52 @@ class SesEvents:
                 event=event.event_type,
             )
             return "untrusted"
-        if event.event_type == "Send":
-            if self._recorder.sent_event(user, campaign, to, event.message_id):
-                return "recorded sent"
+        on = {
+            "Send": self._on_send,
+            "Reject": self._on_reject,
+            "Delivery": self._on_delivery,
+            "Bounce": self._on_bounce,
+            "Complaint": self._on_complaint,
+        }.get(event.event_type)
+        if on is None:  # Open, Click (tracked by our own links), DeliveryDelay, Rendering Failure: logged
+            log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
+            return "logged"
+        return on(event, user, campaign, to)
+
+    def _on_send(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        return (
+            "recorded sent" if self._recorder.sent_event(user, campaign, to, event.message_id) else "already recorded"
+        )
+
+    def _on_reject(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
+        if not self._recorder.failed_event(user, campaign, to, event.message_id, reason):
             return "already recorded"
-        if event.event_type == "Reject":
-            reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
-            if not self._recorder.failed_event(user, campaign, to, event.message_id, reason):
-                return "already recorded"
-            return "recorded failed"
-        if event.event_type == "Delivery":
-            return self._feedback(
-                user, campaign, to, "delivered", str(event.detail.get("smtpResponse", "")), event.message_id
-            )
-        if event.event_type == "Bounce":
-            kind = str(event.detail.get("bounceType", "Undetermined"))
-            diagnostic = _bounce_diagnostic(event.detail, to)
-            outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
-            if kind == "Permanent":
-                self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
-                if outcome.startswith("recorded"):
-                    self._guard(user, bounced=1)
-            return outcome
-        if event.event_type == "Complaint":
-            kind = str(event.detail.get("complaintFeedbackType", "complaint"))
-            outcome = self._feedback(user, campaign, to, "complained", kind, event.message_id)
-            self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
+        return "recorded failed"
+
+    def _on_delivery(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        smtp = str(event.detail.get("smtpResponse", ""))
+        return self._feedback(user, campaign, to, "delivered", smtp, event.message_id)
+
+    def _on_bounce(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        """Recorded; a permanent one also suppresses the address everywhere and counts for the guard."""
+        kind = str(event.detail.get("bounceType", "Undetermined"))
+        diagnostic = _bounce_diagnostic(event.detail, to)
+        outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
+        if kind == "Permanent":
+            self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
             if outcome.startswith("recorded"):
-                self._guard(user, complained=1)
-            return outcome
-        log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
-        return "logged"
+                self._guard(user, bounced=1)
+        return outcome
+
+    def _on_complaint(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        """Recorded; the address suppressed for this tenant, and counted for the guard."""
+        kind = str(event.detail.get("complaintFeedbackType", "complaint"))
+        outcome = self._feedback(user, campaign, to, "complained", kind, event.message_id)
+        self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
+        if outcome.startswith("recorded"):
+            self._guard(user, complained=1)
+        return outcome
 
     def _guard(self, user: str, **counts: int) -> None:
         """Count it against the tenant's rolling window, and pause the tenant if that is now too high."""

@@ -24,10 +24,10 @@ from chalicelib.core.contract import (
     Recipient,
     RejectedRecipient,
     expired_reason,
-    parse_precompile_message,
 )
 from chalicelib.core.errors import FieldError, MessageInvalid, RenderFailed, SenderRefused, TemplateInvalid
 from chalicelib.core.links import LinkSigner
+from chalicelib.core.message_parser import parse_precompile_message
 from chalicelib.core.routing import queue_for
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign, TemplateCache, template_variables
@@ -38,7 +38,8 @@ from chalicelib.stores.campaign_sender import CampaignSenders, SenderSnapshot
 from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.stores.daily_cap import DailyCap, batch_id, cap_reason
 from chalicelib.stores.free_senders import FreeAddresses
-from chalicelib.stores.ledger import EXPIRED, REJECTED, SUPPRESSED, Ledger
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions

@@ -15,9 +15,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core.contract import RejectedRecipient, envelope_ids, is_email
+from chalicelib.core.contract import RejectedRecipient
 from chalicelib.core.errors import MessageInvalid
-from chalicelib.stores.ledger import UNATTRIBUTED, message_key, unattributed_day
+from chalicelib.core.fields import is_email
+from chalicelib.core.message_parser import envelope_ids
+from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key, unattributed_day
 
 
 @dataclass(frozen=True)

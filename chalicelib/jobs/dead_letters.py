@@ -30,7 +30,8 @@ from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import FAILED, FINAL, Entry, Ledger
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import FAILED, FINAL, Entry
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.recorder import Recorder
 

@@ -28,7 +28,8 @@ from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.ledger import CANCELLED, EXPIRED, Ledger
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.schedule import ScheduleStore, StoredBatch
 

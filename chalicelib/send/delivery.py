@@ -35,11 +35,13 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.send.ses_sender import SesSender
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim, Entry, Ledger
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim, Entry
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.suppression import Suppressions
-from chalicelib.stores.tenants import Tenant, TenantRegistry
+from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.tenants import TenantRegistry
 
 # A claim older than this whose message came back belongs to a sender that died (a send takes seconds;
 # the message is back only after its visibility timeout).

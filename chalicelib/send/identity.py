@@ -15,7 +15,8 @@ from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.send.ses_sender import SesSender
-from chalicelib.stores.tenants import Tenant, TenantRegistry
+from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.tenants import TenantRegistry
 
 # Why email on a tenant's own queue without keys fails rather than going out through the platform's account.
 NO_KEYS_REASON = (

@@ -22,7 +22,7 @@ from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
 from chalicelib.stores.campaign_stats import CampaignStatsModel
 from chalicelib.stores.tables import bound, update_if
-from chalicelib.stores.tenants import KeyVersion
+from chalicelib.stores.tenant_model import KeyVersion
 
 _CACHE_MAX = 10_000
 

@@ -21,105 +21,41 @@ and is then dropped. It is sent again only if the event is more than 30 minutes 
 
 from __future__ import annotations
 
-import hashlib
-import json
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TypeVar
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.expressions.condition import Condition
-from pynamodb.models import Model
 
+from chalicelib.stores.ledger_model import (
+    CANCELLED,
+    EXPIRED,
+    FAILED,
+    FEEDBACK,
+    FINAL,
+    QUEUED,
+    REJECTED,
+    SCHEDULED,
+    SENT,
+    SUPPRESSED,
+    Claim,
+    Entry,
+    LedgerModel,
+    entry_of,
+    open_condition,
+    pk_of,
+)
 from chalicelib.stores.tables import bound, condition_failed, warm
 
-QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
-CANCELLED, SCHEDULED, EXPIRED = "cancelled", "scheduled", "expired"
-FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED})
-STATES = (SCHEDULED, QUEUED, SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED)
 # A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
 RETRY_STALE_MS = 15 * 60 * 1000
-FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
 RETENTION_S = 180 * 24 * 3600
 WRITE_WORKERS = 8
 T = TypeVar("T")
-
-
-class LedgerModel(Model):
-    class Meta:
-        table_name = "unbound"
-
-    pk = UnicodeAttribute(hash_key=True)  # "<userId>#<campaignId>" ('#' is not in the id alphabet)
-    rcpt = UnicodeAttribute(range_key=True)  # lower-cased address
-    email = UnicodeAttribute(null=True)
-    state = UnicodeAttribute(null=True)
-    reason = UnicodeAttribute(null=True)
-    message_id = UnicodeAttribute(null=True)
-    claim_token = UnicodeAttribute(null=True)
-    claimed_until = NumberAttribute(null=True)  # epoch ms
-    attempts = NumberAttribute(null=True)
-    retries = NumberAttribute(null=True)  # times retry-failed re-queued it
-    retried_at = NumberAttribute(null=True)  # epoch ms of the latest
-    updated_at = NumberAttribute(null=True)
-    expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
-    delivered_at = NumberAttribute(null=True)  # epoch ms, from SES's events
-    bounced_at = NumberAttribute(null=True)
-    complained_at = NumberAttribute(null=True)
-    unsubscribed_at = NumberAttribute(null=True)
-    opened_at = NumberAttribute(null=True)
-    clicked_at = NumberAttribute(null=True)
-    feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
-
-
-@dataclass(frozen=True)
-class Entry:
-    email: str
-    state: str | None
-    reason: str | None
-    message_id: str | None
-    updated_at: int | None
-    feedback: str | None = None  # delivered / bounced / complained, from SES's events
-    retries: int = 0  # times retry-failed queued it again
-    claimed_until: int | None = None  # epoch ms: a send's claim holds the recipient until then
-
-
-@dataclass(frozen=True)
-class Claim:
-    pk: str
-    rcpt: str
-    token: str
-
-
-# Where messages with no usable tenant or campaign id are recorded, under the UTC day as the campaign:
-# ids may not start with `_`, so no tenant can have this one.
-UNATTRIBUTED = "_unattributed"
-
-
-def unattributed_day() -> str:
-    return time.strftime("%Y-%m-%d", time.gmtime())
-
-
-def message_key(raw: str | bytes | dict[str, Any]) -> str:
-    """The ledger key of a rejected message with no recipient to key it by: its content's digest."""
-    if isinstance(raw, dict):
-        data = json.dumps(raw, sort_keys=True, default=str).encode("utf-8")
-    else:
-        data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
-    return f"message-{hashlib.sha256(data).hexdigest()[:32]}"
-
-
-def _pk(user_id: str, campaign_id: str) -> str:
-    return f"{user_id}#{campaign_id}"
-
-
-def _open(m: type[LedgerModel]) -> Condition:
-    """No outcome yet: unknown, scheduled or queued (the states in which an email may still be sent)."""
-    return m.state.does_not_exist() | m.state.is_in(QUEUED, SCHEDULED)
 
 
 class Ledger:
@@ -133,7 +69,7 @@ class Ledger:
     # --- precompile ------------------------------------------------------------------------------
     def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]:
         """The recipients of these addresses that the ledger knows, with their state."""
-        pk = _pk(user_id, campaign_id)
+        pk = pk_of(user_id, campaign_id)
         keys = sorted({e.lower() for e in emails})
         out: dict[str, str | None] = {}
         for i in range(0, len(keys), 100):
@@ -179,7 +115,7 @@ class Ledger:
             raise ValueError(f"not an unsent state: {state}")
         m = self._model
         now = int(time.time() * 1000)
-        cond = _open(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        cond = open_condition(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, state, reason, cond)))
 
     def reopen(self, user_id: str, campaign_id: str, email: str) -> bool:
@@ -195,7 +131,7 @@ class Ledger:
             & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         )
         try:
-            m(_pk(user_id, campaign_id), email.lower()).update(
+            m(pk_of(user_id, campaign_id), email.lower()).update(
                 actions=[
                     m.state.set(QUEUED),
                     m.reason.remove(),
@@ -226,7 +162,7 @@ class Ledger:
         if reason:
             actions.append(m.reason.set(reason[:1000]))
         try:
-            m(_pk(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
+            m(pk_of(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
             return True
         except UpdateError as exc:
             if condition_failed(exc):
@@ -247,8 +183,8 @@ class Ledger:
         m = self._model
         now = int(time.time() * 1000)
         token = uuid.uuid4().hex
-        pk, rcpt = _pk(user_id, campaign_id), email.lower()
-        cond = _open(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        pk, rcpt = pk_of(user_id, campaign_id), email.lower()
+        cond = open_condition(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         try:
             m(pk, rcpt).update(
                 actions=[
@@ -282,7 +218,7 @@ class Ledger:
         try:
             m(claim.pk, claim.rcpt).update(
                 actions=actions,
-                condition=(m.claim_token == claim.token) & _open(m),
+                condition=(m.claim_token == claim.token) & open_condition(m),
             )
             return True
         except UpdateError as exc:
@@ -302,14 +238,14 @@ class Ledger:
         conditional write, which alone decides, only when the read does not show an outcome."""
         m = self._model
         try:
-            seen = m.get(_pk(user_id, campaign_id), email.lower(), attributes_to_get=["state"])
+            seen = m.get(pk_of(user_id, campaign_id), email.lower(), attributes_to_get=["state"])
             if seen.state in FINAL:
                 return False
         except DoesNotExist:
             pass
         now = int(time.time() * 1000)
         try:
-            m(_pk(user_id, campaign_id), email.lower()).update(
+            m(pk_of(user_id, campaign_id), email.lower()).update(
                 actions=[
                     m.state.set(SENT),
                     m.message_id.set(message_id),
@@ -318,7 +254,7 @@ class Ledger:
                     m.updated_at.set(now),
                     m.expires_at.set(now // 1000 + RETENTION_S),
                 ],
-                condition=_open(m),
+                condition=open_condition(m),
             )
             return True
         except UpdateError as exc:
@@ -336,9 +272,9 @@ class Ledger:
         before = self.get(user_id, campaign_id, email)
         now = int(time.time() * 1000)
         try:
-            m(_pk(user_id, campaign_id), email.lower()).update(
+            m(pk_of(user_id, campaign_id), email.lower()).update(
                 actions=[m.state.set(FAILED), m.reason.set(reason[:1000]), m.updated_at.set(now)],
-                condition=_open(m) | ((m.state == SENT) & (m.message_id == message_id)),
+                condition=open_condition(m) | ((m.state == SENT) & (m.message_id == message_id)),
             )
         except UpdateError as exc:
             if condition_failed(exc):
@@ -362,7 +298,7 @@ class Ledger:
         attr = getattr(m, f"{kind}_at")
         now = int(time.time() * 1000)
         try:
-            m(_pk(user_id, campaign_id), email.lower()).update(
+            m(pk_of(user_id, campaign_id), email.lower()).update(
                 actions=[attr.set(now), m.feedback.set(f"{kind}: {detail}"[:1000]), m.updated_at.set(now)],
                 condition=(
                     attr.does_not_exist() & (m.message_id.does_not_exist() | (m.message_id == message_id))
@@ -388,18 +324,18 @@ class Ledger:
     # --- reading -------------------------------------------------------------------------------------
     def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None:
         try:
-            item = self._model.get(_pk(user_id, campaign_id), email.lower(), consistent_read=True)
+            item = self._model.get(pk_of(user_id, campaign_id), email.lower(), consistent_read=True)
         except DoesNotExist:
             return None
-        return _entry(item)
+        return entry_of(item)
 
     def entries(
         self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
     ) -> Iterator[Entry]:
         m = self._model
         cond = (m.state == state) if state else (m.state.is_in(*states) if states else None)
-        for item in m.query(_pk(user_id, campaign_id), filter_condition=cond):
-            yield _entry(item)
+        for item in m.query(pk_of(user_id, campaign_id), filter_condition=cond):
+            yield entry_of(item)
 
     def page(
         self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
@@ -410,23 +346,10 @@ class Ledger:
         however large the campaign. With a state filter DynamoDB reads past the others: a page may
         then hold fewer than `limit` and still not be the last."""
         m = self._model
-        pk = _pk(user_id, campaign_id)
+        pk = pk_of(user_id, campaign_id)
         cond = (m.state == state) if state else None
         start = {"pk": {"S": pk}, "rcpt": {"S": after.lower()}} if after else None
         result = m.query(pk, filter_condition=cond, limit=limit, last_evaluated_key=start, page_size=limit)
-        entries = [_entry(item) for item in result]
+        entries = [entry_of(item) for item in result]
         last = result.last_evaluated_key
         return entries, (last["rcpt"]["S"] if last else None)
-
-
-def _entry(item: LedgerModel) -> Entry:
-    return Entry(
-        email=item.email or item.rcpt,
-        state=item.state,
-        reason=item.reason,
-        message_id=item.message_id,
-        updated_at=int(item.updated_at) if item.updated_at else None,
-        feedback=item.feedback,
-        retries=int(item.retries or 0),
-        claimed_until=int(item.claimed_until) if item.claimed_until else None,
-    )

@@ -14,7 +14,7 @@ from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from chalicelib.core.errors import QueueRetiring
 from chalicelib.stores.tables import bound, condition_failed
-from chalicelib.stores.tenants import TenantModel
+from chalicelib.stores.tenant_model import TenantModel
 
 ACTIVE, RETIRING, GONE = "active", "retiring", "gone"
 # A retirement not finished in this long crashed: the next touch takes the queue back (and recreates it).

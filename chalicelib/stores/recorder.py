@@ -14,14 +14,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from chalicelib.core import log
-from chalicelib.stores.ledger import (
+from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ledger_model import (
     FAILED,
     QUEUED,
     REJECTED,
     SENT,
     UNATTRIBUTED,
     Claim,
-    Ledger,
     message_key,
     unattributed_day,
 )

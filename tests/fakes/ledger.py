@@ -6,7 +6,7 @@ import threading
 import time
 import uuid
 
-from chalicelib.stores.ledger import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
+from chalicelib.stores.ledger_model import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
 
 OPEN = (None, QUEUED, SCHEDULED)
 

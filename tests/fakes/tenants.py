@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.stores.tenants import KeyVersion
+from chalicelib.stores.tenant_model import KeyVersion
 
 
 class FakeTenants:

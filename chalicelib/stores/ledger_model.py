@@ -1,0 +1,107 @@
+"""The ledger's table and what is read from it: the states, an entry, a claim, the keys of rejected messages.
+
+chalicelib.stores.ledger writes and reads it; the states here are the words every stage and report uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import Model
+
+QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
+CANCELLED, SCHEDULED, EXPIRED = "cancelled", "scheduled", "expired"
+FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED})
+STATES = (SCHEDULED, QUEUED, SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED)
+FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
+
+
+class LedgerModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    pk = UnicodeAttribute(hash_key=True)  # "<userId>#<campaignId>" ('#' is not in the id alphabet)
+    rcpt = UnicodeAttribute(range_key=True)  # lower-cased address
+    email = UnicodeAttribute(null=True)
+    state = UnicodeAttribute(null=True)
+    reason = UnicodeAttribute(null=True)
+    message_id = UnicodeAttribute(null=True)
+    claim_token = UnicodeAttribute(null=True)
+    claimed_until = NumberAttribute(null=True)  # epoch ms
+    attempts = NumberAttribute(null=True)
+    retries = NumberAttribute(null=True)  # times retry-failed re-queued it
+    retried_at = NumberAttribute(null=True)  # epoch ms of the latest
+    updated_at = NumberAttribute(null=True)
+    expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
+    delivered_at = NumberAttribute(null=True)  # epoch ms, from SES's events
+    bounced_at = NumberAttribute(null=True)
+    complained_at = NumberAttribute(null=True)
+    unsubscribed_at = NumberAttribute(null=True)
+    opened_at = NumberAttribute(null=True)
+    clicked_at = NumberAttribute(null=True)
+    feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
+
+
+@dataclass(frozen=True)
+class Entry:
+    email: str
+    state: str | None
+    reason: str | None
+    message_id: str | None
+    updated_at: int | None
+    feedback: str | None = None  # delivered / bounced / complained, from SES's events
+    retries: int = 0  # times retry-failed queued it again
+    claimed_until: int | None = None  # epoch ms: a send's claim holds the recipient until then
+
+
+@dataclass(frozen=True)
+class Claim:
+    pk: str
+    rcpt: str
+    token: str
+
+
+# Where messages with no usable tenant or campaign id are recorded, under the UTC day as the campaign:
+# ids may not start with `_`, so no tenant can have this one.
+UNATTRIBUTED = "_unattributed"
+
+
+def unattributed_day() -> str:
+    return time.strftime("%Y-%m-%d", time.gmtime())
+
+
+def message_key(raw: str | bytes | dict[str, Any]) -> str:
+    """The ledger key of a rejected message with no recipient to key it by: its content's digest."""
+    if isinstance(raw, dict):
+        data = json.dumps(raw, sort_keys=True, default=str).encode("utf-8")
+    else:
+        data = raw.encode("utf-8", "replace") if isinstance(raw, str) else raw
+    return f"message-{hashlib.sha256(data).hexdigest()[:32]}"
+
+
+def pk_of(user_id: str, campaign_id: str) -> str:
+    return f"{user_id}#{campaign_id}"
+
+
+def open_condition(m: type[LedgerModel]) -> Condition:
+    """No outcome yet: unknown, scheduled or queued (the states in which an email may still be sent)."""
+    return m.state.does_not_exist() | m.state.is_in(QUEUED, SCHEDULED)
+
+
+def entry_of(item: LedgerModel) -> Entry:
+    return Entry(
+        email=item.email or item.rcpt,
+        state=item.state,
+        reason=item.reason,
+        message_id=item.message_id,
+        updated_at=int(item.updated_at) if item.updated_at else None,
+        feedback=item.feedback,
+        retries=int(item.retries or 0),
+        claimed_until=int(item.claimed_until) if item.claimed_until else None,
+    )

@@ -1,0 +1,127 @@
+"""A tenant as the registry stores it (its table item) and as the code reads it: settings and versioned keys."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from chalicelib.core.contract import Sender
+
+
+class TenantModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    plan = UnicodeAttribute(default="paid")
+    email_address = UnicodeAttribute(null=True)
+    from_name = UnicodeAttribute(default="")
+    region = UnicodeAttribute(null=True)
+    rate_per_second = NumberAttribute(null=True)
+    # Every registered key version: [{"version", "apiKey", "apiSecret", "account"}], oldest first.
+    key_versions = UnicodeAttribute(null=True)
+    version = NumberAttribute(null=True)  # bumped by every settings write, the condition of the next
+    updated_at = NumberAttribute(null=True)
+    # Before key versions: one pair of keys and the account learned for it (read as version 1).
+    api_key = UnicodeAttribute(null=True)
+    api_secret = UnicodeAttribute(null=True)
+    ses_account_id = UnicodeAttribute(null=True)
+    # Set by the reputation guard (or an operator): the sender holds the tenant's email while set.
+    paused_reason = UnicodeAttribute(null=True)
+    paused_at = NumberAttribute(null=True)
+    api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of the tenant's API key (chalicelib.feedback.reports)
+    # The tenant queue's last UTC day of use and whether it exists (chalicelib.jobs.idle_queues).
+    queue_used_day = UnicodeAttribute(null=True)
+    queue_state = UnicodeAttribute(null=True)
+    queue_state_at = NumberAttribute(null=True)
+
+
+@dataclass(frozen=True)
+class KeyVersion:
+    """One registered pair of SES keys and the AWS account STS said they belong to."""
+
+    version: int
+    api_key: str
+    api_secret: str
+    account: str | None
+
+    def __repr__(self) -> str:  # the secret never reaches a log line through repr()
+        return f"KeyVersion(version={self.version}, account={self.account!r}, ...)"
+
+    def matches(self, sender: Sender) -> bool:
+        return self.api_key == sender.api_key and self.api_secret == sender.api_secret
+
+    def as_dict(self) -> dict[str, object]:
+        return {"version": self.version, "apiKey": self.api_key, "apiSecret": self.api_secret, "account": self.account}
+
+
+@dataclass(frozen=True)
+class Tenant:
+    user_id: str
+    plan: str
+    sender: Sender  # the latest registered settings, with the current keys
+    keys: tuple[KeyVersion, ...] = ()
+    paused_reason: str | None = None
+
+    @property
+    def current_keys(self) -> KeyVersion | None:
+        return self.keys[-1] if self.keys else None
+
+    @property
+    def ses_account_id(self) -> str | None:
+        """The AWS account of the tenant's current keys."""
+        current = self.current_keys
+        return current.account if current else None
+
+    @property
+    def accounts(self) -> frozenset[str]:
+        """Every account the tenant's registered keys belong to: its SES events are trusted from these."""
+        return frozenset(k.account for k in self.keys if k.account)
+
+    def sending_keys(self, version: int | None) -> KeyVersion | None:
+        """The keys to send an email queued with key version `version` (None: queued before versions).
+
+        The newest keys of the same AWS account: a rotation within the account applies to email already
+        queued (the old keys may be deactivated by now), a move to another account does not."""
+        if version is None:
+            return self.current_keys
+        named = next((k for k in self.keys if k.version == version), None)
+        if named is None:
+            return None
+        same = [k for k in self.keys if k.account == named.account] if named.account else [named]
+        return same[-1]
+
+
+def read_keys(item: TenantModel) -> tuple[KeyVersion, ...]:
+    if item.key_versions:
+        return tuple(
+            KeyVersion(int(k["version"]), str(k["apiKey"]), str(k["apiSecret"]), k.get("account"))
+            for k in json.loads(item.key_versions)
+        )
+    if item.api_key and item.api_secret:
+        return (KeyVersion(1, item.api_key, item.api_secret, item.ses_account_id),)
+    return ()
+
+
+def tenant_of(item: TenantModel) -> Tenant | None:
+    if not item.email_address or item.rate_per_second is None:
+        return None  # an entry other modules wrote (a queue's use) before any message registered settings
+    keys = read_keys(item)
+    current = keys[-1] if keys else None
+    return Tenant(
+        user_id=item.user_id,
+        plan=item.plan,
+        sender=Sender(
+            email_address=item.email_address,
+            from_name=item.from_name or "",
+            region=item.region,
+            api_key=current.api_key if current else None,
+            api_secret=current.api_secret if current else None,
+            rate_per_second=float(item.rate_per_second),
+        ),
+        keys=keys,
+        paused_reason=item.paused_reason,
+    )

@@ -158,7 +158,7 @@ def campaign_recipients(campaign_id: str) -> Response:
 
 @app.route("/tenant/{action}", methods=["POST"], content_types=_API_BODIES)
 def tenant_action(action: str) -> Response:
-    """`/tenant/pause` holds all of the tenant's email; `/tenant/resume` lifts a pause of its own."""
+    """`/tenant/pause` keeps all of the tenant's email from going out; `/tenant/resume` lifts a pause of its own."""
     return _answer(wiring.container().tenant_api.tenant_action(_authorization(), action, _json_body()))
 
 

@@ -341,12 +341,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                         )
 
             # 4b. no tenant paused: the recipients are made so that the reputation guard never has cause
-            # (1% bounces, complaints only below its minimum volume); a pause holds a tenant's email.
+            # (1% bounces, complaints only below its minimum volume); a pause parks a tenant's email.
             ours = {t.user_id for t in tenants}
             paused = [(u, why) for u, why in wiring.container().tenants.paused() if u in ours]
             report["paused_tenants"] = [f"{u}: {why}" for u, why in paused]
             for u, why in paused:
-                failures.append(f"{u} was paused ({why}); its email is held")
+                failures.append(f"{u} was paused ({why}); its email is parked")
 
             # 5. queues empty but the DLQ; each dead letter recorded with a reason
             depths = stack.queue_depths()

@@ -108,7 +108,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         ),
         _stmt("SendQuota", ["ses:GetAccount"], "*"),
         _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject"], [queued_objects]),
-        # Paused email is held in the schedule store; failed email is kept for retry-failed.
+        # Paused email is parked in the schedule store; failed email is kept for retry-failed.
         _stmt("HeldAndFailed", ["s3:PutObject"], [scheduled_objects, failed_objects]),
         _stmt("HoldPaused", ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [schedule]),
         _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
@@ -127,7 +127,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     )
     precompile.append(link_key)
     send.append(link_key)
-    # Moving scheduled and held email onto queues: the releaser, and resume/cancel/retry over HTTP.
+    # Moving scheduled and parked email onto queues: the releaser, and resume/cancel/retry over HTTP.
     release = [
         _stmt("ScheduleStore", [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], [schedule]),
         _stmt("ScheduledEmail", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [scheduled_objects]),

@@ -63,7 +63,7 @@ def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
 
 
 def paused_table(s: Snapshot) -> Table:
-    t = Table(title="Paused tenants (their email is held: `moonsend tenant resume --user ...`)")
+    t = Table(title="Paused tenants (their email is parked: `moonsend tenant resume --user ...`)")
     t.add_column("tenant")
     t.add_column("why")
     for user, why in s.paused:

@@ -2,8 +2,8 @@
 
 SQS moves a send queue's message to the dead-letter queue after `MAX_RECEIVE_COUNT` receives. The
 drainer records an outcome before that in every case it sees: a send that keeps failing is recorded
-`failed` on its last try, an unreadable message under `_unattributed`, a copy held by another sender's
-claim goes back as a fresh copy. One path is silent: a message received that many times by drains that
+`failed` on its last try, an unreadable message under `_unattributed`, a copy waiting behind another
+sender's live claim goes back as a fresh copy. One path is silent: a message received that many times by drains that
 died before doing anything with it (a Lambda killed or timed out on every try: an outage, a poison
 message). Its recipient stays `queued` and nothing says why; a user who asks sees an email that never
 ends.

@@ -13,7 +13,7 @@ class SentAhead:
 
     Counting after sending (in a buffer flushed each second) loses what a killed sender had buffered,
     and every bounce of those emails then counts against fewer sends: a tenant with a 1% bounce rate can
-    look like 5% and be paused, its email held. Counted ahead, a crash leaves at most a block's unused
+    look like 5% and be paused, its email parked. Counted ahead, a crash leaves at most a block's unused
     remainder counted (the guard is a little late); `settle()`, when a drain ends, gives it back.
     """
 

@@ -3,9 +3,9 @@
 The state is one attribute on the campaign's counters item (`control`: paused or cancelled). The sender
 reads it just before each SES call, after the email has its rate slot, through a cache that lives one
 second: a cancel therefore stops every send that had not started its SES call within a second of it,
-so at most the rate's worth of sends (plus those already in flight) go out after a cancel. Paused
-email is held (it comes back as a fresh queue message later, its redelivery budget intact) and goes
-out at the normal rate after `resume`; cancelled email is recorded `cancelled` and removed.
+so at most the rate's worth of sends (plus those already on their way to SES) go out after a cancel.
+Paused email is parked off the queue (chalicelib.queueing.parked_email) and goes out at the normal rate
+after `resume`; cancelled email is recorded `cancelled` and removed.
 """
 
 from __future__ import annotations

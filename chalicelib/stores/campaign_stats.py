@@ -20,7 +20,7 @@ from chalicelib.stores.tables import bound, warm
 # What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
 COUNTERS = (
-    "scheduled",  # held in the schedule store (they count as queued when released)
+    "scheduled",  # kept in the schedule store (they count as queued when released)
     "queued",
     "rejected",
     "sent",

@@ -98,7 +98,7 @@ class Ledger:
         return sum(self._each(suppressed, lambda r: self._update(user_id, campaign_id, r[0], SUPPRESSED, r[1], cond)))
 
     def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
-        """Record recipients held in the schedule store for later (not yet queued)."""
+        """Record recipients kept in the schedule store for later (not yet queued)."""
         cond = self._model.state.does_not_exist()
         return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, SCHEDULED, None, cond)))
 

@@ -131,18 +131,8 @@ class ScheduleStore:
             count=len(emails),
             body_key=key,
         )
-        self._model(
-            batch.bucket,
-            batch.item,
-            user_id=user_id,
-            campaign_id=campaign_id,
-            plan=plan,
-            queue=queue,
-            due_ms=due_ms,
-            deadline_ms=deadline_ms,
-            count=len(emails),
-            body_key=key,
-        ).save()
+        fields = ("user_id", "campaign_id", "plan", "queue", "due_ms", "deadline_ms", "count", "body_key")
+        self._model(batch.bucket, batch.item, **{f: getattr(batch, f) for f in fields}).save()
         return batch
 
     def due(self, up_to_ms: int) -> Iterator[StoredBatch]:

@@ -29,7 +29,7 @@ class TenantModel(Model):
     api_key = UnicodeAttribute(null=True)
     api_secret = UnicodeAttribute(null=True)
     ses_account_id = UnicodeAttribute(null=True)
-    # Set by the reputation guard (or an operator): the sender holds the tenant's email while set.
+    # Set by the reputation guard (or an operator): the sender parks the tenant's email while set.
     paused_reason = UnicodeAttribute(null=True)
     paused_at = NumberAttribute(null=True)
     api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of the tenant's API key (chalicelib.feedback.reports)

@@ -52,8 +52,8 @@ from chalicelib.stores.tenants import TenantRegistry
 class Container:
     """Everything one Lambda container shares between invocations."""
 
-    def __init__(self, settings: Settings | None = None) -> None:
-        self.settings = settings or Settings.from_env()
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
 
     @cached_property
     def tenants(self) -> TenantRegistry:
@@ -287,7 +287,7 @@ def container() -> Container:
     global _container
     with _lock:
         if _container is None:
-            _container = Container()
+            _container = Container(Settings.from_env())
         return _container
 
 

@@ -107,7 +107,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             ["arn:aws:ses:*:*:identity/*", f"arn:aws:ses:*:*:configuration-set/{r.configuration_set}"],
         ),
         _stmt("SendQuota", ["ses:GetAccount"], "*"),
-        _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject"], [queued_objects]),
+        # Read and deleted when sent; written when parked email over the queue's size goes straight back.
+        _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject", "s3:PutObject"], [queued_objects]),
         # Paused email is parked in the schedule store; failed email is kept for retry-failed.
         _stmt("HeldAndFailed", ["s3:PutObject"], [scheduled_objects, failed_objects]),
         _stmt("HoldPaused", ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [schedule]),

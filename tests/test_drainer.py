@@ -548,3 +548,43 @@ def test_held_email_over_the_queues_size_goes_back_through_s3_when_its_campaign_
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert len(sqs.batched) == 1 and PayloadStore.pointer(sqs.batched[0]) is not None
     assert payloads.unwrap(sqs.batched[0]) == big.to_json()
+
+
+class CannotCreateQueues:
+    """TenantQueues for a sender: its role may not create queues or alarms (infra/iam.py), as on AWS."""
+
+    def ensure(self, name, user_id):
+        raise AssertionError("the sender must never create a queue (AccessDenied on AWS)")
+
+
+def test_email_parked_as_its_campaign_is_resumed_goes_back_to_the_queue_it_came_from_without_creating_one():
+    # The finding: the put-back went through the queue registry, which creates a queue (and its alarm) in
+    # a container that has not cached its URL; the sender's role may do neither, and the drain crashed.
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(3)])
+    store = FakeSchedule()
+    d = parts.drainer(
+        SETTINGS, sqs, FakeSes(), FakeTenants(tenant("acme", "AK", 50.0)), control=ResumedWhileHolding(),
+        schedule=store, queues=CannotCreateQueues(),
+    )  # fmt: skip
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.retried == 3 and len(sqs.deleted) == 3 and store.removed == store.batches
+    assert {url for url, _entries in sqs.batches} == {"https://sqs/moonsend-test-t-acme"}
+
+
+def test_a_cancel_is_counted_but_is_not_the_campaigns_last_error():
+    sqs = FakeSqs([queued("acme", "a@example.org")])
+    stats = FakeStats()
+    control = SwitchingControl(FakeSes(), after=0, state="cancelled")
+    d = parts.drainer(SETTINGS, sqs, FakeSes(), FakeTenants(tenant("acme", "AK", 50.0)), stats=stats, control=control)
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert stats.total("cancelled") == 1 and [e for _u, _c, _d, e in stats.adds] == [None]
+
+
+def test_a_drain_that_met_only_another_copys_email_names_no_tenant_in_its_metrics():
+    ledger = FakeLedger()
+    ledger.claim("acme", "c1", "a@example.org", 600)  # another sender is at it
+    d, _ = drainer(
+        FakeSqs([queued("acme", "a@example.org")]), FakeSes(), FakeTenants(tenant("acme", "AK")), ledger=ledger
+    )
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.retried == 1 and result.tenants == set()

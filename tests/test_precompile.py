@@ -270,3 +270,44 @@ def test_metadata_nested_deeper_than_the_limit_rejects_that_recipient_with_why()
     assert [(r.email, r.reason) for r in result.rejected] == [
         ("deep@example.org", "recipients[1].metadata: nested more than 32 levels")
     ]
+
+
+def test_one_messages_failed_counter_write_never_loses_another_concurrent_messages_counts():
+    # The finding: concurrent messages in one container (the local stack runs many) shared one buffer of
+    # counts, and a flush that failed on one message's campaign threw the other's counts away (their
+    # recipients already recorded, so no retry counts them again), or failed the other message.
+    import threading
+
+    class FailsForA(FakeStats):
+        def add(self, user_id, campaign_id, error=None, **deltas):
+            if campaign_id == "camp-a":
+                raise ConnectionError("DynamoDB unreachable")
+            super().add(user_id, campaign_id, error, **deltas)
+
+    stats = FailsForA()
+    p = parts.precompiler(Settings.from_env({"MOONSEND_STAGE": "test"}), FakeSqs(), stats=stats)
+    a_counted, b_done = threading.Event(), threading.Event()
+    real = p._ledger.record_suppressed
+
+    def pause_a(user, campaign, suppressed):  # A has counted its queued recipients, not yet written them
+        if campaign == "camp-a":
+            a_counted.set()
+            b_done.wait(10)
+        return real(user, campaign, suppressed)
+
+    p._ledger.record_suppressed = pause_a
+    errors = []
+
+    def run_a():
+        try:
+            p.handle(_batched(2, id="camp-a"))
+        except ConnectionError as exc:
+            errors.append(exc)
+
+    a = threading.Thread(target=run_a)
+    a.start()
+    assert a_counted.wait(10)
+    assert p.handle(_batched(3, id="camp-b")).queued == 3  # B's own write, whatever A's does
+    b_done.set()
+    a.join(10)
+    assert stats.total("queued") == 3 and len(errors) == 1  # A's failure is A's

@@ -60,14 +60,25 @@ class RetryFailed:
     ) -> None:
         self._settings = settings
         self._ledger = ledger
-        # One counter write per run, not per recipient: the counts are gathered and flushed at the end.
-        self._recorder = Recorder(ledger, BufferedStats(stats, interval_s=math.inf))
+        self._stats = stats
         self._copies = copies
         self._email_queue = email_queue
 
     def run(self, user_id: str, campaign_id: str, reason_contains: str | None = None) -> RetryResult:
         """Queue again the campaign's failed recipients (only those whose reason contains the text, if given)."""
         result = RetryResult()
+        # One counter write per run, not per recipient: this run's counts, gathered and written at the end.
+        recorder = Recorder(self._ledger, BufferedStats(self._stats, interval_s=math.inf))
+        try:
+            self._requeue(user_id, campaign_id, reason_contains, recorder, result)
+        finally:
+            recorder.flush()
+        log.info("retry-failed", user=user_id, campaign=campaign_id, **result.as_dict())
+        return result
+
+    def _requeue(
+        self, user_id: str, campaign_id: str, reason_contains: str | None, recorder: Recorder, result: RetryResult
+    ) -> None:
         needle = reason_contains.lower() if reason_contains else None
         by_queue: dict[str, list[Outgoing]] = {}
         for entry in self._ledger.entries(user_id, campaign_id, states=(FAILED, QUEUED)):
@@ -81,7 +92,7 @@ class RetryFailed:
             if body is None:
                 result.no_copy.append(entry.email)
                 continue
-            if not self._recorder.reopened(user_id, campaign_id, entry.email, was_failed=entry.state == FAILED):
+            if not recorder.reopened(user_id, campaign_id, entry.email, was_failed=entry.state == FAILED):
                 continue  # another retry took it, or its earlier retry is recent and still on its way
             queue = queue_for(self._settings.resources, user_id, QueuedEmail.from_json(body).plan)
             by_queue.setdefault(queue, []).append(Outgoing(key=entry.email, body=body))
@@ -89,6 +100,3 @@ class RetryFailed:
             failures = self._email_queue.put(queue, user_id, campaign_id, outgoing)
             result.not_queued.extend(f.key for f in failures)
             result.requeued += len(outgoing) - len(failures)
-        self._recorder.flush()
-        log.info("retry-failed", user=user_id, campaign=campaign_id, **result.as_dict())
-        return result

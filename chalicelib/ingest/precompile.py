@@ -69,6 +69,7 @@ class _Job:
 
     req: PrecompileRequest
     raw: str
+    recorder: Recorder  # this message's: its counts written once, when it is done
     result: PrecompileResult
     known: dict[str, str | None] = field(default_factory=dict)  # lower-cased address -> recorded state
     fresh: list[Recipient] = field(default_factory=list)  # still to be rendered and queued
@@ -110,8 +111,6 @@ class Precompiler:
         self._email_queue = email_queue
         self._stats = stats
         self._ledger = ledger
-        # One counter write per message: its counts are gathered and flushed when it is done.
-        self._recorder = Recorder(ledger, BufferedStats(stats, interval_s=math.inf))
         self._campaign_senders = campaign_senders
         self._free_addresses = free_addresses
         self._account_of = account_of
@@ -121,21 +120,25 @@ class Precompiler:
         self._schedule = schedule
 
     def handle(self, raw: str) -> PrecompileResult:
+        # One counter write per message: its counts are gathered (its own, not another invocation's that
+        # shares the container) and written when it is done.
+        recorder = Recorder(self._ledger, BufferedStats(self._stats, interval_s=math.inf))
         try:
-            return self._handle(raw)
+            return self._handle(raw, recorder)
         finally:
-            self._recorder.flush()
+            recorder.flush()
 
-    def _handle(self, raw: str) -> PrecompileResult:
+    def _handle(self, raw: str, recorder: Recorder) -> PrecompileResult:
         try:
             request = parse_precompile_message(raw)
         except MessageInvalid as exc:
-            return self._reject_message(raw, exc)
+            return self._reject_message(raw, exc, recorder)
         except (RecursionError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
             # Data no check foresaw (JSON nested past the parser's limit, say): recorded as invalid, never lost.
             reason = "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError) else type(exc).__name__
-            return self._reject_message(raw, MessageInvalid([FieldError("message", f"could not be read: {reason}")]))
-        job = _Job(request, raw, PrecompileResult(request.user_id, request.campaign.id))
+            invalid = MessageInvalid([FieldError("message", f"could not be read: {reason}")])
+            return self._reject_message(raw, invalid, recorder)
+        job = _Job(request, raw, recorder, PrecompileResult(request.user_id, request.campaign.id))
         self._new_recipients(job)
         try:
             sender = self._fix_sender(job.req)
@@ -152,11 +155,11 @@ class Precompiler:
             self._put_away(job)
         return self._finish(job)
 
-    def _reject_message(self, raw: str, exc: MessageInvalid) -> PrecompileResult:
+    def _reject_message(self, raw: str, exc: MessageInvalid, recorder: Recorder) -> PrecompileResult:
         """An unusable envelope: recorded (chalicelib.ingest.rejection says where), never dropped."""
         r = rejects_of_message(raw, exc)
         log.warning("message rejected", user=r.user_id, campaign=r.campaign_id, reason=r.records[0][1])
-        self._recorder.rejected(r.user_id, r.campaign_id, r.records)
+        recorder.rejected(r.user_id, r.campaign_id, r.records)
         return PrecompileResult(r.given_user, r.given_campaign, rejected=r.rejected)
 
     def _new_recipients(self, job: _Job) -> None:
@@ -194,10 +197,11 @@ class Precompiler:
         if deadline_ms is None or deadline_ms > job.now * 1000 or not job.fresh:
             return
         emails = [r.email for r in job.fresh]
-        job.result.expired = self._recorder.unsent(
+        job.result.expired = job.recorder.unsent(
             job.req.user_id, job.req.campaign.id, EXPIRED, emails, expired_reason(deadline_ms)
         )
         job.fresh = []
+        job.recorder.flush()  # counted now: a crash before the message is done would otherwise lose it
 
     def _compile(self, job: _Job) -> CompiledCampaign | None:
         c = job.req.campaign
@@ -297,13 +301,13 @@ class Precompiler:
         """Record and count every recipient of the message, and say what was done in one log line."""
         req, result = job.req, job.result
         user_id, campaign_id = req.user_id, req.campaign.id
-        result.queued = self._recorder.queued(user_id, campaign_id, job.queued)
-        result.scheduled = self._recorder.scheduled(user_id, campaign_id, job.scheduled)
+        result.queued = job.recorder.queued(user_id, campaign_id, job.queued)
+        result.scheduled = job.recorder.scheduled(user_id, campaign_id, job.scheduled)
         if req.campaign.scheduled_at or req.campaign.expires_after_s:
             scheduled_ms = int(req.campaign.scheduled_at * 1000) if req.campaign.scheduled_at else None
             self._stats.note_schedule(user_id, campaign_id, scheduled_ms, job.deadline_ms, job.bucket)
-        self._recorder.suppressed(user_id, campaign_id, result.suppressed)
-        self._recorder.rejected(user_id, campaign_id, rejection_records(result.rejected, job.raw))
+        job.recorder.suppressed(user_id, campaign_id, result.suppressed)
+        job.recorder.rejected(user_id, campaign_id, rejection_records(result.rejected, job.raw))
         log.info(
             "precompiled",
             user=user_id,

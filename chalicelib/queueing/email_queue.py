@@ -30,8 +30,17 @@ class EmailQueue:
 
         `campaign_id` None: a batch of several campaigns (a paused free-plan tenant's parked email), each
         email's own is read from it."""
-        url = self._queues.ensure(queue, user_id)
-        wrapped = [o._replace(body=self._wrap(user_id, campaign_id, o.body)) for o in emails]
+        return self.put_at(self._queues.ensure(queue, user_id), user_id, campaign_id, emails)
+
+    def put_at(
+        self, url: str, user_id: str, campaign_id: str | None, emails: Sequence[Outgoing]
+    ) -> list[EnqueueFailure]:
+        """Onto a queue known to exist: the sender putting back what it just received from it (it may not
+        create queues, and need not mark one used that it is draining)."""
+        wrapped = []
+        for o in emails:
+            body = self._wrap(user_id, campaign_id, o.body)
+            wrapped.append(o if body is o.body else o._replace(body=body))  # most go as they are: no copy
         return self._enqueuer.send(url, wrapped)
 
     def _wrap(self, user_id: str, campaign_id: str | None, body: str) -> str:

@@ -48,10 +48,16 @@ class ParkedEmail:
             bucket=parked_bucket(user_id, campaign_id),
         )
 
-    def put_back(self, batch: StoredBatch, emails: list[tuple[str, str]]) -> bool:
-        """One parked batch back on its queue, and out of the store once all of it is there."""
+    def put_back(self, batch: StoredBatch, emails: list[tuple[str, str]], url: str | None = None) -> bool:
+        """One parked batch back on its queue, and out of the store once all of it is there.
+
+        `url`: the queue's, from a sender that just received from it (put there as it is)."""
         campaign = None if batch.campaign_id == PARKED_TENANT_CAMPAIGN else batch.campaign_id
-        failures = self._email_queue.put(batch.queue, batch.user_id, campaign, [Outgoing(a, b) for a, b in emails])
+        outgoing = [Outgoing(a, b) for a, b in emails]
+        if url is None:
+            failures = self._email_queue.put(batch.queue, batch.user_id, campaign, outgoing)
+        else:
+            failures = self._email_queue.put_at(url, batch.user_id, campaign, outgoing)
         if failures:  # kept for the next resume; the ones queued now are duplicates then, dropped by the claim
             log.error("parked email not put back", item=batch.item, reason=failures[0].reason)
             return False

@@ -31,7 +31,7 @@ from chalicelib.send.delivery import Delivery, Suppressed
 from chalicelib.send.drain_report import DrainResult, report_drain
 from chalicelib.send.identity import SendingIdentity
 from chalicelib.send.message_actions import THROTTLES_ATTRIBUTE, MessageActions
-from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Verdict
+from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Outcome, Verdict
 from chalicelib.send.parking import Parking
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
@@ -47,6 +47,8 @@ from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
+# Another copy's business: the drain did not handle this tenant's email (its metrics dimension).
+_NOT_CLAIMED = frozenset({Outcome.DUPLICATE, Outcome.IN_FLIGHT, Outcome.ORPHANED})
 # A claim outlives its message's invisibility six times over. If its holder dies after SES accepted the
 # email and before recording it, the message comes back after the visibility timeout (5 min) but finds
 # the claim still held, and waits: SES's Send event, which records the email sent, has 30 minutes to
@@ -215,8 +217,8 @@ class Drainer:
             disposition = DISPOSITIONS[verdict.outcome]
             if disposition.count:
                 setattr(d.result, disposition.count, getattr(d.result, disposition.count) + 1)
-            if verdict.email is not None:
-                d.result.tenants.add(verdict.email.user_id)
+            if verdict.email is not None and verdict.outcome not in _NOT_CLAIMED:
+                d.result.tenants.add(verdict.email.user_id)  # the tenants whose email this drain handled
             if verdict.lag_ms is not None:
                 d.result.lag.add(verdict.lag_ms)
             self._act(d, disposition.action, m, verdict, to_park)

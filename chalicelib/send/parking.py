@@ -50,7 +50,7 @@ class Parking:
                     self._actions.keep_on_queue(url, m)
                 continue
             if not self._still_paused(user, campaign):
-                self._parked.put_back(batch, emails)  # what it cannot put back stays parked for the next resume
+                self._parked.put_back(batch, emails, url)  # what cannot go back stays parked for the next resume
             done.extend(m for m, _a, _b in group)
         return done
 

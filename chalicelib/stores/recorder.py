@@ -16,15 +16,21 @@ from typing import Protocol
 from chalicelib.core import log
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import (
+    EXPIRED,
     FAILED,
     QUEUED,
     REJECTED,
     SENT,
+    SUPPRESSED,
     UNATTRIBUTED,
     Claim,
     message_key,
     unattributed_day,
 )
+
+# The states whose reason becomes the campaign's `lastError` (what went wrong): a cancel, a suppression found
+# when queueing, a send, are not errors.
+_ERRORS = frozenset({FAILED, REJECTED, EXPIRED, SUPPRESSED})
 
 
 class Counts(Protocol):
@@ -54,10 +60,11 @@ class Recorder:
         if not self._ledger.finish(claim, state, message_id=message_id, reason=reason):
             log.debug("outcome already recorded", user=user_id, campaign=campaign_id, recipient=address, state=state)
             return False
-        self._counts.add(user_id, campaign_id, error=reason if state != SENT else None, **{state: 1})
-        # A line per sent email at INFO would cost CPU at high rates and log ingestion on every email: the
-        # ledger is the per-email record, and each drain logs a summary.
-        level = log.debug if state == SENT else log.info
+        self._counts.add(user_id, campaign_id, error=reason if state in _ERRORS else None, **{state: 1})
+        # A line per email at INFO would cost CPU at high rates and log ingestion on every email (a cancelled
+        # campaign's every recipient): the ledger is the per-email record, and each drain logs a summary. A
+        # failure is the exception worth a line of its own.
+        level = log.info if state == FAILED else log.debug
         level(state, user=user_id, campaign=campaign_id, recipient=address, reason=reason, message_id=message_id)
         return True
 
@@ -83,7 +90,7 @@ class Recorder:
         """Unclaimed recipients that will not be sent (cancelled, expired) with the reason."""
         n = self._ledger.record_unsent(user_id, campaign_id, state, emails, reason)
         if n:
-            self._counts.add(user_id, campaign_id, error=reason, **{state: n})
+            self._counts.add(user_id, campaign_id, error=reason if state in _ERRORS else None, **{state: n})
             log.info(state, user=user_id, campaign=campaign_id, recipients=n, reason=reason)
         return n
 
@@ -108,10 +115,11 @@ class Recorder:
         return n
 
     def suppressed(self, user_id: str, campaign_id: str, records: list[tuple[str, str]]) -> int:
-        """Recipients on the suppression list when their email was to be queued, with why."""
+        """Recipients on the suppression list when their email was to be queued, with why (an address the
+        tenant's list excludes is not the campaign's error)."""
         n = self._ledger.record_suppressed(user_id, campaign_id, records)
         if n:
-            self._counts.add(user_id, campaign_id, error=records[-1][1], suppressed=n)
+            self._counts.add(user_id, campaign_id, suppressed=n)
         return n
 
     def sent_event(self, user_id: str, campaign_id: str, address: str, message_id: str) -> bool:

@@ -55,9 +55,10 @@ def drainer(
     control=None,
     schedule=None,
     reputation=None,
+    queues=None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
-    parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store), Starts())
+    parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
     return Drainer(
         settings,
         sqs,

@@ -10,6 +10,7 @@ that a prober learns nothing from the answer.
 from __future__ import annotations
 
 import base64
+import hashlib
 import hmac
 import json
 import math
@@ -34,9 +35,10 @@ class LinkClaims:
     url: str | None = None  # a click link's target
 
 
-# One encoder for every token: json.dumps builds a new one per call when given options (a token is signed
-# per recipient, and per link, by precompile).
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
+# A token is signed per recipient (and per link) by precompile: its JSON is put together from strings
+# escaped by the json module's C escaper (what json.dumps(..., separators=(",", ":")) gives, at a sixth of
+# the cost), and the HMAC is keyed once and copied per signature.
+_q = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
 
 
 def _b64(data: bytes) -> str:
@@ -51,12 +53,13 @@ class LinkSigner:
     def __init__(self, secret: bytes, base_url: str) -> None:
         if len(secret) < 16:
             raise ValueError("the link secret must be at least 16 bytes")
-        self._secret = secret
+        self._keyed = hmac.new(secret, digestmod=hashlib.sha256)
         self.base_url = base_url.rstrip("/")
 
     def _sign(self, purpose: str, payload: str) -> str:
-        mac = hmac.digest(self._secret, f"{purpose}.{payload}".encode("ascii"), "sha256")  # one C call
-        return _b64(mac[:_SIG_BYTES])
+        mac = self._keyed.copy()
+        mac.update(f"{purpose}.{payload}".encode("ascii"))
+        return _b64(mac.digest()[:_SIG_BYTES])
 
     def token(
         self,
@@ -74,10 +77,8 @@ class LinkSigner:
             # minutes apart by precompile and the sender, then come out the same.
             expires = math.ceil(expires / DAY_S) * DAY_S
         expires = int(expires)
-        fields: dict[str, object] = {"u": user_id, "c": campaign_id, "e": email, "x": expires}
-        if url is not None:
-            fields["l"] = url
-        body = _COMPACT.encode(fields)
+        link = "" if url is None else f',"l":{_q(url)}'
+        body = f'{{"u":{_q(user_id)},"c":{_q(campaign_id)},"e":{_q(email)},"x":{expires}{link}}}'
         payload = _b64(body.encode("utf-8"))
         return f"{payload}.{self._sign(purpose, payload)}"
 

@@ -26,6 +26,7 @@ from chalicelib.jobs.dead_letters import DeadLetters
 from chalicelib.jobs.idle_queues import IdleQueueCleanup
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
+from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
@@ -92,6 +93,7 @@ class Container:
             TemplateCache(),
             self.tenants,
             self.email_queue,
+            self.drains,
             self.stats,
             self.ledger,
             self.campaign_senders,
@@ -106,6 +108,10 @@ class Container:
     @cached_property
     def email_queue(self) -> EmailQueue:
         return EmailQueue(self.queues, Enqueuer(aws.client("sqs", self.settings.region)), self.payloads)
+
+    @cached_property
+    def drains(self) -> DrainStarter:
+        return DrainStarter(self.leases, self.start_drain)
 
     @cached_property
     def parked(self) -> ParkedEmail:
@@ -203,7 +209,7 @@ class Container:
     @cached_property
     def retry(self) -> RetryFailed:
         s = self.settings
-        return RetryFailed(s, self.ledger, self.stats, self.failed_copies, self.email_queue)
+        return RetryFailed(s, self.ledger, self.stats, self.failed_copies, self.email_queue, self.drains)
 
     @cached_property
     def control(self) -> CampaignControl:

@@ -81,6 +81,9 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         queue_alarms,
         _stmt("Payloads", ["s3:PutObject"], [queued_objects, scheduled_objects]),
         _stmt("Schedule", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [schedule]),
+        # A queue given email with no drainer gets one at once (chalicelib.queueing.drain_starter).
+        _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),
+        _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
     ]
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
@@ -146,6 +149,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Counters", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query"], [tables["CampaignsTable"]]),
         _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
+        _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
     ]
     releaser = [
         *release,

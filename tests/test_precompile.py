@@ -311,3 +311,35 @@ def test_one_messages_failed_counter_write_never_loses_another_concurrent_messag
     b_done.set()
     a.join(10)
     assert stats.total("queued") == 3 and len(errors) == 1  # A's failure is A's
+
+
+def test_a_queue_given_email_gets_its_drain_started_at_once_or_at_the_campaigns_time():
+    from chalicelib.queueing.drain_starter import DrainStarter
+    from tests.fakes.leases import FakeLeases
+
+    starts = parts.Starts()
+    settings = Settings.from_env({"MOONSEND_STAGE": "test"})
+    p = parts.precompiler(settings, FakeSqs(), drains=DrainStarter(FakeLeases(), starts))
+    p.handle(_batched(2))
+    assert starts == [("moonsend-test-t-user-1", None)]  # not when the queue's alarm wakes
+
+    later = parts.Starts()
+    p = parts.precompiler(settings, FakeSqs(), drains=DrainStarter(FakeLeases(), later))
+    at = time.time() + 100
+    from datetime import UTC, datetime
+
+    p.handle(_batched(2, scheduledAt=datetime.fromtimestamp(at, UTC).isoformat()))
+    ((queue, start_at_ms),) = later
+    assert queue == "moonsend-test-t-user-1" and abs(start_at_ms - at * 1000) <= 1000  # when it becomes visible
+
+
+def test_a_message_that_queues_nothing_starts_no_drain():
+    from chalicelib.queueing.drain_starter import DrainStarter
+    from tests.fakes.leases import FakeLeases
+
+    starts = parts.Starts()
+    p = parts.precompiler(
+        Settings.from_env({"MOONSEND_STAGE": "test"}), FakeSqs(), drains=DrainStarter(FakeLeases(), starts)
+    )
+    p.handle(_batched(2, body="{% nosuchtag %}"))
+    assert starts == []

@@ -24,6 +24,7 @@ from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.routing import queue_for
+from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
@@ -57,12 +58,14 @@ class RetryFailed:
         stats: CampaignStats,
         copies: FailedCopies,
         email_queue: EmailQueue,
+        drains: DrainStarter,
     ) -> None:
         self._settings = settings
         self._ledger = ledger
         self._stats = stats
         self._copies = copies
         self._email_queue = email_queue
+        self._drains = drains
 
     def run(self, user_id: str, campaign_id: str, reason_contains: str | None = None) -> RetryResult:
         """Queue again the campaign's failed recipients (only those whose reason contains the text, if given)."""
@@ -100,3 +103,5 @@ class RetryFailed:
             failures = self._email_queue.put(queue, user_id, campaign_id, outgoing)
             result.not_queued.extend(f.key for f in failures)
             result.requeued += len(outgoing) - len(failures)
+            if len(failures) < len(outgoing):
+                self._drains.ensure(queue)

@@ -32,6 +32,7 @@ from chalicelib.core.routing import queue_for
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign, TemplateCache, template_variables
 from chalicelib.ingest.tracking import add_tracking
+from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_sender import CampaignSenders, SenderSnapshot
@@ -95,6 +96,7 @@ class Precompiler:
         templates: TemplateCache,
         tenants: TenantRegistry,
         email_queue: EmailQueue,
+        drains: DrainStarter,
         stats: CampaignStats,
         ledger: Ledger,
         campaign_senders: CampaignSenders,
@@ -109,6 +111,7 @@ class Precompiler:
         self._templates = templates
         self._tenants = tenants
         self._email_queue = email_queue
+        self._drains = drains
         self._stats = stats
         self._ledger = ledger
         self._campaign_senders = campaign_senders
@@ -296,6 +299,9 @@ class Precompiler:
         failed = {f.key for f in failures}
         job.queued = [o.key for o in job.outgoing if o.key not in failed]
         job.result.rejected.extend(RejectedRecipient(f.key, f"enqueue: {f.reason}") for f in failures)
+        if job.queued:  # its first email in seconds, not when the queue's alarm wakes (a minute, or 15)
+            delay = self._delay(job)
+            self._drains.ensure(queue, int((job.now + delay) * 1000) if delay else None)
 
     def _finish(self, job: _Job) -> PrecompileResult:
         """Record and count every recipient of the message, and say what was done in one log line."""

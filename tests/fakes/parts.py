@@ -10,12 +10,14 @@ from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
 from chalicelib.ingest.precompile import Precompiler
 from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.drainer import Drainer
 from tests.fakes.control import FakeControl
 from tests.fakes.daily_cap import FakeCap
+from tests.fakes.leases import FakeLeases
 from tests.fakes.ledger import FakeLedger
 from tests.fakes.queues import FakeQueues
 from tests.fakes.reputation import FakeReputation
@@ -89,12 +91,14 @@ def precompiler(
     suppressions=None,
     schedule=None,
     campaign_senders=None,
+    drains=None,
 ) -> Precompiler:
     return Precompiler(
         settings,
         TemplateCache(),
         tenants or FakeTenants(),
         email_queue(sqs, payload_store, queues),
+        drains or DrainStarter(FakeLeases(), Starts()),
         stats or FakeStats(),
         ledger or FakeLedger(),
         campaign_senders or FakeCampaignSenders(),

@@ -1,9 +1,9 @@
-"""The chain of send_emails invocations that drains one queue: lease, drain, hand on, release.
+"""The chain of send_emails invocations that drains one queue: lease, drain, hand on, drop.
 
 A trigger (the alarm, or later the sweeper) takes the queue's lease or returns at once if another
 drainer holds it. The holder drains until its Lambda time runs short, then re-invokes itself with the
 lease token; the continuation renews the lease and goes on. When the queue is empty the lease is
-released, so the next alarm starts a new chain. A chain that dies lets its lease expire.
+dropped, so the next trigger starts a new chain. A chain that dies lets its lease expire.
 """
 
 from __future__ import annotations

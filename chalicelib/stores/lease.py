@@ -1,4 +1,4 @@
-"""One drainer per queue: a lease taken before draining, handed on, released when done.
+"""One drainer per queue: a lease taken before draining, handed on, dropped when done.
 
 A lease is a DynamoDB item per queue with a token and an expiry, taken with a conditional write (absent,
 or expired). The alarm, the sweeper and a second campaign can all start a drain for the same queue;

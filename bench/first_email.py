@@ -45,9 +45,11 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--phase-s", type=float, default=60.0, help="the longest random wait before each trial")
     p.add_argument("--within-s", type=float, default=2.0, help="the promise: each first email within this")
+    p.add_argument("--report", type=Path, help="also write the results as Markdown here (bench/run.py)")
     args = p.parse_args()
     rng = random.Random(args.seed)
     waits: list[float] = []
+    started_by: list[str] = []
     with tempfile.TemporaryDirectory() as tmp:
         outbox = Path(tmp)
         config = StackConfig(port=0, api_port=0, outbox=outbox, ses_latency_ms=50, aws_timing=True)
@@ -78,13 +80,23 @@ def main() -> int:
                 by_alarm = any(t.alarm_name == alarm_name(queue) and t.new == "ALARM" for t in stack.alarms.transitions)
                 waits.append(sent - published)
                 by = "the alarm" if by_alarm else "precompile" if sent - published < 30 else "the sweeper"
+                started_by.append(by)
                 print(f"trial {n + 1}: first email {sent - published:.2f} s after the publish (drain started by {by})")
     print(
         f"first email after: min {min(waits):.2f} s, median {statistics.median(waits):.2f} s, "
         f"max {max(waits):.2f} s over {len(waits)} trials (promise: within {args.within_s:g} s)",
         flush=True,
     )
-    return 0 if max(waits) <= args.within_s else 1
+    ok = max(waits) <= args.within_s
+    if args.report:
+        args.report.write_text(
+            "| trials | first email after: min | median | max | drain started by |\n| ---: | ---: | ---: | ---: | --- |\n"
+            f"| {len(waits)} | {min(waits):.2f} s | {statistics.median(waits):.2f} s | {max(waits):.2f} s "
+            f"| {', '.join(sorted(set(started_by)))} |\n\n"
+            f"`--aws-timing`: alarms on SQS's metrics as AWS publishes them. Target: every first email within "
+            f"{args.within_s:g} s of the publish: {'met' if ok else 'NOT met'}.\n"
+        )
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

@@ -42,6 +42,12 @@ BENCHES = (
         "throughput", "End-to-end throughput of the local pipeline, unlimited rate (issue 8)", ("bench/throughput.py",)
     ),
     Bench("cost", "AWS requests and cost per email (issue 8)", ("bench/cost.py",)),
+    Bench("cpu_per_email", "send_emails' CPU per email, by part (issue 22)", ("bench/cpu_per_email.py",)),
+    Bench(
+        "first_email",
+        "A new tenant's first email, on AWS's timing (issue 22)",
+        ("bench/first_email.py", "--trials", "5", "--phase-s", "10"),
+    ),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

@@ -90,7 +90,8 @@ def main() -> int:
     ok = max(waits) <= args.within_s
     if args.report:
         args.report.write_text(
-            "| trials | first email after: min | median | max | drain started by |\n| ---: | ---: | ---: | ---: | --- |\n"
+            "| trials | first email after: min | median | max | drain started by |\n"
+            "| ---: | ---: | ---: | ---: | --- |\n"
             f"| {len(waits)} | {min(waits):.2f} s | {statistics.median(waits):.2f} s | {max(waits):.2f} s "
             f"| {', '.join(sorted(set(started_by)))} |\n\n"
             f"`--aws-timing`: alarms on SQS's metrics as AWS publishes them. Target: every first email within "

@@ -7,8 +7,9 @@ from typing import Any
 
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
+from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, QUEUED, SENT
-from tests.fakes import FakeLedger, FakeStats, payloads
+from tests.fakes import FakeLedger, FakeStats, failed_copies, payloads
 from tests.test_drainer import SETTINGS, queued
 
 
@@ -44,31 +45,24 @@ class DeadLetterQueue:
         raise AssertionError("the reconciler must not delete dead letters")
 
 
-class Copies:
-    def __init__(self) -> None:
-        self.saved: list[QueuedEmail] = []
-
-    def save(self, email: QueuedEmail) -> None:
-        self.saved.append(email)
-
-
-def _reconciler(dlq: DeadLetterQueue, ledger: FakeLedger, stats: FakeStats, copies: Copies | None = None):
+def _reconciler(dlq: DeadLetterQueue, ledger: FakeLedger, stats: FakeStats, copies: FailedCopies | None = None):
     queue = SETTINGS.resources.dead_letter_queue.name
-    return DeadLetters(SETTINGS, dlq, ledger, stats, payloads(), copies or Copies(), queue)  # type: ignore[arg-type]
+    return DeadLetters(SETTINGS, dlq, ledger, stats, payloads(), copies or failed_copies(), queue)  # type: ignore[arg-type]
 
 
 OLD = time.time() - MIN_AGE_S - 60
 
 
 def test_a_queued_recipient_whose_message_was_dead_lettered_is_recorded_failed_with_why_and_kept_for_retry():
-    ledger, stats, copies = FakeLedger(), FakeStats(), Copies()
+    ledger, stats, copies = FakeLedger(), FakeStats(), failed_copies()
     ledger.record_queued("acme", "c1", ["a@example.org"])
     dlq = DeadLetterQueue([(queued("acme", "a@example.org"), OLD)])
     result = _reconciler(dlq, ledger, stats, copies).reconcile()
     row = ledger.rows[("acme#c1", "a@example.org")]
     assert row["state"] == FAILED and "dead-lettered" in row["reason"] and "5 receives" in row["reason"]
     assert stats.total("failed") == 1 and result.recorded_failed == 1
-    assert [e.recipient_email for e in copies.saved] == ["a@example.org"]  # retry-failed can queue it again
+    kept = copies.load("acme", "c1", "a@example.org")  # retry-failed can queue it again
+    assert kept is not None and QueuedEmail.from_json(kept).recipient_email == "a@example.org"
     assert dlq.hidden == {"rh0": RECHECK_S}  # kept in the DLQ, not looked at again for hours
 
 

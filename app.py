@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from chalice import Chalice, Rate, Response
-from chalice.app import CloudWatchEvent, SNSEvent
+from chalice.app import CloudWatchEvent, SNSEvent, SQSEvent
 
 from chalicelib import wiring
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.errors import QueueNotOurs
+from chalicelib.core.resources import EVENTS_BATCH_SIZE, EVENTS_BATCH_WINDOW_S
 from chalicelib.core.routing import require_our_queue
 from chalicelib.feedback.unsubscribe import NOT_FOUND
 from chalicelib.ingest.tracking import PIXEL
@@ -44,10 +47,26 @@ def send_emails(event: SNSEvent) -> None:
     drain_chain.run(c, request, queue, event.context)
 
 
-@app.on_sns_message(topic=_resources.events_topic.name)
-def ses_events(event: SNSEvent) -> None:
-    """Record SES's sending events (Send closes the window between SES's answer and our record)."""
-    wiring.container().ses_events.handle(event.message)
+@app.on_sqs_message(
+    queue=_resources.events_queue.name,
+    batch_size=EVENTS_BATCH_SIZE,
+    maximum_batching_window_in_seconds=EVENTS_BATCH_WINDOW_S,
+)
+def ses_events(event: SQSEvent) -> dict[str, Any]:
+    """Record a batch of SES's sending events (Send closes the window between SES's answer and our record).
+
+    The answer names the records that raised, so that only they come back (ReportBatchItemFailures); a
+    batch where all failed is answered the same way rather than raised, which Lambda treats alike."""
+    batch = wiring.container().ses_events.batch()
+
+    def record(record: SQSRecord) -> str:
+        return batch.record(record.body)
+
+    processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False, logger=log.logger)
+    try:
+        return dict(process_partial_response(event.to_dict(), record, processor, event.context))
+    finally:
+        batch.flush()
 
 
 _FORMS = ["application/x-www-form-urlencoded", "multipart/form-data", "text/plain"]

@@ -4,16 +4,17 @@
 functions and everything they use: topics (with the policies that let CloudWatch alarms and SES publish
 to them), tables with TTL, the dead-letter and free-plan queues, the free queue's alarm, the payload
 bucket with its lifecycle rule, the SES configuration set whose event destination is the events topic,
-and the stage's secret for signed links. It also edits Chalice's functions: the account id goes into
-their environment, and their SNS subscriptions refer to the topics of this template (so CloudFormation
-creates a topic before subscribing to it).
+and the stage's secret for signed links, the events queue subscribed to the events topic, and the key the
+topics that AWS services publish to are encrypted with. It also edits Chalice's functions: the account id
+goes into their environment, and their SNS subscriptions and SQS event source refer to the topics and
+queue of this template (so CloudFormation creates a topic before subscribing to it).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.resources import ASYNC_FUNCTION_IDS, FUNCTION_IDS, Resources, resources_for
+from chalicelib.core.resources import ASYNC_FUNCTION_IDS, FUNCTION_IDS, Resources, TopicDef, resources_for
 from chalicelib.queueing.tenant_queues import ALARM_PERIOD_S
 from chalicelib.send.ses_sender import EVENT_DESTINATION, EVENT_TYPES
 
@@ -21,11 +22,18 @@ from chalicelib.send.ses_sender import EVENT_DESTINATION, EVENT_TYPES
 SNS_HANDLERS = {
     "PrecompileEmail": "precompile_topic",
     "SendEmails": "send_topic",
-    "SesEvents": "events_topic",
 }
+# ses_events reads the events queue (the events topic's subscriber), reporting the records that failed.
+SQS_HANDLERS = {"SesEvents": "events_queue"}
 # Lambda's retries of an async event before it goes to the on-failure destination (its default, stated).
 ASYNC_RETRIES = 2
 ACCOUNT = "${AWS::AccountId}"
+# The key of the topics AWS services publish to. AWS's managed key (alias/aws/sns) would not do: its policy
+# cannot be changed, and a service publishing to an encrypted topic needs kms:GenerateDataKey* and
+# kms:Decrypt on its key, so CloudWatch's alarms and SES's events would be dropped without a word.
+TOPICS_KEY = "TopicsKey"
+# Which service publishes to which topic (the topic's policy and the key's policy both say so).
+SERVICE_PUBLISHERS = {"send_topic": "cloudwatch.amazonaws.com", "events_topic": "ses.amazonaws.com"}
 
 
 def _publish_policy(topic_id: str, sid: str, service: str, condition: dict[str, Any]) -> dict[str, Any]:
@@ -47,12 +55,51 @@ def _publish_policy(topic_id: str, sid: str, service: str, condition: dict[str, 
     }
 
 
+def _topic_key(r: Resources) -> dict[str, Any]:
+    """The topics' key: the account administers it (through IAM, as with any key), and each service that
+    publishes to a topic may use it to encrypt what it publishes there, and for nothing else."""
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "AccountAdministersThroughIam",
+            "Effect": "Allow",
+            "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
+            "Action": "kms:*",
+            "Resource": "*",
+        }
+    ]
+    for attr, service in SERVICE_PUBLISHERS.items():
+        statements.append(
+            {
+                "Sid": f"{service.split('.')[0].capitalize()}PublishesTo{getattr(r, attr).logical_id}",
+                "Effect": "Allow",
+                "Principal": {"Service": service},
+                "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
+                "Resource": "*",
+            }
+        )
+    return {
+        TOPICS_KEY: {
+            "Type": "AWS::KMS::Key",
+            "Properties": {
+                "Description": f"{r.prefix}: the topics CloudWatch and SES publish to",
+                "EnableKeyRotation": True,
+                "KeyPolicy": {"Version": "2012-10-17", "Statement": statements},
+            },
+        }
+    }
+
+
+def _topic_key_id(r: Resources, t: TopicDef) -> Any:
+    published_by_services = {getattr(r, attr).logical_id for attr in SERVICE_PUBLISHERS}
+    return {"Ref": TOPICS_KEY} if t.logical_id in published_by_services else "alias/aws/sns"
+
+
 def _topics(r: Resources) -> dict[str, Any]:
-    out: dict[str, Any] = {}
+    out: dict[str, Any] = _topic_key(r)
     for t in r.topics:
         out[t.logical_id] = {
             "Type": "AWS::SNS::Topic",
-            "Properties": {"TopicName": t.name, "KmsMasterKeyId": "alias/aws/sns"},
+            "Properties": {"TopicName": t.name, "KmsMasterKeyId": _topic_key_id(r, t)},
         }
     out["SendEmailsTopicPolicy"] = _publish_policy(
         r.send_topic.logical_id,
@@ -130,6 +177,42 @@ def _queues(r: Resources) -> dict[str, Any]:
         },
     }
     return out
+
+
+def _events_queue(r: Resources) -> dict[str, Any]:
+    """The events topic delivers each event to the events queue as it is (raw: no SNS envelope), which
+    lets the topic, and only it, send there."""
+    topic, queue = r.events_topic.logical_id, r.events_queue.logical_id
+    return {
+        "SesEventsQueueSubscription": {
+            "Type": "AWS::SNS::Subscription",
+            "Properties": {
+                "TopicArn": {"Ref": topic},
+                "Protocol": "sqs",
+                "Endpoint": {"Fn::GetAtt": [queue, "Arn"]},
+                "RawMessageDelivery": True,
+            },
+        },
+        "SesEventsQueuePolicy": {
+            "Type": "AWS::SQS::QueuePolicy",
+            "Properties": {
+                "Queues": [{"Ref": queue}],
+                "PolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "TheEventsTopicSendsHere",
+                            "Effect": "Allow",
+                            "Principal": {"Service": "sns.amazonaws.com"},
+                            "Action": "sqs:SendMessage",
+                            "Resource": {"Fn::GetAtt": [queue, "Arn"]},
+                            "Condition": {"ArnEquals": {"aws:SourceArn": {"Ref": topic}}},
+                        }
+                    ],
+                },
+            },
+        },
+    }
 
 
 def _bucket(r: Resources) -> dict[str, Any]:
@@ -228,16 +311,22 @@ def _function_edits(r: Resources) -> dict[str, Any]:
 
 
 def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, Any]:
-    """Point Chalice's SNS subscriptions at this template's topics (`Ref`), after the merge (and mend one
-    reference Chalice gets wrong).
+    """Point Chalice's SNS subscriptions and SQS event source at this template's topics and queue, after
+    the merge (and mend one reference Chalice gets wrong).
 
-    Chalice writes the topic as an ARN string built from its name, which does not make CloudFormation
-    create the topic first; a merge cannot replace that value (it merges dicts key by key), so the
-    packaged template is edited here instead."""
+    Chalice writes the topic or queue as an ARN string built from its name, which does not make
+    CloudFormation create it first; a merge cannot replace that value (it merges dicts key by key), so
+    the packaged template is edited here instead. Chalice has no setting for partial batch responses:
+    they are switched on here too, or Lambda would take the handler's answer for success and delete the
+    records it names as failed."""
     r = resources_for("moonsend", stage, ACCOUNT)
     for fn, attr in SNS_HANDLERS.items():
         event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SnsSubscription"]
         event["Properties"]["Topic"] = {"Ref": getattr(r, attr).logical_id}
+    for fn, attr in SQS_HANDLERS.items():
+        event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SqsEventSource"]
+        event["Properties"]["Queue"] = {"Fn::GetAtt": [getattr(r, attr).logical_id, "Arn"]}
+        event["Properties"]["FunctionResponseTypes"] = ["ReportBatchItemFailures"]
     # Chalice 1.34 names the API function `APIHandler` but its log group `${ApiHandler}`.
     group = template["Resources"].get("ApiHandlerLogGroup", {}).get("Properties", {})
     if group.get("LogGroupName") == {"Fn::Sub": "/aws/lambda/${ApiHandler}"}:
@@ -249,7 +338,8 @@ def merge_template(stage: str) -> dict[str, Any]:
     """The template `chalice package --merge-template` merges into Chalice's for this stage."""
     r = resources_for("moonsend", stage, ACCOUNT)
     resources: dict[str, Any] = {}
-    for part in (_topics(r), _tables(r), _queues(r), _bucket(r), _ses(r), _secret(r), _function_edits(r)):
+    parts = (_topics(r), _tables(r), _queues(r), _events_queue(r), _bucket(r), _ses(r), _secret(r), _function_edits(r))
+    for part in parts:
         resources.update(part)
     return {
         "Description": f"moonsend ({stage}): multi-tenant email sending on SES",

@@ -123,6 +123,12 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+        # Lambda's poller reads the events queue as the function's role (what AWS documents it needs).
+        _stmt(
+            "EventsQueue",
+            ["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes"],
+            [_queue(r.events_queue.name)],
+        ),
     ]
     link_key = _stmt(
         "LinkSigningKey",
@@ -192,10 +198,11 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "api_handler": api,
     }
     # Lambda puts an async event that failed every attempt on the on-failure queue with the function's
-    # own role, which must be allowed to (api_handler is invoked synchronously and has no destination).
+    # own role, which must be allowed to (api_handler answers HTTP and ses_events reads its queue: neither
+    # is invoked asynchronously, and neither has a destination).
     on_failure = _stmt("OnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)])
     for fn, stmts in docs.items():
-        if fn != "api_handler":
+        if fn not in ("api_handler", "ses_events"):
             stmts.append(on_failure)
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}
 

@@ -77,7 +77,15 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
 
     assert "ses:SendEmail" in actions("SendEmailsRole") and "ses:SendEmail" not in actions("PrecompileEmailRole")
     assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
-    assert not any(a.startswith(("sqs:", "ses:", "lambda:")) for a in actions("SesEventsRole"))
+    assert not any(a.startswith(("ses:", "lambda:")) for a in actions("SesEventsRole"))
+    # ses_events reads its own queue, as Lambda's poller does with the role, and no other queue.
+    sqs = [
+        (st["Action"], st["Resource"])
+        for st in roles["SesEventsRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        if any(a.startswith("sqs:") for a in st["Action"])
+    ]
+    events_queue = f"arn:aws:sqs:*:*:moonsend-{_stage}-ses-events"
+    assert sqs == [(["sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ReceiveMessage"], [events_queue])]
     # Lambda puts an async function's events that failed for good on the on-failure queue, and only there.
     for name, role in roles.items():
         grants = [
@@ -87,7 +95,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         ]
         want = (
             []
-            if name == "ApiHandlerRole"
+            if name in ("ApiHandlerRole", "SesEventsRole")
             else [(["sqs:SendMessage"], [f"arn:aws:sqs:*:*:moonsend-{_stage}-failed-invocations"])]
         )
         assert grants == want, name
@@ -139,6 +147,33 @@ def test_subscriptions_refer_to_the_templates_own_topics(packaged):
         assert event["Properties"]["Topic"] == {"Ref": topic}
         env = template["Resources"][fn]["Properties"]["Environment"]["Variables"]
         assert env["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}
+    events = template["Resources"]["SesEvents"]["Properties"]["Events"]["SesEventsSqsEventSource"]["Properties"]
+    assert events["Queue"] == {"Fn::GetAtt": ["SesEventsQueue", "Arn"]}
+    assert events["FunctionResponseTypes"] == ["ReportBatchItemFailures"]  # else Lambda deletes failed records
+
+
+def test_a_topic_an_aws_service_publishes_to_is_encrypted_with_a_key_that_service_may_use(packaged):
+    """AWS's rule for encrypted topics: a service that publishes (CloudWatch's alarms, SES's events) needs
+    kms:GenerateDataKey* and kms:Decrypt on the topic's key, which AWS's managed key (alias/aws/sns) cannot
+    grant: on that key the alarm's notification, and every SES event, would be dropped."""
+    _stage, _report, template = packaged
+    res = template["Resources"]
+    publishers = [
+        (st["Principal"]["Service"], st["Resource"]["Ref"])
+        for policy in res.values()
+        if policy["Type"] == "AWS::SNS::TopicPolicy"
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "Service" in st.get("Principal", {})
+    ]
+    assert {service for service, _ in publishers} == {"cloudwatch.amazonaws.com", "ses.amazonaws.com"}
+    for service, topic in publishers:
+        key = res[topic]["Properties"]["KmsMasterKeyId"]
+        assert isinstance(key, dict), f"{topic} is encrypted with {key}, which {service} cannot use"
+        statements = res[key["Ref"]]["Properties"]["KeyPolicy"]["Statement"]
+        granted = {a for st in statements if st["Principal"] == {"Service": service} for a in st["Action"]}
+        assert {"kms:GenerateDataKey*", "kms:Decrypt"} <= granted, (topic, service)
+    # The topic only the platform's producers publish to keeps AWS's managed key (they need no key grant).
+    assert res["PrecompileEmailTopic"]["Properties"]["KmsMasterKeyId"] == "alias/aws/sns"
 
 
 def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(packaged):
@@ -201,8 +236,8 @@ def test_async_functions_send_what_fails_for_good_to_the_on_failure_queue(packag
         if res["Type"] != "AWS::Serverless::Function":
             continue
         config = res["Properties"].get("EventInvokeConfig")
-        if logical_id == "APIHandler":
-            assert config is None  # invoked synchronously by API Gateway
+        if logical_id in ("APIHandler", "SesEvents"):
+            assert config is None  # invoked synchronously: by API Gateway, by Lambda's SQS poller
             continue
         assert config["MaximumRetryAttempts"] == 2
         assert config["DestinationConfig"]["OnFailure"] == {

@@ -197,3 +197,26 @@ def test_feedback_is_matched_to_the_ledger_by_ses_message_id():
     ledger.finish(claim, "sent", message_id="ses-msg-OTHER")
     assert events.handle(_record(DELIVERY)) == "already recorded"
     assert stats.total("delivered") == 0 and "feedback" not in ledger.rows[("acme#spring", "ann@x.io")]
+
+
+def test_a_batch_of_events_writes_each_campaigns_counters_once_when_flushed():
+    ledger, stats = FakeLedger(), FakeStats()
+    people = ["ann@x.io", "bob@x.io", "cy@x.io"]
+    ledger.record_queued("acme", "spring", people)
+    events = _recording(ledger, stats)
+    batch = events.batch()
+    for i, person in enumerate(people):
+        record = json.loads(_event())
+        record["mail"]["destination"] = [person]
+        record["mail"]["messageId"] = f"ses-msg-{i}"
+        assert batch.record(json.dumps(record)) == "recorded sent"
+    assert stats.adds == []  # nothing written per event
+    batch.flush()
+    assert stats.adds == [("acme", "spring", {"sent": 3}, None)]
+    assert {ledger.state("acme", "spring", p) for p in people} == {"sent"}
+
+
+def test_an_event_in_an_sns_envelope_is_read_as_the_event_it_carries():
+    """The queue's subscription without raw delivery (set by hand) wraps each event in SNS's envelope."""
+    envelope = json.dumps({"Type": "Notification", "MessageId": "m-1", "Message": _event()})
+    assert parse_event(envelope).message_id == "ses-msg-1"

@@ -33,8 +33,17 @@ FUNCTION_IDS = {
     "APIHandler": "api_handler",
 }
 # The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail
-# after Lambda's two retries go to the on-failure queue. The API's function answers HTTP synchronously.
-ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler")
+# after Lambda's two retries go to the on-failure queue. The API's function answers HTTP synchronously;
+# ses_events is given its events by Lambda's SQS poller (what fails too often goes to the queue's DLQ).
+ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k not in ("APIHandler", "SesEvents"))
+# SES's events are read off their queue in batches: a full batch costs one invocation and one counter
+# write per campaign for ten events (two per email: Send, then Delivery or Bounce), and the poller waits
+# up to the window to fill it.
+EVENTS_BATCH_SIZE = 10
+EVENTS_BATCH_WINDOW_S = 5
+# At least six times ses_events' timeout (AWS's advice for an SQS event source), so that a batch still
+# being handled is not given to a second invocation.
+EVENTS_VISIBILITY_TIMEOUT_S = 180
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,10 @@ class Resources:
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
     failed_invocations_queue: QueueDef
+    # The events topic's one subscriber: ses_events reads it in batches (chalicelib.feedback.ses_events);
+    # an event that fails MAX_RECEIVE_COUNT times goes to its own dead-letter queue.
+    events_queue: QueueDef
+    events_dead_letter_queue: QueueDef
     payload_bucket: BucketDef
     extra_topics: tuple[TopicDef, ...] = field(default=())
 
@@ -133,7 +146,13 @@ class Resources:
     @property
     def queues(self) -> tuple[QueueDef, ...]:
         """In creation order: a queue's dead-letter queue comes before it."""
-        return (self.dead_letter_queue, self.free_queue, self.failed_invocations_queue)
+        return (
+            self.dead_letter_queue,
+            self.free_queue,
+            self.failed_invocations_queue,
+            self.events_dead_letter_queue,
+            self.events_queue,
+        )
 
     @property
     def link_secret_name(self) -> str:
@@ -157,6 +176,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
     """All of moonsend's resource definitions for one stage (of one AWS account: bucket names are global)."""
     p = f"{app_name}-{stage}"
     dlq = QueueDef("DeadLetterQueue", f"{p}-dlq", retention_seconds=DLQ_RETENTION_S)
+    events_dlq = QueueDef("SesEventsDeadLetterQueue", f"{p}-ses-events-dlq", retention_seconds=DLQ_RETENTION_S)
     return Resources(
         app_name=app_name,
         stage=stage,
@@ -185,6 +205,13 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         failed_invocations_queue=QueueDef(
             "FailedInvocationsQueue", f"{p}-failed-invocations", retention_seconds=DLQ_RETENTION_S
         ),
+        events_queue=QueueDef(
+            "SesEventsQueue",
+            f"{p}-ses-events",
+            visibility_timeout=EVENTS_VISIBILITY_TIMEOUT_S,
+            dead_letter=events_dlq.name,
+        ),
+        events_dead_letter_queue=events_dlq,
         payload_bucket=BucketDef(
             "PayloadBucket",
             f"{p}-payloads-{account_id}",

@@ -18,21 +18,29 @@ registered; keys of another account are refused, chalicelib.stores.tenants).
 The events topic accepts SES events from any account through a configuration set of the stage's name,
 so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
 
+SES publishes to the events topic, whose one subscriber is an SQS queue (raw delivery: each message is
+one event); Lambda's poller gives ses_events up to ten at a time. One batch costs one invocation and one
+counter write per campaign, against two invocations and two counter writes per email when each event
+invoked the function through SNS. A record that raises is reported back alone (`batchItemFailures`), so
+the rest of its batch is not handled again; it returns after the queue's visibility timeout and goes to
+the events' dead-letter queue after five tries.
+
 Events of emails that did not come from moonsend (no tenant header) are ignored. A malformed record is
-logged and dropped: it carries no recipient to record anything against, and SNS would redeliver it in
-vain.
+logged and dropped: it carries no recipient to record anything against, and a redelivery would not
+change that.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import verdict
-from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Reputation
@@ -56,6 +64,9 @@ def parse_event(raw: str | dict[str, Any]) -> SesEvent:
     d = json.loads(raw) if isinstance(raw, str) else raw
     if not isinstance(d, dict):
         raise ValueError("not a JSON object")
+    if d.get("Type") == "Notification" and isinstance(d.get("Message"), str):
+        # An SNS envelope: the queue's subscription without raw delivery (set by hand, or an older stack).
+        return parse_event(d["Message"])
     event_type = d.get("eventType") or d.get("notificationType")
     mail = d.get("mail")
     if not isinstance(event_type, str) or not isinstance(mail, dict) or not mail.get("messageId"):
@@ -85,7 +96,8 @@ class SesEvents:
         platform_account: str,
         reputation: Reputation,
     ) -> None:
-        self._recorder = Recorder(ledger, stats)
+        self._ledger = ledger
+        self._stats = stats
         self._suppressions = suppressions
         self._tenants = tenants
         self._platform_account = platform_account
@@ -107,7 +119,16 @@ class SesEvents:
         return False
 
     def handle(self, raw: str) -> str:
-        """Record one event; returns what was done (for logs and tests)."""
+        """Record one event, its counters written at once; returns what was done (for logs and tests)."""
+        return self.record(raw, Recorder(self._ledger, self._stats))
+
+    def batch(self) -> EventBatch:
+        """A batch of events from the queue, recorded one by one, their counters written at its end."""
+        counts = BufferedStats(self._stats, interval_s=math.inf)
+        return EventBatch(self, Recorder(self._ledger, counts), counts)
+
+    def record(self, raw: str, rec: Recorder) -> str:
+        """Record one event through `rec`; raises only when a store does (the event is then retried)."""
         try:
             event = parse_event(raw)
         except (ValueError, TypeError, AttributeError) as exc:
@@ -135,38 +156,36 @@ class SesEvents:
         if on is None:  # Open, Click (tracked by our own links), DeliveryDelay, Rendering Failure: logged
             log.info("SES event", event=event.event_type, user=user, campaign=campaign, message_id=event.message_id)
             return "logged"
-        return on(event, user, campaign, to)
+        return on(rec, event, user, campaign, to)
 
-    def _on_send(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
-        return (
-            "recorded sent" if self._recorder.sent_event(user, campaign, to, event.message_id) else "already recorded"
-        )
+    def _on_send(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        return "recorded sent" if rec.sent_event(user, campaign, to, event.message_id) else "already recorded"
 
-    def _on_reject(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+    def _on_reject(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
         reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
-        if not self._recorder.failed_event(user, campaign, to, event.message_id, reason):
+        if not rec.failed_event(user, campaign, to, event.message_id, reason):
             return "already recorded"
         return "recorded failed"
 
-    def _on_delivery(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+    def _on_delivery(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
         smtp = str(event.detail.get("smtpResponse", ""))
-        return self._feedback(user, campaign, to, "delivered", smtp, event.message_id)
+        return _feedback(rec, user, campaign, to, "delivered", smtp, event.message_id)
 
-    def _on_bounce(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+    def _on_bounce(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
         """Recorded; a permanent one also suppresses the address everywhere and counts for the guard."""
         kind = str(event.detail.get("bounceType", "Undetermined"))
         diagnostic = _bounce_diagnostic(event.detail, to)
-        outcome = self._feedback(user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
+        outcome = _feedback(rec, user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
         if kind == "Permanent":
             self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
             if outcome.startswith("recorded"):
                 self._guard(user, bounced=1)
         return outcome
 
-    def _on_complaint(self, event: SesEvent, user: str, campaign: str, to: str) -> str:
+    def _on_complaint(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
         """Recorded; the address suppressed for this tenant, and counted for the guard."""
         kind = str(event.detail.get("complaintFeedbackType", "complaint"))
-        outcome = self._feedback(user, campaign, to, "complained", kind, event.message_id)
+        outcome = _feedback(rec, user, campaign, to, "complained", kind, event.message_id)
         self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
         if outcome.startswith("recorded"):
             self._guard(user, complained=1)
@@ -179,10 +198,31 @@ class SesEvents:
         if why and self._tenants.pause(user, f"reputation guard: {why}"):
             log.warning("tenant paused by the reputation guard", user=user, reason=why)
 
-    def _feedback(self, user: str, campaign: str, to: str, kind: str, detail: str, message_id: str) -> str:
-        if self._recorder.feedback(user, campaign, to, kind, detail, message_id):
-            return f"recorded {kind}"
-        return "already recorded"
+
+class EventBatch:
+    """One invocation's events. Counters are gathered over the batch and written once per campaign when it
+    is flushed. A failed flush is logged, not retried through the events: their transitions are in the
+    ledger (the record of truth), and handling them again would find them recorded and count nothing."""
+
+    def __init__(self, events: SesEvents, recorder: Recorder, counts: BufferedStats) -> None:
+        self._events = events
+        self._recorder = recorder
+        self._counts = counts
+
+    def record(self, body: str) -> str:
+        return self._events.record(body, self._recorder)
+
+    def flush(self) -> None:
+        try:
+            self._counts.flush()
+        except Exception as exc:
+            log.error("SES events recorded, their campaign counters not written", error=repr(exc))
+
+
+def _feedback(rec: Recorder, user: str, campaign: str, to: str, kind: str, detail: str, message_id: str) -> str:
+    if rec.feedback(user, campaign, to, kind, detail, message_id):
+        return f"recorded {kind}"
+    return "already recorded"
 
 
 def _bounce_diagnostic(bounce: dict[str, Any], to: str) -> str:

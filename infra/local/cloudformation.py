@@ -30,7 +30,9 @@ STOOD_IN = {
     "AWS::ApiGateway::RestApi": "the app's routes are served by `chalice local` on --api-port",
     "AWS::ApiGateway::Deployment": "(part of the API above)",
     "AWS::ApiGateway::Stage": "(part of the API above)",
-    "AWS::SNS::Subscription": "Lambda subscriptions: the runtime invokes the function for each publish",
+    "AWS::SNS::Subscription": "to Lambda: the runtime invokes it for each publish; to SQS: Subscribe",
+    "AWS::SQS::QueuePolicy": "set as the queue's Policy attribute",
+    "AWS::Lambda::EventSourceMapping": "the runtime's SQS poller (infra.local.sqs_poller), after Lambda's checks",
     "AWS::SNS::TopicPolicy": "set as the topic's Policy attribute",
     "AWS::CloudWatch::Alarm": "PutMetricAlarm with the template's properties; infra.local.alarms evaluates it",
     "AWS::SES::ConfigurationSet": "created in the SES stand-in",
@@ -106,6 +108,35 @@ class StackFunction:
 
 
 @dataclass(frozen=True)
+class EventSource:
+    """An SQS event source mapping: Lambda's poller gives the function the queue's messages in batches."""
+
+    queue_arn: str
+    function_name: str
+    batch_size: int
+    window_s: float  # MaximumBatchingWindowInSeconds: how long the poller gathers a batch
+    reports_failures: bool  # FunctionResponseTypes has ReportBatchItemFailures
+    enabled: bool
+
+
+def _event_source(props: dict[str, Any], by_arn: dict[str, str]) -> EventSource:
+    """The mapping's properties, with the defaults AWS documents for an SQS source."""
+    arn = str(props["EventSourceArn"])
+    if ":sqs:" not in arn:
+        raise TemplateError(f"event source {arn}: the local stack polls SQS queues only")
+    function = str(props["FunctionName"])
+    name = by_arn.get(function) or function.rsplit(":", 1)[-1]
+    return EventSource(
+        queue_arn=arn,
+        function_name=name,
+        batch_size=int(props.get("BatchSize", 10)),
+        window_s=float(props.get("MaximumBatchingWindowInSeconds", 0)),
+        reports_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+        enabled=str(props.get("Enabled", True)).lower() != "false",
+    )
+
+
+@dataclass(frozen=True)
 class CreatedStack:
     """What the runtime reads off the created stack."""
 
@@ -113,6 +144,7 @@ class CreatedStack:
     physical: dict[str, str]  # logical id -> physical id (ARN, URL or name, as CloudFormation's Ref gives)
     functions: dict[str, StackFunction]  # by function name
     subscriptions: list[tuple[str, str]]  # (topic ARN, function name) of every Lambda subscription
+    event_sources: list[EventSource]  # every SQS event source mapping
     schedules: list[tuple[str, str, str]]  # (rule ARN, schedule expression, function name)
     outputs: dict[str, str]
     stood_in: tuple[str, ...]  # logical ids created by the stack instead of moto's CloudFormation
@@ -227,9 +259,21 @@ def create(
         for res in stood_in.values()
         if res["Type"] == "AWS::SNS::Subscription" and res["Properties"].get("Protocol") == "lambda"
     ]
+    event_sources = [
+        _event_source(resolve(res["Properties"]), by_arn)
+        for res in stood_in.values()
+        if res["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     return CreatedStack(
-        name, physical, functions, subscriptions, _schedules(clients["events"], by_arn), outputs, tuple(stood_in)
+        name,
+        physical,
+        functions,
+        subscriptions,
+        event_sources,
+        _schedules(clients["events"], by_arn),
+        outputs,
+        tuple(stood_in),
     )
 
 
@@ -308,6 +352,16 @@ def _stand_in(
                 clients["sns"].set_topic_attributes(
                     TopicArn=topic, AttributeName="Policy", AttributeValue=json.dumps(props["PolicyDocument"])
                 )
+        elif kind == "AWS::SQS::QueuePolicy":
+            for url in props["Queues"]:
+                clients["sqs"].set_queue_attributes(
+                    QueueUrl=url, Attributes={"Policy": json.dumps(props["PolicyDocument"])}
+                )
+        elif kind == "AWS::SNS::Subscription" and props.get("Protocol") == "sqs":
+            attributes = {"RawMessageDelivery": str(props.get("RawMessageDelivery", False)).lower()}
+            clients["sns"].subscribe(
+                TopicArn=props["TopicArn"], Protocol="sqs", Endpoint=props["Endpoint"], Attributes=attributes
+            )
         elif kind == "AWS::SES::ConfigurationSet":
             _ensure_configuration_set(clients["sesv2"], props["Name"])
         elif kind == "AWS::SecretsManager::Secret":

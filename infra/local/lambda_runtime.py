@@ -173,9 +173,19 @@ class FunctionRunner:
         return LambdaContext(fn.function_name, fn.timeout_s, fn.memory_mb, self._region, self._account, self._hurry)
 
     def invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
-        """A synchronous invocation (RequestResponse): the handler's result, or its exception."""
+        """A synchronous invocation (RequestResponse, an event source's batch): the handler's result, or its
+        exception. Counted in flight, so that a save waits for it as for an asynchronous one."""
         with self._cv:
             self.stats.started += 1
+            self._inflight += 1
+        try:
+            return self._invoke(fn, event)
+        finally:
+            with self._cv:
+                self._inflight -= 1
+                self._cv.notify_all()
+
+    def _invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
         context = self.context_for(fn)
         started = time.monotonic()
         try:
@@ -278,6 +288,11 @@ class FunctionRunner:
         is up; True when every running invocation has finished within `timeout`."""
         self._hurry.set()
         return self.wait_idle(timeout)
+
+    @property
+    def hurrying(self) -> bool:
+        """Stopping to save the stack's state: nothing new should start."""
+        return self._hurry.is_set()
 
     @property
     def inflight(self) -> int:

@@ -39,13 +39,14 @@ from chalicelib.core.resources import resources_for
 from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive, state
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
-from infra.local.cloudformation import CreatedStack
+from infra.local.cloudformation import CreatedStack, EventSource
 from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
 from infra.local.scheduler import Scheduler
 from infra.local.ses import SesStandIn
 from infra.local.sns_delivery import Publication, SnsDelivery
+from infra.local.sqs_poller import SqsPoller, check_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM_ACCESS_KEY = "AKIAMOONSENDPLATFORM"
@@ -138,6 +139,7 @@ class LocalStack:
         self.ses: SesStandIn | None = None
         self.runner: FunctionRunner | None = None
         self.sns: SnsDelivery | None = None
+        self.pollers: list[SqsPoller] = []  # Lambda's pollers of the stack's SQS event sources
         self.gateway: Gateway | None = None
         self.alarms: AlarmEvaluator | None = None
         self.api: Any = None
@@ -401,8 +403,11 @@ class LocalStack:
             self.sns.subscribe(topic_arn, functions[name])
         for rule_arn, expression, name in created.schedules:
             self.scheduler.add(functions[name], expression, rule_arn)
+        self.pollers = [self._poller(source, functions) for source in created.event_sources]
         self.sns.start()
         self.scheduler.start()
+        for poller in self.pollers:
+            poller.start()
         self.alarms = AlarmEvaluator(
             self.client("cloudwatch"),
             self.client("sqs"),
@@ -416,6 +421,20 @@ class LocalStack:
         )
         self.alarms.start()
         self._start_api(chalice_app, roles[self.settings.resources.function_name("api_handler")])
+
+    def _poller(self, source: EventSource, functions: dict[str, LocalFunction]) -> SqsPoller:
+        """Lambda's poller for one event source mapping, once the mapping passed Lambda's checks."""
+        from moto.sqs.models import sqs_backends
+
+        assert self.created is not None and self.runner is not None
+        _arn, _aws, _sqs, region, account, name = source.queue_arn.split(":", 5)
+
+        def backend() -> Any:
+            return sqs_backends[account][region]
+
+        visibility = int(backend().get_queue(name).visibility_timeout)
+        check_mapping(source, self.created.functions[source.function_name], visibility)
+        return SqsPoller(self.runner, functions[source.function_name], source, backend, region)
 
     def _send_on_failure(self, fn: LocalFunction, record: dict[str, Any]) -> None:
         """Lambda's delivery of an invocation record to an on-failure destination (an SQS queue)."""
@@ -476,7 +495,7 @@ class LocalStack:
             self.save_state()
         while self._undo:
             self._undo.pop()()
-        for part in (self.alarms, self.scheduler, self.sns):
+        for part in (self.alarms, self.scheduler, self.sns, *self.pollers):
             if part is not None:
                 part.stop()
         if self.runner is not None:

@@ -4,7 +4,7 @@ Paid tenants with rates spread from 1 to 200 per second (each with its own SES a
 than its rate, so that SES's own throttle does not hide an over-sending limiter) and free-plan tenants
 (one large, published first, and small ones after it) publish campaigns through the whole local
 pipeline: PrecompileEmail, the tenants' queues, the alarms, send_emails, the SES stand-in, its events
-back through SNS to ses_events. Recipients include invalid addresses, bounces and complaints, and a
+back through SNS and the events queue to ses_events. Recipients include invalid addresses, bounces and complaints, and a
 few hostile messages go to the topic. Faults (`infra.local.faults`) are injected for the first
 `--faults-for` seconds.
 
@@ -481,9 +481,9 @@ def _time_send_events() -> list[float]:
     from chalicelib.feedback.ses_events import SesEvents
 
     lags: list[float] = []
-    real = SesEvents.handle
+    real = SesEvents.record
 
-    def timed(self: Any, raw: str) -> str:
+    def timed(self: Any, raw: str, rec: Any) -> str:
         try:
             d = json.loads(raw)
             if d.get("eventType") == "Send":
@@ -491,9 +491,9 @@ def _time_send_events() -> list[float]:
                 lags.append(time.time() - at)
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
-        return real(self, raw)
+        return real(self, raw, rec)
 
-    SesEvents.handle = timed  # type: ignore[method-assign]
+    SesEvents.record = timed  # type: ignore[method-assign]
     return lags
 
 

@@ -7,7 +7,7 @@ recipient, injected where the local stand-in for that service sits:
   account refused with TooManyRequests for `burst_s`): the SES stand-in's `fault` hook;
 - **duplicate SNS deliveries** (a Lambda subscriber invoked twice for one publish): `SnsDelivery`;
 - **duplicate SQS deliveries** (a received message left visible, so it is received again): the fast
-  SQS model's `redeliver` hook, on the send queues;
+  SQS model's `redeliver` hook, on the send queues and the SES events queue;
 - **a drainer killed mid-batch**, just before SES is called or just after SES accepted (the email went
   out and nothing was recorded yet), **a precompile killed between steps** (after its ledger write and
   before its enqueue, or after the enqueue), and **a Lambda deadline hit mid-batch** (the invocation's
@@ -52,7 +52,7 @@ class FaultPlan:
     ses_burst: float = 0.002  # per send: a throttling burst starts on that account
     burst_s: float = 2.0
     sns_duplicate: float = 0.03  # per delivery to a Lambda
-    sqs_duplicate: float = 0.01  # per message received from a send queue
+    sqs_duplicate: float = 0.01  # per message received from a send queue or the events queue
     drainer_kill: float = 0.002  # per SES send, half before SES is called and half after it accepted
     precompile_kill: float = 0.03  # per enqueue, half before SendMessageBatch and half after
     deadline: float = 0.05  # per send_emails invocation: its deadline comes mid-batch
@@ -157,7 +157,8 @@ class Faults:
         return 1 if self._roll(self.plan.sns_duplicate, "sns duplicate delivery") else 0
 
     def _sqs_redeliver(self, queue_name: str) -> bool:
-        if not queue_name.startswith(f"{self.prefix}-t-") and queue_name != f"{self.prefix}-free":
+        ours = (f"{self.prefix}-free", f"{self.prefix}-ses-events")
+        if not queue_name.startswith(f"{self.prefix}-t-") and queue_name not in ours:
             return False
         return self._roll(self.plan.sqs_duplicate, "sqs duplicate delivery")
 

@@ -14,12 +14,18 @@ import threading
 from typing import Any
 
 import boto3
+import botocore
 from botocore.config import Config
 
-_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=64)
+# A fixed User-Agent: botocore otherwise builds it twice per request from a dozen sanitised parts, about
+# 0.1 ms of CPU per call (measured: bench/cpu_per_email.py), for a header nothing of ours reads.
+_USER_AGENT = f"moonsend Boto3/{boto3.__version__} Botocore/{botocore.__version__}"
+_CONFIG = Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=64, user_agent=_USER_AGENT)
 # Sends are never retried by botocore: a retried SES call can deliver twice, and throttling is the
 # sender's to pace, not the SDK's to hide.
-_SEND_CONFIG = Config(retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=64)
+_SEND_CONFIG = Config(
+    retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=64, user_agent=_USER_AGENT
+)
 
 _lock = threading.Lock()
 _session: boto3.session.Session | None = None

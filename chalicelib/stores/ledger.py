@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
@@ -49,18 +48,20 @@ from chalicelib.stores.ledger_model import (
     pk_of,
 )
 from chalicelib.stores.tables import bound, condition_failed, warm
+from chalicelib.stores.write_batch import GroupCommit, Write, apply_all
 
 # A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
 RETRY_STALE_MS = 15 * 60 * 1000
 RETENTION_S = 180 * 24 * 3600
-WRITE_WORKERS = 8
 T = TypeVar("T")
 
 
 class Ledger:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(LedgerModel, table_name, region)
+        # The sender's claims and records, from its send threads, go to DynamoDB several to a request.
+        self._commits = GroupCommit()
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
@@ -83,29 +84,29 @@ class Ledger:
         Returns how many were newly recorded."""
         m = self._model
         cond = m.state.does_not_exist()
-        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, QUEUED, None, cond)))
+        return self._record([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
 
     def record_rejected(self, user_id: str, campaign_id: str, rejected: list[tuple[str, str]]) -> int:
         """Record recipients as rejected with their reason, unless they already have a state."""
         m = self._model
         cond = m.state.does_not_exist()
-        return sum(self._each(rejected, lambda r: self._update(user_id, campaign_id, r[0], REJECTED, r[1], cond)))
+        return self._record([self._write(user_id, campaign_id, e, REJECTED, why, cond) for e, why in rejected])
 
     def record_suppressed(self, user_id: str, campaign_id: str, suppressed: list[tuple[str, str]]) -> int:
         """Record recipients as suppressed (not queued) with why, unless they already have a state."""
         m = self._model
         cond = m.state.does_not_exist()
-        return sum(self._each(suppressed, lambda r: self._update(user_id, campaign_id, r[0], SUPPRESSED, r[1], cond)))
+        return self._record([self._write(user_id, campaign_id, e, SUPPRESSED, why, cond) for e, why in suppressed])
 
     def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Record recipients kept in the schedule store for later (not yet queued)."""
         cond = self._model.state.does_not_exist()
-        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, SCHEDULED, None, cond)))
+        return self._record([self._write(user_id, campaign_id, e, SCHEDULED, None, cond) for e in emails])
 
     def record_released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Scheduled recipients now on their queue: `queued` (only over `scheduled`)."""
         cond = self._model.state == SCHEDULED
-        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, QUEUED, None, cond)))
+        return self._record([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
 
     def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
         """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a sender.
@@ -116,7 +117,7 @@ class Ledger:
         m = self._model
         now = int(time.time() * 1000)
         cond = open_condition(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
-        return sum(self._each(emails, lambda e: self._update(user_id, campaign_id, e, state, reason, cond)))
+        return self._record([self._write(user_id, campaign_id, e, state, reason, cond) for e in emails])
 
     def reopen(self, user_id: str, campaign_id: str, email: str) -> bool:
         """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one).
@@ -148,9 +149,9 @@ class Ledger:
                 return False
             raise
 
-    def _update(
+    def _write(
         self, user_id: str, campaign_id: str, email: str, state: str, reason: str | None, condition: Condition
-    ) -> bool:
+    ) -> Write:
         m = self._model
         now = int(time.time() * 1000)
         actions = [
@@ -161,21 +162,11 @@ class Ledger:
         ]
         if reason:
             actions.append(m.reason.set(reason[:1000]))
-        try:
-            m(pk_of(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
-            return True
-        except UpdateError as exc:
-            if condition_failed(exc):
-                return False
-            raise
+        return Write(m, pk_of(user_id, campaign_id), email.lower(), actions, condition)
 
-    @staticmethod
-    def _each(items: list[T], fn: Callable[[T], bool]) -> list[bool]:
-        """One conditional write per item (DynamoDB has no conditional batch), a few at a time."""
-        if len(items) <= 2:
-            return [fn(item) for item in items]
-        with ThreadPoolExecutor(min(WRITE_WORKERS, len(items))) as pool:
-            return list(pool.map(fn, items))
+    def _record(self, writes: list[Write]) -> int:
+        """How many of these conditional writes were made (many to a request: chalicelib.stores.write_batch)."""
+        return sum(apply_all(writes))
 
     # --- send_emails -------------------------------------------------------------------------------
     def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry:
@@ -185,22 +176,16 @@ class Ledger:
         token = uuid.uuid4().hex
         pk, rcpt = pk_of(user_id, campaign_id), email.lower()
         cond = open_condition(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
-        try:
-            m(pk, rcpt).update(
-                actions=[
-                    m.claim_token.set(token),
-                    m.claimed_until.set(now + int(hold_s * 1000)),
-                    m.email.set(email),
-                    m.attempts.add(1),
-                    m.updated_at.set(now),
-                    m.expires_at.set(now // 1000 + RETENTION_S),
-                ],
-                condition=cond,
-            )
+        actions = [
+            m.claim_token.set(token),
+            m.claimed_until.set(now + int(hold_s * 1000)),
+            m.email.set(email),
+            m.attempts.add(1),
+            m.updated_at.set(now),
+            m.expires_at.set(now // 1000 + RETENTION_S),
+        ]
+        if self._commits.apply(Write(m, pk, rcpt, actions, cond)):
             return Claim(pk, rcpt, token)
-        except UpdateError as exc:
-            if not condition_failed(exc):
-                raise
         return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
 
     def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool:
@@ -215,16 +200,8 @@ class Ledger:
             actions.append(m.message_id.set(message_id))
         if reason:
             actions.append(m.reason.set(reason[:1000]))
-        try:
-            m(claim.pk, claim.rcpt).update(
-                actions=actions,
-                condition=(m.claim_token == claim.token) & open_condition(m),
-            )
-            return True
-        except UpdateError as exc:
-            if condition_failed(exc):
-                return False
-            raise
+        condition = (m.claim_token == claim.token) & open_condition(m)
+        return self._commits.apply(Write(m, claim.pk, claim.rcpt, actions, condition))
 
     def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
         """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.

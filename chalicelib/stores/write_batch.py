@@ -1,0 +1,176 @@
+"""Conditional writes to one table, many to a request: DynamoDB's TransactWriteItems.
+
+DynamoDB has no conditional batch write, and every ledger transition is conditional: one UpdateItem per
+recipient cost precompile a request per recipient and the sender two per email (claim, record), each about
+a millisecond of client CPU in botocore. A transaction carries up to 100 conditional updates in one
+request. It is all or nothing, which is not what a batch of independent recipients wants, so:
+
+- a transaction that went through applied every write;
+- one cancelled names, per write, why (`CancellationReasons`): a write whose condition failed is refused,
+  as its own UpdateItem would have been; the others were not applied, and each is made alone, so a batch
+  costs at most what it cost before;
+- one write alone is a plain UpdateItem (a transaction bills two write units per item, an UpdateItem one).
+
+Each transaction carries a client request token, so that botocore's retry of a transaction that went
+through does not find its own writes and call them refused. A key may appear once per transaction: a
+second write to it goes alone, after.
+
+`GroupCommit` gathers writes from concurrent threads (the sender's) into such batches: a thread whose write
+finds no commit under way commits everything waiting; the others wait for it and take their answers.
+Nothing waits on purpose: a batch is whatever arrived while the last request was on the wire.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pynamodb.exceptions import TransactWriteError, UpdateError
+from pynamodb.expressions.condition import Condition
+from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
+
+from chalicelib.stores.tables import condition_failed
+
+# Past about 25 the request's size grows with nothing more saved, and a conflict cancels more writes.
+MAX_ITEMS = 25
+_REFUSED = "ConditionalCheckFailed"
+
+
+@dataclass(frozen=True)
+class Write:
+    """One conditional update of one item: `model(hash_key, range_key).update(actions, condition)`."""
+
+    model: type[Model]
+    hash_key: str
+    range_key: str | None
+    actions: Sequence[Any]
+    condition: Condition | None
+
+    @property
+    def key(self) -> tuple[str, str, str | None]:
+        return (self.model.Meta.table_name, self.hash_key, self.range_key)
+
+    def item(self) -> Model:
+        return self.model(self.hash_key, self.range_key) if self.range_key is not None else self.model(self.hash_key)
+
+
+def apply_one(write: Write) -> bool:
+    """The write alone; False when its condition did not hold (any other failure raises)."""
+    try:
+        write.item().update(actions=list(write.actions), condition=write.condition)
+    except UpdateError as exc:
+        if condition_failed(exc):
+            return False
+        raise
+    return True
+
+
+Outcome = bool | Exception  # applied, refused by its condition, or the error a write alone would raise
+
+
+def apply_all(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[bool]:
+    """Each write applied (True) or refused by its condition (False), in order, in as few requests as the
+    table's rules allow. Raises the first error a write alone raised, once every write has been tried."""
+    outcomes = apply_each(writes, max_items)
+    for o in outcomes:
+        if isinstance(o, Exception):
+            raise o
+    return [bool(o) for o in outcomes]
+
+
+def apply_each(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[Outcome]:
+    """apply_all's answers, with each write's own error in its place rather than raised."""
+    results: list[Outcome] = [False] * len(writes)
+    todo = list(range(len(writes)))
+    while todo:
+        batch: list[int] = []
+        keys: set[tuple[str, str, str | None]] = set()
+        later: list[int] = []
+        for i in todo:
+            if len(batch) < max_items and writes[i].key not in keys:
+                batch.append(i)
+                keys.add(writes[i].key)
+            else:
+                later.append(i)
+        for i, outcome in zip(batch, _transact([writes[i] for i in batch]), strict=True):
+            results[i] = outcome
+        todo = later
+    return results
+
+
+def _alone(write: Write) -> Outcome:
+    try:
+        return apply_one(write)
+    except Exception as exc:
+        return exc
+
+
+def _transact(writes: list[Write]) -> list[Outcome]:
+    if len(writes) == 1:
+        return [_alone(writes[0])]
+    connection = writes[0].model._get_connection().connection
+    try:
+        with TransactWrite(connection=connection, client_request_token=uuid.uuid4().hex) as tx:
+            for w in writes:
+                tx.update(w.item(), actions=list(w.actions), condition=w.condition)
+    except TransactWriteError as exc:
+        reasons = exc.cancellation_reasons if exc.cause_response_code == "TransactionCanceledException" else []
+        if len(reasons) != len(writes):
+            return [_alone(w) for w in writes]  # no reason per write: each alone says its own
+        refused = [r is not None and r.code == _REFUSED for r in reasons]
+        return [False if no else _alone(w) for w, no in zip(writes, refused, strict=True)]
+    return [True] * len(writes)
+
+
+@dataclass
+class _Waiting:
+    write: Write
+    outcome: Outcome | None = field(default=None, repr=False)
+
+
+class GroupCommit:
+    """Writes from many threads committed together (apply_all), each thread given its own answer."""
+
+    def __init__(self, max_items: int = MAX_ITEMS) -> None:
+        self._max = max_items
+        self._cv = threading.Condition()
+        self._waiting: list[_Waiting] = []
+        self._committing = False
+        self.requests = 0  # commits made (for benches)
+
+    def apply(self, write: Write) -> bool:
+        mine = _Waiting(write)
+        with self._cv:
+            self._waiting.append(mine)
+        while True:
+            with self._cv:
+                while self._committing and mine.outcome is None:
+                    self._cv.wait()
+                if mine.outcome is not None:
+                    break
+                self._committing = True
+                batch, self._waiting = self._waiting[: self._max], self._waiting[self._max :]
+            self._commit(batch)
+        if isinstance(mine.outcome, Exception):
+            raise mine.outcome
+        return bool(mine.outcome)
+
+    def _commit(self, batch: list[_Waiting]) -> None:
+        outcomes: list[Outcome] = []
+        try:
+            outcomes = apply_each([w.write for w in batch], self._max)
+        except Exception as exc:  # not one write's error (a model misconfigured): every writer hears it
+            outcomes = [exc] * len(batch)
+        finally:
+            if not outcomes:  # the committing thread itself is dying: the others hear of a lost request
+                outcomes = [ConnectionError("the commit carrying this write did not finish")] * len(batch)
+            with self._cv:
+                for w, outcome in zip(batch, outcomes, strict=True):
+                    w.outcome = outcome
+                self._committing = False
+                self.requests += 1
+                self._cv.notify_all()

@@ -1,0 +1,80 @@
+"""Conditional writes many to a request (TransactWriteItems), against the local stack's DynamoDB: each
+write answered as it would have been alone, in fewer requests."""
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from pynamodb.exceptions import UpdateError
+
+from chalicelib import wiring
+from chalicelib.stores.ledger_model import pk_of
+from chalicelib.stores.write_batch import GroupCommit, Write, apply_all, apply_each
+
+
+def _writes(uid, addresses, *, only_new=True):
+    m = wiring.container().ledger._model
+    cond = m.state.does_not_exist() if only_new else None
+    return [Write(m, pk_of(f"u{uid}", "c1"), a, [m.state.set("queued"), m.email.set(a)], cond) for a in addresses]
+
+
+def _requests(monkeypatch):
+    """Count DynamoDB requests made through the ledger's connection."""
+    from pynamodb.connection.base import Connection
+
+    calls = []
+    real = Connection._make_api_call
+    monkeypatch.setattr(
+        Connection, "_make_api_call", lambda self, op, kw, *a, **k: calls.append(op) or real(self, op, kw, *a, **k)
+    )
+    return calls
+
+
+def test_writes_whose_conditions_hold_go_in_one_request_per_25(stack, uid, monkeypatch):
+    calls = _requests(monkeypatch)
+    addresses = [f"r{i}@example.org" for i in range(60)]
+    assert apply_all(_writes(uid, addresses)) == [True] * 60
+    assert calls == ["TransactWriteItems"] * 3
+    states = wiring.container().ledger.recorded(f"u{uid}", "c1", addresses)
+    assert set(states.values()) == {"queued"} and len(states) == 60
+
+
+def test_a_refused_write_is_refused_alone_and_the_rest_of_its_request_is_made(stack, uid, monkeypatch):
+    addresses = [f"r{i}@example.org" for i in range(10)]
+    assert apply_all(_writes(uid, addresses[3:5])) == [True, True]  # these two exist already
+    calls = _requests(monkeypatch)
+    assert apply_all(_writes(uid, addresses)) == [True] * 3 + [False] * 2 + [True] * 5
+    # The cancelled transaction, then each write that was not at fault alone.
+    assert calls[0] == "TransactWriteItems" and calls[1:] == ["UpdateItem"] * 8
+    assert len(wiring.container().ledger.recorded(f"u{uid}", "c1", addresses)) == 10
+
+
+def test_two_writes_to_one_item_never_share_a_request(stack, uid):
+    w = _writes(uid, ["same@example.org", "other@example.org", "same@example.org"])
+    assert apply_all(w) == [True, True, False]  # the second write to `same` came after, and found it
+
+
+def test_a_write_that_fails_for_another_reason_raises_for_itself_alone(stack, uid):
+    m = wiring.container().ledger._model
+    bad = Write(m, pk_of(f"u{uid}", "c1"), "bad@example.org", [m.attempts.add(1), m.attempts.set(2)], None)
+    outcomes = apply_each([*_writes(uid, ["good@example.org"]), bad])
+    assert outcomes[0] is True and isinstance(outcomes[1], UpdateError)
+    with pytest.raises(UpdateError):
+        apply_all([bad])
+
+
+def test_writes_from_many_threads_share_requests_and_each_thread_gets_its_own_answer(stack, uid):
+    commits = GroupCommit()
+    addresses = [f"t{i}@example.org" for i in range(40)]
+    apply_all(_writes(uid, addresses[:10]))  # these exist: their writers must hear False
+    start, first = threading.Barrier(20), set(addresses[:20])
+
+    def write(w):
+        if w.range_key in first:
+            start.wait()
+        return commits.apply(w)
+
+    with ThreadPoolExecutor(20) as pool:
+        answers = list(pool.map(write, _writes(uid, addresses)))
+    assert answers == [False] * 10 + [True] * 30
+    assert commits.requests < 40

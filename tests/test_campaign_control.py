@@ -207,3 +207,20 @@ def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with
     assert status == 409 and "ask support" in body["message"]
     assert c.tenants.get(user, fresh=True).paused_reason
     c.actions.resume_tenant(user, by_tenant=False)
+
+
+def test_many_send_threads_asking_when_the_cache_expires_make_one_read(stack, uid, monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    c = wiring.container()
+    control = CampaignControl(c.settings.resources.campaigns_table.name, c.settings.region, cache_s=60)
+    control.set(f"u{uid}", "c1", PAUSED)
+    reads = []
+    real = control._model.get
+    monkeypatch.setattr(control._model, "get", lambda *a, **k: reads.append(1) or time.sleep(0.2) or real(*a, **k))
+    with ThreadPoolExecutor(16) as pool:
+        states = list(pool.map(lambda _: control.state(f"u{uid}", "c1"), range(32)))
+    assert states == [PAUSED] * 32 and len(reads) == 1
+    c.control.set(f"u{uid}", "c1", None)  # by another container (the API's)
+    assert control.state(f"u{uid}", "c1") == PAUSED  # cached for a minute here
+    assert control.state(f"u{uid}", "c1", fresh=True) is None  # a fresh read is its own

@@ -4,6 +4,8 @@ The state is one attribute on the campaign's counters item (`control`: paused or
 reads it just before each SES call, after the email has its rate slot, through a cache that lives one
 second: a cancel therefore stops every send that had not started its SES call within a second of it,
 so at most the rate's worth of sends (plus those already on their way to SES) go out after a cancel.
+When the cached state expires, one thread reads it again and the others wait for that read: dozens of
+send threads each reading it at once cost a DynamoDB read per email in five.
 Paused email is parked off the queue (chalicelib.queueing.parked_email) and goes out at the normal rate
 after `resume`; cancelled email is recorded `cancelled` and removed.
 """
@@ -26,6 +28,7 @@ class CampaignControl:
         self._cache: dict[tuple[str, str], tuple[float, str | None]] = {}
         self._cache_s = cache_s
         self._lock = threading.Lock()
+        self._reading: dict[tuple[str, str], threading.Event] = {}
 
     def set(self, user_id: str, campaign_id: str, state: str | None) -> None:
         """Pause (`paused`), cancel (`cancelled`) or resume (None) a campaign."""
@@ -39,13 +42,31 @@ class CampaignControl:
 
     def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None:
         key = (user_id, campaign_id)
-        now = time.monotonic()
-        with self._lock:
-            hit = self._cache.get(key)
-            if hit and now - hit[0] < self._cache_s and not fresh:
-                return hit[1]
+        while True:
+            asked = time.monotonic()
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit and asked - hit[0] < self._cache_s and not fresh:
+                    return hit[1]
+                reading = self._reading.get(key)
+                if reading is None:
+                    self._reading[key] = threading.Event()
+                    break
+            reading.wait(5.0)  # another thread is reading it: its answer is as fresh as ours would be
+            if fresh:
+                hit = self._cache.get(key)
+                if hit and hit[0] >= asked:
+                    return hit[1]
         try:
-            item = self._model.get(user_id, campaign_id, consistent_read=True, attributes_to_get=["control"])
+            return self._read(key)
+        finally:
+            with self._lock:
+                self._reading.pop(key).set()
+
+    def _read(self, key: tuple[str, str]) -> str | None:
+        now = time.monotonic()
+        try:
+            item = self._model.get(*key, consistent_read=True, attributes_to_get=["control"])
             state = item.control
         except self._model.DoesNotExist:
             state = None

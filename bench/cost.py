@@ -1,16 +1,19 @@
 """The cost model: AWS requests per email, counted on a real run of the whole local pipeline, priced.
 
 The local stack runs in this process (as `make demo` runs it): tenants publish campaigns to
-PrecompileEmail, the alarms start send_emails, SES's Send and Delivery events come back through SNS to
-ses_events, the sweeper and the releaser run on their schedules. A handler on botocore's `before-call`
-event, registered for every session this process creates (boto3's and pynamodb's), counts each request
-by who made it, read from the thread that made it:
+PrecompileEmail, the alarms start send_emails, SES's Send and Delivery events come back through SNS and
+the events queue to ses_events (in batches, by Lambda's poller), the sweeper and the releaser run on their
+schedules. A handler on botocore's `before-call` event, registered for every session this process creates
+(boto3's and pynamodb's), counts each request by who made it, read from the thread that made it:
 
 - `functions`: our Lambda functions (calls made inside an invocation, and from the drainer's `send-*`
   threads and the ledger's write pool, which only run inside one): what a tenant's email costs us;
 - `producer`: the campaign's publishes to PrecompileEmail (this script's main thread, standing in for
   the list service that publishes in production);
-- `ses`: SES publishing its events to SNS (counted where the stand-in publishes them), which SNS bills;
+- `ses`: SES publishing its events to SNS (counted where the stand-in publishes them), which SNS bills,
+  and SNS's delivery of each to the events queue (an SQS request);
+- `poller`: Lambda's poller of the events queue, one receive and one batch delete per batch it hands
+  ses_events (requests billed to the queue's owner; made in process by the stand-in, so counted here);
 - everything else is the local stand-in for AWS (alarm evaluation, SNS-to-Lambda delivery): AWS does
   that for free and it is not counted.
 
@@ -62,7 +65,7 @@ DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 DYNAMODB_READS = {"GetItem", "Query", "Scan"}
 S3_PUTS = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects"}
 SES_SENDS = {"SendEmail", "SendRawEmail"}
-COUNTED = ("functions", "producer", "ses")
+COUNTED = ("functions", "producer", "ses", "poller")
 MINUTES_PER_MONTH = 30 * 24 * 60
 
 
@@ -175,8 +178,23 @@ def _ses_event_meter(ses: Any) -> None:
         inner(topic_arn, message)
         if _on.is_set():
             _record("ses", "sns", "Publish", units_of("sns", "Publish", {}))
+            _record("ses", "sqs", "SendMessage (SNS to the events queue)", {"sqs_request": 1})
 
     ses.publish = publish
+
+
+def _poller_meter(pollers: list[Any]) -> None:
+    """Count what Lambda's poller requests of SQS for each batch it hands a function."""
+    for poller in pollers:
+        inner = poller._settle
+
+        def settle(messages: list[Any], inner: Any = inner) -> None:
+            inner(messages)
+            if _on.is_set():
+                _record("poller", "sqs", "ReceiveMessage", {"sqs_request": 1})
+                _record("poller", "sqs", "DeleteMessageBatch", {"sqs_request": 1})
+
+        poller._settle = settle
 
 
 def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
@@ -190,6 +208,7 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
             assert stack.settings is not None and stack.runner is not None and stack.ses is not None
             invocations, gb_s = _lambda_meter(stack.runner)
             _ses_event_meter(stack.ses)
+            _poller_meter(stack.pollers)
             sns = stack.client("sns")
             topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
             specs = []

@@ -222,3 +222,78 @@ def test_the_validators_copy_of_a_cached_parse_is_a_deep_copy_of_it(expression: 
     assert _shape(ours, {}) == _shape(copy.deepcopy(tree), {}) == _shape(tree, {})
     ours.children.clear()  # the validator changes its copy in place: the cached tree must not see it
     assert _shape(validators.deepcopy(tree), {}) == _shape(tree, {}) != _shape(ours, {})
+
+
+def _transactions(ddb: Any, table: str) -> list[Any]:
+    """TransactWriteItems that go through, that a condition cancels, that repeat a key; and what is left."""
+    ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    out: list[Any] = []
+
+    def key(sk: str) -> dict[str, Any]:
+        return {"pk": {"S": "u#c"}, "sk": {"S": sk}}
+
+    def update(sk: str, state: str, condition: str | None = "attribute_not_exists(#s)") -> dict[str, Any]:
+        op: dict[str, Any] = {
+            "TableName": table,
+            "Key": key(sk),
+            "UpdateExpression": "SET #s = :s ADD n :one",
+            "ExpressionAttributeNames": {"#s": "state"},
+            "ExpressionAttributeValues": {":s": {"S": state}, ":one": {"N": "1"}},
+        }
+        if condition:
+            op["ConditionExpression"] = condition
+        else:
+            del op["ExpressionAttributeNames"]
+            op["UpdateExpression"] = "SET #t = :s ADD n :one".replace("#t", "tag")
+        return {"Update": op}
+
+    def transact(items: list[dict[str, Any]]) -> None:
+        try:
+            ddb.transact_write_items(TransactItems=items)
+            out.append("ok")
+        except ClientError as exc:
+            reasons = [(r.get("Code"), r.get("Message")) for r in exc.response.get("CancellationReasons", [])]
+            out.append((exc.response["Error"]["Code"], reasons))
+
+    transact([update(f"r{i}", "queued") for i in range(4)])
+    # r1 exists: cancelled, and r5 (new) and r6's tag must not be there afterwards
+    transact([update("r5", "queued"), update("r1", "queued"), update("r6", "queued", None)])
+    transact([update("r7", "queued"), update("r7", "queued")])  # one key twice
+    check = {"ConditionCheck": {"TableName": table, "Key": key("r0"), "ConditionExpression": "attribute_exists(sk)"}}
+    put = {"Put": {"TableName": table, "Item": {**key("r8"), "state": {"S": "sent"}}}}
+    gone = {"Delete": {"TableName": table, "Key": key("r3")}}
+    transact([check, put, gone, update("r2", "x", "#s = :s")])  # r2 is queued, not x: all three undone
+    transact([check, put, gone])
+    items = ddb.query(
+        TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={":p": {"S": "u#c"}}
+    )["Items"]
+    out.append(sorted((i["sk"]["S"], i.get("state", {}).get("S"), i.get("n", {}).get("N")) for i in items))
+    ddb.delete_table(TableName=table)
+    return out
+
+
+def test_local_transactions_answer_and_roll_back_as_motos_own(stack: Any, ddb: Any, uid: str) -> None:
+    """The local stack's transaction (rolled back item by item, not by copying tables) changes no answer."""
+    fast_dynamodb.uninstall()
+    try:
+        moto_own = _transactions(ddb, f"x-{uid}")
+    finally:
+        fast_dynamodb.install()
+    ours = _transactions(ddb, f"x-{uid}")
+    assert ours == moto_own
+    assert ours[0] == "ok" and ours[1][0] == "TransactionCanceledException"
+    assert [code for code, _ in ours[1][1]] == ["None", "ConditionalCheckFailed", "None"]
+    assert ours[-1] == [
+        ("r0", "queued", "1"),
+        ("r1", "queued", "1"),
+        ("r2", "queued", "1"),
+        ("r8", "sent", None),
+    ]

@@ -78,3 +78,46 @@ def test_writes_from_many_threads_share_requests_and_each_thread_gets_its_own_an
         answers = list(pool.map(write, _writes(uid, addresses)))
     assert answers == [False] * 10 + [True] * 30
     assert commits.requests < 40
+
+
+def test_a_transaction_lost_to_a_timeout_is_made_write_by_write(monkeypatch):
+    """No answer (a read timeout) says nothing of any write: each is made alone, which answers for itself.
+    pynamodb's own response code raises on such an error; ours reads it as no answer."""
+    from botocore.exceptions import ReadTimeoutError
+    from pynamodb.exceptions import TransactWriteError
+
+    from chalicelib.stores import write_batch
+    from chalicelib.stores.tables import condition_failed, response_code
+
+    lost = TransactWriteError("Failed to write transaction items", ReadTimeoutError(endpoint_url="http://x"))
+    assert response_code(lost) is None and not condition_failed(lost)
+
+    class Lost:
+        def __init__(self, **_kw):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def update(self, *_a, **_kw):
+            pass
+
+        def __exit__(self, *_exc):
+            raise lost
+
+    class Model:
+        class Meta:
+            table_name = "t"
+
+        def __init__(self, *_key):
+            pass
+
+        @staticmethod
+        def _get_connection():
+            return type("C", (), {"connection": None})()
+
+    alone = []
+    monkeypatch.setattr(write_batch, "TransactWrite", Lost)
+    monkeypatch.setattr(write_batch, "apply_one", lambda w: alone.append(w.range_key) or w.range_key != "b")
+    writes = [Write(Model, "pk", k, [], None) for k in ("a", "b", "c")]
+    assert apply_all(writes) == [True, False, True] and alone == ["a", "b", "c"]

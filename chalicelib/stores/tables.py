@@ -34,9 +34,21 @@ def warm(model: type[Model]) -> None:
     model._get_connection().connection.client  # noqa: B018
 
 
+def response_code(exc: Exception) -> str | None:
+    """DynamoDB's error code behind a pynamodb error; None when there was no answer (a timeout, say).
+
+    pynamodb's own `cause_response_code` raises AttributeError for a cause whose `response` is None (a
+    botocore read timeout), which would turn a lost request into a confusing error of ours."""
+    response = getattr(getattr(exc, "cause", None), "response", None)
+    if not isinstance(response, dict):
+        return None
+    code = response.get("Error", {}).get("Code")
+    return str(code) if code else None
+
+
 def condition_failed(exc: Exception) -> bool:
     """Whether a pynamodb write failed because its condition did not hold (and not for any other reason)."""
-    return getattr(exc, "cause_response_code", None) == "ConditionalCheckFailedException"
+    return response_code(exc) == "ConditionalCheckFailedException"
 
 
 def update_if(item: Model, actions: list[Any], condition: Any) -> bool:

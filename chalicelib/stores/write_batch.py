@@ -33,7 +33,7 @@ from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.stores.tables import condition_failed
+from chalicelib.stores.tables import condition_failed, response_code
 
 # Past about 25 the request's size grows with nothing more saved, and a conflict cancels more writes.
 MAX_ITEMS = 25
@@ -118,7 +118,7 @@ def _transact(writes: list[Write]) -> list[Outcome]:
             for w in writes:
                 tx.update(w.item(), actions=list(w.actions), condition=w.condition)
     except TransactWriteError as exc:
-        reasons = exc.cancellation_reasons if exc.cause_response_code == "TransactionCanceledException" else []
+        reasons = exc.cancellation_reasons if response_code(exc) == "TransactionCanceledException" else []
         if len(reasons) != len(writes):
             return [_alone(w) for w in writes]  # no reason per write: each alone says its own
         refused = [r is not None and r.code == _REFUSED for r in reasons]

@@ -21,18 +21,36 @@ pipeline, most of it in work that repeats itself, each replaced here by an equiv
 - Condition expressions are lexed (a dozen regular expressions tried at every token) twice per request:
   the tokens depend on the text alone, so they are cached by it too, and each parse gets fresh copies.
 
+- TransactWriteItems deep-copied every table a transaction touches, for each of its items, to roll back
+  on failure: at 100,000 ledger items one transaction took longer than the client's 30 s read timeout.
+  The same transaction here keeps a copy of the items it writes, and restores those: the same answers,
+  errors and final state, in time proportional to the transaction. It holds a lock, so that two
+  transactions of the gateway's threads do not interleave (moto's did).
+
 `install()` swaps these in for this process only; it is called by the local stack, never by the Lambda
 code. `uninstall()` puts moto's own back (tests compare both).
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import pickle
+import threading
 from collections import deque
 from typing import Any
 
-from moto.dynamodb.comparisons import ConditionExpressionParser
+from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
+from moto.dynamodb.exceptions import (
+    ConditionalCheckFailed,
+    MockValidationException,
+    MultipleTransactionsException,
+    TooManyTransactionsException,
+    TransactionCanceledException,
+    TransactWriteSingleOpException,
+)
+from moto.dynamodb.models import DynamoDBBackend
+from moto.dynamodb.models.dynamo_type import DynamoType
 from moto.dynamodb.parsing import validators as _validators
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node, UpdateExpression
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
@@ -51,6 +69,7 @@ _ORIGINALS: dict[str, Any] = {
     "hash_range": UpdateHashRangeKeyValidator.traverse,
     "make": UpdateExpressionParser.__dict__["make"],
     "lex": ConditionExpressionParser._lex_condition_expression,
+    "transact": DynamoDBBackend.transact_write_items,
 }
 _ORIGINALS["deepcopy"] = _validators.deepcopy
 
@@ -111,6 +130,110 @@ def _check_keys(self: UpdateHashRangeKeyValidator, node: Any) -> Any:
     return node
 
 
+_TRANSACTION_LOCK = threading.RLock()
+
+
+def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
+    """moto's TransactWriteItems (same checks, order and errors), rolled back item by item."""
+    if len(transact_items) > 100:
+        raise TooManyTransactionsException()
+    with _TRANSACTION_LOCK:
+        before: dict[tuple[str, str], tuple[Any, dict[str, Any], Any]] = {}  # what each write replaced
+        seen: set[tuple[str, str]] = set()
+        errors: list[tuple[Any, Any, Any]] = []
+        try:
+            for item in transact_items:
+                errors.append(_transact_one(self, item, seen, before))
+        except (MultipleTransactionsException, MockValidationException):
+            _restore(self, before)
+            raise
+        if any(code is not None for code, _, _ in errors):
+            _restore(self, before)
+            raise TransactionCanceledException(errors)
+
+
+def _transact_one(
+    self: DynamoDBBackend,
+    item: dict[str, Any],
+    seen: set[tuple[str, str]],
+    before: dict[tuple[str, str], tuple[Any, dict[str, Any], Any]],
+) -> tuple[Any, Any, Any]:
+    if len(item) > 1:
+        raise TransactWriteSingleOpException
+    original: dict[str, Any] | None = None
+    try:
+        op_type, op = next(iter(item.items()))
+        if op_type not in {"ConditionCheck", "Put", "Delete", "Update"}:
+            raise ValueError("Unsupported transaction operation")
+        table_name = op["TableName"]
+        condition = op.get("ConditionExpression")
+        names, values = op.get("ExpressionAttributeNames"), op.get("ExpressionAttributeValues")
+        table = self.get_table(table_name)
+        if op_type == "Put":
+            attrs = op["Item"]
+            key = {table.hash_key_attr: attrs[table.hash_key_attr]}
+            if table.range_key_attr is not None:
+                key[table.range_key_attr] = attrs[table.range_key_attr]
+        else:
+            key = op["Key"]
+        ident = (str(table_name), str(dict(sorted(key.items()))))
+        if ident in seen:
+            raise MultipleTransactionsException()
+        seen.add(ident)
+        current = self.get_item(table_name, key)
+        if condition is not None and not get_filter_expression(condition, names, values).expr(current):
+            if op.get("ReturnValuesOnConditionCheckFailure") == "ALL_OLD" and current:
+                original = current.to_json()["Attributes"]
+            raise ConditionalCheckFailed(item=original)
+        if op_type != "ConditionCheck":
+            before.setdefault(ident, (table, key, copy.deepcopy(current)))
+        if op_type == "Put":
+            self.put_item(
+                table_name,
+                op["Item"],
+                condition_expression=condition,
+                expression_attribute_names=names,
+                expression_attribute_values=values,
+            )
+        elif op_type == "Delete":
+            self.delete_item(
+                table_name,
+                key,
+                condition_expression=condition,
+                expression_attribute_names=names,
+                expression_attribute_values=values,
+            )
+        elif op_type == "Update":
+            self.update_item(
+                table_name,
+                key,
+                update_expression=op["UpdateExpression"],
+                condition_expression=condition,
+                expression_attribute_names=names,
+                expression_attribute_values=values,
+            )
+        return (None, None, None)
+    except (MultipleTransactionsException, MockValidationException):
+        raise
+    except ConditionalCheckFailed as e:
+        return ("ConditionalCheckFailed", str(e.message), original)
+    except Exception as e:  # as moto: any other failure of one write is that write's reason
+        return (type(e).__name__, str(e), original)
+
+
+def _restore(self: DynamoDBBackend, before: dict[tuple[str, str], tuple[Any, dict[str, Any], Any]]) -> None:
+    """Put back every item a failed transaction wrote: the copy taken before, or nothing if it was new."""
+    for table, key, old in before.values():
+        hash_value = DynamoType(key[table.hash_key_attr])
+        range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
+        if old is None:
+            table.delete_item(hash_value, range_value)
+        elif range_value is not None:
+            table.items[hash_value][range_value] = old
+        else:
+            table.items[hash_value] = old
+
+
 def install() -> None:
     """Swap the equivalents in (idempotent)."""
     ActionCountValidator.traverse = _verify_root  # type: ignore[method-assign]
@@ -120,6 +243,7 @@ def install() -> None:
     UpdateExpressionParser.make = classmethod(_parse)  # type: ignore[method-assign,assignment]
     ConditionExpressionParser._lex_condition_expression = _lex_once  # type: ignore[method-assign]
     _validators.deepcopy = _copy_tree  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = _transact_write_items  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
@@ -131,3 +255,4 @@ def uninstall() -> None:
     UpdateExpressionParser.make = _ORIGINALS["make"]  # type: ignore[method-assign]
     ConditionExpressionParser._lex_condition_expression = _ORIGINALS["lex"]  # type: ignore[method-assign]
     _validators.deepcopy = _ORIGINALS["deepcopy"]  # type: ignore[attr-defined]
+    DynamoDBBackend.transact_write_items = _ORIGINALS["transact"]  # type: ignore[method-assign]

@@ -121,3 +121,32 @@ def test_a_transaction_lost_to_a_timeout_is_made_write_by_write(monkeypatch):
     monkeypatch.setattr(write_batch, "apply_one", lambda w: alone.append(w.range_key) or w.range_key != "b")
     writes = [Write(Model, "pk", k, [], None) for k in ("a", "b", "c")]
     assert apply_all(writes) == [True, False, True] and alone == ["a", "b", "c"]
+
+
+def test_a_slow_commit_does_not_hold_up_the_writes_that_arrive_meanwhile(monkeypatch):
+    """Commits run side by side (up to MAX_COMMITS): one write stuck on a slow request leaves others free."""
+    from chalicelib.stores import write_batch
+
+    release, slow_started = threading.Event(), threading.Event()
+
+    def each(writes, _max):
+        if any(w.range_key == "slow" for w in writes):
+            slow_started.set()
+            release.wait(10)
+        return [True] * len(writes)
+
+    monkeypatch.setattr(write_batch, "apply_each", each)
+    commits = GroupCommit()
+
+    class Model:
+        class Meta:
+            table_name = "t"
+
+    with ThreadPoolExecutor(4) as pool:
+        slow = pool.submit(commits.apply, Write(Model, "pk", "slow", [], None))
+        assert slow_started.wait(5)
+        fast = [pool.submit(commits.apply, Write(Model, "pk", f"k{i}", [], None)) for i in range(3)]
+        assert all(f.result(timeout=5) for f in fast)  # answered while the slow commit is still out
+        assert not slow.done()
+        release.set()
+        assert slow.result(timeout=5)

@@ -16,8 +16,11 @@ through does not find its own writes and call them refused. A key may appear onc
 second write to it goes alone, after.
 
 `GroupCommit` gathers writes from concurrent threads (the sender's) into such batches: a thread whose write
-finds no commit under way commits everything waiting; the others wait for it and take their answers.
-Nothing waits on purpose: a batch is whatever arrived while the last request was on the wire.
+finds fewer than `max_commits` commits under way commits everything waiting; the others wait for one and
+take their answers. Nothing waits on purpose: a batch is whatever arrived while the requests before it
+were on the wire. More than one commit at a time, so that one slow request does not hold up every send
+thread of the container (the local stack runs every drainer in one process, and one commit at a time
+there made the whole stack's claims queue behind each other).
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ from chalicelib.stores.tables import condition_failed, response_code
 
 # Past about 25 the request's size grows with nothing more saved, and a conflict cancels more writes.
 MAX_ITEMS = 25
+# Commits under way at once, per GroupCommit.
+MAX_COMMITS = 4
 _REFUSED = "ConditionalCheckFailed"
 
 
@@ -126,7 +131,7 @@ def _transact(writes: list[Write]) -> list[Outcome]:
     return [True] * len(writes)
 
 
-@dataclass
+@dataclass(eq=False)  # found in the waiting list by identity: two equal writes are two writers
 class _Waiting:
     write: Write
     outcome: Outcome | None = field(default=None, repr=False)
@@ -135,11 +140,12 @@ class _Waiting:
 class GroupCommit:
     """Writes from many threads committed together (apply_all), each thread given its own answer."""
 
-    def __init__(self, max_items: int = MAX_ITEMS) -> None:
+    def __init__(self, max_items: int = MAX_ITEMS, max_commits: int = MAX_COMMITS) -> None:
         self._max = max_items
+        self._max_commits = max_commits
         self._cv = threading.Condition()
         self._waiting: list[_Waiting] = []
-        self._committing = False
+        self._committing = 0
         self.requests = 0  # commits made (for benches)
 
     def apply(self, write: Write) -> bool:
@@ -148,11 +154,14 @@ class GroupCommit:
             self._waiting.append(mine)
         while True:
             with self._cv:
-                while self._committing and mine.outcome is None:
+                while self._committing >= self._max_commits and mine.outcome is None and mine in self._waiting:
                     self._cv.wait()
                 if mine.outcome is not None:
                     break
-                self._committing = True
+                if mine not in self._waiting:  # in a commit under way: its answer is coming
+                    self._cv.wait()
+                    continue
+                self._committing += 1
                 batch, self._waiting = self._waiting[: self._max], self._waiting[self._max :]
             self._commit(batch)
         if isinstance(mine.outcome, Exception):
@@ -171,6 +180,6 @@ class GroupCommit:
             with self._cv:
                 for w, outcome in zip(batch, outcomes, strict=True):
                     w.outcome = outcome
-                self._committing = False
+                self._committing -= 1
                 self.requests += 1
                 self._cv.notify_all()

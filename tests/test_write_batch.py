@@ -2,6 +2,7 @@
 write answered as it would have been alone, in fewer requests."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -150,3 +151,46 @@ def test_a_slow_commit_does_not_hold_up_the_writes_that_arrive_meanwhile(monkeyp
         assert not slow.done()
         release.set()
         assert slow.result(timeout=5)
+
+
+def test_writes_carried_by_a_thread_that_dies_are_committed_by_another(monkeypatch):
+    """A thread killed mid-commit (its process gone: a BaseException) takes no other writer's answer with it."""
+    from chalicelib.stores import write_batch
+
+    class Killed(BaseException):
+        pass
+
+    calls = []
+    entered = threading.Event()
+    go = threading.Event()
+
+    def each(writes, _max):
+        calls.append([w.range_key for w in writes])
+        if len(calls) == 1:
+            entered.set()
+            go.wait(5)
+            raise Killed()
+        return [True] * len(writes)
+
+    monkeypatch.setattr(write_batch, "apply_each", each)
+    commits = GroupCommit(max_commits=1)
+
+    class Model:
+        class Meta:
+            table_name = "t"
+
+    def doomed():
+        try:
+            commits.apply(Write(Model, "pk", "doomed", [], None))
+        except Killed:
+            return "killed"
+
+    with ThreadPoolExecutor(3) as pool:
+        first = pool.submit(doomed)
+        assert entered.wait(5)
+        other = pool.submit(commits.apply, Write(Model, "pk", "other", [], None))
+        time.sleep(0.1)  # `other` is waiting behind the doomed commit
+        go.set()
+        assert first.result(timeout=5) == "killed"
+        assert other.result(timeout=5) is True
+    assert calls[-1] == ["other"]  # committed again, without the dead thread's own write

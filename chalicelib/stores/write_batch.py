@@ -163,23 +163,24 @@ class GroupCommit:
                     continue
                 self._committing += 1
                 batch, self._waiting = self._waiting[: self._max], self._waiting[self._max :]
-            self._commit(batch)
+            self._commit(batch, mine)
         if isinstance(mine.outcome, Exception):
             raise mine.outcome
         return bool(mine.outcome)
 
-    def _commit(self, batch: list[_Waiting]) -> None:
+    def _commit(self, batch: list[_Waiting], mine: _Waiting) -> None:
         outcomes: list[Outcome] = []
         try:
             outcomes = apply_each([w.write for w in batch], self._max)
         except Exception as exc:  # not one write's error (a model misconfigured): every writer hears it
             outcomes = [exc] * len(batch)
         finally:
-            if not outcomes:  # the committing thread itself is dying: the others hear of a lost request
-                outcomes = [ConnectionError("the commit carrying this write did not finish")] * len(batch)
             with self._cv:
-                for w, outcome in zip(batch, outcomes, strict=True):
-                    w.outcome = outcome
+                if outcomes:
+                    for w, outcome in zip(batch, outcomes, strict=True):
+                        w.outcome = outcome
+                else:  # this thread is dying (its process killed): the other writes wait for another commit
+                    self._waiting[:0] = [w for w in batch if w is not mine]
                 self._committing -= 1
                 self.requests += 1
                 self._cv.notify_all()

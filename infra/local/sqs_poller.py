@@ -31,9 +31,10 @@ from infra.local.access import allowed
 from infra.local.cloudformation import EventSource, StackFunction, TemplateError
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner, LocalFunction
 
-# Lambda polls a queue with several pollers at once (five to start with); two keep the local stack's
-# batches full without spending its two cores on polling.
-POLLERS = 2
+# Lambda polls a queue with five pollers to start with (and adds more while the queue has messages). The
+# soak with two here let SES's events wait up to 559 s behind each other: each poller invokes one batch
+# at a time.
+POLLERS = 5
 # What a poller waits for a first message in one receive (SQS's long poll; short, so a stop is prompt).
 _IDLE_WAIT_S = 1
 _POLL_PERMISSIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")

@@ -35,8 +35,8 @@ def short_path_calls(stack: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[li
     yield calls
 
 
-def _scenario(ddb: Any, table: str) -> list[Any]:
-    """Every kind of call the pipeline makes, with its successes and its refusals, answers recorded."""
+def _ledger_like_table(ddb: Any, table: str) -> None:
+    """A table keyed as the ledger is: pk (hash) and sk (range), both strings."""
     ddb.create_table(
         TableName=table,
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
@@ -46,6 +46,11 @@ def _scenario(ddb: Any, table: str) -> list[Any]:
         ],
         BillingMode="PAY_PER_REQUEST",
     )
+
+
+def _scenario(ddb: Any, table: str) -> list[Any]:
+    """Every kind of call the pipeline makes, with its successes and its refusals, answers recorded."""
+    _ledger_like_table(ddb, table)
     out: list[Any] = []
 
     def call(name: str, **kw: Any) -> None:
@@ -226,15 +231,7 @@ def test_the_validators_copy_of_a_cached_parse_is_a_deep_copy_of_it(expression: 
 
 def _transactions(ddb: Any, table: str) -> list[Any]:
     """TransactWriteItems that go through, that a condition cancels, that repeat a key; and what is left."""
-    ddb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    _ledger_like_table(ddb, table)
     out: list[Any] = []
 
     def key(sk: str) -> dict[str, Any]:

@@ -84,29 +84,29 @@ class Ledger:
         Returns how many were newly recorded."""
         m = self._model
         cond = m.state.does_not_exist()
-        return self._record([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
+        return self._apply([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
 
     def record_rejected(self, user_id: str, campaign_id: str, rejected: list[tuple[str, str]]) -> int:
         """Record recipients as rejected with their reason, unless they already have a state."""
         m = self._model
         cond = m.state.does_not_exist()
-        return self._record([self._write(user_id, campaign_id, e, REJECTED, why, cond) for e, why in rejected])
+        return self._apply([self._write(user_id, campaign_id, e, REJECTED, why, cond) for e, why in rejected])
 
     def record_suppressed(self, user_id: str, campaign_id: str, suppressed: list[tuple[str, str]]) -> int:
         """Record recipients as suppressed (not queued) with why, unless they already have a state."""
         m = self._model
         cond = m.state.does_not_exist()
-        return self._record([self._write(user_id, campaign_id, e, SUPPRESSED, why, cond) for e, why in suppressed])
+        return self._apply([self._write(user_id, campaign_id, e, SUPPRESSED, why, cond) for e, why in suppressed])
 
     def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Record recipients kept in the schedule store for later (not yet queued)."""
         cond = self._model.state.does_not_exist()
-        return self._record([self._write(user_id, campaign_id, e, SCHEDULED, None, cond) for e in emails])
+        return self._apply([self._write(user_id, campaign_id, e, SCHEDULED, None, cond) for e in emails])
 
     def record_released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Scheduled recipients now on their queue: `queued` (only over `scheduled`)."""
         cond = self._model.state == SCHEDULED
-        return self._record([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
+        return self._apply([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
 
     def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
         """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a sender.
@@ -117,7 +117,7 @@ class Ledger:
         m = self._model
         now = int(time.time() * 1000)
         cond = open_condition(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
-        return self._record([self._write(user_id, campaign_id, e, state, reason, cond) for e in emails])
+        return self._apply([self._write(user_id, campaign_id, e, state, reason, cond) for e in emails])
 
     def reopen(self, user_id: str, campaign_id: str, email: str) -> bool:
         """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one).
@@ -164,7 +164,7 @@ class Ledger:
             actions.append(m.reason.set(reason[:1000]))
         return Write(m, pk_of(user_id, campaign_id), email.lower(), actions, condition)
 
-    def _record(self, writes: list[Write]) -> int:
+    def _apply(self, writes: list[Write]) -> int:
         """How many of these conditional writes were made (many to a request: chalicelib.stores.write_batch)."""
         return sum(apply_all(writes))
 

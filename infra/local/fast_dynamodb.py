@@ -187,31 +187,17 @@ def _transact_one(
             raise ConditionalCheckFailed(item=original)
         if op_type != "ConditionCheck":
             before.setdefault(ident, (table, key, copy.deepcopy(current)))
+        expressions = {
+            "condition_expression": condition,
+            "expression_attribute_names": names,
+            "expression_attribute_values": values,
+        }
         if op_type == "Put":
-            self.put_item(
-                table_name,
-                op["Item"],
-                condition_expression=condition,
-                expression_attribute_names=names,
-                expression_attribute_values=values,
-            )
+            self.put_item(table_name, op["Item"], **expressions)
         elif op_type == "Delete":
-            self.delete_item(
-                table_name,
-                key,
-                condition_expression=condition,
-                expression_attribute_names=names,
-                expression_attribute_values=values,
-            )
+            self.delete_item(table_name, key, **expressions)
         elif op_type == "Update":
-            self.update_item(
-                table_name,
-                key,
-                update_expression=op["UpdateExpression"],
-                condition_expression=condition,
-                expression_attribute_names=names,
-                expression_attribute_values=values,
-            )
+            self.update_item(table_name, key, update_expression=op["UpdateExpression"], **expressions)
         return (None, None, None)
     except (MultipleTransactionsException, MockValidationException):
         raise

@@ -189,6 +189,7 @@ class Container:
             self.control,
             self.failed_copies,
             self.parked,
+            self.drains,
         )
 
     @cached_property
@@ -265,23 +266,33 @@ class Container:
             self.start_drain,
         )
 
-    def start_drain(self, queue_name: str, start_at_ms: int | None = None) -> None:
+    def start_drain(self, queue_name: str, start_at_ms: int | None = None, slot: int = 0) -> None:
         """Invoke send_emails asynchronously for a queue (the sweeper's and the releaser's way in)."""
         s = self.settings
-        event = sweep_event(queue_name, s.topic_arn(s.resources.send_topic.name), start_at_ms)
+        event = sweep_event(queue_name, s.topic_arn(s.resources.send_topic.name), start_at_ms, slot)
         aws.client("lambda", s.region).invoke(
             FunctionName=s.resources.function_name("send_emails"),
             InvocationType="Event",
             Payload=json.dumps(event).encode(),
         )
 
-    def reinvoke(self, function_name: str, queue_name: str, generation: int, lease: str) -> None:
-        """Hand the drain (and its lease) on to a fresh asynchronous invocation of the same function."""
+    def reinvoke(
+        self,
+        function_name: str,
+        queue_name: str,
+        generation: int,
+        lease: str,
+        slot: int = 0,
+        start_at_ms: int | None = None,
+    ) -> None:
+        """Hand the drain (and its lease) on to a fresh asynchronous invocation of the same function, which
+        sends from `start_at_ms` on (it may run in another container, with a pacing that starts afresh)."""
         topic = self.settings.topic_arn(self.settings.resources.send_topic.name)
+        event = continuation_event(queue_name, generation, topic, lease, slot, start_at_ms)
         aws.client("lambda", self.settings.region).invoke(
             FunctionName=function_name,
             InvocationType="Event",
-            Payload=json.dumps(continuation_event(queue_name, generation, topic, lease)).encode(),
+            Payload=json.dumps(event).encode(),
         )
 
 

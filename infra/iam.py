@@ -90,7 +90,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
-        _stmt("Lease", _READ + _WRITE + ["dynamodb:DeleteItem"], [tables["LeasesTable"]]),
+        # Taken and renewed with conditional updates, given up with one or deleted.
+        _stmt("Lease", [*_READ, "dynamodb:UpdateItem", "dynamodb:DeleteItem"], [tables["LeasesTable"]]),
         _stmt(
             "Drain",
             [

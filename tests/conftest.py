@@ -22,13 +22,21 @@ def quiet_logs() -> Iterator[None]:
     yield
 
 
+TEST_DRAINER_MAX_RATE = 15
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     outbox = tmp_path_factory.mktemp("outbox")
     # The releaser's lead at 2 s (90 s on AWS), so that a campaign scheduled 8 s ahead goes through the
-    # schedule store and the tests need not wait minutes.
+    # schedule store and the tests need not wait minutes. One drainer sends at most 15 a second here, so
+    # that every test of a tenant above that (exactly once, faults, events) runs several drainers per queue.
     config = StackConfig(
-        port=0, api_port=0, outbox=outbox, ses_latency_ms=5.0, extra_env={"MOONSEND_SCHEDULE_LEAD_S": "2"}
+        port=0,
+        api_port=0,
+        outbox=outbox,
+        ses_latency_ms=5.0,
+        extra_env={"MOONSEND_SCHEDULE_LEAD_S": "2", "MOONSEND_DRAINER_MAX_RATE": str(TEST_DRAINER_MAX_RATE)},
     )
     st = LocalStack(config).start()
     try:

@@ -40,7 +40,7 @@ def test_a_burst_of_messages_to_one_queue_costs_one_lease_read_until_the_memory_
 def test_a_start_that_fails_is_left_to_the_alarm_and_asked_again_by_the_next_writer():
     calls = []
 
-    def refuses(queue, at):
+    def refuses(queue, at, slot=0):
         calls.append(queue)
         raise ConnectionError("Lambda unreachable")
 

@@ -151,10 +151,10 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
     received = {}
     real_deliver, real_finish = c.drainer._delivery.deliver, c.ledger.finish
 
-    def remember_handle(queue_name, message, suppressed):
+    def remember_handle(queue_name, slot, message, suppressed):
         if queue_name == queue:
             received["handle"] = message["ReceiptHandle"]
-        return real_deliver(queue_name, message, suppressed)
+        return real_deliver(queue_name, slot, message, suppressed)
 
     def die_once(claim, state, **kw):
         if claim.pk.startswith(f"{user}#") and "died" not in received:

@@ -50,25 +50,28 @@ class FakeContext:
 class FakeContainer:
     def __init__(self, leases, unfinished_times=0, hold_s=0.0):
         self.leases = leases
+        self.settings = wiring.container().settings
         self.unfinished_times = unfinished_times
         self.hold_s = hold_s
         self.drains = 0
+        self.slots = []
         self.reinvoked = []
 
         outer = self
 
         class Drainer:
-            def drain(self, queue, remaining_ms):
+            def drain(self, queue, remaining_ms, slot=0):
                 outer.drains += 1
+                outer.slots.append(slot)
                 time.sleep(outer.hold_s)
-                r = DrainResult(queue)
+                r = DrainResult(queue, slot=slot)
                 r.unfinished = outer.drains <= outer.unfinished_times
                 return r
 
         self.drainer = Drainer()
 
-    def reinvoke(self, function_name, queue, generation, lease):
-        self.reinvoked.append((queue, generation, lease))
+    def reinvoke(self, function_name, queue, generation, lease, slot=0, start_at_ms=None):
+        self.reinvoked.append((queue, generation, lease) if slot == 0 else (queue, generation, lease, slot))
 
 
 def test_two_alarms_at_once_start_one_drainer(stack, uid):
@@ -106,6 +109,77 @@ def test_a_continuation_with_a_stale_token_does_not_drain(stack, uid):
     c = FakeContainer(leases)
     assert drain_chain.run(c, DrainRequest(queue, "continue", 3, "stale"), queue, FakeContext()) is None
     assert c.drains == 0
+
+
+def test_a_drain_that_ended_makes_the_next_one_wait_until_its_last_window_is_over(stack, uid):
+    """The next drain may run in another container with a fresh pacing: it begins a window after the last
+    send of the one before, which the lease item keeps (one DynamoDB update, no extra request to read it)."""
+    leases = wiring.container().leases
+    queue = f"moonsend-local-t-{uid}"
+    first = leases.acquire(queue, 60_000)
+    quiet = int(time.time() * 1000) + 800
+    leases.drop(first, quiet)
+    assert leases.holder(queue) is None  # free: a writer or the alarm starts the next drain at once
+    assert leases.renew(queue, first.token, 60_000) is None  # the old chain's token renews nothing
+    second = leases.acquire(queue, 60_000)
+    assert second is not None and second.quiet_from_ms == quiet
+    leases.drop(second)  # nothing sent: no quiet time, the item goes
+    assert leases.acquire(queue, 60_000).quiet_from_ms is None
+
+    class Ended(FakeContainer):
+        def __init__(self):
+            super().__init__(leases)
+            self.started_at = None
+            outer = self
+
+            class Drainer:
+                def drain(self, queue, remaining_ms, slot=0):
+                    outer.started_at = time.time() * 1000
+                    r = DrainResult(queue)
+                    r.quiet_from_ms = int(time.time() * 1000) + 700
+                    return r
+
+            self.drainer = Drainer()
+
+    other = f"{queue}-b"
+    c = Ended()
+    drain_chain.run(c, DrainRequest(other, "alarm"), other, FakeContext())
+    assert leases.holder(other) is None
+    d = Ended()
+    drain_chain.run(d, DrainRequest(other, "alarm"), other, FakeContext())
+    assert d.started_at >= c.started_at + 690
+
+
+def test_each_drainer_of_a_queue_holds_its_own_slots_lease_and_hands_it_on(stack, uid):
+    leases = wiring.container().leases
+    queue = f"moonsend-local-t-{uid}"
+    c = FakeContainer(leases, unfinished_times=1)
+    drain_chain.run(c, DrainRequest(queue, "helper", slot=2), queue, FakeContext())
+    ((_q, generation, token, slot),) = c.reinvoked
+    assert (generation, slot, c.slots) == (1, 2, [2])
+    assert leases.holder(f"{queue}#2").token == token and leases.holder(queue) is None
+    # Slot 0 is free for the alarm; a second start of slot 2 finds it held.
+    assert drain_chain.run(c, DrainRequest(queue, "alarm"), queue, FakeContext()) is not None
+    assert drain_chain.run(c, DrainRequest(queue, "helper", slot=2), queue, FakeContext()) is None
+    assert drain_chain.run(c, DrainRequest(queue, "continue", 1, token, slot=2), queue, FakeContext()) is not None
+    assert leases.holder(f"{queue}#2") is None and c.slots == [2, 0, 2]
+
+
+@pytest.mark.parametrize("slot", [1, 7])
+def test_a_drainers_slot_travels_in_its_start_and_its_continuations(slot):
+    from chalicelib.send.triggers import continuation_event, sweep_event
+
+    arn = "arn:aws:sns:us-east-1:1:t"
+    started = parse_trigger(sweep_event("q", arn, slot=slot)["Records"][0]["Sns"]["Message"])
+    continued = parse_trigger(continuation_event("q", 2, arn, "tok", slot)["Records"][0]["Sns"]["Message"])
+    assert (started.source, started.slot) == ("helper", slot)
+    assert (continued.source, continued.slot, continued.lease) == ("continue", slot, "tok")
+
+
+@pytest.mark.parametrize("slot", [-1, 1000, "1", True, 1.5])
+def test_a_trigger_with_a_slot_no_drainer_can_have_asks_for_nothing(slot):
+    message = json.dumps({"kind": "moonsend.drain.sweep", "queue": "q", "slot": slot})
+    assert parse_trigger(message) is None
 
 
 @pytest.mark.parametrize("lease", ["tok-1", None])

@@ -14,6 +14,7 @@ from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S, Resources, reso
 
 APP_NAME = "moonsend"
 MIN_CLAIM_HOLD_S = 2 * SEND_VISIBILITY_TIMEOUT_S
+DRAINER_MAX_RATE = 100
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,10 @@ class Settings:
     # arrive if the sender died after SES accepted the email. At least twice the send queues' visibility
     # timeout (10 min); shorter, a redelivered copy could be sent before the event that would stop it.
     claim_hold_s: float = 1800.0
+    # The most one drainer sends a second; a tenant whose rate is higher is drained by several at once
+    # (chalicelib.core.drainer_shares). About 0.7 of what one drainer's CPU allows: measured, a send costs
+    # 3.9 ms of CPU (bench/cpu_per_email.py), and send_emails at 1,024 MB has about 0.58 of a vCPU.
+    drainer_max_rate: int = DRAINER_MAX_RATE
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -77,6 +82,7 @@ class Settings:
             schedule_lead_s=float(e.get("MOONSEND_SCHEDULE_LEAD_S", "90")),
             idle_queue_days=int(e.get("MOONSEND_IDLE_QUEUE_DAYS", "14")),
             claim_hold_s=max(MIN_CLAIM_HOLD_S, float(e.get("MOONSEND_CLAIM_HOLD_S", "1800"))),
+            drainer_max_rate=max(1, int(e.get("MOONSEND_DRAINER_MAX_RATE", str(DRAINER_MAX_RATE)))),
         )
 
     @cached_property

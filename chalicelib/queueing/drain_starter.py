@@ -8,7 +8,8 @@ harmless (the late one finds the lease taken and returns at once); the alarm and
 the backstops for anything this misses (a start that fails, a drain that ends as email arrives).
 
 Each container remembers the queues it saw drained or started a drain for in the last few seconds, so a
-campaign's burst of messages costs one lease read per queue, not one per message.
+campaign's burst of messages costs one lease read per queue, not one per message. A queue's first drainer
+starts the others its rate needs the same way, one slot at a time (chalicelib.core.drainer_shares).
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from chalicelib.core import log
+from chalicelib.core.drainer_shares import lease_key
 from chalicelib.stores.lease import Leases
 
 # How long a queue seen with a drainer (or given one) is taken to still have it. A drain ends only after
@@ -25,36 +28,44 @@ from chalicelib.stores.lease import Leases
 RECENTLY_S = 5.0
 
 
+class StartDrain(Protocol):
+    """Invoke send_emails for a queue's drainer `slot` (the container's `start_drain`)."""
+
+    def __call__(self, queue_name: str, start_at_ms: int | None = None, slot: int = 0) -> None: ...
+
+
 class DrainStarter:
     def __init__(
         self,
         leases: Leases,
-        start_drain: Callable[[str, int | None], None],
+        start_drain: StartDrain,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._leases = leases
         self._start_drain = start_drain
         self._clock = clock
-        self._seen: dict[str, float] = {}  # queue -> when it was last seen drained or given a drain
+        self._seen: dict[str, float] = {}  # lease key -> when it was last seen held or given a drain
         self._lock = threading.Lock()
 
-    def ensure(self, queue: str, start_at_ms: int | None = None) -> bool:
-        """Start a drain of `queue` (at `start_at_ms`, for email delayed until then) unless one holds it.
+    def ensure(self, queue: str, start_at_ms: int | None = None, slot: int = 0) -> bool:
+        """Start drainer `slot` of `queue` (at `start_at_ms`, for email delayed until then) unless one holds it.
 
-        True when a drain was started. Never raises: the alarm and the sweeper start it otherwise."""
+        True when a drain was started. Never raises: the alarm and the sweeper start slot 0 otherwise, and
+        slot 0 asks again for the others."""
+        key = lease_key(queue, slot)
         now = self._clock()
         with self._lock:
-            if now - self._seen.get(queue, float("-inf")) < RECENTLY_S:
+            if now - self._seen.get(key, float("-inf")) < RECENTLY_S:
                 return False
-            self._seen[queue] = now  # concurrent writers in this container: one of them asks
+            self._seen[key] = now  # concurrent writers in this container: one of them asks
         try:
-            if self._leases.holder(queue) is not None:
+            if self._leases.holder(key) is not None:
                 return False
-            self._start_drain(queue, start_at_ms)
+            self._start_drain(queue, start_at_ms, slot=slot)
         except Exception as exc:  # the email is on the queue: its alarm or the sweeper starts the drain
             with self._lock:
-                self._seen.pop(queue, None)
+                self._seen.pop(key, None)
             log.warning("drain not started; the alarm or the sweeper will", queue=queue, error=type(exc).__name__)
             return False
-        log.info("drain started by its writer", queue=queue)
+        log.info("drain started", queue=queue, slot=slot)
         return True

@@ -16,6 +16,7 @@ from typing import Any
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender, expired_reason
+from chalicelib.core.drainer_shares import drainers_for, share
 from chalicelib.core.errors import (
     KeysRejected,
     MessageInvalid,
@@ -83,7 +84,8 @@ class Delivery:
         self._control = control
         self._failed_copies = failed_copies
 
-    def deliver(self, queue_name: str, message: dict[str, Any], suppressed: Suppressed) -> Verdict:
+    def deliver(self, queue_name: str, slot: int, message: dict[str, Any], suppressed: Suppressed) -> Verdict:
+        """Take one message of drainer `slot` of `queue_name` to its outcome."""
         read = self._read(queue_name, message)
         if isinstance(read, Verdict):
             return read
@@ -93,10 +95,12 @@ class Delivery:
             return Verdict(claim.outcome, email, body, claim.claim_until_ms)
         tenant = self._tenants.get(email.user_id)
         why = self._suppression(email, suppressed, via_s3=body is not message["Body"])
-        outcome = self._gate(email, claim, tenant, why) or self._send(queue_name, email, claim, tenant, message)
+        outcome, drainers = self._gate(email, claim, tenant, why), 1
+        if outcome is None:
+            outcome, drainers = self._send(queue_name, slot, email, claim, tenant, message)
         sent_at = message.get("Attributes", {}).get("SentTimestamp")
         lag = int(time.time() * 1000) - int(sent_at) if outcome is Outcome.SENT and sent_at else None
-        return Verdict(outcome, email, body, lag_ms=lag)
+        return Verdict(outcome, email, body, lag_ms=lag, drainers=drainers)
 
     def _read(self, queue_name: str, message: dict[str, Any]) -> tuple[QueuedEmail, str] | Verdict:
         """The queued email, fetched from S3 when the message is a pointer to it."""
@@ -160,16 +164,36 @@ class Delivery:
         return None
 
     def _send(
-        self, queue_name: str, email: QueuedEmail, claim: Claim, tenant: Tenant, message: dict[str, Any]
-    ) -> Outcome:
+        self, queue_name: str, slot: int, email: QueuedEmail, claim: Claim, tenant: Tenant, message: dict[str, Any]
+    ) -> tuple[Outcome, int]:
+        """The outcome, and how many drainers the email's rate needs (slot 0 starts the others)."""
         free = queue_name == self._settings.resources.free_queue.name
         sender = self._identity.sender_for(email, tenant, free)
         if sender is None:
-            return self._fail(email, claim, NO_KEYS_REASON)
-        pacing = self._pacings.of(queue_name)
+            return self._fail(email, claim, NO_KEYS_REASON), 1
         rate = self._identity.rate_for(queue_name, sender)
+        max_rate = self._settings.drainer_max_rate
+        mine, drainers = share(rate, slot, max_rate), drainers_for(rate, max_rate)
+        if mine <= 0:  # this drainer's band of the rate is empty: the drainers below it send this email
+            self._ledger.unclaim(claim)
+            return Outcome.FEWER_DRAINERS, drainers
+        return self._paced_send(queue_name, slot, mine, email, claim, sender, message), drainers
+
+    def _paced_send(
+        self,
+        queue_name: str,
+        slot: int,
+        share_of_rate: float,
+        email: QueuedEmail,
+        claim: Claim,
+        sender: Sender,
+        message: dict[str, Any],
+    ) -> Outcome:
+        """Wait for a turn within this drainer's share of the rate, ask the campaign once more, send, record."""
+        free = queue_name == self._settings.resources.free_queue.name
+        pacing = self._pacings.of(queue_name, slot)
         mime = self._mime(email, sender)
-        slots = pacing.acquire(rate)
+        slots = pacing.acquire(share_of_rate)
         try:
             stopped = self._campaign_says(email, claim)  # again, after the wait for the slot
             if stopped is not None:

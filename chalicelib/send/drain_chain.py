@@ -3,7 +3,8 @@
 A trigger (the alarm, or later the sweeper) takes the queue's lease or returns at once if another
 drainer holds it. The holder drains until its Lambda time runs short, then re-invokes itself with the
 lease token; the continuation renews the lease and goes on. When the queue is empty the lease is
-dropped, so the next trigger starts a new chain. A chain that dies lets its lease expire.
+dropped, so the next trigger starts a new chain. A chain that dies lets its lease expire. A queue whose
+rate needs several drainers has one chain per slot, each with its own lease (chalicelib.core.drainer_shares).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 from chalicelib.core import log
+from chalicelib.core.drainer_shares import lease_key
 from chalicelib.send.drainer import DrainResult
 from chalicelib.send.triggers import DrainRequest
 from chalicelib.stores.lease import Lease
@@ -24,28 +26,35 @@ def run(container: Any, request: DrainRequest, queue: str, context: Any) -> Drai
     """One link of the chain. Returns None when another drainer holds the queue."""
     hold = int(context.get_remaining_time_in_millis()) + LEASE_GRACE_MS
     leases = container.leases
+    key = lease_key(queue, request.slot)
     lease: Lease | None
     if request.source == "continue" and request.lease:
-        lease = leases.renew(queue, request.lease, hold)
+        lease = leases.renew(key, request.lease, hold)
     else:
-        lease = leases.acquire(queue, hold)
+        lease = leases.acquire(key, hold)
     if lease is None:
-        log.info("queue already being drained", queue=queue, trigger=request.source)
+        log.info("queue already being drained", queue=queue, slot=request.slot, trigger=request.source)
         return None
-    if request.start_at_ms is not None:
-        _wait_until(request.start_at_ms, context, container.settings.deadline_margin_ms)
-    result: DrainResult = container.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis)
+    starts = [at for at in (request.start_at_ms, lease.quiet_from_ms) if at is not None]
+    if starts:
+        _wait_until(max(starts), context, container.settings.deadline_margin_ms)
+    result: DrainResult = container.drainer.drain(
+        queue, remaining_ms=context.get_remaining_time_in_millis, slot=request.slot
+    )
     if result.unfinished:
-        container.reinvoke(context.function_name, queue, request.generation + 1, lease.token)
+        container.reinvoke(
+            context.function_name, queue, request.generation + 1, lease.token, request.slot, result.quiet_from_ms
+        )
     else:
-        leases.drop(lease)
+        leases.drop(lease, result.quiet_from_ms)
     return result
 
 
 def _wait_until(start_at_ms: int, context: Any, margin_ms: int) -> None:
     """A scheduled start: the queue's email becomes visible at `start_at_ms`; begin then, not a poll later.
+    A continuation, or a drain after one that ended: the last drain's sends fill a window until then.
 
-    The lease is held while waiting (at most the releaser's lead), so no other drain starts meanwhile."""
+    The lease is held while waiting (at most the releaser's lead, or a second), so no other drain starts."""
     wait_ms = start_at_ms - int(time.time() * 1000)
     room_ms = int(context.get_remaining_time_in_millis()) - margin_ms
     if wait_ms > 0:

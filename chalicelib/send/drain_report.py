@@ -21,9 +21,13 @@ class DrainResult:
     cancelled: int = 0
     expired: int = 0
     dead_lettered: int = 0
+    handed_back: int = 0  # left to the drainers its rate needs (this one's slot is above them)
+    slot: int = 0  # which of the queue's drainers this was (chalicelib.core.drainer_shares)
     lag: QueueLag = field(default_factory=QueueLag)
     tenants: set[str] = field(default_factory=set)
     unfinished: bool = False  # stopped for the deadline: hand on to a new invocation
+    # When the next drainer of this slot may send (epoch ms): a window after this one's last send finished.
+    quiet_from_ms: int | None = None
     stopped_reason: str | None = None
 
 
@@ -36,12 +40,14 @@ def _log(result: DrainResult) -> None:
     log.info(
         "drain ended",
         queue=result.queue_name,
+        slot=result.slot,
         sent=result.sent,
         failed=result.failed,
         throttled=result.throttled,
         retried=result.retried,
         duplicates=result.duplicates,
         dead_lettered=result.dead_lettered,
+        handed_back=result.handed_back,
         lag_mean_ms=round(result.lag.mean_ms),
         lag_max_ms=result.lag.max_ms,
         unfinished=result.unfinished,

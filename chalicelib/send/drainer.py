@@ -26,6 +26,7 @@ from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.links import LinkSigner
 from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
+from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.delivery import Delivery, Suppressed
 from chalicelib.send.drain_report import DrainResult, report_drain
@@ -48,7 +49,7 @@ from chalicelib.stores.tenants import TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
 # Another copy's business: the drain did not handle this tenant's email (its metrics dimension).
-_NOT_CLAIMED = frozenset({Outcome.DUPLICATE, Outcome.IN_FLIGHT, Outcome.ORPHANED})
+_NOT_CLAIMED = frozenset({Outcome.DUPLICATE, Outcome.IN_FLIGHT, Outcome.ORPHANED, Outcome.FEWER_DRAINERS})
 # A claim outlives its message's invisibility six times over. If its holder dies after SES accepted the
 # email and before recording it, the message comes back after the visibility timeout (5 min) but finds
 # the claim still held, and waits: SES's Send event, which records the email sent, has 30 minutes to
@@ -69,6 +70,7 @@ class _Drain:
 
     url: str
     queue_name: str
+    slot: int  # which of the queue's drainers this is (chalicelib.core.drainer_shares)
     free: bool
     result: DrainResult
     inflight: dict[Future[Verdict], dict[str, Any]] = field(default_factory=dict)
@@ -92,9 +94,11 @@ class Drainer:
         control: CampaignControl,
         failed_copies: FailedCopies,
         parked: ParkedEmail,
+        drains: DrainStarter,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
+        self._drains = drains
         self._tenants = tenants
         self._suppressions = suppressions
         self._stats = BufferedStats(stats)
@@ -120,9 +124,12 @@ class Drainer:
         )
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
 
-    def drain(self, queue_name: str, remaining_ms: Callable[[], int]) -> DrainResult:
-        """Drain until the queue is empty, the deadline nears, or SES says stop for today."""
-        result = DrainResult(queue_name)
+    def drain(self, queue_name: str, remaining_ms: Callable[[], int], slot: int = 0) -> DrainResult:
+        """Drain until the queue is empty, the deadline nears, or SES says stop for today.
+
+        `slot`: which of the queue's drainers this is, when its rate needs several; each sends its own
+        share of the rate, and slot 0 starts the others (chalicelib.core.drainer_shares)."""
+        result = DrainResult(queue_name, slot=slot)
         try:
             url = self._sqs.get_queue_url(QueueName=queue_name)["QueueUrl"]
         except ClientError as exc:
@@ -138,13 +145,14 @@ class Drainer:
             result.stopped_reason = paused
             log.info("drain skipped", queue=queue_name, reason=paused)
             return result
-        d = _Drain(url, queue_name, queue_name == self._settings.resources.free_queue.name, result)
+        d = _Drain(url, queue_name, slot, queue_name == self._settings.resources.free_queue.name, result)
         with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
             self._loop(d, pool, remaining_ms)
             # Whatever was started is finished and recorded before the drain hands on or ends.
             while d.inflight:
                 self._collect(d, wait=True)
         self._actions.delete(url, d.to_delete)
+        result.quiet_from_ms = self._pacings.of(queue_name, slot).quiet_from_ms()
         self._stats.flush()
         self._sent_ahead.settle()
         report_drain(self._settings, result)
@@ -161,7 +169,7 @@ class Drainer:
             if remaining_ms() < self._settings.deadline_margin_ms:
                 d.result.unfinished = True
                 return
-            room = self._ahead(d.queue_name) - len(d.inflight)
+            room = self._ahead(d) - len(d.inflight)
             if room <= 0:
                 self._collect(d, wait=True)
                 continue
@@ -170,7 +178,7 @@ class Drainer:
                 empty_polls = 0
                 suppressed = self._suppressed_in(messages)
                 for m in messages:
-                    future = pool.submit(self._delivery.deliver, d.queue_name, m, suppressed)
+                    future = pool.submit(self._delivery.deliver, d.queue_name, d.slot, m, suppressed)
                     d.inflight[future] = m
                     future.add_done_callback(d.finished.put)
             elif d.inflight:
@@ -189,12 +197,12 @@ class Drainer:
             MessageAttributeNames=[THROTTLES_ATTRIBUTE],
         ).get("Messages", [])
 
-    def _ahead(self, queue_name: str) -> int:
-        """How many messages to hold: a second and a half of sends, at least two batches.
+    def _ahead(self, d: _Drain) -> int:
+        """How many messages to hold: a second and a half of this drainer's sends, at least two batches.
 
         Each message spends the ledger claim, its slot, the SES call and the ledger record in flight;
         holding fewer than that round trip's worth caps the rate below the tenant's."""
-        rate = self._pacings.rate(queue_name) or 10.0
+        rate = self._pacings.rate(d.queue_name, d.slot) or 10.0
         return max(20, min(MAX_AHEAD, math.ceil(rate * 1.5) + 10))
 
     def _collect(self, d: _Drain, *, wait: bool) -> None:
@@ -211,6 +219,7 @@ class Drainer:
         except queue.Empty:
             pass
         to_park: list[tuple[dict[str, Any], Verdict]] = []
+        drainers = 1
         for future in done:
             m = d.inflight.pop(future)
             verdict = future.result()
@@ -221,9 +230,21 @@ class Drainer:
                 d.result.tenants.add(verdict.email.user_id)  # the tenants whose email this drain handled
             if verdict.lag_ms is not None:
                 d.result.lag.add(verdict.lag_ms)
+            drainers = max(drainers, verdict.drainers)
             self._act(d, disposition.action, m, verdict, to_park)
         if to_park:
             d.to_delete.extend(self._parking.park(d.url, d.free, to_park))
+        if d.slot == 0 and drainers > 1:
+            self._start_helpers(d, drainers)
+
+    def _start_helpers(self, d: _Drain, drainers: int) -> None:
+        """The queue's first drainer starts the others the rate of the email it is sending needs.
+
+        Asked from the email just sent, not once at the start: a campaign at a higher rate may come after a
+        slower one, and a helper that died is started again (the starter asks for each slot at most every
+        few seconds, and the lease makes a second start of a live slot harmless)."""
+        for slot in range(1, drainers):
+            self._drains.ensure(d.queue_name, slot=slot)
 
     def _act(
         self,
@@ -244,6 +265,9 @@ class Drainer:
             self._actions.wait_for_claim(d.url, m, verdict)
         elif action is Action.TO_DEAD_LETTER:
             self._actions.visible_now(d.url, m)
+        elif action is Action.HAND_BACK:
+            self._actions.hand_back(d.url, m)
+            d.result.stopped_reason = STOP_REASONS[action]
         elif action is Action.PARK or (action is Action.PARK_OR_STOP and d.free):
             to_park.append((m, verdict))  # the shared queue goes on for the other free tenants
         else:  # STOP, or a paused tenant's own queue: later drains check the pause before receiving

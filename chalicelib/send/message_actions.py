@@ -94,6 +94,15 @@ class MessageActions:
         maxReceiveCount and SQS moves it to the dead-letter queue."""
         self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
 
+    def hand_back(self, url: str, message: dict[str, Any]) -> None:
+        """Back on the queue at once for another drainer of it; on its last receives as a fresh copy, so that
+        being received by a drainer that may not send it never counts it toward the dead-letter queue."""
+        if _receives(message) < MAX_RECEIVE_COUNT - 1:
+            self.visible_now(url, message)
+            return
+        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=0)
+        self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+
     def keep_on_queue(self, url: str, message: dict[str, Any]) -> None:
         """A paused tenant's email back for later as a fresh message (its redelivery budget intact), when it
         cannot be parked."""

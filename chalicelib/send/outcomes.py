@@ -30,6 +30,9 @@ class Outcome(enum.Enum):
     ORPHANED = "orphaned"  # claimed longer ago than a send takes: its sender died; wait for SES's Send event
     TENANT_PAUSED = "tenant-paused"  # its tenant is paused: parked, not sent, nothing recorded against it
     CAMPAIGN_PAUSED = "campaign-paused"  # its campaign is paused: parked until resumed, the queue goes on
+    # Its rate needs fewer drainers than this one's slot (chalicelib.core.drainer_shares): handed back, this
+    # drainer ends, and the ones its rate needs send it.
+    FEWER_DRAINERS = "fewer-drainers"
 
 
 class Action(enum.Enum):
@@ -41,6 +44,7 @@ class Action(enum.Enum):
     PARK = "park"  # into the parked-email store until resumed, then deleted
     PARK_OR_STOP = "park-or-stop"  # parked on the shared free queue; a tenant's own queue: the drain stops
     STOP = "stop"  # left to come back after its visibility timeout, and the drain stops
+    HAND_BACK = "hand-back"  # visible again at once (a fresh copy on its last receives), and the drain stops
 
 
 @dataclass(frozen=True)
@@ -64,12 +68,14 @@ DISPOSITIONS: dict[Outcome, Disposition] = {
     Outcome.CAMPAIGN_PAUSED: Disposition("retried", Action.PARK),
     Outcome.TENANT_PAUSED: Disposition("retried", Action.PARK_OR_STOP),
     Outcome.QUOTA_REACHED: Disposition(None, Action.STOP),
+    Outcome.FEWER_DRAINERS: Disposition("handed_back", Action.HAND_BACK),
 }
 
 # Why a drain stopped early, by the action that stops it.
 STOP_REASONS = {
     Action.STOP: "daily quota exhausted or sending paused",
     Action.PARK_OR_STOP: "tenant paused",
+    Action.HAND_BACK: "the queue's rate needs fewer drainers",
 }
 
 
@@ -82,3 +88,4 @@ class Verdict:
     body: str | None = None  # the email as queued, fetched from S3 if the message was a pointer
     claim_until_ms: int | None = None  # ORPHANED: when the dead sender's claim expires
     lag_ms: int | None = None  # SENT: from queueing to sending
+    drainers: int = 1  # how many drainers its rate needs (known once its sender is: sent or not, after the gate)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 WINDOW_S = 1.0
 # Clock readings and SES's timestamps round to the millisecond: keep a little more than a second.
 EPSILON_S = 0.001
+# Two Lambda containers' clocks (both NTP-synced) differ by a few ms at most; a hand-on allows this much.
+CLOCK_SKEW_MS = 20
 # How far behind its schedule the limiter may catch up, in back-to-back sends (still within the window).
 CATCH_UP_S = 0.25
 
@@ -102,6 +104,11 @@ class RateLimiter:
             token[0] = self._clock()
             self._cv.notify_all()
 
+    def last_finished(self) -> float | None:
+        """When the latest send that has its answer finished (this limiter's clock), or None."""
+        with self._cv:
+            return max((t[0] for t in self._finished if t[0] is not None), default=None)
+
     def slow_down(self, factor: float, for_seconds: float) -> None:
         """Space sends `factor` times wider for a while (after SES said Throttling)."""
         with self._cv:
@@ -152,6 +159,18 @@ class QueuePacing:
         for limiter, token in slots:
             limiter.done(token)
 
+    def quiet_from_ms(self) -> int | None:
+        """The wall-clock time (epoch ms) after which this pacing's sends fill no one-second window any more:
+        its last send's finish plus a window. A drainer that goes on in another process (a continuation in
+        another Lambda container, with a fresh pacing) begins then, so one window never holds both's sends."""
+        with self._lock:
+            limiters = [*self._own.values(), *([self._queue] if self._queue else [])]
+        finishes = [f for f in (limiter.last_finished() for limiter in limiters) if f is not None]
+        if not finishes:
+            return None
+        ago_s = self._clock() - max(finishes)
+        return math.ceil((time.time() - ago_s + WINDOW_S + EPSILON_S) * 1000) + CLOCK_SKEW_MS
+
     def slow_down(self, factor: float, for_seconds: float) -> None:
         """SES said Throttling: every campaign of the queue slows down (the account is what is throttled)."""
         with self._lock:
@@ -161,21 +180,23 @@ class QueuePacing:
 
 
 class Pacings:
-    """Each queue's pacing in this container. Kept per container, so that a re-invocation landing in the same
+    """Each queue's pacing in this container, one per drainer slot of the queue (each paces its own share:
+    chalicelib.core.drainer_shares). Kept per container, so that a re-invocation landing in the same
     container goes on from the last slot instead of starting with a fresh window."""
 
     def __init__(self) -> None:
-        self._by_queue: dict[str, QueuePacing] = {}
+        self._by_drainer: dict[tuple[str, int], QueuePacing] = {}
         self._lock = threading.Lock()
 
-    def of(self, queue_name: str) -> QueuePacing:
+    def of(self, queue_name: str, slot: int) -> QueuePacing:
         with self._lock:
-            if queue_name not in self._by_queue:
-                self._by_queue[queue_name] = QueuePacing()
-            return self._by_queue[queue_name]
+            key = (queue_name, slot)
+            if key not in self._by_drainer:
+                self._by_drainer[key] = QueuePacing()
+            return self._by_drainer[key]
 
-    def rate(self, queue_name: str) -> float:
-        """The queue's highest rate so far (0.0 before its first send here)."""
+    def rate(self, queue_name: str, slot: int) -> float:
+        """The highest rate this drainer of the queue has paced so far (0.0 before its first send here)."""
         with self._lock:
-            pacing = self._by_queue.get(queue_name)
+            pacing = self._by_drainer.get((queue_name, slot))
         return pacing.rate if pacing else 0.0

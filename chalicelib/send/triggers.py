@@ -2,7 +2,9 @@
 
 The alarm message is CloudWatch's (`Trigger.Dimensions` names the queue; see seed 003). Only the
 transition to ALARM starts a drain: OK and INSUFFICIENT_DATA messages are ignored. The continuation is
-ours, sent as an SNS-shaped event so that one Chalice handler takes both.
+ours, sent as an SNS-shaped event so that one Chalice handler takes both. A queue drained by several
+drainers (chalicelib.core.drainer_shares) has each one's slot in its start and its continuations; the
+alarm, the sweeper and the writers start slot 0, which starts the others.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class DrainRequest:
     generation: int = 0
     lease: str | None = None  # the lease token a continuation carries
     start_at_ms: int | None = None  # a scheduled start: the drain waits until then (epoch ms)
+    slot: int = 0  # which of the queue's drainers this is (0 unless its rate needs several)
 
 
 def parse_trigger(message: str) -> DrainRequest | None:
@@ -34,13 +37,17 @@ def parse_trigger(message: str) -> DrainRequest | None:
         return None
     if not isinstance(d, dict):
         return None
-    if d.get("kind") == CONTINUE_KIND and isinstance(d.get("queue"), str):
-        return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"))
-    if d.get("kind") == SWEEP_KIND and isinstance(d.get("queue"), str):
+    if d.get("kind") in (CONTINUE_KIND, SWEEP_KIND) and isinstance(d.get("queue"), str):
+        slot = _slot(d.get("slot", 0))
+        if slot is None:
+            return None
         start = d.get("startAt")
+        if d["kind"] == CONTINUE_KIND:
+            at = start if isinstance(start, int) and not isinstance(start, bool) else None
+            return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"), at, slot)
         if isinstance(start, int) and not isinstance(start, bool):
-            return DrainRequest(d["queue"], "schedule", start_at_ms=start)
-        return DrainRequest(d["queue"], "sweep")
+            return DrainRequest(d["queue"], "schedule", start_at_ms=start, slot=slot)
+        return DrainRequest(d["queue"], "sweep" if slot == 0 else "helper", slot=slot)
     if d.get("NewStateValue") != "ALARM":
         return None
     trigger = d.get("Trigger") or {}
@@ -52,18 +59,40 @@ def parse_trigger(message: str) -> DrainRequest | None:
     return None
 
 
-def sweep_event(queue_name: str, topic_arn: str, start_at_ms: int | None = None) -> dict[str, Any]:
-    """The payload with which the sweeper starts a drain of a stalled queue (or the releaser a scheduled one)."""
+# More drainers than any rate needs (SES accounts top out in the thousands a second): a bigger slot in a
+# trigger is not ours.
+MAX_SLOTS = 1000
+
+
+def _slot(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < MAX_SLOTS:
+        return value
+    return None
+
+
+def sweep_event(queue_name: str, topic_arn: str, start_at_ms: int | None = None, slot: int = 0) -> dict[str, Any]:
+    """The payload that starts a drain: the sweeper's for a stalled queue, the releaser's for a scheduled one,
+    a writer's for a queue with no drainer, slot 0's for another drainer of its queue."""
     message: dict[str, Any] = {"kind": SWEEP_KIND, "queue": queue_name}
     if start_at_ms is not None:
         message["startAt"] = int(start_at_ms)
+    if slot:
+        message["slot"] = slot
     return _sns_event(json.dumps(message), topic_arn, "sweeper")
 
 
-def continuation_event(queue_name: str, generation: int, topic_arn: str, lease: str) -> dict[str, Any]:
-    """The payload of the sender's asynchronous self-invocation, in Lambda's SNS event shape."""
-    message = json.dumps({"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation, "lease": lease})
-    return _sns_event(message, topic_arn, "self-invoke")
+def continuation_event(
+    queue_name: str, generation: int, topic_arn: str, lease: str, slot: int = 0, start_at_ms: int | None = None
+) -> dict[str, Any]:
+    """The payload of the sender's asynchronous self-invocation, in Lambda's SNS event shape.
+
+    `start_at_ms`: when the continuation may send its first email (a window after the last one's)."""
+    message: dict[str, Any] = {"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation, "lease": lease}
+    if start_at_ms is not None:
+        message["startAt"] = int(start_at_ms)
+    if slot:
+        message["slot"] = slot
+    return _sns_event(json.dumps(message), topic_arn, "self-invoke")
 
 
 def _sns_event(message: str, topic_arn: str, via: str) -> dict[str, Any]:

@@ -5,6 +5,10 @@ or expired). The alarm, the sweeper and a second campaign can all start a drain 
 only the holder drains, the others return at once. The holder passes the token to its own
 re-invocation, which renews it; a holder that dies simply lets it expire, and the next trigger takes it.
 That is what keeps a tenant's rate a promise: two drainers on one queue would each send at the rate.
+
+A drain that ends having sent leaves its lease free but notes when its last send stops counting against
+the rate (a window after it finished); the next drain of the queue, maybe in another container with a
+fresh pacing, waits until then (`Lease.quiet_from_ms`), so one window never holds both drains' sends.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError, DoesNotExist, PutError
+from pynamodb.exceptions import DeleteError, DoesNotExist, UpdateError
 from pynamodb.models import Model
 
 from chalicelib.stores.tables import bound, condition_failed
@@ -29,6 +33,11 @@ class LeaseModel(Model):
     expires_ms = NumberAttribute()
     taken_ms = NumberAttribute()
     expires_at = NumberAttribute()  # epoch seconds, DynamoDB TTL (tidies leases of idle queues)
+    quiet_from_ms = NumberAttribute(null=True)  # the last drain's sends fill no window after this (epoch ms)
+
+
+# The token of a lease given up with a quiet time: no continuation carries it, so none renews the lease.
+RELEASED = "released"
 
 
 @dataclass(frozen=True)
@@ -36,41 +45,65 @@ class Lease:
     queue: str
     token: str
     expires_ms: int
+    quiet_from_ms: int | None = None  # when taken: wait until then before sending (the last drain's window)
 
 
 class Leases:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(LeaseModel, table_name, region)
 
-    def _put(self, queue: str, token: str, hold_ms: int, condition: object) -> Lease | None:
+    def _take(self, queue: str, token: str, hold_ms: int, condition: object) -> Lease | None:
+        """Write the lease if `condition` holds. An update, not a put: it leaves the last drain's quiet time
+        on the item and answers with it."""
         m = self._model
         now = int(time.time() * 1000)
         expires = now + hold_ms
+        item = m(queue)
         try:
-            m(queue, token=token, expires_ms=expires, taken_ms=now, expires_at=expires // 1000 + 86400).save(
-                condition=condition  # type: ignore[arg-type]
+            item.update(
+                actions=[
+                    m.token.set(token),
+                    m.expires_ms.set(expires),
+                    m.taken_ms.set(now),
+                    m.expires_at.set(expires // 1000 + 86400),
+                ],
+                condition=condition,  # type: ignore[arg-type]
             )
-        except PutError as exc:
+        except UpdateError as exc:
             if condition_failed(exc):
                 return None
             raise
-        return Lease(queue, token, expires)
+        quiet = item.quiet_from_ms
+        return Lease(queue, token, expires, int(quiet) if quiet is not None and quiet > now else None)
 
     def acquire(self, queue: str, hold_ms: int) -> Lease | None:
         """Take the queue's lease, or None if someone holds a live one."""
         m = self._model
         now = int(time.time() * 1000)
-        return self._put(queue, uuid.uuid4().hex, hold_ms, m.queue.does_not_exist() | (m.expires_ms < now))
+        return self._take(queue, uuid.uuid4().hex, hold_ms, m.queue.does_not_exist() | (m.expires_ms < now))
 
     def renew(self, queue: str, token: str, hold_ms: int) -> Lease | None:
         """Extend a lease we hold (the re-invocation of the drainer that took it)."""
-        return self._put(queue, token, hold_ms, self._model.token == token)
+        return self._take(queue, token, hold_ms, self._model.token == token)
 
-    def drop(self, lease: Lease) -> None:
-        """Give the lease up (a drain that finished): the next drain may take it at once."""
+    def drop(self, lease: Lease, quiet_from_ms: int | None = None) -> None:
+        """Give the lease up (a drain that finished): the next drain may take it at once, and waits until
+        `quiet_from_ms` (when the finished drain's last send stops counting) before it sends."""
+        m = self._model
         try:
-            self._model(lease.queue).delete(condition=self._model.token == lease.token)
-        except DeleteError as exc:
+            if quiet_from_ms is None:
+                m(lease.queue).delete(condition=m.token == lease.token)
+                return
+            m(lease.queue).update(
+                actions=[
+                    m.token.set(RELEASED),
+                    m.expires_ms.set(0),
+                    m.quiet_from_ms.set(quiet_from_ms),
+                    m.expires_at.set(quiet_from_ms // 1000 + 86400),
+                ],
+                condition=m.token == lease.token,
+            )
+        except (DeleteError, UpdateError) as exc:
             if not condition_failed(exc):
                 raise
 

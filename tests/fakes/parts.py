@@ -34,10 +34,10 @@ def links() -> LinkSigner:
 
 
 class Starts(list):
-    """start_drain: the drains asked for, as (queue, start at)."""
+    """start_drain: the drains asked for, as (queue, start at), or (queue, start at, slot) for slots above 0."""
 
-    def __call__(self, queue, at):
-        self.append((queue, at))
+    def __call__(self, queue, at=None, slot=0):
+        self.append((queue, at) if slot == 0 else (queue, at, slot))
 
 
 def email_queue(sqs, payload_store=None, queues=None) -> EmailQueue:
@@ -58,6 +58,7 @@ def drainer(
     schedule=None,
     reputation=None,
     queues=None,
+    drains=None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
@@ -75,6 +76,7 @@ def drainer(
         control or FakeControl(),
         failed_copies(),
         parked,
+        drains or DrainStarter(FakeLeases(), Starts()),
     )
 
 

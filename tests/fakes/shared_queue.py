@@ -1,0 +1,120 @@
+"""One SQS queue that several drainers receive from at once: thread-safe, with visibility timeouts.
+
+Enough of SQS's semantics for drainers racing on one queue: a received message is invisible for the
+queue's visibility timeout (or what ChangeMessageVisibility sets) and comes back after it with its
+receive count raised; each receive gives a new receipt handle, and only the latest deletes. Seconds
+are scaled by `time_scale`, so that a test sees a 300 s timeout pass in 3 s.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class _Message:
+    id: str
+    body: str
+    attributes: dict = field(default_factory=dict)
+    visible_at: float = 0.0
+    receives: int = 0
+    handle: str | None = None
+
+
+class SharedSqs:
+    def __init__(self, bodies=(), visibility_s=300.0, time_scale=0.01, tags=None):
+        self._ids = itertools.count()
+        self._lock = threading.Lock()
+        self._messages: dict[str, _Message] = {}
+        self._visibility_s = visibility_s
+        self._scale = time_scale
+        self._tags = tags or {}
+        self.received = 0
+        self.deleted: list[str] = []  # bodies, in the order they were deleted
+        for b in bodies:
+            self._add(b, 0.0)
+
+    def _add(self, body, delay_s):
+        i = str(next(self._ids))
+        self._messages[i] = _Message(i, body, visible_at=time.monotonic() + delay_s * self._scale)
+
+    def add(self, bodies):
+        with self._lock:
+            for b in bodies:
+                self._add(b, 0.0)
+
+    @property
+    def left(self) -> int:
+        """Messages not deleted (visible or not)."""
+        return self.remaining()
+
+    def remaining(self) -> int:
+        """`left`, as a method (a manager's proxy serves methods, not properties)."""
+        with self._lock:
+            return len(self._messages)
+
+    def get_queue_url(self, QueueName):
+        return {"QueueUrl": f"https://sqs/{QueueName}"}
+
+    def list_queue_tags(self, QueueUrl):
+        return {"Tags": dict(self._tags)}
+
+    def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
+        now = time.monotonic()
+        out = []
+        with self._lock:
+            for m in self._messages.values():
+                if len(out) == MaxNumberOfMessages:
+                    break
+                if m.visible_at <= now:
+                    m.receives += 1
+                    m.handle = f"{m.id}/{m.receives}"
+                    m.visible_at = now + self._visibility_s * self._scale
+                    out.append(
+                        {
+                            "MessageId": m.id,
+                            "ReceiptHandle": m.handle,
+                            "Body": m.body,
+                            "Attributes": {"ApproximateReceiveCount": str(m.receives), "SentTimestamp": "0"},
+                        }
+                    )
+            self.received += len(out)
+        return {"Messages": out} if out else {}
+
+    def _current(self, handle):
+        m = self._messages.get(handle.split("/")[0])
+        return m if m is not None and m.handle == handle else None
+
+    def delete_message(self, QueueUrl, ReceiptHandle):
+        with self._lock:
+            m = self._current(ReceiptHandle)
+            if m is not None:
+                del self._messages[m.id]
+                self.deleted.append(m.body)
+
+    def delete_message_batch(self, QueueUrl, Entries):
+        ok, bad = [], []
+        for e in Entries:
+            with self._lock:
+                m = self._current(e["ReceiptHandle"])
+                if m is not None:
+                    del self._messages[m.id]
+                    self.deleted.append(m.body)
+            (ok if m is not None else bad).append(e["Id"])
+        return {
+            "Successful": [{"Id": i} for i in ok],
+            "Failed": [{"Id": i, "Code": "ReceiptHandleIsInvalid", "SenderFault": True} for i in bad],
+        }
+
+    def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
+        with self._lock:
+            m = self._current(ReceiptHandle)
+            if m is not None:
+                m.visible_at = time.monotonic() + VisibilityTimeout * self._scale
+
+    def send_message(self, QueueUrl, MessageBody, DelaySeconds=0, MessageAttributes=None):
+        with self._lock:
+            self._add(MessageBody, DelaySeconds)

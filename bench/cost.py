@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import tempfile
@@ -47,6 +46,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import botocore.handlers  # noqa: E402
+
+from chalicelib.core.config import DRAINER_MAX_RATE  # noqa: E402
+from chalicelib.core.drainer_shares import drainers_for  # noqa: E402
 
 # USD per unit.
 PRICE = {
@@ -68,9 +70,6 @@ S3_PUTS = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects"}
 SES_SENDS = {"SendEmail", "SendRawEmail"}
 COUNTED = ("functions", "producer", "ses", "poller")
 MINUTES_PER_MONTH = 30 * 24 * 60
-# What one drainer sends per second on send_emails' deployed memory (1,024 MB: about 0.58 vCPU), from
-# bench/cpu_per_email.py (3.9 ms of CPU per email on one vCPU: about 250/s), with a margin.
-EMAILS_PER_DRAINER_S = 140.0
 
 
 @dataclass
@@ -262,8 +261,9 @@ def model(m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: flo
     lines: dict[str, float] = {k: v * emails * PRICE[k] for k, v in per_email.items()}
     send_memory_gb = m["memory_mb"].get("send_emails", 512) / 1024
     other_gb_s = sum(v for k, v in m["local_gb_s"].items() if k != "send_emails") / n
-    # Each drainer is busy for the whole drain: a rate that needs N of them costs N drains' time.
-    drainers = math.ceil(rate / EMAILS_PER_DRAINER_S)
+    # Each drainer is busy for the whole drain: a rate that needs N of them (one per
+    # MOONSEND_DRAINER_MAX_RATE emails a second, chalicelib.core.drainer_shares) costs N drains' time.
+    drainers = drainers_for(rate, DRAINER_MAX_RATE)
     lines["lambda_gb_s"] = (send_memory_gb * drainers / rate + other_gb_s) * emails * PRICE["lambda_gb_s"]
     alarms_per_tenant = m["alarms"] / m["tenants"]
     # The sweeper reads each queue's depth once a minute (tenant queues; dead-letter queues are not swept).

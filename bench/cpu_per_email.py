@@ -151,6 +151,7 @@ def main() -> int:
                 **os.environ,
                 "MOONSEND_STAGE": "bench",
                 "MOONSEND_MAX_RATE": "100000",
+                "MOONSEND_DRAINER_MAX_RATE": "100000",  # one drainer, never held back by its limiter
                 "MOONSEND_LONG_POLL_SECONDS": "0",
                 "MOONSEND_SES_EVENTS": "0",
                 "MOONSEND_LINK_SECRET": "bench-link-secret-0123456789",

@@ -44,6 +44,11 @@ BENCHES = (
     Bench("cost", "AWS requests and cost per email (issue 8)", ("bench/cost.py",)),
     Bench("cpu_per_email", "send_emails' CPU per email, by part (issue 22)", ("bench/cpu_per_email.py",)),
     Bench(
+        "many_drainers",
+        "One tenant at 1,000/s: several drainers on one queue (issue 22)",
+        ("bench/many_drainers.py", "--rate", "1000", "--seconds", "10"),
+    ),
+    Bench(
         "first_email",
         "A new tenant's first email, on AWS's timing (issue 22)",
         ("bench/first_email.py", "--trials", "5", "--phase-s", "10"),

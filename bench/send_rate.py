@@ -128,7 +128,13 @@ def run(rate: float, seconds: float, latency_ms: float) -> dict[str, Any]:
             for i in range(n)
         ]
         settings = Settings.from_env(
-            {"MOONSEND_STAGE": "bench", "MOONSEND_LONG_POLL_SECONDS": "0", "MOONSEND_DEADLINE_MARGIN_MS": "1000"}
+            {
+                "MOONSEND_STAGE": "bench",
+                "MOONSEND_LONG_POLL_SECONDS": "0",
+                "MOONSEND_DEADLINE_MARGIN_MS": "1000",
+                # One drainer's limiter at every rate (bench/many_drainers.py measures several on one queue).
+                "MOONSEND_DRAINER_MAX_RATE": "100000",
+            }
         )
         queue = MemoryQueue(bodies)
         # Every part of the drainer runs (suppression look-ups, counting ahead, campaign control, links);

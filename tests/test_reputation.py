@@ -48,9 +48,9 @@ def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(st
 
 def test_sends_are_counted_before_they_go_so_a_sender_that_dies_leaves_the_count_high_never_low():
     rep = FakeReputation()
-    ahead = SentAhead(rep, block=20)
+    ahead = SentAhead(rep)
     for _ in range(25):
-        ahead.take("acme")
+        ahead.take("acme", 14)
     # What a sender killed here leaves: at least every send it made (the guard can only be late).
     assert rep.sent("acme") == 40 and len(rep.writes) == 2  # one write per block of 20, not per send
     ahead.settle()  # a drain that ends gives the unused remainder back: exact
@@ -59,23 +59,33 @@ def test_sends_are_counted_before_they_go_so_a_sender_that_dies_leaves_the_count
 
 def test_a_send_ses_refused_gives_its_count_back():
     rep = FakeReputation()
-    ahead = SentAhead(rep, block=5)
+    ahead = SentAhead(rep)
     for _ in range(3):
-        ahead.take("acme")
+        ahead.take("acme", 5)
     ahead.give_back("acme")
-    ahead.take("other")
+    ahead.take("other", 5)
     ahead.settle()
     assert (rep.sent("acme"), rep.sent("other")) == (2, 1)
 
 
 def test_a_count_that_cannot_be_written_goes_with_the_next_block():
     rep = FakeReputation(fail=1)
-    ahead = SentAhead(rep, block=10)
-    ahead.take("acme")  # the write fails; the send goes on, owed
-    ahead.take("acme")
-    assert rep.writes == [("acme", 11)]
+    ahead = SentAhead(rep)
+    ahead.take("acme", 10)  # the write fails; the send goes on, owed
+    ahead.take("acme", 10)
+    assert rep.writes == [("acme", 21)]
     ahead.settle()
     assert rep.sent("acme") == 2
+
+
+def test_a_fast_sender_counts_about_a_second_of_sends_per_write_and_never_more_than_the_cap():
+    rep = FakeReputation()
+    ahead = SentAhead(rep)
+    for _ in range(300):
+        ahead.take("acme", 150)
+    for _ in range(250):
+        ahead.take("bulk", 5000)
+    assert rep.writes == [("acme", 150), ("acme", 150), ("bulk", 200), ("bulk", 200)]
 
 
 def test_the_drainer_counts_every_send_for_the_guard_and_no_refused_one():
@@ -94,9 +104,9 @@ def test_bounces_after_a_crashed_sender_do_not_pause_a_tenant_whose_rate_is_fine
     # of sends per death, and enough deaths made 1% look like 5%. Counted ahead, the window holds them all.
     c = wiring.container()
     user = f"fine-{uid}"
-    ahead = SentAhead(c.reputation, block=20)
+    ahead = SentAhead(c.reputation)
     for _ in range(400):
-        ahead.take(user)
+        ahead.take(user, 20)
     # (no settle: the sender is gone)
     window = c.reputation.window(user)
     assert window.sent >= 400

@@ -153,6 +153,32 @@ def test_a_slow_commit_does_not_hold_up_the_writes_that_arrive_meanwhile(monkeyp
         assert slow.result(timeout=5)
 
 
+def test_writes_that_arrive_while_a_fast_commit_is_out_wait_for_it_and_go_together(monkeypatch):
+    """A second commit starts beside one under way only once that one is slow: with four free to start at
+    once, most writes went alone (measured: half the sender's DynamoDB CPU on single UpdateItems)."""
+    from chalicelib.stores import write_batch
+
+    sizes = []
+
+    def each(writes, _max):
+        sizes.append(len(writes))
+        time.sleep(0.005)  # a fast request: well under SLOW_COMMIT_S
+        return [True] * len(writes)
+
+    monkeypatch.setattr(write_batch, "apply_each", each)
+    commits = GroupCommit()
+
+    class Model:
+        class Meta:
+            table_name = "t"
+
+    with ThreadPoolExecutor(24) as pool:
+        assert all(pool.map(lambda i: commits.apply(Write(Model, "pk", f"k{i}", [], None)), range(24)))
+    # The first write goes at once; the others wait for it and go in one transaction, not each alone
+    # beside it (the old rule gave [1, 1, 1, 1, 20]).
+    assert sum(sizes) == 24 and sorted(sizes)[:-1].count(1) <= 1 and max(sizes) >= 20
+
+
 def test_writes_carried_by_a_thread_that_dies_are_committed_by_another(monkeypatch):
     """A thread killed mid-commit (its process gone: a BaseException) takes no other writer's answer with it."""
     from chalicelib.stores import write_batch

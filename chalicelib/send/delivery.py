@@ -198,7 +198,7 @@ class Delivery:
             stopped = self._campaign_says(email, claim)  # again, after the wait for the slot
             if stopped is not None:
                 return stopped
-            self._sent_ahead.take(email.user_id)
+            self._sent_ahead.take(email.user_id, share_of_rate)
             message_id = self._ses.send(sender, email.recipient_email, mime, platform=free)
         except SendOutcomeUnknown as exc:
             # SES may have accepted it (so it stays counted). The claim is kept: no copy goes out before SES's

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import math
 import threading
 
 from chalicelib.core import log
 from chalicelib.stores.reputation import Reputation
 
+# A block is about a second of the drainer's sends, within these bounds: a slow tenant's crash leaves
+# few sends counted that were not made; a fast one writes its count about once a second, not 10 times.
+MIN_BLOCK, MAX_BLOCK = 20, 200
+
 
 class SentAhead:
-    """The guard's denominator, counted before the emails go: one write per `block` sends per tenant.
+    """The guard's denominator, counted before the emails go: one write per block of sends per tenant.
 
     Counting after sending (in a buffer flushed each second) loses what a killed sender had buffered,
     and every bounce of those emails then counts against fewer sends: a tenant with a 1% bounce rate can
@@ -17,27 +22,27 @@ class SentAhead:
     remainder counted (the guard is a little late); `settle()`, when a drain ends, gives it back.
     """
 
-    def __init__(self, reputation: Reputation, block: int = 20) -> None:
+    def __init__(self, reputation: Reputation) -> None:
         self._reputation = reputation
-        self._block = block
         self._left: dict[str, int] = {}  # per tenant: sends already counted, not yet made
         self._owed: dict[str, int] = {}  # per tenant: sends made while the count could not be written
         self._lock = threading.Lock()
 
-    def take(self, user_id: str) -> None:
-        """Count one send of `user_id`'s, before it is made."""
+    def take(self, user_id: str, per_second: float) -> None:
+        """Count one send of `user_id`'s, before it is made (`per_second`: the pace this sender sends at)."""
         with self._lock:
             if self._left.get(user_id, 0) > 0:
                 self._left[user_id] -= 1
                 return
             owed = self._owed.pop(user_id, 0)
+            block = min(MAX_BLOCK, max(MIN_BLOCK, math.ceil(per_second)))
             try:  # under the lock: the tenant's other senders wait for this block rather than write their own
-                self._reputation.add(user_id, sent=self._block + owed)
+                self._reputation.add(user_id, sent=block + owed)
             except Exception as exc:  # the send goes on; its count goes with the next block
                 self._owed[user_id] = owed + 1
                 log.warning("sends not counted yet", user=user_id, error=type(exc).__name__)
                 return
-            self._left[user_id] = self._block - 1
+            self._left[user_id] = block - 1
 
     def give_back(self, user_id: str) -> None:
         """One counted send was not made (SES refused or throttled it): the next send uses its count."""

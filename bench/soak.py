@@ -140,6 +140,7 @@ def shard_of(tenants: list[Tenant], shards: int, free_cap: int | None = None) ->
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
     from chalicelib import wiring
+    from chalicelib.core.config import DRAINER_MAX_RATE
     from chalicelib.core.contract import QueuedEmail
     from chalicelib.stores.ledger_model import FINAL, UNATTRIBUTED, unattributed_day
     from infra.local.faults import FaultPlan, Faults
@@ -168,7 +169,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             outbox=outbox,
             ses_latency_ms=50.0,
             free_rate=args.free_rate,
-            extra_env={"MOONSEND_CLAIM_HOLD_S": str(args.claim_hold)},
+            # One drainer's most as deployed (the local stage's is 1,000): the fastest tenants run two.
+            extra_env={
+                "MOONSEND_CLAIM_HOLD_S": str(args.claim_hold),
+                "MOONSEND_DRAINER_MAX_RATE": str(DRAINER_MAX_RATE),
+            },
         )
         with LocalStack(cfg) as stack:
             assert stack.settings is not None and stack.ses is not None and stack.runner is not None

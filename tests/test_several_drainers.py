@@ -259,6 +259,21 @@ def test_three_drainers_share_a_rate_no_one_second_window_above_it_and_no_recipi
     assert any(r.unfinished for r in lambdas.results)
 
 
+@pytest.mark.parametrize(("waiting", "helpers"), [(60, []), (900, [1, 2])])
+def test_the_first_drainer_starts_helpers_only_for_more_email_than_it_holds_ahead(waiting, helpers):
+    """A helper with nothing to receive ends at once and is started again a few seconds later: the first
+    drainer asks for helpers only when more waits than the second and a half of sends it holds itself."""
+    from chalicelib.queueing.drain_starter import DrainStarter as Starter
+    from tests.fakes.leases import FakeLeases
+    from tests.fakes.parts import Starts
+
+    starts = Starts()
+    sqs = SharedSqs(queued("c1", 300, waiting), tags={"moonsend:tenant": "acme"})
+    d = parts.drainer(SETTINGS, sqs, ArrivalSes(0.0), FakeTenants(acme()), drains=Starter(FakeLeases(), starts))
+    assert d.drain(QUEUE, remaining_ms=lambda: 60_000).sent == waiting
+    assert sorted({s[2] for s in starts}) == helpers  # (asked again every few seconds: no lease here)
+
+
 def test_a_drainer_killed_mid_batch_neither_breaks_the_rate_nor_sends_anyone_twice():
     sqs = SharedSqs(queued("c1", 300, 600), visibility_s=300, time_scale=0.005, tags={"moonsend:tenant": "acme"})
     ses, ledger = ArrivalSes(), FakeLedger()

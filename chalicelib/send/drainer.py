@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import queue
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.links import LinkSigner
 from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
-from chalicelib.queueing.drain_starter import DrainStarter
+from chalicelib.queueing.drain_starter import RECENTLY_S, DrainStarter
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.delivery import Delivery, Suppressed
 from chalicelib.send.drain_report import DrainResult, report_drain
@@ -76,6 +77,7 @@ class _Drain:
     inflight: dict[Future[Verdict], dict[str, Any]] = field(default_factory=dict)
     finished: queue.SimpleQueue[Future[Verdict]] = field(default_factory=queue.SimpleQueue)
     to_delete: list[dict[str, Any]] = field(default_factory=list)
+    backlog_read_at: float = float("-inf")  # slot 0: when it last read the queue's depth for helpers
 
 
 class Drainer:
@@ -238,11 +240,28 @@ class Drainer:
             self._start_helpers(d, drainers)
 
     def _start_helpers(self, d: _Drain, drainers: int) -> None:
-        """The queue's first drainer starts the others the rate of the email it is sending needs.
+        """The queue's first drainer starts the others the rate of the email it is sending needs, when more
+        email waits than it holds ahead itself.
 
         Asked from the email just sent, not once at the start: a campaign at a higher rate may come after a
         slower one, and a helper that died is started again (the starter asks for each slot at most every
-        few seconds, and the lease makes a second start of a live slot harmless)."""
+        few seconds, and the lease makes a second start of a live slot harmless). Without a backlog a
+        helper finds the queue empty, ends, and is started again a few seconds later: the cost bench's
+        small campaigns made 0.29 invocations per email that way, against 0.01 with one drainer."""
+        now = time.monotonic()
+        if now - d.backlog_read_at < RECENTLY_S:
+            return
+        d.backlog_read_at = now
+        try:
+            attributes = self._sqs.get_queue_attributes(
+                QueueUrl=d.url, AttributeNames=["ApproximateNumberOfMessages"]
+            ).get("Attributes", {})
+            waiting = int(attributes.get("ApproximateNumberOfMessages", "0"))
+        except Exception as exc:  # no helpers this time: this drainer goes on at its band
+            log.warning("queue depth unknown", queue=d.queue_name, error=type(exc).__name__)
+            return
+        if waiting <= self._ahead(d):
+            return
         for slot in range(1, drainers):
             self._drains.ensure(d.queue_name, slot=slot)
 

@@ -62,6 +62,12 @@ class SharedSqs:
     def list_queue_tags(self, QueueUrl):
         return {"Tags": dict(self._tags)}
 
+    def get_queue_attributes(self, QueueUrl, AttributeNames):
+        now = time.monotonic()
+        with self._lock:
+            visible = sum(1 for m in self._messages.values() if m.visible_at <= now)
+        return {"Attributes": {"ApproximateNumberOfMessages": str(visible)}}
+
     def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
         now = time.monotonic()
         out = []

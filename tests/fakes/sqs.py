@@ -26,6 +26,9 @@ class FakeSqs:
     def get_queue_url(self, QueueName):
         return {"QueueUrl": f"https://sqs/{QueueName}"}
 
+    def get_queue_attributes(self, QueueUrl, AttributeNames):
+        return {"Attributes": {"ApproximateNumberOfMessages": str(len(self.waiting))}}
+
     def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
         out, self.waiting = self.waiting[:MaxNumberOfMessages], self.waiting[MaxNumberOfMessages:]
         return {"Messages": out} if out else {}

@@ -26,8 +26,11 @@ def test_a_lease_is_renewed_by_its_holder_dropped_or_retaken_after_it_expires(st
     first = leases.acquire(f"q-{uid}", 60_000)
     assert first and leases.acquire(f"q-{uid}", 60_000) is None
     assert leases.renew(f"q-{uid}", "not-the-token", 60_000) is None
-    assert leases.renew(f"q-{uid}", first.token, 60_000)
-    leases.drop(first)
+    renewed = leases.renew(f"q-{uid}", first.token, 60_000)
+    assert renewed
+    leases.drop(first)  # the token before the renewal drops nothing
+    assert leases.holder(f"q-{uid}").token == renewed.token
+    leases.drop(renewed)
     short = leases.acquire(f"q-{uid}", 1)
     assert short and leases.holder(f"q-{uid}") in (None, short)
     time.sleep(0.01)
@@ -148,6 +151,18 @@ def test_a_drain_that_ended_makes_the_next_one_wait_until_its_last_window_is_ove
     d = Ended()
     drain_chain.run(d, DrainRequest(other, "alarm"), other, FakeContext())
     assert d.started_at >= c.started_at + 690
+
+
+def test_a_continuation_delivered_twice_renews_the_lease_once(stack, uid):
+    """Lambda's async invoke is at least once, and the SDK retries an invoke that timed out: two copies of
+    one continuation would each drain the slot at its whole band. Renewing changes the token."""
+    leases = wiring.container().leases
+    queue = f"moonsend-local-t-{uid}"
+    first = leases.acquire(queue, 60_000)
+    renewed = leases.renew(queue, first.token, 60_000)
+    assert renewed is not None and renewed.token != first.token
+    assert leases.renew(queue, first.token, 60_000) is None  # the second copy
+    assert leases.renew(queue, renewed.token, 60_000) is not None  # the chain goes on with the new token
 
 
 def test_each_drainer_of_a_queue_holds_its_own_slots_lease_and_hands_it_on(stack, uid):

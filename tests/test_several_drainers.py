@@ -274,6 +274,19 @@ def test_the_first_drainer_starts_helpers_only_for_more_email_than_it_holds_ahea
     assert sorted({s[2] for s in starts}) == helpers  # (asked again every few seconds: no lease here)
 
 
+@pytest.mark.parametrize("receives", [1, 4])
+def test_a_handed_back_email_goes_back_as_a_fresh_copy_so_it_never_nears_the_dead_letter_queue(receives):
+    from chalicelib.send.message_actions import MessageActions
+    from tests.fakes import FakeSqs
+    from tests.fakes.s3 import payloads
+
+    sqs = FakeSqs(queued("c1", 300, 1), receives=receives)
+    (message,) = sqs.receive_message("q", 1)["Messages"]
+    MessageActions(sqs, payloads()).hand_back("https://sqs/q", message)
+    assert sqs.requeued == [(message["Body"], 0, None)] and sqs.deleted == [message["ReceiptHandle"]]
+    assert sqs.visibility == []
+
+
 def test_a_drainer_killed_mid_batch_neither_breaks_the_rate_nor_sends_anyone_twice():
     sqs = SharedSqs(queued("c1", 300, 600), visibility_s=300, time_scale=0.005, tags={"moonsend:tenant": "acme"})
     ses, ledger = ArrivalSes(), FakeLedger()
@@ -308,7 +321,7 @@ def test_a_rate_lowered_mid_drain_sends_the_new_campaign_at_its_rate_and_the_ext
     lambdas = Lambdas(sqs, ses, ledger, FakeTenants(acme()), lambda_s=3.0)
     lambdas.start_drain(QUEUE)
     lambdas.wait()
-    for _ in range(5):  # a message handed back on its last receives goes as a fresh copy: drained the same
+    for _ in range(5):  # handed-back email goes back as a fresh copy, drained by whoever is left
         if sqs.left == 0:
             break
         lambdas.start_drain(QUEUE)

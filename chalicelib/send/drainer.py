@@ -286,6 +286,7 @@ class Drainer:
             self._actions.visible_now(d.url, m)
         elif action is Action.HAND_BACK:
             self._actions.hand_back(d.url, m)
+            self._drains.ensure(d.queue_name)  # slot 0 may have ended while this one held the email
             d.result.stopped_reason = STOP_REASONS[action]
         elif action is Action.PARK or (action is Action.PARK_OR_STOP and d.free):
             to_park.append((m, verdict))  # the shared queue goes on for the other free tenants

@@ -95,13 +95,14 @@ class MessageActions:
         self._sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=0)
 
     def hand_back(self, url: str, message: dict[str, Any]) -> None:
-        """Back on the queue at once for another drainer of it; on its last receives as a fresh copy, so that
-        being received by a drainer that may not send it never counts it toward the dead-letter queue."""
-        if _receives(message) < MAX_RECEIVE_COUNT - 1:
-            self.visible_now(url, message)
-            return
+        """Back on the queue at once for another drainer of it, as a fresh copy: being received by a drainer
+        that may not send it must not count toward the dead-letter queue (a helper restarted every few
+        seconds on a queue of mixed rates would receive the same email again and again)."""
         self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=0)
-        self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        try:
+            self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        except ClientError as exc:  # deleted already by the other copy's sender: the fresh copy finds it sent
+            log.info("handed-back original already gone", code=exc.response["Error"]["Code"])
 
     def keep_on_queue(self, url: str, message: dict[str, Any]) -> None:
         """A paused tenant's email back for later as a fresh message (its redelivery budget intact), when it

@@ -44,7 +44,7 @@ class Action(enum.Enum):
     PARK = "park"  # into the parked-email store until resumed, then deleted
     PARK_OR_STOP = "park-or-stop"  # parked on the shared free queue; a tenant's own queue: the drain stops
     STOP = "stop"  # left to come back after its visibility timeout, and the drain stops
-    HAND_BACK = "hand-back"  # visible again at once (a fresh copy on its last receives), and the drain stops
+    HAND_BACK = "hand-back"  # a fresh copy on the queue at once (its receive count afresh), and the drain stops
 
 
 @dataclass(frozen=True)

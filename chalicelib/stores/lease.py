@@ -83,8 +83,10 @@ class Leases:
         return self._take(queue, uuid.uuid4().hex, hold_ms, m.queue.does_not_exist() | (m.expires_ms < now))
 
     def renew(self, queue: str, token: str, hold_ms: int) -> Lease | None:
-        """Extend a lease we hold (the re-invocation of the drainer that took it)."""
-        return self._take(queue, token, hold_ms, self._model.token == token)
+        """Extend a lease we hold (the re-invocation of the drainer that took it), under a new token."""
+        # A new token each time: a continuation delivered twice (Lambda's async invoke is at least once,
+        # and the SDK retries an invoke that timed out) renews once; the copy finds its token gone.
+        return self._take(queue, uuid.uuid4().hex, hold_ms, self._model.token == token)
 
     def drop(self, lease: Lease, quiet_from_ms: int | None = None) -> None:
         """Give the lease up (a drain that finished): the next drain may take it at once, and waits until

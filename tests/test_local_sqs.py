@@ -118,3 +118,46 @@ def test_message_attributes_are_returned_when_asked_for(sqs, uid):
     )
     m = sqs.receive_message(QueueUrl=url, MessageAttributeNames=["moonsend-throttles"])["Messages"][0]
     assert m["MessageAttributes"] == {"moonsend-throttles": {"DataType": "Number", "StringValue": "3"}}
+
+
+@pytest.mark.parametrize("over_network", [False, True], ids=["direct", "loopback"])
+def test_concurrent_first_creates_of_a_queue_make_one_queue_and_lose_no_message(stack, uid, monkeypatch, over_network):
+    """SQS creates a queue once; moto looks the name up, then creates. Two senders creating a new tenant's
+    queue at the same moment each made one, the second replacing the first and the message sent to it."""
+    import threading
+    from contextlib import nullcontext
+
+    from moto.sqs import models as sqs_models
+
+    from infra.local import direct_calls
+
+    real_init = sqs_models.Queue.__init__
+
+    def slow_init(self, *args, **kwargs):  # a busy machine: a wide window between look-up and creation
+        time.sleep(0.02)
+        real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(sqs_models.Queue, "__init__", slow_init)
+    senders, name = 8, f"race-{uid}"
+    start = threading.Barrier(senders)
+    errors: list[BaseException] = []
+
+    def first_send(i: int) -> None:
+        try:
+            with direct_calls.over_network() if over_network else nullcontext():
+                client = stack.client("sqs")
+                start.wait()
+                url = client.create_queue(QueueName=name)["QueueUrl"]
+                client.send_message(QueueUrl=url, MessageBody=f"m{i}")
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_send, args=(i,)) for i in range(senders)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    sqs = stack.client("sqs")
+    url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+    assert _attrs(sqs, url) == (senders, 0, 0)

@@ -40,6 +40,7 @@ _INVOKE_RE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations/?$")
 _DYNAMODB_WRITES = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "ExecuteStatement"}
 )
+_QUEUE_LIFECYCLE = frozenset({"CreateQueue", "DeleteQueue"})
 _ACCOUNT_RE = re.compile(r"^/_moonsend/ses/accounts/([^/]+)/?$")
 _EVENT_DESTINATIONS = re.compile(r"^/v2/email/configuration-sets/([^/]+)/event-destinations/?$")
 
@@ -116,6 +117,14 @@ def credential_scope(environ: dict[str, Any]) -> tuple[str, str, str]:
     return (m.group(1), m.group(2), m.group(3)) if m else ("", "", "")
 
 
+def _query_action(environ: dict[str, Any]) -> str:
+    """The Action of an AWS query-protocol request (form body), or ""."""
+    if environ.get("REQUEST_METHOD") != "POST":
+        return ""
+    m = re.search(rb"(?:^|&)Action=([A-Za-z]+)", _read_body(environ))
+    return m.group(1).decode() if m else ""
+
+
 def _read_body(environ: dict[str, Any]) -> bytes:
     length = int(environ.get("CONTENT_LENGTH") or 0)
     body = environ["wsgi.input"].read(length) if length else b""
@@ -152,6 +161,7 @@ class Gateway:
         self._apps: dict[tuple[str, ...], Any] = {}
         self._apps_lock = threading.Lock()
         self._item_locks = ItemLocks()
+        self._queue_lifecycle = threading.Lock()
         self.sns: SnsDelivery | None = None  # set by the runtime: Lambda subscribers of SNS topics
         self.access: AccessControl | None = None  # set by the runtime: the functions' roles and policies
 
@@ -207,13 +217,24 @@ class Gateway:
             environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ses.account_id_for(access_key)
         if service == "dynamodb":
             return self._dynamodb(environ, start_response, access_key, _region)
-        if service == "sqs" and self.fast_sqs:
-            target = environ.get("HTTP_X_AMZ_TARGET", "")
-            if target.startswith("AmazonSQS."):
-                answered = sqs_wire.handle(target, _region, _read_body(environ))
+        if service == "sqs":
+            return self._sqs(environ, start_response, _region)
+        return self.moto_app(environ, start_response)
+
+    # --- SQS ---------------------------------------------------------------------------------------
+    def _sqs(self, environ: dict[str, Any], start_response: StartResponse, region: str) -> Iterable[bytes]:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        action = target.partition(".")[2] if target.startswith("AmazonSQS.") else _query_action(environ)
+        # SQS creates a queue once however many ask at the same moment; moto looks the name up and then
+        # creates, unlocked, so two concurrent first sends of a tenant each created the queue, the second
+        # replacing the first with the messages already on it (the soak lost five batches that way).
+        held = self._queue_lifecycle if action in _QUEUE_LIFECYCLE else contextlib.nullcontext()
+        with held:
+            if self.fast_sqs and target.startswith("AmazonSQS."):
+                answered = sqs_wire.handle(target, region, _read_body(environ))
                 if answered is not None:
                     return _respond(start_response, answered)
-        return self.moto_app(environ, start_response)
+            return list(self.moto_app(environ, start_response))
 
     # --- DynamoDB ----------------------------------------------------------------------------------
     def _dynamodb(

@@ -26,6 +26,7 @@ come back after the queues' visibility timeout).
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import random
@@ -67,11 +68,14 @@ class _Invocation:
     deadline: float | None = None  # monotonic time at which Lambda stops it
 
 
-_current = threading.local()
+# A context variable, not a thread-local: a call the stack answers in this process runs in an empty
+# context (infra.local.direct_calls), so the endpoint's own work is never taken for the caller's
+# invocation (a killed drainer's fault must not fall on the SES stand-in answering it).
+_current: contextvars.ContextVar[_Invocation | None] = contextvars.ContextVar("moonsend_fault_invocation", default=None)
 
 
 def _invocation() -> _Invocation | None:
-    return getattr(_current, "inv", None)
+    return _current.get()
 
 
 @dataclass
@@ -165,13 +169,12 @@ class Faults:
     # --- invocations ---------------------------------------------------------------------------------
     def _invoke(self, real: Callable[[LocalFunction, dict[str, Any]], Any]) -> Callable[..., Any]:
         def invoke(fn: LocalFunction, event: dict[str, Any]) -> Any:
-            outer = _invocation()
             digest = hashlib.sha256(json.dumps(event, sort_keys=True, default=str).encode()).hexdigest()
-            _current.inv = _Invocation(fn.handler_name, f"{fn.handler_name}:{digest}")
+            token = _current.set(_Invocation(fn.handler_name, f"{fn.handler_name}:{digest}"))
             try:
                 return real(fn, event)
             finally:
-                _current.inv = outer
+                _current.reset(token)
 
         return invoke
 
@@ -271,12 +274,11 @@ def _propagating(real_submit: Callable[..., Any]) -> Callable[..., Any]:
             return real_submit(self, fn, *args, **kwargs)
 
         def run(*a: Any, **kw: Any) -> Any:
-            outer = _invocation()
-            _current.inv = inv
+            token = _current.set(inv)
             try:
                 return fn(*a, **kw)
             finally:
-                _current.inv = outer
+                _current.reset(token)
 
         return real_submit(self, run, *args, **kwargs)
 

@@ -36,7 +36,7 @@ from moto.sns.models import sns_backends
 
 from chalicelib.core.config import APP_NAME, Settings
 from chalicelib.core.resources import resources_for
-from infra.local import cloudformation, fast_dynamodb, fast_sqs, identity, keepalive, state
+from infra.local import cloudformation, direct_calls, fast_dynamodb, fast_sqs, identity, keepalive, state
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
 from infra.local.cloudformation import CreatedStack, EventSource
@@ -86,6 +86,9 @@ class StackConfig:
     max_concurrency: int = 64  # concurrent invocations of each function (Lambda scales functions apart)
     fast_sqs: bool = True  # False: moto's own SQS model (only to compare against, in benches)
     fast_dynamodb: bool = True  # False: every DynamoDB call through moto's server layers (to compare against)
+    # True: this process's own AWS calls (the functions', the stack's) go to the endpoint's app without a
+    # loopback HTTP exchange (infra.local.direct_calls); other processes call over loopback either way.
+    direct_calls: bool = True
     clear_outbox: bool = False
     # Where the stack's state is kept across a restart (infra.local.state): loaded at start when the file
     # exists, saved by a clean stop. None: nothing kept (tests, the demo, benches).
@@ -213,6 +216,8 @@ class LocalStack:
         self.endpoint = f"http://{c.host}:{self._server.server_port}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True, name="local-endpoint")
         self._thread.start()
+        if c.direct_calls:
+            self._undo.append(direct_calls.install(self.endpoint, gateway))
 
         self._operator_environment()
         names = (

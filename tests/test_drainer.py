@@ -24,14 +24,13 @@ from tests.fakes import (
     parts,
 )
 
-SETTINGS = Settings.from_env(
-    {
-        "MOONSEND_STAGE": "test",
-        "MOONSEND_LONG_POLL_SECONDS": "0",
-        "MOONSEND_DEADLINE_MARGIN_MS": "1000",
-        "MOONSEND_FREE_RATE": "1000",
-    }
-)
+_TEST_ENV = {
+    "MOONSEND_STAGE": "test",
+    "MOONSEND_LONG_POLL_SECONDS": "0",
+    "MOONSEND_DEADLINE_MARGIN_MS": "1000",
+    "MOONSEND_FREE_RATE": "1000",
+}
+SETTINGS = Settings.from_env(_TEST_ENV)
 
 
 def tenant(user, key=None, rate=1000.0):
@@ -588,3 +587,49 @@ def test_a_drain_that_met_only_another_copys_email_names_no_tenant_in_its_metric
     )
     result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert result.retried == 1 and result.tenants == set()
+
+
+class TricklingSqs(FakeSqs):
+    """Messages arrive one at a time, `per_s` a second (a queue filled as fast as it is drained)."""
+
+    def __init__(self, bodies, per_s):
+        super().__init__(bodies)
+        self.arrived_at = [time.monotonic() + i / per_s for i in range(len(self.waiting))]
+        self.receives: list[int] = []
+
+    def receive_message(self, QueueUrl, MaxNumberOfMessages, WaitTimeSeconds=0, **kw):
+        if self.arrived_at and WaitTimeSeconds:  # a long poll answers when the next message arrives
+            time.sleep(max(0.0, min(WaitTimeSeconds, self.arrived_at[0] - time.monotonic())))
+        now = time.monotonic()
+        ready = sum(1 for t in self.arrived_at[: len(self.waiting)] if t <= now)
+        got = super().receive_message(QueueUrl, min(MaxNumberOfMessages, ready), **kw) if ready else {}
+        self.arrived_at = self.arrived_at[len(got.get("Messages", [])) :]
+        self.receives.append(len(got.get("Messages", [])))
+        return got
+
+
+class SlowSes(FakeSes):
+    """SES answering after 150 ms: several sends are always in flight at 40 a second."""
+
+    def send(self, sender, to, raw, platform=False):
+        time.sleep(0.15)
+        return super().send(sender, to, raw, platform)
+
+
+def test_while_email_is_in_flight_a_queue_filled_as_fast_as_it_drains_is_received_in_batches():
+    n, rate = 60, 40.0
+    sqs = TricklingSqs([queued("acme", f"r{i}@example.org") for i in range(n)], per_s=rate)
+    settings = Settings.from_env({**_TEST_ENV, "MOONSEND_LONG_POLL_SECONDS": "1"})
+    d = parts.drainer(settings, sqs, SlowSes(), FakeTenants(tenant("acme", "AKIAACME", rate=rate)), stats=FakeStats())
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.sent == n
+    # Asking again after each finished send took one ReceiveMessage per email; now about one per ten sent.
+    assert len(sqs.receives) <= n / 4, sqs.receives
+
+
+def test_a_full_queue_is_received_ten_at_a_time():
+    n = 95
+    sqs = TricklingSqs([queued("acme", f"r{i}@example.org") for i in range(n)], per_s=1e9)
+    d, _ = drainer(sqs, FakeSes(), FakeTenants(tenant("acme", "AKIAACME", rate=200.0)))
+    assert d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000).sent == n
+    assert [r for r in sqs.receives if r] == [10] * 9 + [5]

@@ -79,6 +79,7 @@ class _Drain:
     finished: queue.SimpleQueue[Future[Verdict]] = field(default_factory=queue.SimpleQueue)
     to_delete: list[dict[str, Any]] = field(default_factory=list)
     backlog_read_at: float = float("-inf")  # slot 0: when it last read the queue's depth for helpers
+    short_receive_at: float = float("-inf")  # when a receive last found less than a batch
 
 
 class Drainer:
@@ -173,12 +174,18 @@ class Drainer:
                 d.result.unfinished = True
                 return
             room = self._ahead(d) - len(d.inflight)
-            if room < RECEIVE_BATCH and d.inflight:
-                # Receive whole batches: topping up one message per finished send cost a ReceiveMessage
-                # (a request, billed, and ~2 ms of CPU here) for nearly every email.
-                self._collect(d, wait=True)
+            # Receive whole batches: topping up one message per finished send, or asking a queue that is
+            # filled as fast as it drains again after each email, cost a ReceiveMessage (billed, and ~2 ms
+            # of CPU) per email. While email is in flight, the next receive waits for room for a batch
+            # and, after a short receive, until about a batch has been sent. With nothing in flight it
+            # asks at once: email is not kept waiting, and a drain with nothing left ends without delay.
+            gather_s = d.short_receive_at + min(1.0, RECEIVE_BATCH / self._rate(d)) - time.monotonic()
+            if d.inflight and (room < RECEIVE_BATCH or gather_s > 0):
+                self._collect(d, wait=True)  # what is in flight keeps the sends going meanwhile
                 continue
-            messages = self._receive(d, room)
+            asked = min(RECEIVE_BATCH, room)
+            messages = self._receive(d, asked)
+            d.short_receive_at = time.monotonic() if len(messages) < asked else float("-inf")
             if messages:
                 empty_polls = 0
                 suppressed = self._suppressed_in(messages)
@@ -193,10 +200,10 @@ class Drainer:
                 if empty_polls >= EMPTY_POLLS_TO_FINISH:
                     return
 
-    def _receive(self, d: _Drain, room: int) -> list[dict[str, Any]]:
+    def _receive(self, d: _Drain, asked: int) -> list[dict[str, Any]]:
         return self._sqs.receive_message(
             QueueUrl=d.url,
-            MaxNumberOfMessages=min(RECEIVE_BATCH, room),
+            MaxNumberOfMessages=asked,
             WaitTimeSeconds=0 if d.inflight else self._settings.long_poll_seconds,
             MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
             MessageAttributeNames=[THROTTLES_ATTRIBUTE],
@@ -207,8 +214,11 @@ class Drainer:
 
         Each message spends the ledger claim, its slot, the SES call and the ledger record in flight;
         holding fewer than that round trip's worth caps the rate below the tenant's."""
-        rate = self._pacings.rate(d.queue_name, d.slot) or 10.0
-        return max(20, min(MAX_AHEAD, math.ceil(rate * 1.5) + 10))
+        return max(20, min(MAX_AHEAD, math.ceil(self._rate(d) * 1.5) + 10))
+
+    def _rate(self, d: _Drain) -> float:
+        """This drainer's rate as paced so far (10 a second until its first send)."""
+        return self._pacings.rate(d.queue_name, d.slot) or 10.0
 
     def _collect(self, d: _Drain, *, wait: bool) -> None:
         """Act on every verdict that has come in (waiting up to 0.2 s for the first, if asked to)."""

@@ -1,9 +1,11 @@
 """The stack's own AWS calls reach its endpoint's app without loopback HTTP, and answer exactly as over it."""
 
+import contextlib
 import contextvars
 import io
 import json
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import boto3
@@ -51,12 +53,21 @@ def _client(service: str, url: str = NOWHERE) -> Any:
     )
 
 
+@contextlib.contextmanager
+def _serving(app: Any) -> Iterator[Any]:
+    """`app` answers this process's calls to NOWHERE for the block."""
+    undo = direct_calls.install(NOWHERE, app)
+    try:
+        yield app
+    finally:
+        undo()
+
+
 @pytest.fixture
 def json_app():
     app = _App("200 OK", [("Content-Type", "application/x-amz-json-1.0")], b'{"QueueUrl": "http://q/1"}')
-    undo = direct_calls.install(NOWHERE, app)
-    yield app
-    undo()
+    with _serving(app):
+        yield app
 
 
 def test_a_call_to_the_endpoint_is_answered_by_its_app_on_the_calling_thread(json_app):
@@ -84,12 +95,8 @@ def test_error_answers_raise_as_they_would_from_the_wire():
         ("Content-Type", "application/x-amz-json-1.0"),
         ("x-amzn-query-error", "AWS.SimpleQueueService.NonExistentQueue;Sender"),
     ]
-    undo = direct_calls.install(NOWHERE, _App("400 Bad Request", headers, body))
-    try:
-        with pytest.raises(botocore.exceptions.ClientError) as err:
-            _client("sqs").get_queue_url(QueueName="missing")
-    finally:
-        undo()
+    with _serving(_App("400 Bad Request", headers, body)), pytest.raises(botocore.exceptions.ClientError) as err:
+        _client("sqs").get_queue_url(QueueName="missing")
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 400
     assert err.value.response["Error"]["Code"] == "AWS.SimpleQueueService.NonExistentQueue"
 
@@ -97,15 +104,12 @@ def test_error_answers_raise_as_they_would_from_the_wire():
 def test_uploads_arrive_whole_and_downloads_stream():
     payload = b"x" * 300_000
     app = _App("200 OK", [("Content-Type", "binary/octet-stream"), ("ETag", '"e"')], payload)
-    undo = direct_calls.install(NOWHERE, app)
-    try:
+    with _serving(app):
         s3 = _client("s3")
         s3.put_object(Bucket="b", Key="k", Body=io.BytesIO(payload))
         body = s3.get_object(Bucket="b", Key="k")["Body"]
         first = body.read(1000)
         rest = body.read()
-    finally:
-        undo()
     assert app.seen[0]["environ"]["REQUEST_METHOD"] == "PUT" and app.seen[0]["body"] == payload
     assert app.seen[0]["environ"]["PATH_INFO"] == "/b/k"
     assert first + rest == payload and len(first) == 1000
@@ -211,11 +215,7 @@ def test_an_endpoint_that_raises_answers_500_as_the_http_server_does(capsys):
     def broken(environ: dict[str, Any], start_response: Any) -> list[bytes]:
         raise RuntimeError("a stand-in's bug")
 
-    undo = direct_calls.install(NOWHERE, broken)
-    try:
-        with pytest.raises(botocore.exceptions.ClientError) as err:
-            _client("sqs").get_queue_url(QueueName="q1")
-    finally:
-        undo()
+    with _serving(broken), pytest.raises(botocore.exceptions.ClientError) as err:
+        _client("sqs").get_queue_url(QueueName="q1")
     assert err.value.response["ResponseMetadata"]["HTTPStatusCode"] == 500
     assert "a stand-in's bug" in capsys.readouterr().err

@@ -9,11 +9,30 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any, TypeVar
 
+from pynamodb.connection.table import TableConnection
 from pynamodb.exceptions import UpdateError
 from pynamodb.models import Model
 
+from chalicelib.core import aws
+
 M = TypeVar("M", bound=Model)
 POOL_SIZE = 64
+
+
+class _SharedSession:
+    """Mixed into every bound model: its connection uses a client from the platform's boto3 session
+    (chalicelib.core.aws.table_client) instead of one pynamodb makes from a session of its own. pynamodb
+    keeps its client in `Connection._client` and makes one only when that is empty (or has lost its
+    credentials), so the client is put there before the first call; tests/test_tables.py checks it."""
+
+    Meta: Any
+
+    @classmethod
+    def _get_connection(cls) -> TableConnection:
+        table: TableConnection = super()._get_connection()  # type: ignore[misc]
+        if table.connection._client is None:
+            table.connection._client = aws.table_client(cls.Meta.region, cls.Meta.table_name)
+        return table
 
 
 @lru_cache(maxsize=32)
@@ -21,7 +40,7 @@ def _bind(model: type[Model], table_name: str, region: str) -> type[Model]:
     # As many pooled connections as the sender has threads (pynamodb's default is 10: the other 38
     # threads would open and drop a connection per request, and urllib3 warns about every one).
     meta = type("Meta", (), {"table_name": table_name, "region": region, "max_pool_connections": POOL_SIZE})
-    return type(f"{model.__name__}_{table_name}".replace("-", "_"), (model,), {"Meta": meta})
+    return type(f"{model.__name__}_{table_name}".replace("-", "_"), (_SharedSession, model), {"Meta": meta})
 
 
 def bound(model: type[M], table_name: str, region: str) -> type[M]:

@@ -101,3 +101,15 @@ def test_campaigns_of_several_rates_on_one_queue_never_exceed_the_highest_rate_a
     assert slow[1] - slow[0] > 2.0  # the slow campaign keeps its own rate
     # ... and its waiting send (two seconds) holds none of the fast campaign's back: all of those went first.
     assert all(t < slow[1] for t, r in starts if r == 10.0)
+
+
+def test_a_send_that_waited_for_its_campaigns_slot_finds_the_queues_slot_free_at_the_same_moment():
+    """Both slots of a send are anchored on one reading of its finish, so the next window's send, woken for
+    the campaign's slot, is not sent back to wait a few microseconds more for the queue's."""
+    readings = iter(float(i) * 1e-6 for i in range(1, 1_000_000))  # every reading a microsecond later
+    pacing = QueuePacing(clock=lambda: next(readings))
+    slots = pacing.acquire(1.0)
+    pacing.done(slots)
+    (own, own_token), (queue, queue_token) = slots
+    assert own_token[0] is not None and own_token[0] == queue_token[0]
+    assert own.last_finished() == queue.last_finished()

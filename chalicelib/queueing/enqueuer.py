@@ -1,7 +1,9 @@
 """Putting messages on a queue with SendMessageBatch: 10 per call, within the 1 MiB batch limit.
 
-Only the entries SQS reports as failed are retried (with a short backoff); entries that still fail
-after the last attempt are returned to the caller, which records them, so nothing vanishes.
+Only the entries SQS reports as failed are retried (with a short backoff), and any entry its answer leaves
+out (a truncated or malformed answer: SQS lists every entry as Successful or Failed); entries that still
+fail after the last attempt are returned to the caller, which records them, so nothing vanishes. A retried
+entry SQS had in fact queued is a second copy on the queue, which the ledger's claim makes harmless.
 """
 
 from __future__ import annotations
@@ -78,7 +80,13 @@ class Enqueuer:
                 failed[bad["Id"]] = EnqueueFailure(m.key, f"{bad.get('Code')}: {bad.get('Message')}")
                 if not bad.get("SenderFault"):  # our own fault is not fixed by trying again
                     retry[bad["Id"]] = m
+            listed = {bad["Id"] for bad in resp.get("Failed", [])}
             for ok in resp.get("Successful", []):
                 failed.pop(ok["Id"], None)
+                listed.add(ok["Id"])
+            for i, m in pending.items():
+                if i not in listed:
+                    failed[i] = EnqueueFailure(m.key, "SQS's answer did not list this entry")
+                    retry[i] = m
             pending = retry
         return list(failed.values())

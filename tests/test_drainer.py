@@ -633,3 +633,25 @@ def test_a_full_queue_is_received_ten_at_a_time():
     d, _ = drainer(sqs, FakeSes(), FakeTenants(tenant("acme", "AKIAACME", rate=200.0)))
     assert d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000).sent == n
     assert [r for r in sqs.receives if r] == [10] * 9 + [5]
+
+
+def test_what_a_slow_drain_holds_when_its_deadline_comes_is_sent_within_half_its_margin():
+    """At 2 a second with a 4 s margin a drain holds at most 4 messages (before, 20: 10 s of sends, and
+    Lambda would have stopped it mid-send at its timeout)."""
+    rate, margin_ms = 2.0, 4_000
+    settings = Settings.from_env({**_TEST_ENV, "MOONSEND_DEADLINE_MARGIN_MS": str(margin_ms)})
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(40)])
+    ses = FakeSes()
+    d = parts.drainer(settings, sqs, ses, FakeTenants(tenant("acme", "AKIAACME", rate=rate)), stats=FakeStats())
+    sent_at_deadline: list[int] = []
+
+    def remaining_ms() -> int:
+        if len(ses.sent) < 12:  # past its first receive, made before it knew the rate (taken as 10/s)
+            return 60_000
+        sent_at_deadline[:] = sent_at_deadline or [len(ses.sent)]
+        return margin_ms - 1_000
+
+    result = d.drain("moonsend-test-t-acme", remaining_ms=remaining_ms)
+    assert result.unfinished
+    assert result.sent - sent_at_deadline[0] <= rate * margin_ms / 2000
+    assert len(sqs.deleted) == result.sent  # everything it held was sent and deleted before it ended

@@ -210,11 +210,20 @@ class Drainer:
         ).get("Messages", [])
 
     def _ahead(self, d: _Drain) -> int:
-        """How many messages to hold: a second and a half of this drainer's sends, at least two batches.
+        """How many messages to hold: a second and a half of this drainer's sends, at least two batches, but
+        no more than it sends in half its deadline margin.
 
         Each message spends the ledger claim, its slot, the SES call and the ledger record in flight;
-        holding fewer than that round trip's worth caps the rate below the tenant's."""
-        return max(20, min(MAX_AHEAD, math.ceil(self._rate(d) * 1.5) + 10))
+        holding fewer than that round trip's worth caps the rate below the tenant's. What is held when the
+        deadline comes is sent before the drain hands on, so it must fit in the margin: a 0.5/s drain
+        holding 20 needed 40 s, past the 20 s margin, and Lambda would stop it mid-send (its claims then
+        hold those recipients back for the claim's lifetime). Until the first send gives the pace, a
+        drain holds one batch."""
+        paced = self._pacings.rate(d.queue_name, d.slot)
+        if not paced:
+            return RECEIVE_BATCH
+        wanted = max(20, min(MAX_AHEAD, math.ceil(paced * 1.5) + 10))
+        return max(1, min(wanted, math.floor(paced * self._settings.deadline_margin_ms / 2000)))
 
     def _rate(self, d: _Drain) -> float:
         """This drainer's rate as paced so far (10 a second until its first send)."""

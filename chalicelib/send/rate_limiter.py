@@ -157,8 +157,8 @@ class QueuePacing:
 
     def done(self, slots: list[tuple[RateLimiter, list[float | None]]]) -> None:
         # One reading for both slots: stamped a moment apart, the queue's anchor fell microseconds after the
-        # campaign's, and the send that had just waited for one woke to wait again for the other (a second
-        # wake-up per window: measured, 2-3 ms a window with ten drainers on two cores).
+        # campaign's, and the send that had just waited for one went back to wait for the other: a second
+        # wake-up per window, each a scheduler's delay on a busy machine, and each added to the window.
         finished = self._clock()
         for limiter, token in slots:
             limiter.done(token, at=finished)

@@ -63,3 +63,18 @@ def test_a_bounced_or_complaining_address_is_suppressed_and_never_sent_to_again(
     # Another tenant: the bounce is suppressed for everyone, the complaint was about the first tenant only.
     other = c.suppressions.check(f"other-{uid}", [BOUNCE, COMPLAINT])
     assert list(other) == [BOUNCE]
+
+
+def test_a_free_plan_emails_ses_events_reach_its_ledger_entry(stack, uid):
+    """The free plan sends from the platform's SES account: its events must come back as a paid tenant's
+    do. The Send event is what records a send whose drainer died after SES accepted it; without it the
+    claim expires and the email goes out again (soak seed 12 saw one such duplicate)."""
+    user = f"free-{uid}"
+    free = {"region": "us-east-1", "ratePerSecond": "5", "emailAddress": f"news@{uid}.example", "fromName": "Free"}
+    stack.client("sesv2").create_email_identity(EmailIdentity=free["emailAddress"])  # in the platform's account
+    _campaign(stack, user, free, "free-events", [OK])
+    c = wiring.container()
+    assert _wait_for(lambda: c.stats.get(user, "free-events")["delivered"] == 1)
+    assert {e.email: e.feedback for e in c.ledger.entries(user, "free-events")} == {
+        OK: "delivered: 250 2.6.0 Message received"
+    }

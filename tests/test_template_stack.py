@@ -143,6 +143,22 @@ def test_environment_timeout_and_event_sources_come_from_the_template(stack):
     )
 
 
+def test_the_platforms_configuration_set_publishes_to_the_events_topic_under_the_name_the_functions_send_with(
+    stack,
+):
+    """The template's event destination names its set by `Ref`, which on AWS gives the set's name (the
+    CloudFormation reference for AWS::SES::ConfigurationSet). Registered under anything else, the platform's
+    own sends (the free plan) would publish no events: no Send event to close a died drainer's window, no
+    bounce to suppress."""
+    r = stack.settings.resources
+    sesv2 = stack.client("sesv2")
+    destinations = sesv2.get_configuration_set_event_destinations(ConfigurationSetName=r.configuration_set)
+    (destination,) = destinations["EventDestinations"]
+    assert destination["SnsDestination"]["TopicArn"].endswith(f":{r.events_topic.name}")
+    assert {"SEND", "BOUNCE", "COMPLAINT", "DELIVERY", "REJECT"} <= set(destination["MatchingEventTypes"])
+    assert stack.created.physical["SesConfigurationSet"] == r.configuration_set
+
+
 def _role(stack, handler):
     return stack.runner.functions[stack.settings.resources.function_name(handler)].role
 

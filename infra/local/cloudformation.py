@@ -72,8 +72,20 @@ def split(template: dict[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str,
             if target in stood_in:
                 raise TemplateError(f"{logical_id} reads an attribute of {target}, which moto cannot create")
     params = dict(template.get("Parameters", {}))
-    params.update({k: {"Type": "String", "Default": k.lower()} for k in stood_in})
+    params.update({k: {"Type": "String", "Default": stood_in_ref(k, v)} for k, v in stood_in.items()})
     return {**template, "Parameters": params, "Resources": created}, stood_in
+
+
+def stood_in_ref(logical_id: str, resource: dict[str, Any]) -> str:
+    """What `Ref` gives for a resource the stack stands in for: what AWS's gives where the template says it
+    (a configuration set's `Name`: "Ref returns the name of the configuration set"), else the lower-cased
+    logical id. The configuration set's event destination was once registered under `sesconfigurationset`
+    while the functions send with the set's name, so the platform's own sends (the free plan) published no
+    events locally, and a free-plan email whose drainer died after SES accepted it went out twice."""
+    name = resource.get("Properties", {}).get("Name")
+    if resource.get("Type") == "AWS::SES::ConfigurationSet" and isinstance(name, str):
+        return name
+    return logical_id.lower()
 
 
 def _get_atts(value: Any) -> list[str]:
@@ -248,7 +260,7 @@ def create(
         for s in page["StackResourceSummaries"]
     ]
     physical = {s["LogicalResourceId"]: s.get("PhysicalResourceId", "") for s in summaries}
-    physical.update({k: k.lower() for k in stood_in})
+    physical.update({k: stood_in_ref(k, v) for k, v in stood_in.items()})
     types = {k: v["Type"] for k, v in template["Resources"].items()} | {k: v["Type"] for k, v in stood_in.items()}
     resolve = Resolver(physical, types, region, account)
     _stand_in(stood_in, resolve, clients, secret_values or {})

@@ -314,6 +314,9 @@ class Gateway:
         if destination and environ.get("REQUEST_METHOD") == "POST":  # moto has no v2 event destinations
             self.ses.add_event_destination(access_key, unquote(destination.group(1)), body)
             return _respond(start_response, (200, {"Content-Type": "application/json"}, b"{}"))
+        if destination and environ.get("REQUEST_METHOD") == "GET":
+            listed = self.ses.event_destinations(access_key, unquote(destination.group(1)))
+            return _respond(start_response, (200, {"Content-Type": "application/json"}, json.dumps(listed).encode()))
         send = parse_send(path, body) if environ.get("REQUEST_METHOD") == "POST" else None
         if send is None:
             return self.moto_app(environ, start_response)

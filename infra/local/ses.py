@@ -255,6 +255,23 @@ class SesStandIn:
         with self._lock:
             self._destinations.setdefault(key, {})[str(d.get("EventDestinationName", "default"))] = (types, topic)
 
+    def event_destinations(self, access_key: str, configuration_set: str) -> dict[str, Any]:
+        """GetConfigurationSetEventDestinations (SES v2): the caller's account's destinations of this set, in
+        SES's response shape (only enabled SNS destinations are kept, so every one listed is enabled)."""
+        with self._lock:
+            kept = dict(self._destinations.get((self.account_id_for(access_key), configuration_set), {}))
+        return {
+            "EventDestinations": [
+                {
+                    "Name": name,
+                    "Enabled": True,
+                    "MatchingEventTypes": sorted(types),
+                    "SnsDestination": {"TopicArn": topic},
+                }
+                for name, (types, topic) in sorted(kept.items())
+            ]
+        }
+
     def publish_send_event(
         self, access_key: str, configuration_set: str | None, raw_mime: bytes, to: list[str], message_id: str
     ) -> None:

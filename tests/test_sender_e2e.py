@@ -89,6 +89,10 @@ def test_email_queued_for_a_paid_tenant_never_goes_through_the_platform_after_a_
     paid = _tenant(stack, uid, rate=3, ses_rate=14)
     tenant_account = stack.ses.account_id_for(paid["apiKey"])
     _publish(stack, _message(user, paid, "paid", [f"p{i}@example.org" for i in range(9)]))
+    # The keyless message comes once the paid one is on the queue: two messages in flight at once are
+    # precompiled in either order, and the registry keeps the plan of the last one it accepted.
+    ledger = wiring.container().ledger
+    assert _wait_for(lambda: len(ledger.recorded(user, "paid", [f"p{i}@example.org" for i in range(9)])) == 9)
     keyless = {k: v for k, v in paid.items() if k not in ("apiKey", "apiSecret")}
     keyless["emailAddress"] = f"free@{uid}.example"
     stack.client("sesv2").create_email_identity(EmailIdentity=keyless["emailAddress"])  # the platform's account

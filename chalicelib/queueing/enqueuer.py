@@ -75,12 +75,13 @@ class Enqueuer:
             self.calls += 1
             resp = self._sqs.send_message_batch(QueueUrl=queue_url, Entries=entries)
             retry: dict[str, Outgoing] = {}
+            listed: set[str] = set()
             for bad in resp.get("Failed", []):
+                listed.add(bad["Id"])
                 m = pending[bad["Id"]]
                 failed[bad["Id"]] = EnqueueFailure(m.key, f"{bad.get('Code')}: {bad.get('Message')}")
                 if not bad.get("SenderFault"):  # our own fault is not fixed by trying again
                     retry[bad["Id"]] = m
-            listed = {bad["Id"] for bad in resp.get("Failed", [])}
             for ok in resp.get("Successful", []):
                 failed.pop(ok["Id"], None)
                 listed.add(ok["Id"])

@@ -14,8 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from chalicelib.core.links import LinkSigner
+from chalicelib.core.mime import html_to_text
 from chalicelib.ingest.tracking import add_tracking
-from chalicelib.send.mime import html_to_text
 
 PATTERNS = [
     "<a ",

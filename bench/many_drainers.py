@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
+from bench.queued import queued_email
 from bench.send_rate import InProcessSes
 from chalicelib.core.config import DRAINER_MAX_RATE, Settings
-from chalicelib.core.contract import QueuedEmail, Sender
+from chalicelib.core.contract import Sender
 from chalicelib.core.drainer_shares import drainers_for, share
 from chalicelib.stores.campaign_sender import SenderSnapshot
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
@@ -86,10 +87,7 @@ def run(rate: float, seconds: float, latency_ms: float, max_rate: int) -> dict[s
     n = math.ceil(rate * seconds) + 1
     drainers = drainers_for(rate, max_rate)
     _, queued_sender = _tenant(rate)
-    bodies = [
-        QueuedEmail("bench", "paid", queued_sender, "c1", "Hello", "<p>Hello</p>", f"r{i}@example.org").to_json()
-        for i in range(n)
-    ]
+    bodies = [queued_email(queued_sender, f"r{i}@example.org", "<p>Hello</p>") for i in range(n)]
     ctx = mp.get_context("fork")
     with QueueServer(ctx=ctx) as server:
         queue = server.SharedSqs(bodies, 300.0, 1.0, {"moonsend:tenant": "bench"})

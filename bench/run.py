@@ -90,27 +90,58 @@ def run_one(bench: Bench, tmp: Path) -> tuple[str, int, float]:
     return text, proc.returncode, took
 
 
-def section(results: list[tuple[Bench, str, int, float]]) -> str:
-    lines = [
-        START,
-        "## Latest `make bench` run",
-        "",
-        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}; {machine()}.",
-        "Every bench below ran in its own process, one after the other; the command under each title repeats it.",
-        "",
-    ]
-    for bench, text, code, took in results:
-        status = "target met" if code == 0 else f"**exit {code}: a target was missed or the run failed**"
+def section(results: list[tuple[Bench, str, int, float]], kept: dict[str, str] | None = None) -> str:
+    """The generated block: every bench's section, in BENCHES order.
+
+    `kept`: the sections of an earlier run (by title) for the benches this run did not run (`--only`); the
+    block's heading keeps that run's date, and each section run now says when it was run alone."""
+    partial = kept is not None
+    lines = [START, "## Latest `make bench` run", ""]
+    if partial and kept and "" in kept:
+        lines.append(kept[""].strip())
+    else:
         lines += [
-            f"### {bench.title}",
-            "",
-            f"`python {' '.join(bench.args)}`: {took:.0f} s, {status}.",
-            "",
-            text.rstrip(),
-            "",
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, commit {commit()}; {machine()}.",
+            "Every bench below ran in its own process, one after the other; the command under each title repeats it.",
         ]
+    lines.append("")
+    ran = {bench.title: (bench, text, code, took) for bench, text, code, took in results}
+    for bench in (*BENCHES, SOAK):
+        if bench.title in ran:
+            lines += _bench_section(*ran[bench.title], alone=partial)
+        elif kept and bench.title in kept:
+            lines += [f"### {bench.title}", "", kept[bench.title].strip(), ""]
     lines.append(END)
     return "\n".join(lines) + "\n"
+
+
+def _bench_section(bench: Bench, text: str, code: int, took: float, *, alone: bool) -> list[str]:
+    status = "target met" if code == 0 else f"**exit {code}: a target was missed or the run failed**"
+    when = f"(Re-run alone at commit {commit()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.)"
+    return [
+        f"### {bench.title}",
+        "",
+        *([when, ""] if alone else []),
+        f"`python {' '.join(bench.args)}`: {took:.0f} s, {status}.",
+        "",
+        text.rstrip(),
+        "",
+    ]
+
+
+def earlier_sections(out: Path) -> dict[str, str]:
+    """The generated block's sections now in `out`, by title (`""`: the text under its heading)."""
+    text = out.read_text() if out.exists() else ""
+    if START not in text or END not in text:
+        return {}
+    block = text.split(START, 1)[1].split(END, 1)[0]
+    body = block.split("## Latest `make bench` run", 1)[-1]
+    head, *chunks = body.split("\n### ")
+    sections = {"": head}
+    for chunk in chunks:
+        name, _, rest = chunk.partition("\n")
+        sections[name.strip()] = rest
+    return sections
 
 
 def write(out: Path, block: str) -> None:
@@ -140,7 +171,7 @@ def main() -> int:
         for bench in benches:
             text, code, took = run_one(bench, Path(tmp))
             results.append((bench, text, code, took))
-    write(args.out, section(results))
+    write(args.out, section(results, earlier_sections(args.out) if args.only else None))
     failed = [b.name for b, _t, code, _s in results if code]
     print(f"wrote {args.out}" + (f"; failed: {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

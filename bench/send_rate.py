@@ -28,8 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
 os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 
+from bench.queued import queued_email
 from chalicelib.core.config import Settings
-from chalicelib.core.contract import QueuedEmail, Sender
+from chalicelib.core.contract import Sender
 from chalicelib.core.errors import QuotaExhausted, SendThrottled
 from chalicelib.send.ses_sender import SendQuota
 from chalicelib.stores.campaign_sender import SenderSnapshot
@@ -123,10 +124,7 @@ def run(rate: float, seconds: float, latency_ms: float) -> dict[str, Any]:
         stand_in = SesStandIn(Path(tmp), latency_ms=latency_ms)
         stand_in.configure(key, max_send_rate=rate * 2, max_24h_send=10_000_000)
         ses = InProcessSes(stand_in, latency_ms / 1000)
-        bodies = [
-            QueuedEmail("bench", "paid", queued_sender, "c1", "Hello", "<p>Hello</p>", f"r{i}@example.org").to_json()
-            for i in range(n)
-        ]
+        bodies = [queued_email(queued_sender, f"r{i}@example.org", "<p>Hello</p>") for i in range(n)]
         settings = Settings.from_env(
             {
                 "MOONSEND_STAGE": "bench",

@@ -1,8 +1,10 @@
+import base64
 import json
+import zlib
 
 import pytest
 
-from chalicelib.core.contract import QueuedEmail
+from chalicelib.core.contract import MAX_INFLATED_BYTES, MIME, QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.fields import parse_rate
 from chalicelib.core.message_parser import parse_precompile_message
@@ -192,6 +194,38 @@ def test_queued_message_keeps_the_canonical_shape_without_metadata():
     assert d["campaign"] == {"id": "c", "subject": "Hi Ann", "body": "<p>Ann</p>"}
     assert d["recipient"] == {"email": "ann@x.io"}
     assert d["userId"] == "u"
+
+
+def test_a_composed_queued_email_carries_its_message_packed_in_place_of_the_body_and_reads_back_the_same():
+    composed = "To: a@x.io\r\n\r\n" + "x" * 10_000
+    queued = QueuedEmail("u", "paid", {"emailAddress": "n@x.io"}, "c", "Hi", None, "ann@x.io", mime=composed)
+    d = json.loads(queued.to_json())
+    assert set(d["campaign"]) == {"id", "subject", MIME} and len(d["campaign"][MIME]) < 200  # deflated
+    assert zlib.decompress(base64.b64decode(d["campaign"][MIME])).decode() == composed  # zlib, base64: no secret
+    assert QueuedEmail.from_json(queued.to_json()) == queued
+
+
+def _with_mime(packed):
+    campaign = {"id": "c", "subject": "s"} if packed is ... else {"id": "c", "subject": "s", MIME: packed}
+    return json.dumps({"userId": "u", "sender": {}, "campaign": campaign, "recipient": {"email": "a@x.io"}})
+
+
+@pytest.mark.parametrize(
+    "packed",
+    [
+        ...,  # neither a message nor a body
+        42,
+        None,
+        "not base64!",
+        base64.b64encode(b"not zlib").decode(),
+        base64.b64encode(zlib.compress(b"x" * 1000)[:-6]).decode(),  # cut short
+        base64.b64encode(zlib.compress("Grüße".encode())).decode(),  # not 7-bit: not ours
+        base64.b64encode(zlib.compress(b"\0" * (MAX_INFLATED_BYTES + 1), 9)).decode(),  # a bomb: 48 KB of it
+    ],
+)
+def test_a_queued_email_whose_message_is_not_one_we_packed_is_unreadable_not_raised(packed):
+    with pytest.raises(MessageInvalid, match="not a queued email"):
+        QueuedEmail.from_json(_with_mime(packed))
 
 
 def test_a_c1_control_character_in_the_sender_name_is_refused():

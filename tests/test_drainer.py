@@ -3,12 +3,14 @@
 import itertools
 import json
 import time
+from dataclasses import replace
 
 import pytest
 
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
+from chalicelib.core.mime import OutgoingEmail, compose
 from chalicelib.send.identity import NO_KEYS_REASON
 from chalicelib.stores.ledger_model import UNATTRIBUTED, Entry, message_key, unattributed_day
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
@@ -23,6 +25,7 @@ from tests.fakes import (
     FakeTenants,
     parts,
 )
+from tests.mail import html_of, parsed
 
 _TEST_ENV = {
     "MOONSEND_STAGE": "test",
@@ -60,6 +63,28 @@ def test_drains_everything_deletes_each_sent_message_and_counts_it():
     assert sorted(sqs.deleted) == sorted(f"rh{i}" for i in range(25))
     assert {s[0] for s in ses.sent} == {"AKIAACME"}
     assert stats.total("sent") == 25
+
+
+def test_a_composed_email_goes_out_as_precompile_queued_it_with_only_its_date_put_first():
+    composed = compose(OutgoingEmail("news@acme.example", "Acme", "ann@example.org", "Hi", "<p>Hi</p>", "acme", "c1"))
+    email = QueuedEmail("acme", "paid", {"emailAddress": "news@acme.example"}, "c1", "Hi", None, "ann@example.org")
+    sqs, ses = FakeSqs([replace(email, mime=composed).to_json()]), FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
+    assert d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000).sent == 1
+    date, _, rest = ses.raws["ann@example.org"].partition(b"\r\n")
+    assert rest == composed.encode("ascii")  # not composed again: the queued Message-ID is the one sent
+    assert parsed(date + b"\r\n" + rest)["Date"].datetime.timestamp() == pytest.approx(time.time(), abs=5)
+
+
+def test_an_email_queued_before_precompile_composed_it_is_composed_when_it_is_sent():
+    sqs, ses = FakeSqs([queued("acme", "ann@example.org")]), FakeSes()
+    d, _ = drainer(sqs, ses, FakeTenants(tenant("acme", "AKIAACME")))
+    assert d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000).sent == 1
+    message = parsed(ses.raws["ann@example.org"])
+    # the From name the registry gives an email queued without one
+    assert (message["From"], message["To"], message["Subject"]) == ("Acme <news@acme.example>", "ann@example.org", "Hi")
+    assert message["Date"] is not None and message["List-Unsubscribe"].startswith("<https://")
+    assert html_of(message) == "<p>Hi</p>"
 
 
 def test_free_queue_sends_every_tenants_email_on_the_platform_account_from_its_own_address():

@@ -6,7 +6,7 @@ from email.policy import default
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.send.mime import OutgoingEmail, build_mime
+from chalicelib.core.mime import OutgoingEmail, build_mime
 from tests.conftest import read_sends
 
 

@@ -2,7 +2,7 @@ from email import message_from_bytes
 from email.policy import default
 
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
-from chalicelib.send.mime import OutgoingEmail, build_mime, html_to_text
+from chalicelib.core.mime import OutgoingEmail, build_mime, html_to_text
 
 
 def _parse(raw: bytes):

@@ -1,6 +1,8 @@
 """precompile_email's decisions, with in-process fakes for AWS."""
 
+import base64
 import json
+import random
 import time
 
 import pytest
@@ -8,6 +10,7 @@ import pytest
 from chalicelib.core.config import Settings
 from tests.conftest import canonical
 from tests.fakes import FakeQueues, FakeS3, FakeSqs, FakeStats, FakeTenants, parts
+from tests.mail import html_of, queued_message
 
 
 def _precompiler(sqs=None):
@@ -33,10 +36,27 @@ def test_queued_messages_are_rendered_and_carry_no_keys():
     result = p.handle(json.dumps(msg))
     assert result.queued == 1 and result.queue == "moonsend-test-t-user-1"
     body = json.loads(sqs.batches[0][1][0]["MessageBody"])
-    assert body["campaign"]["subject"] == "Hello Ann" and body["campaign"]["body"] == "<p>Hi Ann</p>"
+    assert body["campaign"]["subject"] == "Hello Ann" and html_of(queued_message(body)) == "<p>Hi Ann</p>"
     assert "apiKey" not in body["sender"] and "apiSecret" not in body["sender"]
     assert tenants.remembered[0][2].api_secret == "secret/EXAMPLE+key"  # kept in the registry instead
     assert queues.ensured == [("moonsend-test-t-user-1", "user-1")]
+
+
+def test_a_queued_email_carries_its_message_composed_for_a_strict_reader_all_but_its_date():
+    p, sqs, *_ = _precompiler()
+    msg = canonical()
+    msg["campaign"]["tracking"] = False
+    p.handle(json.dumps(msg))
+    queued = json.loads(sqs.batches[0][1][0]["MessageBody"])
+    assert "body" not in queued["campaign"]  # the HTML travels once, inside the message
+    message = queued_message(queued)  # email.policy.strict: a defect raises
+    assert message["From"] == "Example News <news@example.com>" and message["To"] == "ann@example.org"
+    assert message["Subject"] == "Hello Ann" and message["Date"] is None  # dated when it is sent
+    assert message["Message-ID"].endswith("@example.com>")
+    unsubscribe = parts.links().unsubscribe_url("user-1", "camp-1", "ann@example.org")
+    assert message["List-Unsubscribe"] == f"<{unsubscribe}>"
+    assert message.get_body(("plain",)).get_content().splitlines() == ["Hi Ann"]
+    assert html_of(message) == "<p>Hi Ann</p>"
 
 
 def test_a_thousand_recipients_need_at_most_a_hundred_batches():
@@ -123,19 +143,19 @@ def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_qu
     from chalicelib.stores.payloads import PayloadStore
 
     s3 = FakeS3()
-    store = PayloadStore(s3, "bucket", threshold_bytes=1000)
+    store = PayloadStore(s3, "bucket", threshold_bytes=3000)
     sqs = FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
     p = parts.precompiler(settings, sqs, payload_store=store)
     msg = canonical()
     del msg["recipient"]
-    msg["campaign"]["body"] = "<p>{{ name }}</p>" + "x" * 2000
+    msg["campaign"]["body"] = "<p>{{ name }}</p>" + base64.b64encode(random.Random(7).randbytes(6000)).decode()
     msg["recipients"] = [{"email": "big@example.org", "metadata": {"name": "Big"}}]
     assert p.handle(json.dumps(msg)).queued == 1
     body = sqs.batches[0][1][0]["MessageBody"]
     pointer = PayloadStore.pointer(body)
     assert pointer and pointer["key"].startswith("queued/user-1/camp-1/") and len(body) < 200
-    assert json.loads(store.unwrap(body))["campaign"]["body"].startswith("<p>Big</p>xxx")
+    assert html_of(queued_message(json.loads(store.unwrap(body)))).startswith("<p>Big</p>")
     small = p.handle(json.dumps(canonical()))
     assert small.queued == 1 and PayloadStore.pointer(sqs.batches[-1][1][0]["MessageBody"]) is None
 

@@ -12,7 +12,7 @@ import pytest
 
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.send.mime import OutgoingEmail, build_mime
+from chalicelib.core.mime import OutgoingEmail, build_mime
 
 SIGNER = LinkSigner(b"k" * 32, "https://api.example.com/api")
 

@@ -24,10 +24,12 @@ from chalicelib.core.contract import (
     Recipient,
     RejectedRecipient,
     expired_reason,
+    pack_mime,
 )
 from chalicelib.core.errors import FieldError, MessageInvalid, RenderFailed, SenderRefused, TemplateInvalid
 from chalicelib.core.links import LinkSigner
 from chalicelib.core.message_parser import parse_precompile_message
+from chalicelib.core.mime import OutgoingEmail, compose
 from chalicelib.core.routing import queue_for
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign, TemplateCache, template_variables
@@ -141,6 +143,19 @@ class Precompiler:
             reason = "not valid JSON (nested too deeply)" if isinstance(exc, RecursionError) else type(exc).__name__
             invalid = MessageInvalid([FieldError("message", f"could not be read: {reason}")])
             return self._reject_message(raw, invalid, recorder)
+        return self._run(request, raw, recorder)
+
+    def handle_request(self, request: PrecompileRequest) -> PrecompileResult:
+        """A request built by moonsend itself (a digest's email), not parsed from a producer's message: the
+        same steps, without the contract's limits on what a producer may send (a digest's items are larger
+        metadata than a recipient's)."""
+        recorder = Recorder(self._ledger, BufferedStats(self._stats, interval_s=math.inf))
+        try:
+            return self._run(request, "", recorder)
+        finally:
+            recorder.flush()
+
+    def _run(self, request: PrecompileRequest, raw: str, recorder: Recorder) -> PrecompileResult:
         job = _Job(request, raw, recorder, PrecompileResult(request.user_id, request.campaign.id))
         self._new_recipients(job)
         try:
@@ -223,17 +238,30 @@ class Precompiler:
         req, delay = job.req, self._delay(job)
         user_id, campaign_id = req.user_id, req.campaign.id
         encode = QueuedEmail.encoder(user_id, sender.plan, sender.queued_sender(), campaign_id, job.deadline_ms)
-        # Signing a link costs an HMAC per recipient: only for templates that show it.
-        links = self._links if "unsubscribe_url" in req.campaign.body + req.campaign.subject else None
+        shows_unsubscribe = "unsubscribe_url" in req.campaign.body + req.campaign.subject
         tracking = self._links if req.campaign.tracking else None
         for r in job.fresh:  # hundreds per message: names looked up once, above
-            extra = {"unsubscribe_url": links.unsubscribe_url(user_id, campaign_id, r.email)} if links else None
+            # The List-Unsubscribe header carries it whether the template shows it or not.
+            unsubscribe_url = self._links.unsubscribe_url(user_id, campaign_id, r.email)
+            extra = {"unsubscribe_url": unsubscribe_url} if shows_unsubscribe else None
             try:
                 rendered = compiled.render(template_variables(r.email, r.metadata, campaign_id, extra))
                 html_body = rendered.body
                 if tracking:
                     html_body = add_tracking(html_body, tracking, user_id, campaign_id, r.email)
-                job.outgoing.append(Outgoing(r.email, encode(rendered.subject, html_body, r.email), delay))
+                composed = compose(
+                    OutgoingEmail(
+                        sender.email_address,
+                        sender.from_name,
+                        r.email,
+                        rendered.subject,
+                        html_body,
+                        user_id,
+                        campaign_id,
+                        unsubscribe_url,
+                    )
+                )
+                job.outgoing.append(Outgoing(r.email, encode(rendered.subject, pack_mime(composed), r.email), delay))
             except RenderFailed as exc:
                 job.result.rejected.append(RejectedRecipient(r.email, f"render: {exc}"))
             except MemoryError:  # the container's trouble, not the recipient's: Lambda retries the event

@@ -27,9 +27,9 @@ from chalicelib.core.errors import (
     TransientSendError,
 )
 from chalicelib.core.links import LinkSigner
+from chalicelib.core.mime import OutgoingEmail, compose, dated
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.send.identity import NO_KEYS_REASON, SendingIdentity
-from chalicelib.send.mime import OutgoingEmail, build_mime
 from chalicelib.send.outcomes import Outcome, Verdict
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
@@ -240,16 +240,24 @@ class Delivery:
         return Outcome.RETRY
 
     def _mime(self, email: QueuedEmail, sender: Sender) -> bytes:
-        return build_mime(
-            OutgoingEmail(
-                from_address=sender.email_address,
-                from_name=sender.from_name,
-                to=email.recipient_email,
-                subject=email.subject,
-                html=email.body,
-                user_id=email.user_id,
-                campaign_id=email.campaign_id,
-                unsubscribe_url=self._links.unsubscribe_url(email.user_id, email.campaign_id, email.recipient_email),
+        """The message as sent: composed by precompile, dated now."""
+        if email.mime is not None:
+            return dated(email.mime)
+        # Queued before precompile composed it: composed here, as precompile would have.
+        return dated(
+            compose(
+                OutgoingEmail(
+                    from_address=sender.email_address,
+                    from_name=sender.from_name,
+                    to=email.recipient_email,
+                    subject=email.subject,
+                    html=email.body or "",
+                    user_id=email.user_id,
+                    campaign_id=email.campaign_id,
+                    unsubscribe_url=self._links.unsubscribe_url(
+                        email.user_id, email.campaign_id, email.recipient_email
+                    ),
+                )
             )
         )
 

@@ -8,6 +8,7 @@ from chalicelib.send.ses_sender import SendQuota
 class FakeSes:
     def __init__(self, outcomes=None):
         self.sent = []
+        self.raws = {}  # recipient -> the raw message last sent to them
         self.outcomes = outcomes or {}
 
     def quota(self, sender, platform=False):
@@ -18,6 +19,7 @@ class FakeSes:
         if error:
             raise error
         self.sent.append((sender.api_key, sender.email_address, to, platform))
+        self.raws[to] = raw
         return f"ses-{len(self.sent)}"
 
     def account_of(self, sender):

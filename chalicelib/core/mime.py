@@ -216,12 +216,15 @@ def _part(text: str, subtype: str) -> Message:
     return part
 
 
-def build_mime(email: OutgoingEmail) -> bytes:
-    """The raw message, CRLF line ends, headers 7-bit.
+def compose(email: OutgoingEmail) -> str:
+    """The message without its Date: every header and part, CRLF line ends, 7-bit.
+
+    precompile_email composes each email as it renders it, and the queued email carries the result: the
+    drainer, which one tenant's whole rate goes through, then only dates it (`dated`). Composing costs
+    about as much CPU as the rest of a send; precompile runs as many at once as there are messages.
 
     Built with the `email.mime` classes and the compat32 policy: `EmailMessage` with a modern policy
-    parses every header it is given back into objects, which cost about 1 ms per email, as much CPU as
-    the rest of a send (and at 500 sends per second, half a core).
+    parses every header it is given back into objects, which cost about 1 ms per email.
     """
     domain = email.from_address.rpartition("@")[2]
     # Our own boundary: "=_" never occurs in quoted-printable text (it writes "=" as "=3D"), so it needs
@@ -231,7 +234,8 @@ def build_mime(email: OutgoingEmail) -> bytes:
     msg["From"] = _from(email.from_name, email.from_address)
     msg["To"] = email.to
     msg["Subject"] = _header(email.subject, "Subject")
-    msg["Date"] = format_datetime(datetime.now(UTC))
+    # Made once, when the email is composed: a copy sent again (which the ledger prevents) would carry the
+    # same Message-ID, and mailbox providers show one.
     msg["Message-ID"] = make_msgid(domain=domain)
     msg[TENANT_HEADER] = email.user_id
     msg[CAMPAIGN_HEADER] = email.campaign_id
@@ -242,4 +246,14 @@ def build_mime(email: OutgoingEmail) -> bytes:
         msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     msg.attach(_part(html_to_text(email.html), "plain"))
     msg.attach(_part(email.html, "html"))
-    return msg.as_bytes(policy=SMTP_COMPAT)
+    return msg.as_bytes(policy=SMTP_COMPAT).decode("ascii")
+
+
+def dated(composed: str, at: datetime | None = None) -> bytes:
+    """The composed message as sent: its Date (RFC 5322 §3.6.1: when it was handed on) put first."""
+    return f"Date: {format_datetime(at or datetime.now(UTC))}\r\n{composed}".encode("ascii")
+
+
+def build_mime(email: OutgoingEmail) -> bytes:
+    """The raw message, composed and dated now."""
+    return dated(compose(email))

@@ -26,8 +26,8 @@ _resources = Settings.from_env().resources
 
 @app.on_sns_message(topic=_resources.precompile_topic.name)
 def precompile_email(event: SNSEvent) -> None:
-    """Render one recipient event (or a batch of recipients) into its tenant's queue."""
-    wiring.container().precompiler.handle(event.message)
+    """Render one recipient event (or a batch of recipients) into its tenant's queue; or take in a digest event."""
+    wiring.container().precompile_topic.handle(event.message)
 
 
 @app.on_sns_message(topic=_resources.send_topic.name)

@@ -7,6 +7,7 @@ app.py stays cheap (Chalice's packager and cold starts both import it).
 from __future__ import annotations
 
 import json
+import math
 import threading
 from functools import cached_property
 
@@ -16,6 +17,9 @@ from chalicelib.control.tenant_api import TenantApi
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
+from chalicelib.digest.assembly import DigestAssembly
+from chalicelib.digest.intake import DigestIntake
+from chalicelib.digest.topic import PrecompileTopic
 from chalicelib.feedback.reports import Reports
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.feedback.unsubscribe import Unsubscribes
@@ -36,14 +40,16 @@ from chalicelib.send.ses_sender import SesSender
 from chalicelib.send.triggers import continuation_event, sweep_event
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_sender import CampaignSenders
-from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.stores.daily_cap import DailyCap
+from chalicelib.stores.digests import DigestStore
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.queue_activity import QueueActivity
+from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions
@@ -104,6 +110,27 @@ class Container:
             self.links,
             self.schedule,
         )
+
+    @cached_property
+    def precompile_topic(self) -> PrecompileTopic:
+        return PrecompileTopic(self.precompiler, self.digest_intake)
+
+    @cached_property
+    def digests(self) -> DigestStore:
+        return DigestStore(self.settings.resources.digests_table.name, self.settings.region)
+
+    @cached_property
+    def digest_intake(self) -> DigestIntake:
+        return DigestIntake(
+            self.digests,
+            self.tenants,
+            self.ses.account_of,
+            lambda: Recorder(self.ledger, BufferedStats(self.stats, interval_s=math.inf)),
+        )
+
+    @cached_property
+    def digest_assembly(self) -> DigestAssembly:
+        return DigestAssembly(self.digests, self.tenants, self.precompiler)
 
     @cached_property
     def email_queue(self) -> EmailQueue:

@@ -84,6 +84,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         # A queue given email with no drainer gets one at once (chalicelib.queueing.drain_starter).
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
+        # Digest events: the definition merged (read, updated), items and retractions written in batches.
+        _stmt(
+            "Digests", ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"], [tables["DigestsTable"]]
+        ),
     ]
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),

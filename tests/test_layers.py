@@ -1,7 +1,8 @@
 """The packages of chalicelib import downwards only (docs/architecture.md draws the layers).
 
 core is pure; stores touch DynamoDB and S3 and know core; queueing is the one way onto a queue; the
-four pipeline stages (ingest, send, feedback, jobs) know those and never each other; control composes
+four pipeline stages (ingest, send, feedback, jobs) know those and never each other; digest is built on
+ingest (its email goes through precompile's steps, its events share precompile's topic); control composes
 the stages for operators; wiring builds everything. A stage reaching into a sibling for one name is how
 the old flat folder grew tangled, so this test reads every import.
 """
@@ -10,7 +11,17 @@ import ast
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "chalicelib"
-LAYER = {"core": 0, "stores": 1, "queueing": 2, "ingest": 3, "send": 3, "feedback": 3, "jobs": 3, "control": 4}
+LAYER = {
+    "core": 0,
+    "stores": 1,
+    "queueing": 2,
+    "ingest": 3,
+    "send": 3,
+    "feedback": 3,
+    "jobs": 3,
+    "digest": 4,
+    "control": 4,
+}
 
 
 def _imports(path: pathlib.Path) -> list[tuple[str, int]]:

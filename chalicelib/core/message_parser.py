@@ -45,7 +45,8 @@ from chalicelib.core.fields import (
 from chalicelib.core.resources import MAX_SCHEDULE_AHEAD_DAYS
 
 
-def _sender(d: dict[str, Any], errors: list[FieldError]) -> Sender | None:
+def parse_sender(d: dict[str, Any], errors: list[FieldError]) -> Sender | None:
+    """`sender`, checked; None (with the errors added) when it is unusable."""
     s = object_field(d, "sender", "sender", errors)
     if not s:
         return None
@@ -182,6 +183,11 @@ def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | 
     return Recipient(email=str(email), metadata=metadata)
 
 
+def check_recipient(r: object, where: str) -> Recipient | RejectedRecipient:
+    """One recipient (`email`, `metadata`) checked as a campaign's are; `where` names it in an error."""
+    return _recipient(r, where)
+
+
 def _place(where: str | int) -> str:
     return f"recipients[{where}]" if isinstance(where, int) else where
 
@@ -200,7 +206,7 @@ def parse_precompile_message(raw: str | bytes | dict[str, Any]) -> PrecompileReq
         plan = "paid"
     if plan not in PLANS:
         errors.append(FieldError("userPlan", f"must be one of {', '.join(PLANS)}"))
-    sender = _sender(d, errors)
+    sender = parse_sender(d, errors)
     campaign = _campaign(d, errors)
     raw_recipients, single = _recipient_list(d, errors)
     if errors or sender is None or campaign is None:

@@ -107,6 +107,8 @@ class Resources:
     usage_table: TableDef
     suppressions_table: TableDef
     schedule_table: TableDef
+    # Digests: definitions, items per recipient, retractions, flushed markers (chalicelib.stores.digests).
+    digests_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -141,6 +143,7 @@ class Resources:
             self.usage_table,
             self.suppressions_table,
             self.schedule_table,
+            self.digests_table,
         )
 
     @property
@@ -200,6 +203,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         # Scheduled email waiting for its time: one item per stored batch, keyed by the UTC minute it is due
         # (chalicelib.stores.schedule), plus the releaser's cursor.
         schedule_table=TableDef("ScheduleTable", f"{p}-schedule", hash_key="bucket", range_key="item"),
+        digests_table=TableDef(
+            "DigestsTable", f"{p}-digests", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
+        ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

@@ -1,0 +1,171 @@
+"""A digest's run for one period: every recipient with unmailed items gets one email, exactly once.
+
+The pipe, in the order that makes it exactly once (docs/digests.md):
+
+1. Each recipient's rows are planned (chalicelib.digest.plan): nothing is written for one with nothing new.
+2. The items its email carries are noted on its state row (`open_assembly`) before anything is queued, so
+   that a crash from here on repeats the same email, never a different one.
+3. The emails go through the normal pipeline (precompile's steps, in process) as campaign
+   `<digest id>-<period>`: the ledger, the tenant's rate and queue, suppression, unsubscribe, tracking and
+   reports all apply, and the ledger drops a recipient already queued for the period (a run repeated, a
+   crash after queueing).
+4. The items are marked mailed and the assembly closed; an item stored since step 1 is in neither, so it
+   goes into the next period's email.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from chalicelib.core import log
+from chalicelib.core.contract import Campaign, PrecompileRequest, Recipient, iso_ms
+from chalicelib.core.digest_contract import DEFAULT_MAX_ITEMS, DigestDefinition, Item
+from chalicelib.digest.plan import RecipientPlan, plan_recipient
+from chalicelib.stores.digests import DigestStore, RecipientDigest
+from chalicelib.stores.tenants import TenantRegistry
+
+# Recipients per request through the pipeline (precompile's batch: its ledger look-up, its queue batches).
+MAIL_BATCH = 500
+
+
+class Mailer(Protocol):
+    def handle_request(self, request: PrecompileRequest) -> Any: ...
+
+
+class DigestNotReady(Exception):
+    """The digest cannot run: no definition, or one without templates, schedule or window yet."""
+
+
+@dataclass
+class DigestRun:
+    user_id: str
+    digest_id: str
+    period: str
+    recipients: int = 0  # recipients with rows
+    emails: int = 0  # recipients whose email went through the pipeline (queued, or recorded why not)
+    resumed: int = 0  # of those, emails of an assembly a crash had left open
+    items_mailed: int = 0
+    items_waiting: int = 0  # unmailed beyond maxItems: the next period's
+    items_expired: int = 0  # past the window: dropped
+    items_retracted: int = 0
+    busy: int = 0  # recipients with another period's assembly open (finished by the next run)
+    campaigns: set[str] = field(default_factory=set)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {k: v for k, v in self.__dict__.items() if k != "campaigns"}
+        d["campaigns"] = sorted(self.campaigns)
+        return d
+
+
+def period_of(when: float) -> str:
+    """The period a run at `when` (its scheduled time) mails for: its UTC minute, `20261125T1300Z`."""
+    return datetime.fromtimestamp(when, UTC).strftime("%Y%m%dT%H%MZ")
+
+
+def campaign_id(digest_id: str, period: str) -> str:
+    return f"{digest_id}-{period}"
+
+
+class DigestAssembly:
+    def __init__(
+        self, store: DigestStore, tenants: TenantRegistry, mailer: Mailer, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._store = store
+        self._tenants = tenants
+        self._mailer = mailer
+        self._clock = clock
+
+    def run(self, user_id: str, digest_id: str, scheduled_at: float | None = None) -> DigestRun:
+        """Mail the digest for the period of `scheduled_at` (now, for a run on demand)."""
+        now = self._clock()
+        period = period_of(scheduled_at if scheduled_at is not None else now)
+        definition = self._definition(user_id, digest_id)
+        run = DigestRun(user_id, digest_id, period)
+        retracted = self._store.retracted(user_id, digest_id)
+        window_s = float(definition.window_s or 0)
+        max_items = definition.max_items or DEFAULT_MAX_ITEMS
+        batch: list[tuple[RecipientDigest, RecipientPlan]] = []
+        for rows in self._store.recipients(user_id, digest_id):
+            run.recipients += 1
+            plan, skipped = plan_recipient(rows, period, now, window_s, max_items, retracted)
+            self._drop(run, rows, skipped.expired)
+            run.items_retracted += skipped.retracted
+            if plan is None or not self._opened(run, rows, plan):
+                continue
+            batch.append((rows, plan))
+            if len(batch) >= MAIL_BATCH:
+                self._mail(run, definition, batch)
+                batch = []
+        self._mail(run, definition, batch)
+        self._store.record_run(user_id, digest_id, now, run.as_dict())
+        log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
+        return run
+
+    def _definition(self, user_id: str, digest_id: str) -> DigestDefinition:
+        definition = self._store.definition(user_id, digest_id)
+        if definition is None or not definition.complete:
+            missing = "no definition" if definition is None else "its subject, body, schedule and window"
+            raise DigestNotReady(f"digest {digest_id} of {user_id} cannot run: {missing} not given yet")
+        return definition
+
+    def _drop(self, run: DigestRun, rows: RecipientDigest, expired: frozenset[str]) -> None:
+        """Items past the window, never mailed: deleted now (TTL would within days), and counted."""
+        if expired:
+            self._store.drop_items(run.user_id, run.digest_id, rows.key, expired)
+            run.items_expired += len(expired)
+
+    def _opened(self, run: DigestRun, rows: RecipientDigest, plan: RecipientPlan) -> bool:
+        """The items noted on the recipient's state before its email is queued (an open one is already)."""
+        if plan.resumed:
+            return True
+        ids = [i.id for i in plan.items]
+        if self._store.open_assembly(run.user_id, run.digest_id, rows.key, plan.period, ids):
+            return True
+        run.busy += 1  # another run of another period is between its steps 2 and 4 for this recipient
+        return False
+
+    def _mail(
+        self, run: DigestRun, definition: DigestDefinition, batch: list[tuple[RecipientDigest, RecipientPlan]]
+    ) -> None:
+        """Each period's emails through the pipeline, then their items marked mailed."""
+        if not batch:
+            return
+        tenant = self._tenants.get(run.user_id, fresh=True)
+        if tenant is None:
+            raise DigestNotReady(f"digest {run.digest_id}: tenant {run.user_id} has no sender registered")
+        for period in sorted({plan.period for _, plan in batch}):
+            group = [(rows, plan) for rows, plan in batch if plan.period == period]
+            cid = campaign_id(run.digest_id, period)
+            request = PrecompileRequest(
+                user_id=run.user_id,
+                plan=tenant.plan,
+                sender=tenant.sender,
+                campaign=Campaign(id=cid, subject=definition.subject or "", body=definition.body or ""),
+                recipients=[_recipient(rows, plan) for rows, plan in group],
+                rejected=[],
+            )
+            self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
+            run.campaigns.add(cid)
+            for rows, plan in group:
+                ids = [i.id for i in plan.items]
+                keep = rows.mailed & plan.stored_ids  # markers of items still stored
+                self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, ids, keep)
+                run.emails += 1
+                run.resumed += plan.resumed
+                run.items_mailed += len(ids)
+                run.items_waiting += plan.items_total - len(ids)
+
+
+def _recipient(rows: RecipientDigest, plan: RecipientPlan) -> Recipient:
+    """The recipient with its metadata, `items` (newest first) and `items_total` for the templates."""
+    recipient = rows.recipient
+    metadata = {**recipient.metadata, "items": [_shown(i) for i in plan.items], "items_total": plan.items_total}
+    return Recipient(recipient.email, metadata)
+
+
+def _shown(item: Item) -> dict[str, Any]:
+    return {"id": item.id, "type": item.type, "at": iso_ms(int(item.at * 1000)), "data": item.data}

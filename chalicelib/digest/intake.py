@@ -1,0 +1,122 @@
+"""A digest event taken in: the definition merged and kept, items stored per recipient, retractions kept.
+
+Nothing is rendered or queued here; that is the run's (chalicelib.digest.assembly). What is refused is
+recorded in the ledger under the digest's id, as a campaign's rejected recipients are under the campaign's:
+`moonsend report --campaign <digest id>` shows each with its reason.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from chalicelib.core import log
+from chalicelib.core.contract import RejectedRecipient
+from chalicelib.core.digest_contract import DigestDefinition, DigestRequest, parse_digest_message
+from chalicelib.core.errors import MessageInvalid, SenderRefused
+from chalicelib.ingest.rejection import rejection_records, rejects_of_message
+from chalicelib.stores.digests import DigestStore
+from chalicelib.stores.recorder import Recorder
+from chalicelib.stores.tenants import AccountOf, TenantRegistry
+
+
+@dataclass
+class DigestIntakeResult:
+    user_id: str | None
+    digest_id: str | None
+    stored: int = 0  # items written (an item sent again is written over itself)
+    expired: int = 0  # items already past the window: dropped, not stored
+    retracted: int = 0
+    rejected: list[RejectedRecipient] = field(default_factory=list)
+
+
+class DigestIntake:
+    def __init__(
+        self,
+        store: DigestStore,
+        tenants: TenantRegistry,
+        account_of: AccountOf,
+        recorder: Callable[[], Recorder],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._tenants = tenants
+        self._account_of = account_of
+        self._recorder = recorder
+        self._clock = clock
+
+    def handle(self, message: dict[str, Any], raw: str) -> DigestIntakeResult:
+        recorder = self._recorder()
+        try:
+            return self._handle(message, raw, recorder)
+        finally:
+            recorder.flush()
+
+    def _handle(self, message: dict[str, Any], raw: str, recorder: Recorder) -> DigestIntakeResult:
+        try:
+            req = parse_digest_message(message)
+        except MessageInvalid as exc:
+            r = rejects_of_message(raw, exc)
+            log.warning("digest event rejected", user=r.user_id, reason=r.records[0][1])
+            recorder.rejected(r.user_id, r.campaign_id, r.records)
+            return DigestIntakeResult(r.given_user, r.given_campaign, rejected=r.rejected)
+        result = DigestIntakeResult(req.user_id, req.digest.id, rejected=list(req.rejected))
+        definition = self._store.define(req.user_id, req.digest)
+        if (req.recipients or req.sender is not None) and not self._register_sender(req, result):
+            return self._finish(req, result, raw, recorder)
+        if req.retract:
+            self._store.retract(req.user_id, definition.id, req.retract, self._clock() + (definition.window_s or 0))
+            result.retracted = len(req.retract)
+        self._store_items(req, definition, result)
+        return self._finish(req, result, raw, recorder)
+
+    def _register_sender(self, req: DigestRequest, result: DigestIntakeResult) -> bool:
+        """The tenant's sender and keys, kept in the registry for the run (which sends with them)."""
+        if req.sender is None:
+            if self._tenants.get(req.user_id) is not None:
+                return True
+            reason = "sender: required until the tenant has sent once (the digest's email goes out with it)"
+        else:
+            plan = "paid" if req.sender.has_own_account else "free"
+            try:
+                self._tenants.accept(req.user_id, plan, req.sender, self._account_of)
+                return True
+            except SenderRefused as exc:
+                reason = str(exc)
+        result.rejected.extend(RejectedRecipient(r.recipient.email, reason) for r in req.recipients)
+        return False
+
+    def _store_items(self, req: DigestRequest, definition: DigestDefinition, result: DigestIntakeResult) -> None:
+        if not req.recipients:
+            return
+        if definition.window_s is None:
+            reason = f"digest {definition.id}: no window yet (send the digest's definition with its window first)"
+            result.rejected.extend(RejectedRecipient(r.recipient.email, reason) for r in req.recipients)
+            return
+        now, window = self._clock(), definition.window_s
+        entries = []
+        for r in req.recipients:
+            for item in r.items:
+                if item.at + window <= now:
+                    result.expired += 1
+                else:
+                    entries.append((r.recipient, item))
+        result.stored = self._store.add_items(req.user_id, definition.id, window, entries)
+
+    def _finish(
+        self, req: DigestRequest, result: DigestIntakeResult, raw: str, recorder: Recorder
+    ) -> DigestIntakeResult:
+        if result.rejected:
+            recorder.rejected(req.user_id, req.digest.id, rejection_records(result.rejected, raw))
+        log.info(
+            "digest event",
+            user=req.user_id,
+            digest=req.digest.id,
+            stored=result.stored,
+            expired=result.expired,
+            retracted=result.retracted,
+            rejected=len(result.rejected),
+        )
+        return result

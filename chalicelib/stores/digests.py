@@ -1,0 +1,254 @@
+"""The digest store: definitions, items per recipient, retractions, and what each recipient was mailed.
+
+One DynamoDB table, rows told apart by their partition key's prefix:
+
+- `def#<user>` / `<digest>`: the digest's definition (templates, schedule, window, maxItems) and its last run.
+- `i#<user>#<digest>#<shard>` / `<address>#<item id>`: one item for one recipient, with the recipient's
+  metadata as of that item, expiring (TTL) when it leaves the digest's window. An item id is its row's key,
+  so an item sent twice is stored once, and storing it is one write: a burst of 100,000 items is 4,000
+  BatchWriteItem requests, spread over `SHARDS` partitions per digest (a partition takes 1,000 writes a
+  second), so one tenant's burst never takes another's capacity.
+- `i#...#<shard>` / `<address>#`: the recipient's state, which sorts before its items: the ids already mailed
+  (the seed's "flushed" markers) and the assembly under way (`open_period`, `open_ids`), so that a crash
+  between queueing and marking repeats the same email, never another.
+- `x#<user>#<digest>` / `<item id>`: a retracted item, for as long as the window.
+
+Storage grows with recipients and their items in the window, not with recipients times content, and old
+items leave by TTL (the seed's daily tables, without the table per day). The window is also checked when a
+digest is assembled: TTL deletes within days, not on the second.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.exceptions import DoesNotExist
+from pynamodb.models import Model
+
+from chalicelib.core.contract import Recipient
+from chalicelib.core.digest_contract import DigestDefinition, Item
+from chalicelib.stores.tables import bound, update_if
+
+SHARDS = 16
+_STATE = ""  # the state row's item id: `<address>#` sorts before `<address>#<any item id>`
+
+
+class DigestModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    pk = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)
+    expires_at = NumberAttribute(null=True)  # TTL, epoch seconds
+    # definition rows
+    subject = UnicodeAttribute(null=True)
+    body = UnicodeAttribute(null=True)
+    schedule = UnicodeAttribute(null=True)
+    window_s = NumberAttribute(null=True)
+    max_items = NumberAttribute(null=True)
+    last_period = UnicodeAttribute(null=True)  # also on state rows: the last period mailed
+    last_run_at = NumberAttribute(null=True)
+    last_run = UnicodeAttribute(null=True)  # JSON: what the last run did
+    # item rows
+    email = UnicodeAttribute(null=True)  # as given (the key is lower-cased)
+    item = UnicodeAttribute(null=True)  # Item JSON
+    at = NumberAttribute(null=True)
+    metadata = UnicodeAttribute(null=True)  # JSON, as of this item
+    # state rows
+    mailed = UnicodeSetAttribute(null=True)
+    open_period = UnicodeAttribute(null=True)
+    open_ids = UnicodeSetAttribute(null=True)
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    item: Item
+    email: str
+    metadata: dict[str, Any]
+
+
+@dataclass
+class RecipientDigest:
+    """One recipient's rows of one digest: its items in the window and what was mailed."""
+
+    key: str  # lower-cased address
+    items: list[StoredItem] = field(default_factory=list)
+    mailed: frozenset[str] = frozenset()
+    last_period: str | None = None
+    open_period: str | None = None
+    open_ids: frozenset[str] = frozenset()
+
+    @property
+    def recipient(self) -> Recipient:
+        """The address as last given, with the metadata of its newest item."""
+        newest = max(self.items, key=lambda s: s.item.at)
+        return Recipient(newest.email, newest.metadata)
+
+
+def shard_of(address_key: str) -> int:
+    return zlib.crc32(address_key.encode("utf-8")) % SHARDS
+
+
+def _items_pk(user_id: str, digest_id: str, shard: int) -> str:
+    return f"i#{user_id}#{digest_id}#{shard}"
+
+
+def _def_pk(user_id: str) -> str:
+    return f"def#{user_id}"
+
+
+def _retract_pk(user_id: str, digest_id: str) -> str:
+    return f"x#{user_id}#{digest_id}"
+
+
+class DigestStore:
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(DigestModel, table_name, region)
+
+    # definitions
+
+    def define(self, user_id: str, given: DigestDefinition) -> DigestDefinition:
+        """The definition with what this event says written over the stored one; the merged one back."""
+        merged = given.merged_over(self.definition(user_id, given.id))
+        if given.says_something:
+            row = self._model(_def_pk(user_id), given.id)
+            actions = [
+                getattr(self._model, name).set(value)
+                for name, value in (
+                    ("subject", merged.subject),
+                    ("body", merged.body),
+                    ("schedule", merged.schedule),
+                    ("window_s", merged.window_s),
+                    ("max_items", merged.max_items),
+                )
+                if value is not None
+            ]
+            row.update(actions=actions)
+        return merged
+
+    def definition(self, user_id: str, digest_id: str) -> DigestDefinition | None:
+        try:
+            row = self._model.get(_def_pk(user_id), digest_id, consistent_read=True)
+        except DoesNotExist:
+            return None
+        return DigestDefinition(
+            digest_id,
+            row.subject,
+            row.body,
+            row.schedule,
+            row.window_s,
+            int(row.max_items) if row.max_items is not None else None,
+        )
+
+    def definitions(self, user_id: str) -> list[DigestDefinition]:
+        return [
+            DigestDefinition(r.sk, r.subject, r.body, r.schedule, r.window_s, _int(r.max_items))
+            for r in self._model.query(_def_pk(user_id))
+        ]
+
+    def last_run(self, user_id: str, digest_id: str) -> tuple[float | None, dict[str, Any] | None]:
+        try:
+            row = self._model.get(_def_pk(user_id), digest_id, consistent_read=True)
+        except DoesNotExist:
+            return None, None
+        return row.last_run_at, json.loads(row.last_run) if row.last_run else None
+
+    def record_run(self, user_id: str, digest_id: str, at: float, what: dict[str, Any]) -> None:
+        self._model(_def_pk(user_id), digest_id).update(
+            actions=[self._model.last_run_at.set(at), self._model.last_run.set(json.dumps(what))]
+        )
+
+    # items
+
+    def add_items(
+        self, user_id: str, digest_id: str, window_s: float, entries: Iterable[tuple[Recipient, Item]]
+    ) -> int:
+        """Store each item for its recipient (one write each, in batches of 25); how many were written.
+
+        Written again, an item (the same id for the same recipient) is the same row: idempotent."""
+        n = 0
+        with self._model.batch_write() as batch:
+            for recipient, item in entries:
+                key = recipient.key
+                batch.save(
+                    self._model(
+                        _items_pk(user_id, digest_id, shard_of(key)),
+                        f"{key}#{item.id}",
+                        email=recipient.email,
+                        item=item.to_json(),
+                        at=item.at,
+                        metadata=json.dumps(recipient.metadata, ensure_ascii=False),
+                        expires_at=int(item.at + window_s) + 1,
+                    )
+                )
+                n += 1
+        return n
+
+    def drop_items(self, user_id: str, digest_id: str, key: str, item_ids: Iterable[str]) -> None:
+        """Delete a recipient's items (past the window: TTL would, within days)."""
+        pk = _items_pk(user_id, digest_id, shard_of(key))
+        with self._model.batch_write() as batch:
+            for item_id in item_ids:
+                batch.delete(self._model(pk, f"{key}#{item_id}"))
+
+    def retract(self, user_id: str, digest_id: str, item_ids: Iterable[str], until: float) -> None:
+        with self._model.batch_write() as batch:
+            for item_id in item_ids:
+                batch.save(self._model(_retract_pk(user_id, digest_id), item_id, expires_at=int(until) + 1))
+
+    def retracted(self, user_id: str, digest_id: str) -> frozenset[str]:
+        return frozenset(r.sk for r in self._model.query(_retract_pk(user_id, digest_id), consistent_read=True))
+
+    def recipients(self, user_id: str, digest_id: str) -> Iterator[RecipientDigest]:
+        """Every recipient with rows in the digest, shard by shard, its state and items together."""
+        for shard in range(SHARDS):
+            current: RecipientDigest | None = None
+            for row in self._model.query(_items_pk(user_id, digest_id, shard), consistent_read=True):
+                key, _, item_id = row.sk.rpartition("#")
+                if current is None or current.key != key:
+                    if current is not None and current.items:
+                        yield current
+                    current = RecipientDigest(key)
+                if item_id == _STATE:
+                    current.mailed = frozenset(row.mailed or ())
+                    current.last_period = row.last_period
+                    current.open_period = row.open_period
+                    current.open_ids = frozenset(row.open_ids or ())
+                else:
+                    current.items.append(
+                        StoredItem(Item.from_json(row.item or "{}"), row.email or key, json.loads(row.metadata or "{}"))
+                    )
+            if current is not None and current.items:
+                yield current
+
+    # a recipient's assembly
+
+    def open_assembly(self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str]) -> bool:
+        """Note the items this period's email carries before it is queued; False if another assembly of
+        another period is open for the recipient (it is finished first)."""
+        row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+        m = self._model
+        condition = m.open_period.does_not_exist() | (m.open_period == period)
+        return update_if(row, [m.open_period.set(period), m.open_ids.set(set(ids))], condition)
+
+    def mark_mailed(
+        self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str], keep: Iterable[str]
+    ) -> None:
+        """The period's items mailed and its assembly closed; ids no longer stored (`keep` names those that
+        are) are dropped from the markers, so they stay as small as the window."""
+        row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+        m = self._model
+        mailed = set(ids) | set(keep)
+        row.update(
+            actions=[m.mailed.set(mailed), m.last_period.set(period), m.open_period.remove(), m.open_ids.remove()],
+            condition=m.open_period.does_not_exist() | (m.open_period == period),
+        )
+
+
+def _int(value: float | None) -> int | None:
+    return int(value) if value is not None else None

@@ -1,0 +1,201 @@
+"""Digests end to end on the local stack: item events on the topic, a run, one email per recipient.
+
+Events go through SNS to precompile_email (as a producer's do); the run is the assembly the schedule
+invokes, called here so that each test picks its period and its faults; its email then goes through the
+real pipeline (ledger, queue, send_emails, the SES stand-in's outbox).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from email import message_from_bytes
+from email.policy import strict
+
+import pytest
+
+from chalicelib import wiring
+from chalicelib.core.contract import parse_instant
+from chalicelib.digest.assembly import DigestAssembly, campaign_id, period_of
+from tests.conftest import read_sends
+
+pytestmark = pytest.mark.e2e
+
+WED = parse_instant("2026-11-25T13:00:00Z")
+BODY = (
+    "<p>Hi {{ name }}, {{ items_total }} new:</p>"
+    "{% for item in items %}<p>{{ item.data.title }} ({{ item.type }})</p>{% endfor %}"
+)
+
+
+def _sender(stack, uid):
+    key = f"AKIAD{uid}".upper()
+    stack.ses.configure(key, max_send_rate=50)
+    sender = {
+        "region": "us-east-1",
+        "apiKey": key,
+        "apiSecret": f"secret-{uid}",
+        "ratePerSecond": "50",
+        "emailAddress": f"digest@{uid}.example",
+        "fromName": "Digest",
+    }
+    stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"]).create_email_identity(
+        EmailIdentity=sender["emailAddress"]
+    )
+    return sender
+
+
+def _publish(stack, *messages):
+    sns = stack.client("sns")
+    for m in messages:
+        sns.publish(TopicArn=stack.topic_arns["moonsend-local-PrecompileEmail"], Message=json.dumps(m))
+
+
+def _define(stack, user, sender, digest="weekly", window="P7D", max_items=50):
+    definition = {
+        "id": digest,
+        "subject": "Your week: {{ items_total }} new",
+        "body": BODY,
+        "schedule": "cron(0 13 ? * WED *)",
+        "window": window,
+        "maxItems": max_items,
+    }
+    _publish(stack, {"userId": user, "sender": sender, "digest": definition})
+    _until(lambda: (d := wiring.container().digests.definition(user, digest)) is not None and d.complete)
+
+
+def _item(user, email, item_id, at, title, digest="weekly", name="Ann"):
+    return {
+        "userId": user,
+        "digest": {"id": digest},
+        "recipient": {"email": email, "metadata": {"name": name}},
+        "item": {"id": item_id, "type": "NearbyShow", "at": at, "data": {"title": title}},
+    }
+
+
+def _stored(user, digest="weekly"):
+    return {r.key: sorted(s.item.id for s in r.items) for r in wiring.container().digests.recipients(user, digest)}
+
+
+def _until(condition, timeout=120.0, user=None):
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            counts = wiring.container().stats.get(user, "weekly") if user else None
+            last = counts.last_error if counts else None
+            raise AssertionError(f"timed out; the digest's records: {counts and dict(counts)}, last error {last}")
+        time.sleep(0.1)
+
+
+def _mail(stack, user, campaign):
+    assert stack.wait_until_drained(60)
+    out = {}
+    for eml in sorted((stack.config.outbox / user / campaign).glob("*.eml")):
+        msg = message_from_bytes(eml.read_bytes(), policy=strict)
+        out.setdefault(str(msg["To"]).lower(), []).append(msg.get_body(("html",)).get_content())
+    return out
+
+
+def _assembly(clock=None, store=None, mailer=None):
+    c = wiring.container()
+    return DigestAssembly(store or c.digests, c.tenants, mailer or c.precompiler, clock or (lambda: WED + 60))
+
+
+def _iso(days_before_wed):
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(WED - days_before_wed * 86400))
+
+
+def test_items_from_several_producers_become_one_email_each_and_a_second_run_sends_nothing(stack, uid):
+    user = f"digest-{uid}"
+    _define(stack, user, _sender(stack, uid))
+    _publish(
+        stack,
+        _item(user, "ann@example.org", "show-1", _iso(3), "Show one"),
+        _item(user, "ann@example.org", "show-2", _iso(1), "Show two"),
+        _item(user, "Ann@Example.org", "show-2", _iso(1), "Show two"),  # another producer, the same item
+        _item(user, "bob@example.org", "show-3", _iso(2), "Show three", name="Bob"),
+    )
+    _until(lambda: _stored(user) == {"ann@example.org": ["show-1", "show-2"], "bob@example.org": ["show-3"]}, user=user)
+    run = _assembly().run(user, "weekly", scheduled_at=WED)
+    assert (run.emails, run.items_mailed, run.campaigns) == (2, 3, {campaign_id("weekly", period_of(WED))})
+    mail = _mail(stack, user, campaign_id("weekly", period_of(WED)))
+    assert set(mail) == {"ann@example.org", "bob@example.org"} and all(len(v) == 1 for v in mail.values())
+    (ann,) = mail["ann@example.org"]
+    assert "Hi Ann, 2 new" in ann and ann.index("Show two") < ann.index("Show one")  # newest first
+    again = _assembly().run(user, "weekly", scheduled_at=WED)
+    later = _assembly(clock=lambda: WED + 7 * 86400).run(user, "weekly", scheduled_at=WED + 7 * 86400)
+    assert again.emails == 0 and later.emails == 0
+    assert len([s for s in read_sends(stack.config.outbox) if s["userId"] == user]) == 2
+
+
+def test_an_item_arriving_during_assembly_goes_into_the_next_digest_never_both(stack, uid):
+    user = f"digest-{uid}"
+    _define(stack, user, _sender(stack, uid))
+    _publish(stack, _item(user, "ann@example.org", "first", _iso(2), "First"))
+    _until(lambda: _stored(user) == {"ann@example.org": ["first"]})
+    store = wiring.container().digests
+
+    class ItemArrivesMidRun:  # the store, with an item written after the recipient's rows were read
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def recipients(self, user_id, digest_id):
+            for rows in store.recipients(user_id, digest_id):
+                yield rows
+                _publish(stack, _item(user, "ann@example.org", "late", _iso(0.001), "Late"))
+                _until(lambda: "late" in _stored(user)["ann@example.org"])
+
+    first = _assembly(store=ItemArrivesMidRun()).run(user, "weekly", scheduled_at=WED)
+    assert first.items_mailed == 1
+    nxt = WED + 86400  # the next run (a day later: its items still in the window)
+    second = _assembly(clock=lambda: nxt + 60).run(user, "weekly", scheduled_at=nxt)
+    assert second.items_mailed == 1
+    (one,) = _mail(stack, user, campaign_id("weekly", period_of(WED)))["ann@example.org"]
+    (two,) = _mail(stack, user, campaign_id("weekly", period_of(nxt)))["ann@example.org"]
+    assert "First" in one and "Late" not in one and "Late" in two and "First" not in two
+
+
+def test_a_retracted_item_and_one_past_the_window_are_left_out_and_counted(stack, uid):
+    user = f"digest-{uid}"
+    _define(stack, user, _sender(stack, uid), window="P2D")
+    _publish(
+        stack,
+        _item(user, "ann@example.org", "cancelled", _iso(1), "Cancelled show"),
+        _item(user, "ann@example.org", "kept", _iso(0.5), "Kept show"),
+        _item(user, "ann@example.org", "aging", _iso(1.99), "Aging show"),  # in the window when it comes
+        _item(user, "ann@example.org", "stale", _iso(3), "Stale show"),  # past it already: never stored
+    )
+    _until(lambda: _stored(user) == {"ann@example.org": ["aging", "cancelled", "kept"]})
+    _publish(stack, {"userId": user, "digest": {"id": "weekly"}, "retract": "cancelled"})
+    _until(lambda: "cancelled" in wiring.container().digests.retracted(user, "weekly"))
+    run = _assembly(clock=lambda: WED + 3600).run(user, "weekly", scheduled_at=WED)  # "aging" is out by then
+    assert (run.items_mailed, run.items_retracted, run.items_expired) == (1, 1, 1)
+    (ann,) = _mail(stack, user, campaign_id("weekly", period_of(WED)))["ann@example.org"]
+    assert "Kept show" in ann and "Cancelled" not in ann and "Aging" not in ann and "Stale" not in ann
+    assert _stored(user) == {"ann@example.org": ["cancelled", "kept"]}  # the expired one dropped
+
+
+def test_a_crash_between_queueing_and_marking_repeats_nothing_and_loses_nothing(stack, uid):
+    user = f"digest-{uid}"
+    _define(stack, user, _sender(stack, uid))
+    _publish(stack, _item(user, "ann@example.org", "one", _iso(1), "One"))
+    _until(lambda: _stored(user) == {"ann@example.org": ["one"]})
+    precompiler = wiring.container().precompiler
+
+    class CrashAfterQueueing:
+        def handle_request(self, request):
+            precompiler.handle_request(request)
+            raise RuntimeError("killed after queueing")
+
+    with pytest.raises(RuntimeError):
+        _assembly(mailer=CrashAfterQueueing()).run(user, "weekly", scheduled_at=WED)
+    _publish(stack, _item(user, "ann@example.org", "two", _iso(0.01), "Two"))  # after the crash
+    _until(lambda: _stored(user) == {"ann@example.org": ["one", "two"]})
+    nxt = WED + 86400  # the next run (a day later: its items still in the window)
+    resumed = _assembly(clock=lambda: nxt + 60).run(user, "weekly", scheduled_at=nxt)
+    assert (resumed.resumed, resumed.campaigns) == (1, {campaign_id("weekly", period_of(WED))})
+    final = _assembly(clock=lambda: nxt + 120).run(user, "weekly", scheduled_at=nxt)
+    assert final.items_mailed == 1  # "two", in the next period's email
+    (first,) = _mail(stack, user, campaign_id("weekly", period_of(WED)))["ann@example.org"]
+    (second,) = _mail(stack, user, campaign_id("weekly", period_of(nxt)))["ann@example.org"]
+    assert "One" in first and "Two" not in first and "Two" in second and "One" not in second

@@ -124,6 +124,7 @@ class Container:
         return DigestIntake(
             self.digests,
             self.tenants,
+            self.free_addresses,
             self.ses.account_of,
             lambda: Recorder(self.ledger, BufferedStats(self.stats, interval_s=math.inf)),
         )

@@ -205,6 +205,15 @@ def test_a_composed_queued_email_carries_its_message_packed_in_place_of_the_body
     assert QueuedEmail.from_json(queued.to_json()) == queued
 
 
+@pytest.mark.parametrize(
+    "raw",
+    ['{"userId": "u", "campaign": "c"}', '{"userId": "u", "campaign": []}', "[" * 100_000 + "]" * 100_000, "[]"],
+)
+def test_a_queued_message_of_the_wrong_shape_or_depth_is_unreadable_not_raised(raw):
+    with pytest.raises(MessageInvalid, match="not a queued email"):
+        QueuedEmail.from_json(raw)
+
+
 def _with_mime(packed):
     campaign = {"id": "c", "subject": "s"} if packed is ... else {"id": "c", "subject": "s", MIME: packed}
     return json.dumps({"userId": "u", "sender": {}, "campaign": campaign, "recipient": {"email": "a@x.io"}})

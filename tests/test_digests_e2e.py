@@ -15,13 +15,20 @@ from email.policy import strict
 import pytest
 
 from chalicelib import wiring
-from chalicelib.core.contract import parse_instant
 from chalicelib.digest.assembly import DigestAssembly, campaign_id, period_of
 from tests.conftest import read_sends
 
 pytestmark = pytest.mark.e2e
 
-WED = parse_instant("2026-11-25T13:00:00Z")
+WED = 0.0  # the period's scheduled time: the current minute, set for each test (intake reads the real clock)
+
+
+@pytest.fixture(autouse=True)
+def _scheduled_now():
+    global WED
+    WED = float(int(time.time()) // 60 * 60)
+
+
 BODY = (
     "<p>Hi {{ name }}, {{ items_total }} new:</p>"
     "{% for item in items %}<p>{{ item.data.title }} ({{ item.type }})</p>{% endfor %}"
@@ -83,7 +90,7 @@ def _until(condition, timeout=120.0, user=None):
         if time.monotonic() > end:
             counts = wiring.container().stats.get(user, "weekly") if user else None
             last = counts.last_error if counts else None
-            raise AssertionError(f"timed out; the digest's records: {counts and dict(counts)}, last error {last}")
+            raise AssertionError(f"timed out; the digest's records: {counts}, last error {last}")
         time.sleep(0.1)
 
 
@@ -123,8 +130,9 @@ def test_items_from_several_producers_become_one_email_each_and_a_second_run_sen
     (ann,) = mail["ann@example.org"]
     assert "Hi Ann, 2 new" in ann and ann.index("Show two") < ann.index("Show one")  # newest first
     again = _assembly().run(user, "weekly", scheduled_at=WED)
-    later = _assembly(clock=lambda: WED + 7 * 86400).run(user, "weekly", scheduled_at=WED + 7 * 86400)
-    assert again.emails == 0 and later.emails == 0
+    # A later period with every item still in the window: only the mailed markers stop them.
+    later = _assembly(clock=lambda: WED + 86400 + 60).run(user, "weekly", scheduled_at=WED + 86400)
+    assert again.emails == 0 and later.emails == 0 and later.items_expired == 0
     assert len([s for s in read_sends(stack.config.outbox) if s["userId"] == user]) == 2
 
 
@@ -199,3 +207,29 @@ def test_a_crash_between_queueing_and_marking_repeats_nothing_and_loses_nothing(
     (first,) = _mail(stack, user, campaign_id("weekly", period_of(WED)))["ann@example.org"]
     (second,) = _mail(stack, user, campaign_id("weekly", period_of(nxt)))["ann@example.org"]
     assert "One" in first and "Two" not in first and "Two" in second and "One" not in second
+
+
+def test_a_refused_email_leaves_its_items_for_the_next_run_and_a_second_run_waits_for_the_first(stack, uid):
+    user = f"digest-{uid}"
+    sender = _sender(stack, uid)
+    _define(stack, user, sender)
+    broken = {"userId": user, "digest": {"id": "weekly", "body": "{% for item in items %}"}}  # never closed
+    _publish(stack, broken, _item(user, "ann@example.org", "one", _iso(1), "One"))
+    _until(lambda: _stored(user) == {"ann@example.org": ["one"]})
+    _until(lambda: wiring.container().digests.definition(user, "weekly").body == broken["digest"]["body"])
+    refused = _assembly().run(user, "weekly", scheduled_at=WED)
+    assert (refused.refused, refused.emails, refused.items_mailed) == (1, 0, 0)
+    assert "template" in (wiring.container().stats.get(user, campaign_id("weekly", period_of(WED))).last_error or "")
+    _define(stack, user, sender)  # the body put right
+    _until(lambda: wiring.container().digests.definition(user, "weekly").body == BODY)
+    store = wiring.container().digests
+    assert store.hold_run(user, "weekly", "another-run", WED + 86400, 90)
+    from chalicelib.digest.assembly import DigestBusy
+
+    with pytest.raises(DigestBusy):
+        _assembly(clock=lambda: WED + 86400 + 30).run(user, "weekly", scheduled_at=WED + 86400)
+    store.release_run(user, "weekly", "another-run")
+    fixed = _assembly(clock=lambda: WED + 86400 + 60).run(user, "weekly", scheduled_at=WED + 86400)
+    assert (fixed.emails, fixed.items_mailed) == (1, 1)
+    (ann,) = _mail(stack, user, campaign_id("weekly", period_of(WED + 86400)))["ann@example.org"]
+    assert "One" in ann

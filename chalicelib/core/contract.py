@@ -183,8 +183,10 @@ class QueuedEmail:
     def from_json(cls, raw: str) -> QueuedEmail:
         try:
             d = json.loads(raw)
-            expires = d["campaign"].get("expiresAt")
             c = d["campaign"]
+            if not isinstance(d, dict) or not isinstance(c, dict):
+                raise TypeError("the message and its campaign must be objects")
+            expires = c.get("expiresAt")
             packed = c.get(MIME)
             body = c["body"] if packed is None else None  # queued before precompile composed it
             return cls(
@@ -198,8 +200,10 @@ class QueuedEmail:
                 deadline_ms=_epoch_ms(expires) if expires else None,
                 mime=None if packed is None else unpack_mime(packed),
             )
-        except (ValueError, KeyError, TypeError, zlib.error) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError, zlib.error) as exc:
             raise MessageInvalid([FieldError("queued message", f"not a queued email: {exc}")]) from exc
+        except RecursionError as exc:
+            raise MessageInvalid([FieldError("queued message", "not a queued email: nested too deeply")]) from exc
 
 
 def pack_mime(composed: str) -> str:

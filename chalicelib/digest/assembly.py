@@ -16,6 +16,7 @@ The pipe, in the order that makes it exactly once (docs/digests.md):
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -25,19 +26,27 @@ from chalicelib.core import log
 from chalicelib.core.contract import Campaign, PrecompileRequest, Recipient, iso_ms
 from chalicelib.core.digest_contract import DEFAULT_MAX_ITEMS, DigestDefinition, Item
 from chalicelib.digest.plan import RecipientPlan, plan_recipient
+from chalicelib.ingest.precompile import PrecompileResult
 from chalicelib.stores.digests import DigestStore, RecipientDigest
 from chalicelib.stores.tenants import TenantRegistry
 
 # Recipients per request through the pipeline (precompile's batch: its ledger look-up, its queue batches).
 MAIL_BATCH = 500
+# A run's hold on its digest, renewed at every batch: a run that died frees it this soon, so Lambda's retry
+# of the scheduled invocation (one and two minutes later) finds it free.
+HOLD_S = 90.0
 
 
 class Mailer(Protocol):
-    def handle_request(self, request: PrecompileRequest) -> Any: ...
+    def handle_request(self, request: PrecompileRequest) -> PrecompileResult: ...
 
 
 class DigestNotReady(Exception):
     """The digest cannot run: no definition, or one without templates, schedule or window yet."""
+
+
+class DigestBusy(Exception):
+    """Another run of the digest holds it (raised, so that a scheduled invocation is retried)."""
 
 
 @dataclass
@@ -53,6 +62,7 @@ class DigestRun:
     items_expired: int = 0  # past the window: dropped
     items_retracted: int = 0
     busy: int = 0  # recipients with another period's assembly open (finished by the next run)
+    refused: int = 0  # recipients the pipeline refused (recorded with why): their items wait for the next run
     campaigns: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,6 +95,19 @@ class DigestAssembly:
         period = period_of(scheduled_at if scheduled_at is not None else now)
         definition = self._definition(user_id, digest_id)
         run = DigestRun(user_id, digest_id, period)
+        token = uuid.uuid4().hex
+        self._hold(run, token)
+        try:
+            return self._run(run, definition, token, now)
+        finally:
+            self._store.release_run(user_id, digest_id, token)
+
+    def _hold(self, run: DigestRun, token: str) -> None:
+        if not self._store.hold_run(run.user_id, run.digest_id, token, self._clock(), HOLD_S):
+            raise DigestBusy(f"digest {run.digest_id} of {run.user_id}: another run is under way")
+
+    def _run(self, run: DigestRun, definition: DigestDefinition, token: str, now: float) -> DigestRun:
+        user_id, digest_id, period = run.user_id, run.digest_id, run.period
         retracted = self._store.retracted(user_id, digest_id)
         window_s = float(definition.window_s or 0)
         max_items = definition.max_items or DEFAULT_MAX_ITEMS
@@ -100,6 +123,7 @@ class DigestAssembly:
             if len(batch) >= MAIL_BATCH:
                 self._mail(run, definition, batch)
                 batch = []
+                self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
         self._mail(run, definition, batch)
         self._store.record_run(user_id, digest_id, now, run.as_dict())
         log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
@@ -139,6 +163,11 @@ class DigestAssembly:
             raise DigestNotReady(f"digest {run.digest_id}: tenant {run.user_id} has no sender registered")
         for period in sorted({plan.period for _, plan in batch}):
             group = [(rows, plan) for rows, plan in batch if plan.period == period]
+            for rows, plan in [(r, p) for r, p in group if not p.items]:  # nothing left to send: closed
+                self._settle(run, rows, plan, period, set())
+            group = [(rows, plan) for rows, plan in group if plan.items]
+            if not group:
+                continue
             cid = campaign_id(run.digest_id, period)
             request = PrecompileRequest(
                 user_id=run.user_id,
@@ -148,16 +177,30 @@ class DigestAssembly:
                 recipients=[_recipient(rows, plan) for rows, plan in group],
                 rejected=[],
             )
-            self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
+            result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
             run.campaigns.add(cid)
+            refused = {r.email.lower() for r in result.rejected if r.email}
             for rows, plan in group:
-                ids = [i.id for i in plan.items]
-                keep = rows.mailed & plan.stored_ids  # markers of items still stored
-                self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, ids, keep)
-                run.emails += 1
-                run.resumed += plan.resumed
-                run.items_mailed += len(ids)
-                run.items_waiting += plan.items_total - len(ids)
+                self._settle(run, rows, plan, period, refused)
+
+    def _settle(
+        self, run: DigestRun, rows: RecipientDigest, plan: RecipientPlan, period: str, refused: set[str]
+    ) -> None:
+        """Queued (or already, or suppressed, each recorded by the pipeline): its items marked mailed.
+        Refused (a template error, the daily cap, a queue that would not take it): recorded with the reason
+        by the pipeline, and its items left for the next run."""
+        ids = [i.id for i in plan.items]
+        if rows.key in refused and not plan.resumed:
+            self._store.close_assembly(run.user_id, run.digest_id, rows.key, period)
+            run.refused += 1
+            return
+        marked = set(ids) | (rows.open_ids if plan.resumed else set())
+        keep = rows.mailed & plan.stored_ids  # markers of items still stored
+        self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, marked, keep)
+        run.emails += 1 if ids else 0
+        run.resumed += plan.resumed
+        run.items_mailed += len(ids)
+        run.items_waiting += plan.items_total - len(ids)
 
 
 def _recipient(rows: RecipientDigest, plan: RecipientPlan) -> Recipient:

@@ -18,6 +18,7 @@ from chalicelib.core.digest_contract import DigestDefinition, DigestRequest, par
 from chalicelib.core.errors import MessageInvalid, SenderRefused
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.stores.digests import DigestStore
+from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenants import AccountOf, TenantRegistry
 
@@ -37,12 +38,14 @@ class DigestIntake:
         self,
         store: DigestStore,
         tenants: TenantRegistry,
+        free_addresses: FreeAddresses,
         account_of: AccountOf,
         recorder: Callable[[], Recorder],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._tenants = tenants
+        self._free_addresses = free_addresses
         self._account_of = account_of
         self._recorder = recorder
         self._clock = clock
@@ -63,9 +66,11 @@ class DigestIntake:
             recorder.rejected(r.user_id, r.campaign_id, r.records)
             return DigestIntakeResult(r.given_user, r.given_campaign, rejected=r.rejected)
         result = DigestIntakeResult(req.user_id, req.digest.id, rejected=list(req.rejected))
-        definition = self._store.define(req.user_id, req.digest)
+        # The sender first: an event whose sender is refused changes nothing, and once the definition is
+        # seen stored, the tenant is registered (an item event without a sender may follow at once).
         if (req.recipients or req.sender is not None) and not self._register_sender(req, result):
             return self._finish(req, result, raw, recorder)
+        definition = self._store.define(req.user_id, req.digest)
         if req.retract:
             self._store.retract(req.user_id, definition.id, req.retract, self._clock() + (definition.window_s or 0))
             result.retracted = len(req.retract)
@@ -75,12 +80,14 @@ class DigestIntake:
     def _register_sender(self, req: DigestRequest, result: DigestIntakeResult) -> bool:
         """The tenant's sender and keys, kept in the registry for the run (which sends with them)."""
         if req.sender is None:
-            if self._tenants.get(req.user_id) is not None:
+            if self._tenants.get(req.user_id, fresh=True) is not None:
                 return True
             reason = "sender: required until the tenant has sent once (the digest's email goes out with it)"
         else:
-            plan = "paid" if req.sender.has_own_account else "free"
+            plan = "paid" if req.sender.has_own_account else "free"  # as a campaign's message decides it
             try:
+                if plan == "free":  # as precompile does: a refused address never becomes the registered From
+                    self._free_addresses.claim(req.user_id, req.sender.email_address, int(self._clock() * 1000))
                 self._tenants.accept(req.user_id, plan, req.sender, self._account_of)
                 return True
             except SenderRefused as exc:

@@ -17,10 +17,10 @@ from chalicelib.stores.digests import RecipientDigest
 @dataclass(frozen=True)
 class RecipientPlan:
     period: str
-    items: list[Item]  # newest first, at most maxItems
+    items: list[Item]  # newest first, at most maxItems (empty: a resumed assembly with nothing left to send)
     items_total: int  # unmailed applicable items in the window (items_total - len(items) wait)
     stored_ids: frozenset[str]  # every item id stored for the recipient (what the markers keep)
-    resumed: bool = False  # the email of an assembly a crash left open
+    resumed: bool = False  # the email of an assembly a crash left open (its open ids are marked, sent or not)
 
 
 @dataclass(frozen=True)
@@ -36,9 +36,16 @@ def plan_recipient(
     if rows.open_period is not None:
         # Queued, or about to be, before a crash: the same email again (the ledger drops it if it went),
         # then marked, so its items never go in a second email.
-        carried = [s.item for s in rows.items if s.item.id in rows.open_ids]
+        # Those since retracted or past the window are left out (if the email went, the ledger drops this
+        # one whatever it carries); with none left, nothing is sent and the assembly is only closed.
+        carried = [
+            s.item
+            for s in rows.items
+            if s.item.id in rows.open_ids and s.item.id not in retracted and s.item.at + window_s > now
+        ]
         carried.sort(key=lambda i: i.at, reverse=True)
-        return RecipientPlan(rows.open_period, carried, len(carried), stored, resumed=True), Skipped()
+        plan = RecipientPlan(rows.open_period, carried, len(carried), stored, resumed=True)
+        return plan, Skipped()
     unmailed = [s.item for s in rows.items if s.item.id not in rows.mailed]
     expired = [i for i in unmailed if i.at + window_s <= now]
     withdrawn = [i for i in unmailed if i.id in retracted and i.at + window_s > now]

@@ -54,6 +54,8 @@ class DigestModel(Model):
     last_period = UnicodeAttribute(null=True)  # also on state rows: the last period mailed
     last_run_at = NumberAttribute(null=True)
     last_run = UnicodeAttribute(null=True)  # JSON: what the last run did
+    running_until = NumberAttribute(null=True)  # a run's hold on the digest (epoch seconds), renewed as it goes
+    running_token = UnicodeAttribute(null=True)
     # item rows
     email = UnicodeAttribute(null=True)  # as given (the key is lower-cased)
     item = UnicodeAttribute(null=True)  # Item JSON
@@ -158,6 +160,19 @@ class DigestStore:
             return None, None
         return row.last_run_at, json.loads(row.last_run) if row.last_run else None
 
+    def hold_run(self, user_id: str, digest_id: str, token: str, now: float, hold_s: float) -> bool:
+        """One run of a digest at a time: take (or renew, with the same token) the digest's hold; False
+        when another run holds it. Two runs at once could each plan from a state the other is changing."""
+        m = self._model
+        row = m(_def_pk(user_id), digest_id)
+        free = m.running_until.does_not_exist() | (m.running_until < now) | (m.running_token == token)
+        actions = [m.running_until.set(now + hold_s), m.running_token.set(token)]
+        return update_if(row, actions, m.sk.exists() & free)
+
+    def release_run(self, user_id: str, digest_id: str, token: str) -> None:
+        m = self._model
+        update_if(m(_def_pk(user_id), digest_id), [m.running_until.remove()], m.running_token == token)
+
     def record_run(self, user_id: str, digest_id: str, at: float, what: dict[str, Any]) -> None:
         self._model(_def_pk(user_id), digest_id).update(
             actions=[self._model.last_run_at.set(at), self._model.last_run.set(json.dumps(what))]
@@ -171,34 +186,36 @@ class DigestStore:
         """Store each item for its recipient (one write each, in batches of 25); how many were written.
 
         Written again, an item (the same id for the same recipient) is the same row: idempotent."""
-        n = 0
+        # One row per recipient and item id, the last given winning: DynamoDB refuses a batch that names a
+        # key twice, which would fail the whole event (an item listed twice, an address in two cases).
+        rows: dict[tuple[str, str], DigestModel] = {}
+        for recipient, item in entries:
+            key = recipient.key
+            pk, sk = _items_pk(user_id, digest_id, shard_of(key)), f"{key}#{item.id}"
+            rows[(pk, sk)] = self._model(
+                pk,
+                sk,
+                email=recipient.email,
+                item=item.to_json(),
+                at=item.at,
+                metadata=json.dumps(recipient.metadata, ensure_ascii=False),
+                expires_at=int(item.at + window_s) + 1,
+            )
         with self._model.batch_write() as batch:
-            for recipient, item in entries:
-                key = recipient.key
-                batch.save(
-                    self._model(
-                        _items_pk(user_id, digest_id, shard_of(key)),
-                        f"{key}#{item.id}",
-                        email=recipient.email,
-                        item=item.to_json(),
-                        at=item.at,
-                        metadata=json.dumps(recipient.metadata, ensure_ascii=False),
-                        expires_at=int(item.at + window_s) + 1,
-                    )
-                )
-                n += 1
-        return n
+            for row in rows.values():
+                batch.save(row)
+        return len(rows)
 
     def drop_items(self, user_id: str, digest_id: str, key: str, item_ids: Iterable[str]) -> None:
         """Delete a recipient's items (past the window: TTL would, within days)."""
         pk = _items_pk(user_id, digest_id, shard_of(key))
         with self._model.batch_write() as batch:
-            for item_id in item_ids:
+            for item_id in dict.fromkeys(item_ids):
                 batch.delete(self._model(pk, f"{key}#{item_id}"))
 
     def retract(self, user_id: str, digest_id: str, item_ids: Iterable[str], until: float) -> None:
         with self._model.batch_write() as batch:
-            for item_id in item_ids:
+            for item_id in dict.fromkeys(item_ids):  # each once: a batch may not name a key twice
                 batch.save(self._model(_retract_pk(user_id, digest_id), item_id, expires_at=int(until) + 1))
 
     def retracted(self, user_id: str, digest_id: str) -> frozenset[str]:
@@ -236,6 +253,12 @@ class DigestStore:
         condition = m.open_period.does_not_exist() | (m.open_period == period)
         return update_if(row, [m.open_period.set(period), m.open_ids.set(set(ids))], condition)
 
+    def close_assembly(self, user_id: str, digest_id: str, key: str, period: str) -> None:
+        """The assembly closed with nothing marked: its email was refused (its items wait for the next run)."""
+        row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+        m = self._model
+        update_if(row, [m.open_period.remove(), m.open_ids.remove()], m.open_period == period)
+
     def mark_mailed(
         self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str], keep: Iterable[str]
     ) -> None:
@@ -244,10 +267,9 @@ class DigestStore:
         row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
         m = self._model
         mailed = set(ids) | set(keep)
-        row.update(
-            actions=[m.mailed.set(mailed), m.last_period.set(period), m.open_period.remove(), m.open_ids.remove()],
-            condition=m.open_period.does_not_exist() | (m.open_period == period),
-        )
+        actions = [m.mailed.set(mailed), m.last_period.set(period), m.open_period.remove(), m.open_ids.remove()]
+        # Closed meanwhile by another run (which resumed it): that one marked it.
+        update_if(row, actions, m.open_period.does_not_exist() | (m.open_period == period))
 
 
 def _int(value: float | None) -> int | None:

@@ -115,23 +115,23 @@ class DigestStore:
     # definitions
 
     def define(self, user_id: str, given: DigestDefinition) -> DigestDefinition:
-        """The definition with what this event says written over the stored one; the merged one back."""
-        merged = given.merged_over(self.definition(user_id, given.id))
+        """What this event says written over the stored definition (only the fields it gives, so that two
+        events changing different fields at once both stay); the merged definition back."""
         if given.says_something:
             row = self._model(_def_pk(user_id), given.id)
             actions = [
                 getattr(self._model, name).set(value)
                 for name, value in (
-                    ("subject", merged.subject),
-                    ("body", merged.body),
-                    ("schedule", merged.schedule),
-                    ("window_s", merged.window_s),
-                    ("max_items", merged.max_items),
+                    ("subject", given.subject),
+                    ("body", given.body),
+                    ("schedule", given.schedule),
+                    ("window_s", given.window_s),
+                    ("max_items", given.max_items),
                 )
                 if value is not None
             ]
             row.update(actions=actions)
-        return merged
+        return given.merged_over(self.definition(user_id, given.id))
 
     def definition(self, user_id: str, digest_id: str) -> DigestDefinition | None:
         try:

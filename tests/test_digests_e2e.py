@@ -84,6 +84,15 @@ def _stored(user, digest="weekly"):
     return {r.key: sorted(s.item.id for s in r.items) for r in wiring.container().digests.recipients(user, digest)}
 
 
+def _with_one_item(stack, uid, item_id, days_before, title):
+    """A tenant with the weekly digest defined and one item stored for ann; its user id and sender."""
+    user, sender = f"digest-{uid}", _sender(stack, uid)
+    _define(stack, user, sender)
+    _publish(stack, _item(user, "ann@example.org", item_id, _iso(days_before), title))
+    _until(lambda: _stored(user) == {"ann@example.org": [item_id]})
+    return user, sender
+
+
 def _until(condition, timeout=120.0, user=None):
     end = time.monotonic() + timeout
     while not condition():
@@ -137,10 +146,7 @@ def test_items_from_several_producers_become_one_email_each_and_a_second_run_sen
 
 
 def test_an_item_arriving_during_assembly_goes_into_the_next_digest_never_both(stack, uid):
-    user = f"digest-{uid}"
-    _define(stack, user, _sender(stack, uid))
-    _publish(stack, _item(user, "ann@example.org", "first", _iso(2), "First"))
-    _until(lambda: _stored(user) == {"ann@example.org": ["first"]})
+    user, _ = _with_one_item(stack, uid, "first", 2, "First")
     store = wiring.container().digests
 
     class ItemArrivesMidRun:  # the store, with an item written after the recipient's rows were read
@@ -184,10 +190,7 @@ def test_a_retracted_item_and_one_past_the_window_are_left_out_and_counted(stack
 
 
 def test_a_crash_between_queueing_and_marking_repeats_nothing_and_loses_nothing(stack, uid):
-    user = f"digest-{uid}"
-    _define(stack, user, _sender(stack, uid))
-    _publish(stack, _item(user, "ann@example.org", "one", _iso(1), "One"))
-    _until(lambda: _stored(user) == {"ann@example.org": ["one"]})
+    user, _ = _with_one_item(stack, uid, "one", 1, "One")
     precompiler = wiring.container().precompiler
 
     class CrashAfterQueueing:
@@ -210,12 +213,9 @@ def test_a_crash_between_queueing_and_marking_repeats_nothing_and_loses_nothing(
 
 
 def test_a_refused_email_leaves_its_items_for_the_next_run_and_a_second_run_waits_for_the_first(stack, uid):
-    user = f"digest-{uid}"
-    sender = _sender(stack, uid)
-    _define(stack, user, sender)
+    user, sender = _with_one_item(stack, uid, "one", 1, "One")
     broken = {"userId": user, "digest": {"id": "weekly", "body": "{% for item in items %}"}}  # never closed
-    _publish(stack, broken, _item(user, "ann@example.org", "one", _iso(1), "One"))
-    _until(lambda: _stored(user) == {"ann@example.org": ["one"]})
+    _publish(stack, broken)
     _until(lambda: wiring.container().digests.definition(user, "weekly").body == broken["digest"]["body"])
     refused = _assembly().run(user, "weekly", scheduled_at=WED)
     assert (refused.refused, refused.emails, refused.items_mailed) == (1, 0, 0)

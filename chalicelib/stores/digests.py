@@ -147,19 +147,6 @@ class DigestStore:
             int(row.max_items) if row.max_items is not None else None,
         )
 
-    def definitions(self, user_id: str) -> list[DigestDefinition]:
-        return [
-            DigestDefinition(r.sk, r.subject, r.body, r.schedule, r.window_s, _int(r.max_items))
-            for r in self._model.query(_def_pk(user_id))
-        ]
-
-    def last_run(self, user_id: str, digest_id: str) -> tuple[float | None, dict[str, Any] | None]:
-        try:
-            row = self._model.get(_def_pk(user_id), digest_id, consistent_read=True)
-        except DoesNotExist:
-            return None, None
-        return row.last_run_at, json.loads(row.last_run) if row.last_run else None
-
     def hold_run(self, user_id: str, digest_id: str, token: str, now: float, hold_s: float) -> bool:
         """One run of a digest at a time: take (or renew, with the same token) the digest's hold; False
         when another run holds it. Two runs at once could each plan from a state the other is changing."""
@@ -270,7 +257,3 @@ class DigestStore:
         actions = [m.mailed.set(mailed), m.last_period.set(period), m.open_period.remove(), m.open_ids.remove()]
         # Closed meanwhile by another run (which resumed it): that one marked it.
         update_if(row, actions, m.open_period.does_not_exist() | (m.open_period == period))
-
-
-def _int(value: float | None) -> int | None:
-    return int(value) if value is not None else None

@@ -45,6 +45,12 @@ def send_emails(event: SNSEvent) -> None:
     drain_chain.run(c, request, queue, event.context)
 
 
+@app.lambda_function(name="run_digest")
+def run_digest(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Mail a digest for one period: invoked by the digest's EventBridge schedule, or by a run asked for."""
+    return wiring.container().digest_runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
+
+
 @app.on_sqs_message(
     queue=_resources.events_queue.name,
     batch_size=EVENTS_BATCH_SIZE,

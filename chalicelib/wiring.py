@@ -10,6 +10,7 @@ import json
 import math
 import threading
 from functools import cached_property
+from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
 from chalicelib.control.retry import RetryFailed
@@ -19,6 +20,8 @@ from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
 from chalicelib.digest.assembly import DigestAssembly
 from chalicelib.digest.intake import DigestIntake
+from chalicelib.digest.runner import DigestRunner
+from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.digest.topic import PrecompileTopic
 from chalicelib.feedback.reports import Reports
 from chalicelib.feedback.ses_events import SesEvents
@@ -123,10 +126,23 @@ class Container:
     def digest_intake(self) -> DigestIntake:
         return DigestIntake(
             self.digests,
+            self.digest_schedules,
             self.tenants,
             self.free_addresses,
             self.ses.account_of,
             lambda: Recorder(self.ledger, BufferedStats(self.stats, interval_s=math.inf)),
+        )
+
+    @cached_property
+    def digest_runner(self) -> DigestRunner:
+        return DigestRunner(self.digest_assembly, self.invoke_async)
+
+    @cached_property
+    def digest_schedules(self) -> DigestSchedules:
+        s, r = self.settings, self.settings.resources
+        client = aws.client("scheduler", s.region)
+        return DigestSchedules(
+            client, r.digest_schedule_prefix, s.function_arn("run_digest"), s.role_arn(r.digest_scheduler_role)
         )
 
     @cached_property
@@ -302,6 +318,11 @@ class Container:
             FunctionName=s.resources.function_name("send_emails"),
             InvocationType="Event",
             Payload=json.dumps(event).encode(),
+        )
+
+    def invoke_async(self, function_name: str, event: dict[str, Any]) -> None:
+        aws.client("lambda", self.settings.region).invoke(
+            FunctionName=function_name, InvocationType="Event", Payload=json.dumps(event).encode()
         )
 
     def reinvoke(

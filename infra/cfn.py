@@ -282,6 +282,46 @@ def _secret(r: Resources) -> dict[str, Any]:
     }
 
 
+def _digest_scheduler(r: Resources) -> dict[str, Any]:
+    """The role EventBridge Scheduler invokes run_digest with: each digest's schedule names it
+    (chalicelib.digest.schedules). Trusted by Scheduler for this account's schedules only (the
+    confused-deputy guard AWS's Scheduler guide gives)."""
+    return {
+        "DigestSchedulerRole": {
+            "Type": "AWS::IAM::Role",
+            "Properties": {
+                "RoleName": r.digest_scheduler_role,
+                "AssumeRolePolicyDocument": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "scheduler.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                            "Condition": {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}},
+                        }
+                    ],
+                },
+                "Policies": [
+                    {
+                        "PolicyName": "InvokeRunDigest",
+                        "PolicyDocument": {
+                            "Version": "2012-10-17",
+                            "Statement": [
+                                {
+                                    "Effect": "Allow",
+                                    "Action": "lambda:InvokeFunction",
+                                    "Resource": {"Fn::GetAtt": ["RunDigest", "Arn"]},
+                                }
+                            ],
+                        },
+                    }
+                ],
+            },
+        }
+    }
+
+
 def _function_edits(r: Resources) -> dict[str, Any]:
     """What the merge adds to Chalice's functions: their names, the account id, where links in emails
     point, and where an async event goes when every attempt failed.
@@ -338,7 +378,17 @@ def merge_template(stage: str) -> dict[str, Any]:
     """The template `chalice package --merge-template` merges into Chalice's for this stage."""
     r = resources_for("moonsend", stage, ACCOUNT)
     resources: dict[str, Any] = {}
-    parts = (_topics(r), _tables(r), _queues(r), _events_queue(r), _bucket(r), _ses(r), _secret(r), _function_edits(r))
+    parts = (
+        _topics(r),
+        _tables(r),
+        _queues(r),
+        _events_queue(r),
+        _bucket(r),
+        _ses(r),
+        _secret(r),
+        _digest_scheduler(r),
+        _function_edits(r),
+    )
     for part in parts:
         resources.update(part)
     return {

@@ -27,6 +27,7 @@ FUNCTIONS = (
     "release_scheduled",
     "retire_idle_queues",
     "reconcile_dead_letters",
+    "run_digest",
     "api_handler",
 )
 LOGS = {
@@ -88,6 +89,13 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt(
             "Digests", ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"], [tables["DigestsTable"]]
         ),
+        # A definition's schedule put (chalicelib.digest.schedules), naming the role Scheduler invokes with.
+        _stmt(
+            "DigestSchedules",
+            ["scheduler:CreateSchedule", "scheduler:UpdateSchedule"],
+            [f"arn:aws:scheduler:*:*:schedule/default/{r.digest_schedule_prefix}*"],
+        ),
+        _stmt("PassSchedulerRole", ["iam:PassRole"], [f"arn:aws:iam::*:role/{r.digest_scheduler_role}"]),
     ]
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
@@ -192,6 +200,20 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Lease", _READ, [tables["LeasesTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
     ]
+    digest_fn = f"arn:aws:lambda:*:*:function:{r.function_name('run_digest')}"
+    digest_rows = [*_READ, "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"]
+    # A digest's run: its rows read, held, marked and pruned; its email through precompile's steps.
+    run_digest = [
+        *(st for st in precompile if st["Sid"] not in ("Digests", "DigestSchedules", "PassSchedulerRole")),
+        _stmt("Digests", digest_rows, [tables["DigestsTable"]]),
+        _stmt("GoOn", ["lambda:InvokeFunction"], [digest_fn]),  # a run out of time continues itself
+    ]
+    api.extend(
+        [
+            _stmt("DigestStatus", [*_READ, "dynamodb:Query"], [tables["DigestsTable"]]),
+            _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
+        ]
+    )
     docs = {
         "precompile_email": precompile,
         "send_emails": send,
@@ -200,6 +222,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "release_scheduled": releaser,
         "retire_idle_queues": retire,
         "reconcile_dead_letters": reconcile,
+        "run_digest": run_digest,
         "api_handler": api,
     }
     # Lambda puts an async event that failed every attempt on the on-failure queue with the function's

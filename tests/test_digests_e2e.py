@@ -233,3 +233,36 @@ def test_a_refused_email_leaves_its_items_for_the_next_run_and_a_second_run_wait
     assert (fixed.emails, fixed.items_mailed) == (1, 1)
     (ann,) = _mail(stack, user, campaign_id("weekly", period_of(WED + 86400)))["ann@example.org"]
     assert "One" in ann
+
+
+def test_the_definition_puts_one_schedule_whose_firing_runs_the_digest_in_the_deployed_function(stack, uid):
+    user, sender = _with_one_item(stack, uid, "one", 1, "One")
+    c = wiring.container()
+    schedule = c.digest_schedules.get(user, "weekly")
+    assert schedule is not None and schedule["ScheduleExpression"] == "cron(0 13 ? * WED *)"
+    assert schedule["Target"]["Arn"] == c.settings.function_arn("run_digest")
+    assert schedule["Target"]["RoleArn"].endswith(":role/moonsend-local-digest-scheduler")
+    modified = schedule["LastModificationDate"]
+    _define(stack, user, sender)  # the same schedule again: not put again
+    assert c.digest_schedules.get(user, "weekly")["LastModificationDate"] == modified
+    # Scheduler's invocation as the local stack makes it (run_digest, its role, IAM checked), twice: a tick
+    # and a retry of it mail the period once.
+    assert stack.schedules is not None
+    stack.schedules.fire(schedule, WED)
+    stack.schedules.fire(schedule, WED)
+    assert stack.runner.wait_idle(120)
+    (ann,) = _mail(stack, user, campaign_id("weekly", period_of(WED)))["ann@example.org"]
+    assert "One" in ann
+    last = c.digests.state(user, "weekly")
+    assert last.last_run is not None and last.last_run["period"] == period_of(WED)
+    assert stack.runner.stats.failed_events == []
+
+
+def test_a_changed_schedule_is_put_again_and_one_scheduler_refuses_is_recorded(stack, uid):
+    user, sender = _with_one_item(stack, uid, "one", 1, "One")
+    c = wiring.container()
+    _publish(stack, {"userId": user, "digest": {"id": "weekly", "schedule": "cron(30 7 ? * MON-FRI *)"}})
+    _until(lambda: c.digest_schedules.get(user, "weekly")["ScheduleExpression"] == "cron(30 7 ? * MON-FRI *)")
+    _publish(stack, {"userId": user, "digest": {"id": "weekly", "schedule": "cron(0 0 ? * 9 *)"}})
+    _until(lambda: (s := c.stats.get(user, "weekly")) is not None and "day-of-week: 9" in (s.last_error or ""))
+    assert c.digest_schedules.get(user, "weekly")["ScheduleExpression"] == "cron(30 7 ? * MON-FRI *)"

@@ -1,10 +1,9 @@
 """Chalice schedule handlers tick at their rate on the local stack."""
 
 import time
-from datetime import datetime
 
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction
-from infra.local.scheduler import Scheduler, cron_matches, rate_seconds
+from infra.local.scheduler import Scheduler, rate_seconds
 
 
 def test_rate_expressions_are_read_as_chalice_writes_them():
@@ -12,14 +11,6 @@ def test_rate_expressions_are_read_as_chalice_writes_them():
     assert rate_seconds("rate(5 minutes)") == 300
     assert rate_seconds("rate(2 hours)") == 7200
     assert rate_seconds("cron(0 12 * * ? *)") is None
-
-
-def test_cron_expressions_match_their_minute():
-    when = datetime(2026, 11, 22, 12, 30)
-    assert cron_matches("cron(30 12 * * ? *)", when)
-    assert cron_matches("cron(0/15 * * * ? *)", when)
-    assert not cron_matches("cron(31 12 * * ? *)", when)
-    assert cron_matches("cron(0-45 10-14 22 11 ? *)", when)
 
 
 def test_a_rate_schedule_invokes_its_handler_once_per_period_with_a_scheduled_event():
@@ -38,3 +29,51 @@ def test_a_rate_schedule_invokes_its_handler_once_per_period_with_a_scheduled_ev
     runner.shutdown()
     assert events[0]["detail-type"] == "Scheduled Event" and events[0]["source"] == "aws.events"
     assert events[0]["resources"][0].endswith(":rule/moonsend-local-sweep-event")
+
+
+def _scheduler_client():
+    import boto3
+
+    return boto3.client("scheduler", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+
+
+def test_an_eventbridge_schedule_invokes_its_target_in_each_minute_it_fires_with_scheduled_time_filled_in():
+    from datetime import UTC, datetime
+
+    from moto import mock_aws
+
+    from infra.local.schedules import ScheduleRunner
+
+    events = []
+    fn = LocalFunction("run_digest", "moonsend-local-run_digest", lambda event, ctx: events.append(event))
+    runner = FunctionRunner({fn.function_name: fn}, "us-east-1", "123456789012")
+    with mock_aws():
+        client = _scheduler_client()
+        target = {
+            "Arn": "arn:aws:lambda:us-east-1:123456789012:function:moonsend-local-run_digest",
+            "RoleArn": "arn:aws:iam::123456789012:role/moonsend-local-digest-scheduler",
+            "Input": '{"digestId": "weekly", "scheduledAt": "<aws.scheduler.scheduled-time>"}',
+        }
+        for name, state in (
+            ("moonsend-local-d-a", "ENABLED"),
+            ("moonsend-local-d-off", "DISABLED"),
+            ("other", "ENABLED"),
+        ):
+            client.create_schedule(
+                Name=name,
+                ScheduleExpression="cron(0 13 ? * WED *)",
+                FlexibleTimeWindow={"Mode": "OFF"},
+                Target=target,
+                State=state,
+            )
+        schedules = ScheduleRunner(client, runner, "moonsend-local-d-", runner.resolve)
+        wed = datetime(2026, 11, 25, 13, 0, tzinfo=UTC).timestamp()
+        assert schedules.fire_due(wed) == 1  # not the disabled one, nor another stage's
+        assert schedules.fire_due(wed + 60) == 0 and schedules.fire_due(wed + 86400) == 0  # 13:01; Thursday
+        assert schedules.fire_due(wed + 7 * 86400) == 1  # a week later
+    assert runner.wait_idle(5)
+    runner.shutdown()
+    assert events == [
+        {"digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"},
+        {"digestId": "weekly", "scheduledAt": "2026-12-02T13:00:00Z"},
+    ]

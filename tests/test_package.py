@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chalicelib.core.resources import resources_for
+from chalicelib.core.resources import FUNCTION_IDS, resources_for
 from infra import iam
 from infra.deploy import deploy_plan, destroy_plan, smoke_messages
 from infra.package import package
@@ -55,7 +55,16 @@ def test_no_policy_grants_a_wildcard_action(packaged):
 def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     _stage, _report, template = packaged
     roles = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    # The role EventBridge Scheduler invokes run_digest with: Scheduler's for this account, that one action.
+    scheduler = roles.pop("DigestSchedulerRole")["Properties"]
+    (trust,) = scheduler["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}}}
+    (grant,) = scheduler["Policies"][0]["PolicyDocument"]["Statement"]
+    assert (grant["Action"], grant["Resource"]) == ("lambda:InvokeFunction", {"Fn::GetAtt": ["RunDigest", "Arn"]})
+    assert scheduler["RoleName"] == f"moonsend-{_stage}-digest-scheduler"
     assert set(roles) == {
+        "RunDigestRole",
         "PrecompileEmailRole",
         "SendEmailsRole",
         "SesEventsRole",
@@ -76,6 +85,16 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         }
 
     assert "ses:SendEmail" in actions("SendEmailsRole") and "ses:SendEmail" not in actions("PrecompileEmailRole")
+    # Only precompile_email puts schedules, and passes only the scheduler's role; a digest's run cannot send.
+    assert {r for r in roles if "scheduler:CreateSchedule" in actions(r)} == {"PrecompileEmailRole"}
+    passes = [
+        st["Resource"]
+        for r in roles
+        for st in roles[r]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        if "iam:PassRole" in st["Action"]
+    ]
+    assert passes == [[f"arn:aws:iam::*:role/moonsend-{_stage}-digest-scheduler"]]
+    assert "ses:SendEmail" not in actions("RunDigestRole") and "sqs:SendMessage" in actions("RunDigestRole")
     assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
     assert not any(a.startswith(("ses:", "lambda:")) for a in actions("SesEventsRole"))
     # ses_events reads its own queue, as Lambda's poller does with the role, and no other queue.
@@ -115,7 +134,7 @@ def test_every_function_is_told_the_account_id(packaged):
     """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
     _stage, _report, template = packaged
     functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert len(functions) == 8
+    assert len(functions) == len(FUNCTION_IDS) == 9
     for name, fn in functions.items():
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
@@ -185,7 +204,6 @@ def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(package
 
 def test_the_template_created_in_cloudformation_names_each_function_as_the_code_invokes_it(packaged):
     """Translated by aws-sam-translator and created in moto's CloudFormation, as on AWS (offline)."""
-    from chalicelib.core.resources import FUNCTION_IDS
     from infra.local.access import allowed
     from infra.local.cloudformation import split, translate
 

@@ -94,3 +94,9 @@ class Settings:
 
     def queue_arn(self, queue_name: str) -> str:
         return f"arn:aws:sqs:{self.region}:{self.account_id}:{queue_name}"
+
+    def function_arn(self, handler: str) -> str:
+        return f"arn:aws:lambda:{self.region}:{self.account_id}:function:{self.resources.function_name(handler)}"
+
+    def role_arn(self, role_name: str) -> str:
+        return f"arn:aws:iam::{self.account_id}:role/{role_name}"

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from chalicelib.core import cron
 from chalicelib.core.contract import (
     MAX_RECIPIENTS_PER_MESSAGE,
     MAX_SUBJECT_TEMPLATE_BYTES,
@@ -34,8 +36,6 @@ MAX_ITEMS_PER_MESSAGE = 1000
 MAX_RETRACTS_PER_MESSAGE = 1000
 MIN_WINDOW_S = 3600
 MAX_WINDOW_S = 35 * 86400
-# cron(minutes hours day-of-month month day-of-week year), as EventBridge takes it.
-CRON_RE = re.compile(r"^cron\(\s*(\S+\s+){5}\S+\s*\)$")
 _WINDOW_RE = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?$")
 
 
@@ -138,13 +138,12 @@ def _definition(d: dict[str, Any], errors: list[FieldError]) -> DigestDefinition
     if g.get("body") is not None:
         body = text_field(g, "body", "digest.body", errors, max_bytes=MAX_TEMPLATE_BYTES)
     if g.get("schedule") is not None:
-        schedule = g["schedule"]
-        if not isinstance(schedule, str) or not CRON_RE.match(schedule.strip()):
-            errors.append(
-                FieldError("digest.schedule", "must be an EventBridge cron expression, cron(m h dom mon dow y)")
-            )
-        else:
-            schedule = schedule.strip()
+        try:
+            if not isinstance(g["schedule"], str):
+                raise ValueError("must be a string, an EventBridge cron expression")
+            schedule = cron.check(g["schedule"], time.time())
+        except ValueError as exc:
+            errors.append(FieldError("digest.schedule", str(exc)))
     if g.get("window") is not None:
         try:
             window = parse_window(g["window"])

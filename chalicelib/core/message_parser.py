@@ -278,10 +278,11 @@ def _recipients(raw_recipients: list[object], single: bool) -> tuple[list[Recipi
 
 
 def envelope_ids(raw: str | bytes | dict[str, Any]) -> tuple[str | None, str | None]:
-    """Best-effort (userId, campaign.id) of a message that failed validation, for recording."""
+    """Best-effort (userId, campaign.id) of a message that failed validation, for recording (a digest
+    event's digest.id: its rejections are listed under the digest as a campaign's are under the campaign)."""
     try:
         d = json.loads(raw) if isinstance(raw, str | bytes) else raw
-        user, camp = d.get("userId"), (d.get("campaign") or {}).get("id")
+        user, camp = d.get("userId"), (d.get("campaign") or d.get("digest") or {}).get("id")
         ok = lambda v: isinstance(v, str) and len(v) <= MAX_ID_LENGTH and bool(ID_RE.match(v))  # noqa: E731
         return (user if ok(user) else None, camp if ok(camp) else None)
     except (ValueError, AttributeError, TypeError, RecursionError):

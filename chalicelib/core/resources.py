@@ -30,6 +30,7 @@ FUNCTION_IDS = {
     "ReleaseScheduled": "release_scheduled",
     "RetireIdleQueues": "retire_idle_queues",
     "ReconcileDeadLetters": "reconcile_dead_letters",
+    "RunDigest": "run_digest",
     "APIHandler": "api_handler",
 }
 # The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail
@@ -166,6 +167,16 @@ class Resources:
     def configuration_set(self) -> str:
         """The SES configuration set every email is sent with; its event destination is `events_topic`."""
         return f"{self.prefix}-events"
+
+    @property
+    def digest_schedule_prefix(self) -> str:
+        """Every digest's EventBridge Scheduler schedule is named with this (in the `default` group)."""
+        return f"{self.prefix}-d-"
+
+    @property
+    def digest_scheduler_role(self) -> str:
+        """The role EventBridge Scheduler takes to invoke run_digest (named, so that it can be passed)."""
+        return f"{self.prefix}-digest-scheduler"
 
     def function_name(self, handler: str) -> str:
         """A handler's Lambda name (`moonsend-dev-send_emails`), set in the template as `FunctionName`.

@@ -63,6 +63,7 @@ class DigestRun:
     items_retracted: int = 0
     busy: int = 0  # recipients with another period's assembly open (finished by the next run)
     refused: int = 0  # recipients the pipeline refused (recorded with why): their items wait for the next run
+    unfinished: bool = False  # stopped for time: the rest of the period is for a continuation
     campaigns: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
@@ -89,8 +90,16 @@ class DigestAssembly:
         self._mailer = mailer
         self._clock = clock
 
-    def run(self, user_id: str, digest_id: str, scheduled_at: float | None = None) -> DigestRun:
-        """Mail the digest for the period of `scheduled_at` (now, for a run on demand)."""
+    def run(
+        self,
+        user_id: str,
+        digest_id: str,
+        scheduled_at: float | None = None,
+        time_left: Callable[[], float] | None = None,
+    ) -> DigestRun:
+        """Mail the digest for the period of `scheduled_at` (now, for a run on demand). With `time_left`
+        (seconds), it stops between batches once that is spent; a second run for the same period goes on
+        from there (what was mailed has its items marked: it has nothing new)."""
         now = self._clock()
         period = period_of(scheduled_at if scheduled_at is not None else now)
         definition = self._definition(user_id, digest_id)
@@ -98,7 +107,7 @@ class DigestAssembly:
         token = uuid.uuid4().hex
         self._hold(run, token)
         try:
-            return self._run(run, definition, token, now)
+            return self._run(run, definition, token, now, time_left or (lambda: float("inf")))
         finally:
             self._store.release_run(user_id, digest_id, token)
 
@@ -106,7 +115,9 @@ class DigestAssembly:
         if not self._store.hold_run(run.user_id, run.digest_id, token, self._clock(), HOLD_S):
             raise DigestBusy(f"digest {run.digest_id} of {run.user_id}: another run is under way")
 
-    def _run(self, run: DigestRun, definition: DigestDefinition, token: str, now: float) -> DigestRun:
+    def _run(
+        self, run: DigestRun, definition: DigestDefinition, token: str, now: float, time_left: Callable[[], float]
+    ) -> DigestRun:
         user_id, digest_id, period = run.user_id, run.digest_id, run.period
         retracted = self._store.retracted(user_id, digest_id)
         window_s = float(definition.window_s or 0)
@@ -123,6 +134,9 @@ class DigestAssembly:
             if len(batch) >= MAIL_BATCH:
                 self._mail(run, definition, batch)
                 batch = []
+                if time_left() <= 0:
+                    run.unfinished = True
+                    break
                 self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
         self._mail(run, definition, batch)
         self._store.record_run(user_id, digest_id, now, run.as_dict())

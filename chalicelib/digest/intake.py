@@ -12,12 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from chalicelib.core import log
 from chalicelib.core.contract import RejectedRecipient
 from chalicelib.core.digest_contract import DigestDefinition, DigestRequest, parse_digest_message
 from chalicelib.core.errors import MessageInvalid, SenderRefused
+from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
-from chalicelib.stores.digests import DigestStore
+from chalicelib.stores.digests import DigestState, DigestStore
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenants import AccountOf, TenantRegistry
@@ -37,6 +40,7 @@ class DigestIntake:
     def __init__(
         self,
         store: DigestStore,
+        schedules: DigestSchedules,
         tenants: TenantRegistry,
         free_addresses: FreeAddresses,
         account_of: AccountOf,
@@ -44,6 +48,7 @@ class DigestIntake:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
+        self._schedules = schedules
         self._tenants = tenants
         self._free_addresses = free_addresses
         self._account_of = account_of
@@ -70,7 +75,9 @@ class DigestIntake:
         # seen stored, the tenant is registered (an item event without a sender may follow at once).
         if (req.recipients or req.sender is not None) and not self._register_sender(req, result):
             return self._finish(req, result, raw, recorder)
-        definition = self._store.define(req.user_id, req.digest)
+        state = self._store.define(req.user_id, req.digest)
+        definition = state.definition
+        self._schedule(req, state, result)
         if req.retract:
             self._store.retract(req.user_id, definition.id, req.retract, self._clock() + (definition.window_s or 0))
             result.retracted = len(req.retract)
@@ -94,6 +101,23 @@ class DigestIntake:
                 reason = str(exc)
         result.rejected.extend(RejectedRecipient(r.recipient.email, reason) for r in req.recipients)
         return False
+
+    def _schedule(self, req: DigestRequest, state: DigestState, result: DigestIntakeResult) -> None:
+        """The digest's schedule put when this event gives one it was not yet put with (an item event that
+        repeats the definition, as most do, costs nothing more). Scheduler throttling or failing raises: the
+        event is retried, and storing its items again is idempotent."""
+        schedule = state.definition.schedule
+        if req.digest.schedule is None or schedule is None or schedule == state.scheduled:
+            return
+        try:
+            self._schedules.put(req.user_id, state.definition.id, schedule)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ValidationException":
+                raise
+            reason = f"digest.schedule: EventBridge Scheduler refused it: {exc.response['Error'].get('Message')}"
+            result.rejected.append(RejectedRecipient(None, reason))
+            return
+        self._store.mark_scheduled(req.user_id, state.definition.id, schedule)
 
     def _store_items(self, req: DigestRequest, definition: DigestDefinition, result: DigestIntakeResult) -> None:
         if not req.recipients:

@@ -51,6 +51,7 @@ class DigestModel(Model):
     schedule = UnicodeAttribute(null=True)
     window_s = NumberAttribute(null=True)
     max_items = NumberAttribute(null=True)
+    scheduled = UnicodeAttribute(null=True)  # the expression the digest's schedule was last put with
     last_period = UnicodeAttribute(null=True)  # also on state rows: the last period mailed
     last_run_at = NumberAttribute(null=True)
     last_run = UnicodeAttribute(null=True)  # JSON: what the last run did
@@ -92,6 +93,17 @@ class RecipientDigest:
         return Recipient(newest.email, newest.metadata)
 
 
+@dataclass(frozen=True)
+class DigestState:
+    """A digest's definition row: the definition, its schedule as put, its last run, a run's hold."""
+
+    definition: DigestDefinition
+    scheduled: str | None = None
+    last_run_at: float | None = None
+    last_run: dict[str, Any] | None = None
+    running_until: float | None = None
+
+
 def shard_of(address_key: str) -> int:
     return zlib.crc32(address_key.encode("utf-8")) % SHARDS
 
@@ -114,9 +126,9 @@ class DigestStore:
 
     # definitions
 
-    def define(self, user_id: str, given: DigestDefinition) -> DigestDefinition:
+    def define(self, user_id: str, given: DigestDefinition) -> DigestState:
         """What this event says written over the stored definition (only the fields it gives, so that two
-        events changing different fields at once both stay); the merged definition back."""
+        events changing different fields at once both stay); the merged definition's row back."""
         if given.says_something:
             row = self._model(_def_pk(user_id), given.id)
             actions = [
@@ -131,14 +143,21 @@ class DigestStore:
                 if value is not None
             ]
             row.update(actions=actions)
-        return given.merged_over(self.definition(user_id, given.id))
+        stored = self.state(user_id, given.id)
+        if stored is None:
+            return DigestState(given)
+        return DigestState(given.merged_over(stored.definition), stored.scheduled, stored.last_run_at, stored.last_run)
 
     def definition(self, user_id: str, digest_id: str) -> DigestDefinition | None:
+        state = self.state(user_id, digest_id)
+        return state.definition if state is not None else None
+
+    def state(self, user_id: str, digest_id: str) -> DigestState | None:
         try:
             row = self._model.get(_def_pk(user_id), digest_id, consistent_read=True)
         except DoesNotExist:
             return None
-        return DigestDefinition(
+        definition = DigestDefinition(
             digest_id,
             row.subject,
             row.body,
@@ -146,6 +165,12 @@ class DigestStore:
             row.window_s,
             int(row.max_items) if row.max_items is not None else None,
         )
+        last_run = json.loads(row.last_run) if row.last_run else None
+        return DigestState(definition, row.scheduled, row.last_run_at, last_run, row.running_until)
+
+    def mark_scheduled(self, user_id: str, digest_id: str, expression: str) -> None:
+        """The digest's schedule was put with `expression` (an event giving it again puts nothing)."""
+        self._model(_def_pk(user_id), digest_id).update(actions=[self._model.scheduled.set(expression)])
 
     def hold_run(self, user_id: str, digest_id: str, token: str, now: float, hold_s: float) -> bool:
         """One run of a digest at a time: take (or renew, with the same token) the digest's hold; False

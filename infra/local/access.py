@@ -53,7 +53,7 @@ _ACTION = {
 }
 # Signing names whose requests are REST (operation from method and path, by the service's model). SES v1
 # signs as `ses` too, but speaks the query protocol, under no `/v2/` path.
-_REST = {"s3": "s3", "lambda": "lambda", "ses": "sesv2", "email": "sesv2"}
+_REST = {"s3": "s3", "lambda": "lambda", "ses": "sesv2", "email": "sesv2", "scheduler": "scheduler"}
 # JSON services whose errors botocore reads in their older query protocol's codes (awsQueryCompatible).
 _QUERY_COMPATIBLE = frozenset({"sqs", "monitoring"})
 # A transaction's parts, and the action each is authorised as.
@@ -199,8 +199,10 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
             operation += "Version"  # IAM's s3:GetObjectVersion, s3:DeleteObjectVersion
         if "Qualifier" in query:
             params["Qualifier"] = query["Qualifier"][0]
-        if body and service in ("ses", "email"):  # SES v2 names its identity and set in the JSON body
+        if body and service in ("ses", "email", "scheduler"):  # SES v2's identity, a schedule's group and role
             params.update(_json(body))
+        if "groupName" in query:
+            params["GroupName"] = query["groupName"][0]
         elif body and operation == "DeleteObjects":
             keys = re.findall(r"<Key>(.*?)</Key>", body.decode("utf-8", "replace"), re.DOTALL)
             params["Keys"] = [html.unescape(k) for k in keys]
@@ -215,7 +217,11 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
         return Call(_transaction(params, region, account), operation)
     action = f"{prefix}:{_ACTION.get((prefix, operation), operation)}"
     resources = _resources(prefix, operation, params, region, account) or ["*"]
-    return Call(tuple((action, r) for r in resources), operation)
+    checks = [(action, r) for r in resources]
+    role = params.get("Target", {}).get("RoleArn") if isinstance(params.get("Target"), dict) else None
+    if prefix == "scheduler" and role:  # the role given to Scheduler must be the caller's to pass
+        checks.append(("iam:PassRole", str(role)))
+    return Call(tuple(checks), operation)
 
 
 def is_rest(service: str, environ: dict[str, Any]) -> bool:
@@ -276,6 +282,9 @@ def _resources(prefix: str, op: str, p: dict[str, Any], region: str, account: st
     if prefix == "lambda":
         name = str(p.get("FunctionName", ""))
         return [_function_arn(name, p.get("Qualifier"), head)] if name else []
+    if prefix == "scheduler":
+        name = p.get("Name")
+        return [f"{head}:schedule/{p.get('GroupName') or 'default'}/{name}"] if name else []
     if prefix == "cloudwatch":
         names = [p["AlarmName"]] if "AlarmName" in p else p.get("AlarmNames", [])
         if not names and op == "DeleteAlarms":  # the query protocol's list

@@ -1,7 +1,7 @@
 """Chalice `schedule` handlers, ticked at their rate (EventBridge is not run by moto).
 
-`rate(N unit)` expressions are supported; cron expressions are ticked once a minute when they match
-the current minute (minute, hour, day of month, month; day-of-week `?`/`*` and year are not checked).
+`rate(N unit)` expressions are ticked at their rate; cron expressions once in each minute they fire in
+(chalicelib.core.cron: EventBridge's semantics, every field).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from chalicelib.core import cron
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction
 from infra.local.periodic import Periodic
 
@@ -24,40 +25,6 @@ def rate_seconds(expression: str) -> float | None:
     if not m or m.group(2).lower() not in _UNITS:
         return None
     return int(m.group(1)) * _UNITS[m.group(2).lower()]
-
-
-def _field_matches(spec: str, value: int) -> bool:
-    if spec in ("*", "?"):
-        return True
-    for part in spec.split(","):
-        if "/" in part:
-            base, step = part.split("/", 1)
-            start = 0 if base in ("*", "") else int(base)
-            if value >= start and (value - start) % int(step) == 0:
-                return True
-        elif "-" in part:
-            lo, hi = part.split("-", 1)
-            if int(lo) <= value <= int(hi):
-                return True
-        elif part.isdigit() and int(part) == value:
-            return True
-    return False
-
-
-def cron_matches(expression: str, when: datetime) -> bool:
-    m = re.fullmatch(r"cron\((.+)\)", expression.strip())
-    if not m:
-        return False
-    fields = m.group(1).split()
-    if len(fields) != 6:
-        return False
-    minute, hour, dom, month = fields[:4]
-    return (
-        _field_matches(minute, when.minute)
-        and _field_matches(hour, when.hour)
-        and _field_matches(dom, when.day)
-        and _field_matches(month, when.month)
-    )
 
 
 @dataclass
@@ -112,7 +79,7 @@ class Scheduler(Periodic):
                 if now >= s.next_at:
                     due = True
                     s.next_at = now + period * self.time_scale
-            elif s.last_minute != minute and cron_matches(s.expression, datetime.now(UTC)):
+            elif s.last_minute != minute and cron.fires_at(s.expression, time.time()):
                 s.last_minute = minute
                 due = True
             if due:

@@ -44,6 +44,7 @@ from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
 from infra.local.scheduler import Scheduler
+from infra.local.schedules import ScheduleRunner
 from infra.local.ses import SesStandIn
 from infra.local.sns_delivery import Publication, SnsDelivery
 from infra.local.sqs_poller import SqsPoller, check_mapping
@@ -148,6 +149,7 @@ class LocalStack:
         self.api: Any = None
         self.api_url: str | None = None
         self.scheduler: Scheduler | None = None
+        self.schedules: ScheduleRunner | None = None  # EventBridge Scheduler's (each digest's)
         self.app_module: Any = None
         self.created: CreatedStack | None = None
         self.access: AccessControl | None = None
@@ -295,7 +297,7 @@ class LocalStack:
         and waited for (a drain sends the emails it holds at their rate first: up to Lambda's 15 minutes),
         every SES event published, the endpoint closed, then the data and the events not yet run written out."""
         assert self.config.state_file is not None and self.runner is not None and self.ses is not None
-        for part in (self.alarms, self.scheduler):
+        for part in (self.alarms, self.scheduler, self.schedules):
             if part is not None:
                 part.stop()
         finished = self.runner.park(timeout_s)
@@ -411,6 +413,9 @@ class LocalStack:
         self.pollers = [self._poller(source, functions) for source in created.event_sources]
         self.sns.start()
         self.scheduler.start()
+        prefix = self.settings.resources.digest_schedule_prefix
+        self.schedules = ScheduleRunner(self.client("scheduler"), self.runner, prefix, self.runner.resolve)
+        self.schedules.start()
         for poller in self.pollers:
             poller.start()
         self.alarms = AlarmEvaluator(
@@ -500,7 +505,7 @@ class LocalStack:
             self.save_state()
         while self._undo:
             self._undo.pop()()
-        for part in (self.alarms, self.scheduler, self.sns, *self.pollers):
+        for part in (self.alarms, self.scheduler, self.schedules, self.sns, *self.pollers):
             if part is not None:
                 part.stop()
         if self.runner is not None:

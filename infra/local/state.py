@@ -3,7 +3,7 @@
 What is kept is what AWS would still hold after our process went away:
 - moto's data: DynamoDB tables and their items (ledger, tenants, counters, schedule store...), SQS queues
   with every message in the state it was in (visible, in flight until its visibility timeout, delayed),
-  S3 objects, CloudWatch alarms, SES identities;
+  S3 objects, CloudWatch alarms, SES identities, EventBridge Scheduler's schedules (a digest's);
 - the SES stand-in's accounts (limits, the last day's sends, keys added to an account, event destinations);
 - the asynchronous events Lambda had accepted and not run: SNS deliveries, SES events, drains handing on.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 FORMAT = 1
 # moto's services whose data is kept; the others are made again from the template at each start.
-SERVICES = ("dynamodb", "sqs", "s3", "cloudwatch", "ses", "sesv2")
+SERVICES = ("dynamodb", "sqs", "s3", "cloudwatch", "ses", "sesv2", "scheduler")
 STATE_FILE = "stack.pickle"
 
 _LOCK_TYPE = type(threading.Lock())

@@ -1,0 +1,74 @@
+"""run_digest's invocation: its input checked, the period's run, and a continuation when time runs short.
+
+Scheduler invokes it with the digest and the time the run was scheduled for; `moonsend digest run` and the
+tenant API invoke it with the time of asking. The period comes from that time, never from the clock of the
+invocation, so a retried or continued run mails for the same period (the ledger keeps it exactly once).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import log
+from chalicelib.core.contract import iso_ms, parse_instant
+from chalicelib.digest.assembly import DigestAssembly, DigestNotReady
+from chalicelib.digest.schedules import run_input
+
+# A run stops taking batches with this much of its Lambda time left, and goes on in a fresh invocation.
+CONTINUE_WITH_S = 120.0
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    user_id: str
+    digest_id: str
+    scheduled_at: float
+
+
+def parse_run_input(event: object, now: float) -> RunRequest:
+    """The invocation's input, or ValueError saying what is wrong (an event no schedule of ours sends)."""
+    if not isinstance(event, dict):
+        raise ValueError("the input is not a JSON object")
+    user, digest = event.get("userId"), event.get("digestId")
+    if not isinstance(user, str) or not user or not isinstance(digest, str) or not digest:
+        raise ValueError("userId and digestId must be non-empty strings")
+    at = event.get("scheduledAt")
+    return RunRequest(user, digest, now if at is None else parse_instant(at))
+
+
+class DigestRunner:
+    def __init__(
+        self,
+        assembly: DigestAssembly,
+        invoke_async: Callable[[str, dict[str, Any]], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._assembly = assembly
+        self._invoke_async = invoke_async
+        self._clock = clock
+
+    def handle(self, event: object, function_name: str, remaining_ms: Callable[[], int]) -> dict[str, Any]:
+        """Run the digest for its period. DigestBusy is raised (Lambda retries the invocation, by when the
+        other run has ended or its hold lapsed); a digest not ready is logged and not retried."""
+        try:
+            request = parse_run_input(event, self._clock())
+        except ValueError as exc:
+            log.error("digest run input refused", reason=str(exc))
+            return {"ran": False, "reason": str(exc)}
+        try:
+            run = self._assembly.run(
+                request.user_id,
+                request.digest_id,
+                request.scheduled_at,
+                time_left=lambda: remaining_ms() / 1000 - CONTINUE_WITH_S,
+            )
+        except DigestNotReady as exc:
+            log.warning("digest not run", user=request.user_id, digest=request.digest_id, reason=str(exc))
+            return {"ran": False, "reason": str(exc)}
+        if run.unfinished:
+            at = iso_ms(int(request.scheduled_at * 1000))
+            self._invoke_async(function_name, run_input(request.user_id, request.digest_id, at))
+        return {"ran": True, **run.as_dict()}

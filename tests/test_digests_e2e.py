@@ -258,8 +258,8 @@ def test_the_definition_puts_one_schedule_whose_firing_runs_the_digest_in_the_de
     assert stack.runner.stats.failed_events == []
 
 
-def test_a_changed_schedule_is_put_again_and_one_scheduler_refuses_is_recorded(stack, uid):
-    user, sender = _with_one_item(stack, uid, "one", 1, "One")
+def test_a_changed_schedule_is_put_again_and_an_invalid_one_is_recorded_under_the_digest(stack, uid):
+    user, _ = _with_one_item(stack, uid, "one", 1, "One")
     c = wiring.container()
     _publish(stack, {"userId": user, "digest": {"id": "weekly", "schedule": "cron(30 7 ? * MON-FRI *)"}})
     _until(lambda: c.digest_schedules.get(user, "weekly")["ScheduleExpression"] == "cron(30 7 ? * MON-FRI *)")

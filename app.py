@@ -189,6 +189,18 @@ def tenant_action(action: str) -> Response:
     return _answer(wiring.container().tenant_api.tenant_action(_authorization(), action, _json_body()))
 
 
+@app.route("/digests/{digest_id}", methods=["GET"])
+def digest_status(digest_id: str) -> Response:
+    """The digest's schedule, last and next run, and the recipients and items the next run would mail."""
+    return _answer(wiring.container().tenant_api.digest_status(_authorization(), digest_id))
+
+
+@app.route("/digests/{digest_id}/run", methods=["POST"], content_types=_API_BODIES)
+def run_digest_now(digest_id: str) -> Response:
+    """Run the digest now (asynchronously: 202), for the current minute's period."""
+    return _answer(wiring.container().tenant_api.run_digest(_authorization(), digest_id))
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def release_scheduled(event: CloudWatchEvent) -> None:
     """Put scheduled email that is about due on its queue (delayed until its time) and start its drain."""

@@ -17,11 +17,13 @@ from chalicelib.control.retry import RetryFailed
 from chalicelib.control.tenant_api import TenantApi
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
+from chalicelib.core.contract import iso_ms
 from chalicelib.core.links import LinkSigner
 from chalicelib.digest.assembly import DigestAssembly
 from chalicelib.digest.intake import DigestIntake
 from chalicelib.digest.runner import DigestRunner
-from chalicelib.digest.schedules import DigestSchedules
+from chalicelib.digest.schedules import DigestSchedules, run_input
+from chalicelib.digest.status import DigestStatusReader
 from chalicelib.digest.topic import PrecompileTopic
 from chalicelib.feedback.reports import Reports
 from chalicelib.feedback.ses_events import SesEvents
@@ -244,7 +246,9 @@ class Container:
 
     @cached_property
     def tenant_api(self) -> TenantApi:
-        return TenantApi(self.reports, self.actions, self.ledger, self.stats)
+        return TenantApi(
+            self.reports, self.actions, self.ledger, self.stats, DigestStatusReader(self.digests), self.start_digest_run
+        )
 
     @cached_property
     def failed_copies(self) -> FailedCopies:
@@ -319,6 +323,11 @@ class Container:
             InvocationType="Event",
             Payload=json.dumps(event).encode(),
         )
+
+    def start_digest_run(self, user_id: str, digest_id: str, at: float) -> None:
+        """Invoke run_digest asynchronously for the period of `at` (a run asked for, not scheduled)."""
+        event = run_input(user_id, digest_id, iso_ms(int(at * 1000)))
+        self.invoke_async(self.settings.resources.function_name("run_digest"), event)
 
     def invoke_async(self, function_name: str, event: dict[str, Any]) -> None:
         aws.client("lambda", self.settings.region).invoke(

@@ -326,6 +326,42 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     return 0 if done.ok else 1
 
 
+def cmd_digest(args: argparse.Namespace) -> int:
+    from chalicelib.digest.assembly import DigestBusy, DigestNotReady
+    from chalicelib.digest.status import DigestStatusReader
+
+    _client_env(args.endpoint, args.stage)
+    c = _container()
+    if args.action == "run":
+        try:
+            run = c.digest_assembly.run(args.user, args.digest)  # the period of this minute
+        except (DigestBusy, DigestNotReady) as exc:
+            print(f"{args.user}/{args.digest}: {exc}", file=sys.stderr)
+            return 1
+        print(f"{args.user}/{args.digest}: period {run.period}")
+        for name, value in run.as_dict().items():
+            if name not in ("user_id", "digest_id", "period"):
+                print(f"  {name.replace('_', ' ')}: {value}")
+        return 0
+    status = DigestStatusReader(c.digests).status(args.user, args.digest)
+    if status is None:
+        print(f"no digest {args.digest!r} of {args.user!r}", file=sys.stderr)
+        return 1
+    d = status.as_dict()
+    print(f"{args.user}/{args.digest}: {'ready' if status.complete else 'not ready (definition incomplete)'}")
+    print(f"  schedule: {d['schedule']} ({'scheduled' if status.scheduled else 'not scheduled yet'})")
+    print(f"  next run: {d['nextRunAt']}")
+    last = status.last_run or {}
+    summary = f", {last.get('emails', 0)} email(s), {last.get('items_mailed', 0)} item(s)" if last else ""
+    print(f"  last run: {d['lastRunAt']}{summary}{' (running now)' if status.running else ''}")
+    print(f"  recipients pending: {status.recipients_pending} of {status.recipients} with items")
+    print(
+        f"  items stored: {status.items_stored} ({status.items_pending} pending, "
+        f"{status.items_expired} past the window, {status.items_retracted} retracted)"
+    )
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
@@ -609,6 +645,16 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--endpoint", default=None)
     cp.add_argument("--stage", default="local")
     cp.set_defaults(func=cmd_campaign)
+
+    dg = sub.add_parser(
+        "digest", help="a digest's status (pending recipients, items, last and next run), or run it now"
+    )
+    dg.add_argument("action", choices=["status", "run"])
+    dg.add_argument("--user", required=True)
+    dg.add_argument("--digest", required=True)
+    dg.add_argument("--endpoint", default=None)
+    dg.add_argument("--stage", default="local")
+    dg.set_defaults(func=cmd_digest)
 
     tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, its API key, SES keys and From address")
     tn.add_argument(

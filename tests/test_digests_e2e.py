@@ -266,3 +266,66 @@ def test_a_changed_schedule_is_put_again_and_an_invalid_one_is_recorded_under_th
     _publish(stack, {"userId": user, "digest": {"id": "weekly", "schedule": "cron(0 0 ? * 9 *)"}})
     _until(lambda: (s := c.stats.get(user, "weekly")) is not None and "day-of-week: 9" in (s.last_error or ""))
     assert c.digest_schedules.get(user, "weekly")["ScheduleExpression"] == "cron(30 7 ? * MON-FRI *)"
+
+
+def _call(method, url, key=None):
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(url, data=b"" if method == "POST" else None, method=method)
+    if key:
+        req.add_header("Authorization", f"Bearer {key}")
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"{}")
+
+
+def test_a_tenant_sees_its_digest_status_and_runs_it_now_over_http_with_its_key_only(stack, uid):
+    user, _ = _with_one_item(stack, uid, "one", 1, "One")
+    _publish(stack, _item(user, "bob@example.org", "two", _iso(0.5), "Two", name="Bob"))
+    _until(lambda: "bob@example.org" in _stored(user))
+    c = wiring.container()
+    key, other = c.reports.issue_key(user), f"other-{uid}"
+    c.tenants.accept(other, "free", c.tenants.get(user).sender, c.ses.account_of)
+    other_key = c.reports.issue_key(other)
+    url = f"{stack.api_url}/digests/weekly"
+
+    assert _call("GET", url)[0] == 401
+    assert _call("GET", url, other_key)[0] == 404 and _call("POST", f"{url}/run", other_key)[0] == 404
+    status, body = _call("GET", url, key)
+    assert status == 200, body
+    assert (body["recipients"], body["recipientsPending"], body["itemsStored"], body["itemsPending"]) == (2, 2, 2, 2)
+    assert body["schedule"] == "cron(0 13 ? * WED *)" and body["scheduled"] and body["complete"]
+    next_run = time.strptime(body["nextRunAt"][:19], "%Y-%m-%dT%H:%M:%S")
+    assert next_run.tm_wday == 2 and (next_run.tm_hour, next_run.tm_min) == (13, 0)  # a Wednesday, 13:00 UTC
+    assert body["lastRunAt"] is None and not body["running"]
+
+    status, started = _call("POST", f"{url}/run", key)
+    assert status == 202 and started["campaign"] == campaign_id("weekly", started["period"])
+    mail = {}
+    _until(lambda: len(mail.update(_mail(stack, user, started["campaign"])) or mail) == 2)
+    _until(lambda: _call("GET", url, key)[1]["lastRunAt"] is not None)
+    status, after = _call("GET", url, key)
+    assert (after["recipientsPending"], after["itemsPending"], after["itemsStored"]) == (0, 0, 2)
+    assert after["lastRun"]["emails"] == 2 and after["lastRun"]["period"] == started["period"]
+    assert _call("GET", f"{stack.api_url}/digests/nope", key)[0] == 404
+
+
+def test_moonsend_digest_status_and_run_from_the_command_line(stack, uid, capsys):
+    from infra.cli import main
+
+    user, _ = _with_one_item(stack, uid, "one", 1, "One")
+    endpoint = ["--endpoint", stack.endpoint, "--stage", "local"]
+    assert main(["digest", "status", "--user", user, "--digest", "weekly", *endpoint]) == 0
+    out = capsys.readouterr().out
+    assert "recipients pending: 1 of 1" in out and "items stored: 1 (1 pending" in out and "(scheduled)" in out
+    assert main(["digest", "run", "--user", user, "--digest", "weekly", *endpoint]) == 0
+    out = capsys.readouterr().out
+    assert "emails: 1" in out and "items mailed: 1" in out
+    (campaign,) = [line.split(": ")[1].strip("[]'") for line in out.splitlines() if "campaigns:" in line]
+    assert len(_mail(stack, user, campaign)["ann@example.org"]) == 1
+    assert main(["digest", "status", "--user", user, "--digest", "weekly", *endpoint]) == 0
+    assert "recipients pending: 0 of 1" in capsys.readouterr().out
+    assert main(["digest", "status", "--user", user, "--digest", "nope", *endpoint]) == 1

@@ -20,7 +20,7 @@ LAYER = {
     "feedback": 3,
     "jobs": 3,
     "digest": 4,
-    "control": 4,
+    "control": 5,  # the tenant's API over campaigns and digests
 }
 
 

@@ -8,14 +8,21 @@ campaign the tenant does not have, as the report does. Answers are JSON.
     GET  /campaigns/{id}/recipients?state=failed&limit=100&after=<cursor>
     POST /tenant/pause                         body (optional): {"reason": "..."}
     POST /tenant/resume
+    GET  /digests/{id}                         its schedule, last and next run, recipients and items pending
+    POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async)
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
 from chalicelib.core.contract import iso_ms
+from chalicelib.digest.assembly import campaign_id as digest_campaign
+from chalicelib.digest.assembly import period_of
+from chalicelib.digest.status import DigestStatusReader
 from chalicelib.feedback.reports import NOT_FOUND, Answer, Reports
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.ledger import Ledger
@@ -27,11 +34,23 @@ CAMPAIGN_ACTIONS = ("pause", "resume", "cancel", "retry-failed")
 
 
 class TenantApi:
-    def __init__(self, reports: Reports, actions: CampaignActions, ledger: Ledger, stats: CampaignStats) -> None:
+    def __init__(
+        self,
+        reports: Reports,
+        actions: CampaignActions,
+        ledger: Ledger,
+        stats: CampaignStats,
+        digests: DigestStatusReader,
+        start_digest_run: Callable[[str, str, float], None],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._reports = reports
         self._actions = actions
         self._ledger = ledger
         self._stats = stats
+        self._digests = digests
+        self._start_digest_run = start_digest_run
+        self._clock = clock
 
     def _owner(self, authorization: str | None, campaign_id: str | None = None) -> str | Answer:
         if not authorization:
@@ -110,3 +129,30 @@ class TenantApi:
         else:
             return NOT_FOUND
         return Answer(200 if done.ok else 409, {"ok": done.ok, "message": done.message})
+
+    def digest_status(self, authorization: str | None, digest_id: str) -> Answer:
+        user = self._owner(authorization)
+        if isinstance(user, Answer):
+            return user
+        status = self._digests.status(user, digest_id)
+        return NOT_FOUND if status is None else Answer(200, status.as_dict())
+
+    def run_digest(self, authorization: str | None, digest_id: str) -> Answer:
+        """A run now, asynchronous (a run mails thousands of recipients: longer than an HTTP answer may take).
+        Its period is the current minute: asked twice in one minute, or at a scheduled run's minute, it
+        mails once (the period's ledger)."""
+        user = self._owner(authorization)
+        if isinstance(user, Answer):
+            return user
+        status = self._digests.status(user, digest_id)
+        if status is None:
+            return NOT_FOUND
+        if not status.complete:
+            return Answer(
+                409, {"error": "the digest cannot run: its subject, body, schedule and window are not all given"}
+            )
+        now = self._clock()
+        self._start_digest_run(user, digest_id, now)
+        period = period_of(now)
+        body = {"digest": digest_id, "period": period, "campaign": digest_campaign(digest_id, period)}
+        return Answer(202, {**body, "recipientsPending": status.recipients_pending})

@@ -10,7 +10,8 @@ STAGE ?= dev
 
 $(STAMP): requirements.txt requirements-dev.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	# Pinned: chalice 1.34 requires pip<26.3 (the newest pip would be replaced at once, with a resolver error).
+	$(BIN)/python -m pip install --quiet pip==26.2.1
 	$(BIN)/python -m pip install --quiet -r requirements-dev.txt
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)

@@ -18,8 +18,10 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import repeat
 from typing import Any, Protocol
 
 from chalicelib.core import log
@@ -32,6 +34,9 @@ from chalicelib.stores.tenants import TenantRegistry
 
 # Recipients per request through the pipeline (precompile's batch: its ledger look-up, its queue batches).
 MAIL_BATCH = 500
+# Recipients' state writes (an assembly opened, items marked) sent at once: each is one conditional
+# UpdateItem of its own item, so they do not contend.
+STATE_WRITERS = 16
 # A run's hold on its digest, renewed at every batch: a run that died frees it this soon, so Lambda's retry
 # of the scheduled invocation (one and two minutes later) finds it free.
 HOLD_S = 90.0
@@ -122,23 +127,24 @@ class DigestAssembly:
         retracted = self._store.retracted(user_id, digest_id)
         window_s = float(definition.window_s or 0)
         max_items = definition.max_items or DEFAULT_MAX_ITEMS
-        batch: list[tuple[RecipientDigest, RecipientPlan]] = []
-        for rows in self._store.recipients(user_id, digest_id):
-            run.recipients += 1
-            plan, skipped = plan_recipient(rows, period, now, window_s, max_items, retracted)
-            self._drop(run, rows, skipped.expired)
-            run.items_retracted += skipped.retracted
-            if plan is None or not self._opened(run, rows, plan):
-                continue
-            batch.append((rows, plan))
-            if len(batch) >= MAIL_BATCH:
-                self._mail(run, definition, batch)
-                batch = []
-                if time_left() <= 0:
-                    run.unfinished = True
-                    break
-                self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
-        self._mail(run, definition, batch)
+        planned: list[tuple[RecipientDigest, RecipientPlan]] = []
+        with ThreadPoolExecutor(max_workers=STATE_WRITERS, thread_name_prefix="digest") as pool:
+            for rows in self._store.recipients(user_id, digest_id):
+                run.recipients += 1
+                plan, skipped = plan_recipient(rows, period, now, window_s, max_items, retracted)
+                self._drop(run, rows, skipped.expired)
+                run.items_retracted += skipped.retracted
+                if plan is None:
+                    continue
+                planned.append((rows, plan))
+                if len(planned) >= MAIL_BATCH:
+                    self._mail(run, definition, self._opened(run, planned, pool), pool)
+                    planned = []
+                    if time_left() <= 0:
+                        run.unfinished = True
+                        break
+                    self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
+            self._mail(run, definition, self._opened(run, planned, pool), pool)
         self._store.record_run(user_id, digest_id, now, run.as_dict())
         log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
         return run
@@ -156,18 +162,30 @@ class DigestAssembly:
             self._store.drop_items(run.user_id, run.digest_id, rows.key, expired)
             run.items_expired += len(expired)
 
-    def _opened(self, run: DigestRun, rows: RecipientDigest, plan: RecipientPlan) -> bool:
-        """The items noted on the recipient's state before its email is queued (an open one is already)."""
-        if plan.resumed:
-            return True
-        ids = [i.id for i in plan.items]
-        if self._store.open_assembly(run.user_id, run.digest_id, rows.key, plan.period, ids):
-            return True
-        run.busy += 1  # another run of another period is between its steps 2 and 4 for this recipient
-        return False
+    def _opened(
+        self, run: DigestRun, planned: list[tuple[RecipientDigest, RecipientPlan]], pool: ThreadPoolExecutor
+    ) -> list[tuple[RecipientDigest, RecipientPlan]]:
+        """The planned recipients whose items are noted on their state before their email is queued (an
+        open one is already). One conditional write each, sent side by side: in sequence, their round
+        trips would be most of a run's time."""
+
+        def open_one(entry: tuple[RecipientDigest, RecipientPlan]) -> bool:
+            rows, plan = entry
+            if plan.resumed:
+                return True
+            ids = [i.id for i in plan.items]
+            return self._store.open_assembly(run.user_id, run.digest_id, rows.key, plan.period, ids)
+
+        opened = list(pool.map(open_one, planned))
+        run.busy += opened.count(False)  # another run of another period is between its steps 2 and 4 for them
+        return [entry for entry, ok in zip(planned, opened, strict=True) if ok]
 
     def _mail(
-        self, run: DigestRun, definition: DigestDefinition, batch: list[tuple[RecipientDigest, RecipientPlan]]
+        self,
+        run: DigestRun,
+        definition: DigestDefinition,
+        batch: list[tuple[RecipientDigest, RecipientPlan]],
+        pool: ThreadPoolExecutor,
     ) -> None:
         """Each period's emails through the pipeline, then their items marked mailed."""
         if not batch:
@@ -177,44 +195,63 @@ class DigestAssembly:
             raise DigestNotReady(f"digest {run.digest_id}: tenant {run.user_id} has no sender registered")
         for period in sorted({plan.period for _, plan in batch}):
             group = [(rows, plan) for rows, plan in batch if plan.period == period]
-            for rows, plan in [(r, p) for r, p in group if not p.items]:  # nothing left to send: closed
-                self._settle(run, rows, plan, period, set())
-            group = [(rows, plan) for rows, plan in group if plan.items]
-            if not group:
-                continue
-            cid = campaign_id(run.digest_id, period)
-            request = PrecompileRequest(
-                user_id=run.user_id,
-                plan=tenant.plan,
-                sender=tenant.sender,
-                campaign=Campaign(id=cid, subject=definition.subject or "", body=definition.body or ""),
-                recipients=[_recipient(rows, plan) for rows, plan in group],
-                rejected=[],
-            )
-            result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
-            run.campaigns.add(cid)
-            refused = {r.email.lower() for r in result.rejected if r.email}
-            for rows, plan in group:
-                self._settle(run, rows, plan, period, refused)
+            refused: set[str] = set()
+            mailing = [(rows, plan) for rows, plan in group if plan.items]
+            if mailing:
+                cid = campaign_id(run.digest_id, period)
+                request = PrecompileRequest(
+                    user_id=run.user_id,
+                    plan=tenant.plan,
+                    sender=tenant.sender,
+                    campaign=Campaign(id=cid, subject=definition.subject or "", body=definition.body or ""),
+                    recipients=[_recipient(rows, plan) for rows, plan in mailing],
+                    rejected=[],
+                )
+                result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
+                run.campaigns.add(cid)
+                refused = {r.email.lower() for r in result.rejected if r.email}
+            # Those with nothing left to send (a resumed assembly) are only closed.
+            rows_of, plans = [rows for rows, _ in group], [plan for _, plan in group]
+            for settled in pool.map(self._settle, repeat(run), rows_of, plans, repeat(period), repeat(refused)):
+                settled.add_to(run)
 
     def _settle(
         self, run: DigestRun, rows: RecipientDigest, plan: RecipientPlan, period: str, refused: set[str]
-    ) -> None:
+    ) -> Settled:
         """Queued (or already, or suppressed, each recorded by the pipeline): its items marked mailed.
         Refused (a template error, the daily cap, a queue that would not take it): recorded with the reason
         by the pipeline, and its items left for the next run."""
         ids = [i.id for i in plan.items]
         if rows.key in refused and not plan.resumed:
             self._store.close_assembly(run.user_id, run.digest_id, rows.key, period)
-            run.refused += 1
-            return
+            return Settled(refused=1)
         marked = set(ids) | (rows.open_ids if plan.resumed else set())
         keep = rows.mailed & plan.stored_ids  # markers of items still stored
         self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, marked, keep)
-        run.emails += 1 if ids else 0
-        run.resumed += plan.resumed
-        run.items_mailed += len(ids)
-        run.items_waiting += plan.items_total - len(ids)
+        return Settled(
+            emails=1 if ids else 0,
+            resumed=int(plan.resumed),
+            items_mailed=len(ids),
+            items_waiting=plan.items_total - len(ids),
+        )
+
+
+@dataclass(frozen=True)
+class Settled:
+    """One recipient's outcome, added to the run's counts by the thread that owns them."""
+
+    emails: int = 0
+    resumed: int = 0
+    items_mailed: int = 0
+    items_waiting: int = 0
+    refused: int = 0
+
+    def add_to(self, run: DigestRun) -> None:
+        run.emails += self.emails
+        run.resumed += self.resumed
+        run.items_mailed += self.items_mailed
+        run.items_waiting += self.items_waiting
+        run.refused += self.refused
 
 
 def _recipient(rows: RecipientDigest, plan: RecipientPlan) -> Recipient:

@@ -53,6 +53,7 @@ BENCHES = (
         "A new tenant's first email, on AWS's timing (issue 22)",
         ("bench/first_email.py", "--trials", "5", "--phase-s", "10"),
     ),
+    Bench("digest_assembly", "Digests at volume (issue 23)", ("bench/digest_assembly.py",)),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

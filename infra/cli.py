@@ -383,7 +383,7 @@ def _aws_clients(region: str | None) -> dict[str, Any]:
     import boto3
 
     session = boto3.session.Session(region_name=region)
-    names = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts")
+    names = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler")
     return {n: session.client(n) for n in names}
 
 
@@ -436,7 +436,12 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     clients = _aws_clients(args.region)
     account = clients["sts"].get_caller_identity()["Account"]
     plan = destroy_plan(
-        args.stage, clients["sqs"], clients["cloudwatch"], delete_data=args.delete_data, account_id=account
+        args.stage,
+        clients["sqs"],
+        clients["cloudwatch"],
+        clients["scheduler"],
+        delete_data=args.delete_data,
+        account_id=account,
     )
     print("\n".join(str(a) for a in plan))
     if args.dry_run:

@@ -41,10 +41,15 @@ class Action:
         return f"{self.kind:<22} {self.target}"
 
 
-def destroy_plan(stage: str, sqs: Any, cloudwatch: Any, *, delete_data: bool, account_id: str) -> list[Action]:
-    """Everything of a stage, in the order it must go: run-time resources first, then the stack."""
+def destroy_plan(
+    stage: str, sqs: Any, cloudwatch: Any, scheduler: Any, *, delete_data: bool, account_id: str
+) -> list[Action]:
+    """Everything of a stage, in the order it must go: run-time resources first (digests' schedules, which
+    would go on invoking a function that is gone, tenant queues and their alarms), then the stack."""
     r = resources_for("moonsend", stage, account_id)
     plan: list[Action] = []
+    for page in scheduler.get_paginator("list_schedules").paginate(NamePrefix=r.digest_schedule_prefix):
+        plan.extend(Action("delete-schedule", s["Name"]) for s in page.get("Schedules", []))
     for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.tenant_queue_prefix):
         plan.extend(Action("delete-queue", url) for url in page.get("QueueUrls", []))
     for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=r.tenant_queue_prefix):
@@ -53,13 +58,17 @@ def destroy_plan(stage: str, sqs: Any, cloudwatch: Any, *, delete_data: bool, ac
     plan.append(Action("delete-stack", stack_name(stage)))
     if delete_data:
         plan.extend(Action("delete-table", t.name) for t in r.tables)
+    else:  # the digests kept: each one's schedule is put again by its next definition event
+        plan.append(Action("forget-schedules", r.digests_table.name))
     return plan
 
 
 def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str], None] = print) -> None:
     for action in plan:
         say(str(action))
-        if action.kind == "delete-queue":
+        if action.kind == "delete-schedule":
+            clients["scheduler"].delete_schedule(Name=action.target, GroupName="default")
+        elif action.kind == "delete-queue":
             clients["sqs"].delete_queue(QueueUrl=action.target)
         elif action.kind == "delete-alarm":
             clients["cloudwatch"].delete_alarms(AlarmNames=[action.target])
@@ -69,6 +78,8 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
             cfn = clients["cloudformation"]
             cfn.delete_stack(StackName=action.target)
             cfn.get_waiter("stack_delete_complete").wait(StackName=action.target)
+        elif action.kind == "forget-schedules":
+            _forget_schedules(clients["dynamodb"], action.target)
         elif action.kind == "delete-table":
             clients["dynamodb"].delete_table(TableName=action.target)
         elif action.kind == "upload":
@@ -77,6 +88,21 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
             _deploy_stack(clients["cloudformation"], action.target, action.params["template"])
         else:
             raise ValueError(f"unknown action {action.kind}")
+
+
+def _forget_schedules(dynamodb: Any, table: str) -> None:
+    """Clear each digest's note that its schedule is put (chalicelib.stores.digests), the schedules gone."""
+    try:
+        pages = dynamodb.get_paginator("scan").paginate(
+            TableName=table,
+            FilterExpression="attribute_exists(scheduled)",
+            ProjectionExpression="pk, sk",
+        )
+        for page in pages:
+            for key in page.get("Items", []):
+                dynamodb.update_item(TableName=table, Key=key, UpdateExpression="REMOVE scheduled")
+    except dynamodb.exceptions.ResourceNotFoundException:
+        return
 
 
 def _empty_bucket(s3: Any, bucket: str) -> None:

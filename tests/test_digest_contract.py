@@ -80,6 +80,9 @@ def test_retract_takes_one_id_or_a_list():
         ({"digest": {"id": "w", "maxItems": 0}}, "digest.maxItems: must be a whole number from 1 to 500"),
         ({"digest": {"id": "w", "maxItems": True}}, "digest.maxItems: must be a whole number"),
         ({"digest": {"id": "../w"}}, "digest.id"),
+        ({"digest": {"id": "w" * 114}}, "digest.id: longer than 113 characters"),  # its campaigns must be ids
+        ({"digest": {"id": "w", "schedule": "cron(0 13 ? * 9 *)"}}, "digest.schedule: day-of-week: 9"),
+        ({"digest": {"id": "w", "schedule": "cron(0/0 * * * ? *)"}}, "digest.schedule: minutes: the step"),
         ({"retract": []}, "retract: must be an item id or a list"),
         ({"retract": ["ok", 5]}, "retract[1]"),
     ],
@@ -104,3 +107,29 @@ def test_item_data_past_its_limit_rejects_the_recipient_not_the_message():
     msg["item"]["data"] = {"blob": "x" * 9000}
     req = parse_digest_message(msg)
     assert req.recipients == [] and "recipient.item.data: larger than 8192 bytes" in req.rejected[0].reason
+
+
+def test_an_item_dated_more_than_a_day_ahead_rejects_its_recipient():
+    import time
+
+    ahead = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 2 * 86400))
+    soon = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    msg = _event()
+    del msg["recipient"], msg["item"]
+    msg["recipients"] = [
+        {"email": "ann@example.org", "item": {"id": "a", "at": ahead}},
+        {"email": "bob@example.org", "item": {"id": "b", "at": soon}},  # clocks differ: an hour ahead is taken
+    ]
+    req = parse_digest_message(msg)
+    assert [r.recipient.email for r in req.recipients] == ["bob@example.org"]
+    (rejected,) = req.rejected
+    assert rejected.email == "ann@example.org" and "more than a day in the future" in rejected.reason
+
+
+def test_the_largest_digest_id_still_makes_campaign_ids_that_are_ids():
+    from chalicelib.core.contract import MAX_ID_LENGTH
+    from chalicelib.digest.assembly import campaign_id, period_of
+
+    did = "w" * 113
+    assert parse_digest_message(_event(digest={"id": did})).digest.id == did
+    assert len(campaign_id(did, period_of(0))) == MAX_ID_LENGTH

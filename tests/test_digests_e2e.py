@@ -214,12 +214,14 @@ def test_a_crash_between_queueing_and_marking_repeats_nothing_and_loses_nothing(
 
 def test_a_refused_email_leaves_its_items_for_the_next_run_and_a_second_run_waits_for_the_first(stack, uid):
     user, sender = _with_one_item(stack, uid, "one", 1, "One")
-    broken = {"userId": user, "digest": {"id": "weekly", "body": "{% for item in items %}"}}  # never closed
+    # A body that compiles (checked when it arrives) and fails for every recipient when it renders.
+    broken = {"userId": user, "digest": {"id": "weekly", "body": "{{ items_total | divided_by: 0 }}"}}
     _publish(stack, broken)
     _until(lambda: wiring.container().digests.definition(user, "weekly").body == broken["digest"]["body"])
     refused = _assembly().run(user, "weekly", scheduled_at=WED)
     assert (refused.refused, refused.emails, refused.items_mailed) == (1, 0, 0)
-    assert "template" in (wiring.container().stats.get(user, campaign_id("weekly", period_of(WED))).last_error or "")
+    last_error = wiring.container().stats.get(user, campaign_id("weekly", period_of(WED))).last_error or ""
+    assert "divided_by" in last_error
     _define(stack, user, sender)  # the body put right
     _until(lambda: wiring.container().digests.definition(user, "weekly").body == BODY)
     store = wiring.container().digests
@@ -329,3 +331,24 @@ def test_moonsend_digest_status_and_run_from_the_command_line(stack, uid, capsys
     assert main(["digest", "status", "--user", user, "--digest", "weekly", *endpoint]) == 0
     assert "recipients pending: 0 of 1" in capsys.readouterr().out
     assert main(["digest", "status", "--user", user, "--digest", "nope", *endpoint]) == 1
+
+
+def test_a_template_that_does_not_compile_is_refused_when_it_arrives_and_the_definition_kept(stack, uid):
+    user, _ = _with_one_item(stack, uid, "one", 1, "One")
+    c = wiring.container()
+    broken = {"userId": user, "digest": {"id": "weekly", "body": "{% for item in items %}"}}  # never closed
+    _publish(stack, broken, _item(user, "bob@example.org", "two", _iso(0.5), "Two") | {"digest": broken["digest"]})
+    _until(lambda: (s := c.stats.get(user, "weekly")) is not None and s["rejected"] >= 2, user=user)
+    assert "body" in (c.stats.get(user, "weekly").last_error or "")
+    assert c.digests.definition(user, "weekly").body == BODY  # unchanged
+    assert _stored(user) == {"ann@example.org": ["one"]}  # the event's item not stored either
+    run = _assembly().run(user, "weekly", scheduled_at=WED)
+    assert run.emails == 1
+    # The recipient's state expires (TTL) when its newest item leaves the window.
+    from chalicelib.stores.digests import DigestModel, shard_of
+
+    model = c.digests._model
+    assert issubclass(model, DigestModel)
+    state = model.get(f"i#{user}#weekly#{shard_of('ann@example.org')}", "ann@example.org#", consistent_read=True)
+    newest = c.digests.recipients(user, "weekly").__next__().items[0].item.at
+    assert state.expires_at == int(newest + 7 * 86400) + 1

@@ -306,21 +306,22 @@ def test_deploy_plan_uploads_the_bundle_by_content_and_points_every_function_at_
     assert out["Resources"]["F"]["Properties"]["CodeUri"] == {"Bucket": "my-artifacts", "Key": key}
 
 
-def test_destroy_plan_removes_tenant_queues_and_alarms_and_keeps_the_tables_unless_asked(stack, uid):
+def test_destroy_plan_removes_schedules_tenant_queues_and_alarms_and_keeps_the_tables_unless_asked(stack, uid):
     from chalicelib import wiring
 
     c = wiring.container()
     queue = f"moonsend-local-t-gone{uid}"
     c.queues.ensure(queue, f"gone{uid}")
-    plan = destroy_plan(
-        "local", stack.client("sqs"), stack.client("cloudwatch"), delete_data=False, account_id="123456789012"
-    )
+    c.digest_schedules.put(f"gone{uid}", "weekly", "cron(0 13 ? * WED *)")
+    clients = (stack.client("sqs"), stack.client("cloudwatch"), stack.client("scheduler"))
+    plan = destroy_plan("local", *clients, delete_data=False, account_id="123456789012")
     kinds = [(a.kind, a.target.rsplit("/", 1)[-1]) for a in plan]
     assert ("delete-queue", queue) in kinds and ("delete-alarm", f"{queue}-not-empty") in kinds
-    assert kinds[-1] == ("delete-stack", "moonsend-local") and not any(k == "delete-table" for k, _ in kinds)
-    with_data = destroy_plan(
-        "local", stack.client("sqs"), stack.client("cloudwatch"), delete_data=True, account_id="123456789012"
-    )
+    assert ("delete-schedule", c.digest_schedules.name(f"gone{uid}", "weekly")) in kinds
+    assert kinds[-2] == ("delete-stack", "moonsend-local") and not any(k == "delete-table" for k, _ in kinds)
+    # The digests are kept, their schedules not: each one's note that its schedule is put is cleared.
+    assert kinds[-1] == ("forget-schedules", "moonsend-local-digests")
+    with_data = destroy_plan("local", *clients, delete_data=True, account_id="123456789012")
     assert {t for k, t in ((a.kind, a.target) for a in with_data) if k == "delete-table"} == {
         t.name for t in stack.settings.resources.tables
     }

@@ -17,6 +17,7 @@ from typing import Any
 
 from chalicelib.core import cron
 from chalicelib.core.contract import (
+    MAX_ID_LENGTH,
     MAX_RECIPIENTS_PER_MESSAGE,
     MAX_SUBJECT_TEMPLATE_BYTES,
     MAX_TEMPLATE_BYTES,
@@ -34,6 +35,9 @@ DEFAULT_MAX_ITEMS = 50
 MAX_ITEM_DATA_BYTES = 8 * 1024
 MAX_ITEMS_PER_MESSAGE = 1000
 MAX_RETRACTS_PER_MESSAGE = 1000
+# A digest's campaigns are `<digest id>-<period>`, which must be ids too.
+MAX_DIGEST_ID_LENGTH = MAX_ID_LENGTH - len("-20261125T1300Z")
+MAX_ITEM_AHEAD_S = 86400
 MIN_WINDOW_S = 3600
 MAX_WINDOW_S = 35 * 86400
 _WINDOW_RE = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?$")
@@ -131,6 +135,8 @@ def _definition(d: dict[str, Any], errors: list[FieldError]) -> DigestDefinition
         return None
     before = len(errors)
     did = id_field(g, "id", "digest.id", errors)
+    if len(did) > MAX_DIGEST_ID_LENGTH:  # its campaigns are `<id>-<period>`, which must be ids too
+        errors.append(FieldError("digest.id", f"longer than {MAX_DIGEST_ID_LENGTH} characters"))
     subject = body = schedule = None
     window = max_items = None
     if g.get("subject") is not None:
@@ -172,6 +178,10 @@ def parse_item(raw: object, where: str) -> Item:
     at = 0.0
     try:
         at = parse_instant(raw.get("at"))
+        if at > time.time() + MAX_ITEM_AHEAD_S:
+            # An item is kept until `at` + window, a retraction for a window from when it came: an item
+            # dated far ahead would outlive its retraction and be mailed after all.
+            raise ValueError("more than a day in the future (when the event happened, not when it will)")
     except ValueError as exc:
         errors.append(FieldError(f"{where}.at", str(exc)))
     data = raw.get("data", {})

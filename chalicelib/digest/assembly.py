@@ -174,7 +174,7 @@ class DigestAssembly:
             if plan.resumed:
                 return True
             ids = [i.id for i in plan.items]
-            return self._store.open_assembly(run.user_id, run.digest_id, rows.key, plan.period, ids)
+            return self._store.open_assembly(run.user_id, run.digest_id, rows.key, plan.period, ids, plan.keep_until)
 
         opened = list(pool.map(open_one, planned))
         run.busy += opened.count(False)  # another run of another period is between its steps 2 and 4 for them
@@ -227,7 +227,7 @@ class DigestAssembly:
             return Settled(refused=1)
         marked = set(ids) | (rows.open_ids if plan.resumed else set())
         keep = rows.mailed & plan.stored_ids  # markers of items still stored
-        self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, marked, keep)
+        self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, marked, keep, plan.keep_until)
         return Settled(
             emails=1 if ids else 0,
             resumed=int(plan.resumed),

@@ -16,10 +16,11 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core import log
 from chalicelib.core.contract import RejectedRecipient
-from chalicelib.core.digest_contract import DigestDefinition, DigestRequest, parse_digest_message
-from chalicelib.core.errors import MessageInvalid, SenderRefused
+from chalicelib.core.digest_contract import MAX_ITEM_AHEAD_S, DigestDefinition, DigestRequest, parse_digest_message
+from chalicelib.core.errors import MessageInvalid, SenderRefused, TemplateInvalid
 from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
+from chalicelib.ingest.renderer import CompiledCampaign
 from chalicelib.stores.digests import DigestState, DigestStore
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.recorder import Recorder
@@ -75,11 +76,15 @@ class DigestIntake:
         # seen stored, the tenant is registered (an item event without a sender may follow at once).
         if (req.recipients or req.sender is not None) and not self._register_sender(req, result):
             return self._finish(req, result, raw, recorder)
+        if not self._templates_compile(req, result):
+            return self._finish(req, result, raw, recorder)
         state = self._store.define(req.user_id, req.digest)
         definition = state.definition
         self._schedule(req, state, result)
         if req.retract:
-            self._store.retract(req.user_id, definition.id, req.retract, self._clock() + (definition.window_s or 0))
+            # Kept as long as an item it names can be: one dated up to a day ahead stays a window after that.
+            until = self._clock() + (definition.window_s or 0) + MAX_ITEM_AHEAD_S
+            self._store.retract(req.user_id, definition.id, req.retract, until)
             result.retracted = len(req.retract)
         self._store_items(req, definition, result)
         return self._finish(req, result, raw, recorder)
@@ -101,6 +106,20 @@ class DigestIntake:
                 reason = str(exc)
         result.rejected.extend(RejectedRecipient(r.recipient.email, reason) for r in req.recipients)
         return False
+
+    def _templates_compile(self, req: DigestRequest, result: DigestIntakeResult) -> bool:
+        """A subject or body given is compiled before anything is stored: one that does not compile is
+        refused with the event (where, and what), not found out at the run, a week later."""
+        if req.digest.subject is None and req.digest.body is None:
+            return True
+        try:
+            CompiledCampaign(req.digest.id, req.digest.subject or "", req.digest.body or "", strict=False)
+        except TemplateInvalid as exc:
+            reason = f"digest: {exc}"
+            named = [RejectedRecipient(r.recipient.email, reason) for r in req.recipients]
+            result.rejected.extend(named or [RejectedRecipient(None, reason)])
+            return False
+        return True
 
     def _schedule(self, req: DigestRequest, state: DigestState, result: DigestIntakeResult) -> None:
         """The digest's schedule put when this event gives one it was not yet put with (an item event that

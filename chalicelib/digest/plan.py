@@ -21,6 +21,9 @@ class RecipientPlan:
     items_total: int  # unmailed applicable items in the window (items_total - len(items) wait)
     stored_ids: frozenset[str]  # every item id stored for the recipient (what the markers keep)
     resumed: bool = False  # the email of an assembly a crash left open (its open ids are marked, sent or not)
+    # Until when the recipient's state matters: its newest stored item's end of window. Every marker names
+    # an item that is gone by then (the state row's TTL), so the state never outlives what it is about.
+    keep_until: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,7 @@ def plan_recipient(
     rows: RecipientDigest, period: str, now: float, window_s: float, max_items: int, retracted: frozenset[str]
 ) -> tuple[RecipientPlan | None, Skipped]:
     stored = frozenset(s.item.id for s in rows.items)
+    keep_until = max((s.item.at for s in rows.items), default=now) + window_s
     if rows.open_period is not None:
         # Queued, or about to be, before a crash: the same email again (the ledger drops it if it went),
         # then marked, so its items never go in a second email.
@@ -44,7 +48,7 @@ def plan_recipient(
             if s.item.id in rows.open_ids and s.item.id not in retracted and s.item.at + window_s > now
         ]
         carried.sort(key=lambda i: i.at, reverse=True)
-        plan = RecipientPlan(rows.open_period, carried, len(carried), stored, resumed=True)
+        plan = RecipientPlan(rows.open_period, carried, len(carried), stored, resumed=True, keep_until=keep_until)
         return plan, Skipped()
     unmailed = [s.item for s in rows.items if s.item.id not in rows.mailed]
     expired = [i for i in unmailed if i.at + window_s <= now]
@@ -54,4 +58,4 @@ def plan_recipient(
     if not fresh or rows.last_period == period:
         return None, skipped
     fresh.sort(key=lambda i: (i.at, i.id), reverse=True)
-    return RecipientPlan(period, fresh[:max_items], len(fresh), stored), skipped
+    return RecipientPlan(period, fresh[:max_items], len(fresh), stored, keep_until=keep_until), skipped

@@ -257,13 +257,17 @@ class DigestStore:
 
     # a recipient's assembly
 
-    def open_assembly(self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str]) -> bool:
+    def open_assembly(
+        self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str], keep_until: float
+    ) -> bool:
         """Note the items this period's email carries before it is queued; False if another assembly of
-        another period is open for the recipient (it is finished first)."""
+        another period is open for the recipient (it is finished first). The state row expires (TTL) at
+        `keep_until`, when every item it can name has left the window."""
         row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
         m = self._model
         condition = m.open_period.does_not_exist() | (m.open_period == period)
-        return update_if(row, [m.open_period.set(period), m.open_ids.set(set(ids))], condition)
+        actions = [m.open_period.set(period), m.open_ids.set(set(ids)), m.expires_at.set(int(keep_until) + 1)]
+        return update_if(row, actions, condition)
 
     def close_assembly(self, user_id: str, digest_id: str, key: str, period: str) -> None:
         """The assembly closed with nothing marked: its email was refused (its items wait for the next run)."""
@@ -272,13 +276,27 @@ class DigestStore:
         update_if(row, [m.open_period.remove(), m.open_ids.remove()], m.open_period == period)
 
     def mark_mailed(
-        self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str], keep: Iterable[str]
+        self,
+        user_id: str,
+        digest_id: str,
+        key: str,
+        period: str,
+        ids: Iterable[str],
+        keep: Iterable[str],
+        keep_until: float,
     ) -> None:
         """The period's items mailed and its assembly closed; ids no longer stored (`keep` names those that
-        are) are dropped from the markers, so they stay as small as the window."""
+        are) are dropped from the markers, so they stay as small as the window; the row expires (TTL) at
+        `keep_until`, when every item it names has left the window."""
         row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
         m = self._model
         mailed = set(ids) | set(keep)
-        actions = [m.mailed.set(mailed), m.last_period.set(period), m.open_period.remove(), m.open_ids.remove()]
+        actions = [
+            m.mailed.set(mailed),
+            m.last_period.set(period),
+            m.open_period.remove(),
+            m.open_ids.remove(),
+            m.expires_at.set(int(keep_until) + 1),
+        ]
         # Closed meanwhile by another run (which resumed it): that one marked it.
         update_if(row, actions, m.open_period.does_not_exist() | (m.open_period == period))

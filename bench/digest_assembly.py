@@ -230,6 +230,7 @@ def main() -> int:
             again = stack.runner.invoke(fn, event)  # the same period again (a retry): nothing more
             again_emails = int(again.get("emails", -1))
 
+    went_on = " (then it went on in another: its time ran short)" if result.get("unfinished") else ""
     ok = item_writes == n_items and queued == args.recipients and again_emails == 0
     per_email_ms = assembly_s / max(queued, 1) * 1000
     lines = [
@@ -246,7 +247,8 @@ def main() -> int:
         f"({per_email_ms:.2f} ms per email) |",
         f"| of which the local stack's DynamoDB (moto) answering, summed over the run's threads | {moto_s:.1f} s |",
         f"| emails queued (campaign `{cid}`) | {queued:,} |",
-        f"| the run's own count: emails, items mailed | {result.get('emails')}, {result.get('items_mailed')} |",
+        f"| the first invocation's own count: emails, items mailed | {result.get('emails')}, "
+        f"{result.get('items_mailed')}{went_on} |",
         f"| the same period run again: emails | {again_emails} |",
         "",
         "DynamoDB requests during the intake, per item:",

@@ -9,11 +9,13 @@ class Assembly:
         self.calls = []
         self._unfinished, self._not_ready = unfinished, not_ready
 
-    def run(self, user_id, digest_id, scheduled_at=None, time_left=None):
-        self.calls.append((user_id, digest_id, scheduled_at, time_left()))
+    def run(self, user_id, digest_id, scheduled_at=None, time_left=None, after=None):
+        self.calls.append((user_id, digest_id, scheduled_at, time_left(), after))
         if self._not_ready:
             raise DigestNotReady("no definition")
-        return DigestRun(user_id, digest_id, period_of(scheduled_at), emails=3, unfinished=self._unfinished)
+        run = DigestRun(user_id, digest_id, period_of(scheduled_at), emails=3, unfinished=self._unfinished)
+        run.resume_after = "bob@example.org" if self._unfinished else None
+        return run
 
 
 def _runner(assembly):
@@ -27,20 +29,24 @@ def test_schedulers_input_decides_the_period_and_the_time_left_keeps_a_margin():
     event = {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"}
     out = runner.handle(event, "moonsend-dev-run_digest", lambda: 600_000)
     (call,) = assembly.calls
-    assert call[:3] == ("acme", "weekly", 1795611600.0) and call[3] == 600 - CONTINUE_WITH_S
+    assert call == ("acme", "weekly", 1795611600.0, 600 - CONTINUE_WITH_S, None)
     assert out["ran"] and out["period"] == "20261125T1300Z" and invoked == []
 
 
-def test_a_run_out_of_time_invokes_itself_for_the_same_period():
-    runner, invoked = _runner(Assembly(unfinished=True))
+def test_a_run_out_of_time_invokes_itself_for_the_same_period_from_where_it_stopped():
+    assembly = Assembly(unfinished=True)
+    runner, invoked = _runner(assembly)
     event = {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"}
     runner.handle(event, "moonsend-dev-run_digest", lambda: 100_000)
-    assert invoked == [
-        (
-            "moonsend-dev-run_digest",
-            {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00.000Z"},
-        )
-    ]
+    ((fn, continuation),) = invoked
+    assert fn == "moonsend-dev-run_digest" and continuation == {
+        "userId": "acme",
+        "digestId": "weekly",
+        "scheduledAt": "2026-11-25T13:00:00.000Z",
+        "after": "bob@example.org",
+    }
+    runner.handle(continuation, fn, lambda: 100_000)  # the continuation: the same period, after bob
+    assert assembly.calls[1][2] == assembly.calls[0][2] and assembly.calls[1][4] == "bob@example.org"
 
 
 def test_a_run_asked_for_without_a_time_is_for_now_and_bad_input_or_no_definition_is_answered_not_raised():

@@ -153,8 +153,8 @@ def test_an_item_arriving_during_assembly_goes_into_the_next_digest_never_both(s
         def __getattr__(self, name):
             return getattr(store, name)
 
-        def recipients(self, user_id, digest_id):
-            for rows in store.recipients(user_id, digest_id):
+        def recipients(self, user_id, digest_id, after=None):
+            for rows in store.recipients(user_id, digest_id, after=after):
                 yield rows
                 _publish(stack, _item(user, "ann@example.org", "late", _iso(0.001), "Late"))
                 _until(lambda: "late" in _stored(user)["ann@example.org"])
@@ -352,3 +352,55 @@ def test_a_template_that_does_not_compile_is_refused_when_it_arrives_and_the_def
     state = model.get(f"i#{user}#weekly#{shard_of('ann@example.org')}", "ann@example.org#", consistent_read=True)
     newest = c.digests.recipients(user, "weekly").__next__().items[0].item.at
     assert state.expires_at == int(newest + 7 * 86400) + 1
+
+
+def test_a_run_out_of_time_stops_where_it_was_and_its_continuation_goes_on_from_there(stack, uid, monkeypatch):
+    from chalicelib.digest import assembly
+
+    user, _ = _with_one_item(stack, uid, "a-item", 1, "For ann")
+    for name in ("bob", "cat", "dan"):
+        _publish(stack, _item(user, f"{name}@example.org", f"{name}-item", _iso(0.5), f"For {name}", name=name))
+    _until(lambda: len(_stored(user)) == 4)
+    monkeypatch.setattr(assembly, "MAIL_BATCH", 2)  # a flush point every two recipients
+    read = []
+    store = wiring.container().digests
+
+    class Reading:
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def recipients(self, user_id, digest_id, after=None):
+            for rows in store.recipients(user_id, digest_id, after=after):
+                read.append(rows.key)
+                yield rows
+
+    first = _assembly(store=Reading()).run(user, "weekly", scheduled_at=WED, time_left=lambda: 0)
+    assert first.unfinished and first.emails == 2 and first.resume_after == read[-1]
+    done = list(read)
+    rest = _assembly(store=Reading()).run(user, "weekly", scheduled_at=WED, after=first.resume_after)
+    assert not rest.unfinished and rest.emails == 2
+    assert read[len(done) :] == [k for k in sorted(_stored(user), key=_order) if k not in done]  # nothing read twice
+    mail = _mail(stack, user, campaign_id("weekly", period_of(WED)))
+    assert sorted(mail) == sorted(_stored(user)) and all(len(v) == 1 for v in mail.values())
+
+
+def _order(key):
+    from chalicelib.stores.digests import shard_of
+
+    return (shard_of(key), key)
+
+
+def test_a_recipient_refused_in_a_period_is_refused_again_by_a_rerun_of_it_and_its_items_wait(stack, uid):
+    user, sender = _with_one_item(stack, uid, "one", 1, "One")
+    broken = {"userId": user, "digest": {"id": "weekly", "body": "{{ items_total | divided_by: 0 }}"}}
+    _publish(stack, broken)
+    _until(lambda: wiring.container().digests.definition(user, "weekly").body == broken["digest"]["body"])
+    assert _assembly().run(user, "weekly", scheduled_at=WED).refused == 1
+    _define(stack, user, sender)  # put right; the same period run again (a retry, a run asked for)
+    _until(lambda: wiring.container().digests.definition(user, "weekly").body == BODY)
+    again = _assembly().run(user, "weekly", scheduled_at=WED)
+    assert (again.refused, again.items_mailed) == (1, 0)  # the ledger has it rejected for this period
+    nxt = _assembly(clock=lambda: WED + 86400 + 60).run(user, "weekly", scheduled_at=WED + 86400)
+    assert (nxt.emails, nxt.items_mailed) == (1, 1)  # its items went in the next period's email
+    (ann,) = _mail(stack, user, campaign_id("weekly", period_of(WED + 86400)))["ann@example.org"]
+    assert "One" in ann

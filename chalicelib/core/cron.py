@@ -10,7 +10,7 @@ a ValueError with the field's name here.
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pyawscron.awscron import AWSCron
 
@@ -25,6 +25,8 @@ _FIELDS = (
     ("day-of-week", 1, 7, _DAYS),
     ("year", 1970, 2199, ()),
 )
+# How far ahead a next run is looked for: a 29th of February comes at least every eight years.
+_MONTHS_AHEAD = 8 * 12 + 1
 _EXPRESSION = re.compile(r"cron\(([^()]{1,200})\)")
 _VALUE = r"(\d{1,4}|[A-Z]{3})"
 _PART = re.compile(rf"(\*|{_VALUE}(-{_VALUE})?)(/(\d{{1,4}}))?")
@@ -87,10 +89,25 @@ def next_fire(expression: str, after: float) -> float | None:
     fields = fields_of(expression)
     start = datetime.fromtimestamp(int(after) // 60 * 60, UTC)
     try:
-        when = AWSCron(" ".join(fields)).occurrence(start).next()
-    except Exception as exc:  # pyawscron raises what its arithmetic meets (a 31st of February, say)
+        parsed = AWSCron(" ".join(fields))
+    except Exception as exc:  # what pyawscron's parsing meets (`1,5/2`)
         raise ValueError(f"cannot be evaluated: {exc}") from exc
-    return when.timestamp() if when is not None else None
+    for _ in range(_MONTHS_AHEAD):
+        try:
+            when = parsed.occurrence(start).next()
+        except Exception:
+            # pyawscron builds a date with the day of the month it is looking at, and raises where that
+            # month lacks it (`cron(0 13 31 * ? *)` from the 24th of November); EventBridge skips the
+            # month. So do we: from the month's last minute, or the next month's when already there.
+            start = _last_minute_of_month(start + timedelta(minutes=1))
+            continue
+        return when.timestamp() if when is not None else None
+    raise ValueError(f"does not fire in the next {_MONTHS_AHEAD // 12} years")
+
+
+def _last_minute_of_month(when: datetime) -> datetime:
+    first_of_next = (when.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0)
+    return first_of_next - timedelta(minutes=1)
 
 
 def fires_at(expression: str, minute: float) -> bool:

@@ -37,7 +37,10 @@ MAIL_BATCH = 500
 # Recipients' state writes (an assembly opened, items marked) sent at once: each is one conditional
 # UpdateItem of its own item, so they do not contend.
 STATE_WRITERS = 16
-# A run's hold on its digest, renewed at every batch: a run that died frees it this soon, so Lambda's retry
+# A run reaches a flush point (mails what it planned, checks its time, renews its hold) at every batch and
+# at least this often, however few recipients have anything new.
+FLUSH_S = 15.0
+# A run's hold on its digest, renewed at every flush point: a run that died frees it this soon, so Lambda's retry
 # of the scheduled invocation (one and two minutes later) finds it free.
 HOLD_S = 90.0
 
@@ -69,6 +72,7 @@ class DigestRun:
     busy: int = 0  # recipients with another period's assembly open (finished by the next run)
     refused: int = 0  # recipients the pipeline refused (recorded with why): their items wait for the next run
     unfinished: bool = False  # stopped for time: the rest of the period is for a continuation
+    resume_after: str | None = None  # where it stopped: the last recipient done (its continuation's `after`)
     campaigns: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
@@ -101,10 +105,11 @@ class DigestAssembly:
         digest_id: str,
         scheduled_at: float | None = None,
         time_left: Callable[[], float] | None = None,
+        after: str | None = None,
     ) -> DigestRun:
         """Mail the digest for the period of `scheduled_at` (now, for a run on demand). With `time_left`
-        (seconds), it stops between batches once that is spent; a second run for the same period goes on
-        from there (what was mailed has its items marked: it has nothing new)."""
+        (seconds), it stops at a flush point once that is spent, and says where (`resume_after`): a run of
+        the same period `after` that recipient goes on from there without reading again what was done."""
         now = self._clock()
         period = period_of(scheduled_at if scheduled_at is not None else now)
         definition = self._definition(user_id, digest_id)
@@ -112,7 +117,7 @@ class DigestAssembly:
         token = uuid.uuid4().hex
         self._hold(run, token)
         try:
-            return self._run(run, definition, token, now, time_left or (lambda: float("inf")))
+            return self._run(run, definition, token, now, time_left or (lambda: float("inf")), after)
         finally:
             self._store.release_run(user_id, digest_id, token)
 
@@ -121,29 +126,38 @@ class DigestAssembly:
             raise DigestBusy(f"digest {run.digest_id} of {run.user_id}: another run is under way")
 
     def _run(
-        self, run: DigestRun, definition: DigestDefinition, token: str, now: float, time_left: Callable[[], float]
+        self,
+        run: DigestRun,
+        definition: DigestDefinition,
+        token: str,
+        now: float,
+        time_left: Callable[[], float],
+        after: str | None,
     ) -> DigestRun:
         user_id, digest_id, period = run.user_id, run.digest_id, run.period
         retracted = self._store.retracted(user_id, digest_id)
         window_s = float(definition.window_s or 0)
         max_items = definition.max_items or DEFAULT_MAX_ITEMS
         planned: list[tuple[RecipientDigest, RecipientPlan]] = []
+        flushed_at = time.monotonic()
         with ThreadPoolExecutor(max_workers=STATE_WRITERS, thread_name_prefix="digest") as pool:
-            for rows in self._store.recipients(user_id, digest_id):
+            for rows in self._store.recipients(user_id, digest_id, after=after):
                 run.recipients += 1
                 plan, skipped = plan_recipient(rows, period, now, window_s, max_items, retracted)
                 self._drop(run, rows, skipped.expired)
                 run.items_retracted += skipped.retracted
-                if plan is None:
+                if plan is not None:
+                    planned.append((rows, plan))
+                # A flush point: a full batch, or FLUSH_S since the last (recipients with nothing new are
+                # read without mailing, and the hold must be renewed and the time checked all the same).
+                if len(planned) < MAIL_BATCH and time.monotonic() - flushed_at < FLUSH_S:
                     continue
-                planned.append((rows, plan))
-                if len(planned) >= MAIL_BATCH:
-                    self._mail(run, definition, self._opened(run, planned, pool), pool)
-                    planned = []
-                    if time_left() <= 0:
-                        run.unfinished = True
-                        break
-                    self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
+                self._mail(run, definition, self._opened(run, planned, pool), pool)
+                planned, flushed_at = [], time.monotonic()
+                if time_left() <= 0:
+                    run.unfinished, run.resume_after = True, rows.key  # everything up to it is done
+                    break
+                self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
             self._mail(run, definition, self._opened(run, planned, pool), pool)
         self._store.record_run(user_id, digest_id, now, run.as_dict())
         log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
@@ -174,10 +188,13 @@ class DigestAssembly:
             if plan.resumed:
                 return True
             ids = [i.id for i in plan.items]
-            return self._store.open_assembly(run.user_id, run.digest_id, rows.key, plan.period, ids, plan.keep_until)
+            return self._store.open_assembly(
+                run.user_id, run.digest_id, rows.key, plan.period, ids, plan.keep_until, rows.last_period
+            )
 
         opened = list(pool.map(open_one, planned))
-        run.busy += opened.count(False)  # another run of another period is between its steps 2 and 4 for them
+        # Refused: another run is between its steps 2 and 4 for them, or mailed them since we read their rows.
+        run.busy += opened.count(False)
         return [entry for entry, ok in zip(planned, opened, strict=True) if ok]
 
     def _mail(
@@ -209,7 +226,9 @@ class DigestAssembly:
                 )
                 result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
                 run.campaigns.add(cid)
-                refused = {r.email.lower() for r in result.rejected if r.email}
+                # Refused now, or by an earlier run of this period (the ledger had them rejected: the
+                # pipeline then counts them as duplicates, and they were never queued).
+                refused = {r.email.lower() for r in result.rejected if r.email} | result.known_rejected
             # Those with nothing left to send (a resumed assembly) are only closed.
             rows_of, plans = [rows for rows, _ in group], [plan for _, plan in group]
             for settled in pool.map(self._settle, repeat(run), rows_of, plans, repeat(period), repeat(refused)):

@@ -26,6 +26,7 @@ class RunRequest:
     user_id: str
     digest_id: str
     scheduled_at: float
+    after: str | None = None  # a continuation's: the last recipient its predecessor finished
 
 
 def parse_run_input(event: object, now: float) -> RunRequest:
@@ -35,8 +36,10 @@ def parse_run_input(event: object, now: float) -> RunRequest:
     user, digest = event.get("userId"), event.get("digestId")
     if not isinstance(user, str) or not user or not isinstance(digest, str) or not digest:
         raise ValueError("userId and digestId must be non-empty strings")
-    at = event.get("scheduledAt")
-    return RunRequest(user, digest, now if at is None else parse_instant(at))
+    at, after = event.get("scheduledAt"), event.get("after")
+    if after is not None and (not isinstance(after, str) or not after):
+        raise ValueError("after must be a recipient's address")
+    return RunRequest(user, digest, now if at is None else parse_instant(at), after)
 
 
 class DigestRunner:
@@ -64,11 +67,13 @@ class DigestRunner:
                 request.digest_id,
                 request.scheduled_at,
                 time_left=lambda: remaining_ms() / 1000 - CONTINUE_WITH_S,
+                after=request.after,
             )
         except DigestNotReady as exc:
             log.warning("digest not run", user=request.user_id, digest=request.digest_id, reason=str(exc))
             return {"ran": False, "reason": str(exc)}
         if run.unfinished:
             at = iso_ms(int(request.scheduled_at * 1000))
-            self._invoke_async(function_name, run_input(request.user_id, request.digest_id, at))
+            event = {**run_input(request.user_id, request.digest_id, at), "after": run.resume_after}
+            self._invoke_async(function_name, event)
         return {"ran": True, **run.as_dict()}

@@ -62,6 +62,7 @@ class PrecompileResult:
     scheduled: int = 0  # kept in the schedule store until the campaign's time
     expired: int = 0  # past the campaign's deadline already: recorded, not rendered
     duplicates: int = 0  # recipients the ledger already had (a redelivered event)
+    known_rejected: set[str] = field(default_factory=set)  # of those, the ones it had rejected (never queued)
     rejected: list[RejectedRecipient] = field(default_factory=list)
     suppressed: list[tuple[str, str]] = field(default_factory=list)  # (address, why): recorded, not queued
 
@@ -188,6 +189,7 @@ class Precompiler:
         job.fresh = [r for r in req.recipients if r.key not in job.known]
         job.result.rejected = [r for r in req.rejected if not (r.email and r.email.lower() in job.known)]
         job.result.duplicates = len(req.recipients) - len(job.fresh)
+        job.result.known_rejected = {r.key for r in req.recipients if job.known.get(r.key) == REJECTED}
 
     def _fix_sender(self, req: PrecompileRequest) -> SenderSnapshot:
         """The sender every email of this campaign goes out with; SenderRefused when this message may not

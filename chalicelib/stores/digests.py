@@ -233,11 +233,19 @@ class DigestStore:
     def retracted(self, user_id: str, digest_id: str) -> frozenset[str]:
         return frozenset(r.sk for r in self._model.query(_retract_pk(user_id, digest_id), consistent_read=True))
 
-    def recipients(self, user_id: str, digest_id: str) -> Iterator[RecipientDigest]:
-        """Every recipient with rows in the digest, shard by shard, its state and items together."""
-        for shard in range(SHARDS):
+    def recipients(self, user_id: str, digest_id: str, after: str | None = None) -> Iterator[RecipientDigest]:
+        """Every recipient with rows in the digest, shard by shard, its state and items together; with
+        `after` (a recipient's address key), those that come after it in this order only."""
+        first = shard_of(after) if after is not None else 0
+        for shard in range(first, SHARDS):
+            # A recipient's rows are `<address>#...`; every row after the last of `after`'s sorts above this
+            # (ids are ASCII, an address holds no character below `#` where another continues it).
+            condition = self._model.sk > f"{after}#\U0010ffff" if after is not None and shard == first else None
             current: RecipientDigest | None = None
-            for row in self._model.query(_items_pk(user_id, digest_id, shard), consistent_read=True):
+            rows = self._model.query(
+                _items_pk(user_id, digest_id, shard), range_key_condition=condition, consistent_read=True
+            )
+            for row in rows:
                 key, _, item_id = row.sk.rpartition("#")
                 if current is None or current.key != key:
                     if current is not None and current.items:
@@ -258,14 +266,23 @@ class DigestStore:
     # a recipient's assembly
 
     def open_assembly(
-        self, user_id: str, digest_id: str, key: str, period: str, ids: Iterable[str], keep_until: float
+        self,
+        user_id: str,
+        digest_id: str,
+        key: str,
+        period: str,
+        ids: Iterable[str],
+        keep_until: float,
+        last_period: str | None,
     ) -> bool:
         """Note the items this period's email carries before it is queued; False if another assembly of
-        another period is open for the recipient (it is finished first). The state row expires (TTL) at
-        `keep_until`, when every item it can name has left the window."""
+        another period is open for the recipient (it is finished first), or if the recipient was mailed
+        since its rows were read (`last_period` is what was read: a plan made before is stale). The state
+        row expires (TTL) at `keep_until`, when every item it can name has left the window."""
         row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
         m = self._model
-        condition = m.open_period.does_not_exist() | (m.open_period == period)
+        unchanged = m.last_period.does_not_exist() if last_period is None else m.last_period == last_period
+        condition = (m.open_period.does_not_exist() | (m.open_period == period)) & unchanged
         actions = [m.open_period.set(period), m.open_ids.set(set(ids)), m.expires_at.set(int(keep_until) + 1)]
         return update_if(row, actions, condition)
 

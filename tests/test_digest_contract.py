@@ -83,6 +83,8 @@ def test_retract_takes_one_id_or_a_list():
         ({"digest": {"id": "w" * 114}}, "digest.id: longer than 113 characters"),  # its campaigns must be ids
         ({"digest": {"id": "w", "schedule": "cron(0 13 ? * 9 *)"}}, "digest.schedule: day-of-week: 9"),
         ({"digest": {"id": "w", "schedule": "cron(0/0 * * * ? *)"}}, "digest.schedule: minutes: the step"),
+        ({"digest": {"id": "w", "schedule": "cron(0/30 * * * ? *)"}}, "digest.schedule: fires more often than once"),
+        ({"digest": {"id": "w", "schedule": "cron(0,59 9 * * ? *)"}}, "digest.schedule: fires more often than once"),
         ({"retract": []}, "retract: must be an item id or a list"),
         ({"retract": ["ok", 5]}, "retract[1]"),
     ],

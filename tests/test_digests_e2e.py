@@ -344,14 +344,14 @@ def test_a_template_that_does_not_compile_is_refused_when_it_arrives_and_the_def
     assert _stored(user) == {"ann@example.org": ["one"]}  # the event's item not stored either
     run = _assembly().run(user, "weekly", scheduled_at=WED)
     assert run.emails == 1
-    # The recipient's state expires (TTL) when its newest item leaves the window.
+    # The recipient's state expires (TTL) when its newest item leaves the longest window a digest may have.
     from chalicelib.stores.digests import DigestModel, shard_of
 
     model = c.digests._model
     assert issubclass(model, DigestModel)
     state = model.get(f"i#{user}#weekly#{shard_of('ann@example.org')}", "ann@example.org#", consistent_read=True)
     newest = c.digests.recipients(user, "weekly").__next__().items[0].item.at
-    assert state.expires_at == int(newest + 7 * 86400) + 1
+    assert state.expires_at == int(newest + 35 * 86400) + 1
 
 
 def test_a_run_out_of_time_stops_where_it_was_and_its_continuation_goes_on_from_there(stack, uid, monkeypatch):

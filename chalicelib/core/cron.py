@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 
 from pyawscron.awscron import AWSCron
 
@@ -108,6 +109,17 @@ def next_fire(expression: str, after: float) -> float | None:
 def _last_minute_of_month(when: datetime) -> datetime:
     first_of_next = (when.replace(day=1) + timedelta(days=32)).replace(day=1, hour=0, minute=0, second=0)
     return first_of_next - timedelta(minutes=1)
+
+
+def shortest_gap(expression: str, after: float, count: int = 6) -> float | None:
+    """The shortest time between its next `count` firings (None if it fires fewer times than two)."""
+    times: list[float] = []
+    at: float | None = after
+    while len(times) < count and at is not None:
+        at = next_fire(expression, at)
+        if at is not None:
+            times.append(at)
+    return min((b - a for a, b in pairwise(times)), default=None)
 
 
 def fires_at(expression: str, minute: float) -> bool:

@@ -148,6 +148,9 @@ def _definition(d: dict[str, Any], errors: list[FieldError]) -> DigestDefinition
             if not isinstance(g["schedule"], str):
                 raise ValueError("must be a string, an EventBridge cron expression")
             schedule = cron.check(g["schedule"], time.time())
+            gap = cron.shortest_gap(schedule, time.time())
+            if gap is not None and gap < MIN_WINDOW_S:
+                raise ValueError("fires more often than once an hour (a digest mails at most hourly)")
         except ValueError as exc:
             errors.append(FieldError("digest.schedule", str(exc)))
     if g.get("window") is not None:

@@ -16,12 +16,18 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core import log
 from chalicelib.core.contract import RejectedRecipient
-from chalicelib.core.digest_contract import MAX_ITEM_AHEAD_S, DigestDefinition, DigestRequest, parse_digest_message
+from chalicelib.core.digest_contract import (
+    MAX_ITEM_AHEAD_S,
+    MAX_WINDOW_S,
+    DigestDefinition,
+    DigestRequest,
+    parse_digest_message,
+)
 from chalicelib.core.errors import MessageInvalid, SenderRefused, TemplateInvalid
 from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign
-from chalicelib.stores.digests import DigestState, DigestStore
+from chalicelib.stores.digests import DigestStore
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenants import AccountOf, TenantRegistry
@@ -78,12 +84,16 @@ class DigestIntake:
             return self._finish(req, result, raw, recorder)
         if not self._templates_compile(req, result):
             return self._finish(req, result, raw, recorder)
-        state = self._store.define(req.user_id, req.digest)
-        definition = state.definition
-        self._schedule(req, state, result)
+        scheduled = self._schedule(req, result)
+        if scheduled is False:
+            return self._finish(req, result, raw, recorder)
+        definition = self._store.define(req.user_id, req.digest).definition
+        if scheduled:
+            self._store.mark_scheduled(req.user_id, definition.id, scheduled)
         if req.retract:
-            # Kept as long as an item it names can be: one dated up to a day ahead stays a window after that.
-            until = self._clock() + (definition.window_s or 0) + MAX_ITEM_AHEAD_S
+            # Kept as long as an item it names can be: one dated up to a day ahead, in the longest window (a
+            # window lengthened later must not bring back an item whose retraction is gone).
+            until = self._clock() + MAX_WINDOW_S + MAX_ITEM_AHEAD_S
             self._store.retract(req.user_id, definition.id, req.retract, until)
             result.retracted = len(req.retract)
         self._store_items(req, definition, result)
@@ -121,22 +131,27 @@ class DigestIntake:
             return False
         return True
 
-    def _schedule(self, req: DigestRequest, state: DigestState, result: DigestIntakeResult) -> None:
-        """The digest's schedule put when this event gives one it was not yet put with (an item event that
-        repeats the definition, as most do, costs nothing more). Scheduler throttling or failing raises: the
-        event is retried, and storing its items again is idempotent."""
-        schedule = state.definition.schedule
-        if req.digest.schedule is None or schedule is None or schedule == state.scheduled:
-            return
+    def _schedule(self, req: DigestRequest, result: DigestIntakeResult) -> str | bool | None:
+        """The digest's schedule put, before anything is stored, when this event gives one it was not yet
+        put with (an item event that repeats the definition, as most do, costs a read): the expression put,
+        None when there was nothing to put, False when Scheduler refused it (the event is refused, nothing
+        of it stored). Scheduler throttled or failing raises: the event is retried (storing is idempotent)."""
+        schedule = req.digest.schedule
+        if schedule is None:
+            return None
+        stored = self._store.state(req.user_id, req.digest.id)
+        if stored is not None and stored.scheduled == schedule:
+            return None
         try:
-            self._schedules.put(req.user_id, state.definition.id, schedule)
+            self._schedules.put(req.user_id, req.digest.id, schedule)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ValidationException":
                 raise
             reason = f"digest.schedule: EventBridge Scheduler refused it: {exc.response['Error'].get('Message')}"
-            result.rejected.append(RejectedRecipient(None, reason))
-            return
-        self._store.mark_scheduled(req.user_id, state.definition.id, schedule)
+            named = [RejectedRecipient(r.recipient.email, reason) for r in req.recipients]
+            result.rejected.extend(named or [RejectedRecipient(None, reason)])
+            return False
+        return schedule
 
     def _store_items(self, req: DigestRequest, definition: DigestDefinition, result: DigestIntakeResult) -> None:
         if not req.recipients:

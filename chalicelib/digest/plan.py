@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chalicelib.core.digest_contract import Item
+from chalicelib.core.digest_contract import MAX_WINDOW_S, Item
 from chalicelib.stores.digests import RecipientDigest
 
 
@@ -21,8 +21,9 @@ class RecipientPlan:
     items_total: int  # unmailed applicable items in the window (items_total - len(items) wait)
     stored_ids: frozenset[str]  # every item id stored for the recipient (what the markers keep)
     resumed: bool = False  # the email of an assembly a crash left open (its open ids are marked, sent or not)
-    # Until when the recipient's state matters: its newest stored item's end of window. Every marker names
-    # an item that is gone by then (the state row's TTL), so the state never outlives what it is about.
+    # Until when the recipient's state matters: its newest stored item's end of the longest window a digest
+    # may have (a window lengthened later cannot bring back an item whose marker is gone). Every marker
+    # names an item that is gone by then (the state row's TTL).
     keep_until: float = 0.0
 
 
@@ -36,7 +37,7 @@ def plan_recipient(
     rows: RecipientDigest, period: str, now: float, window_s: float, max_items: int, retracted: frozenset[str]
 ) -> tuple[RecipientPlan | None, Skipped]:
     stored = frozenset(s.item.id for s in rows.items)
-    keep_until = max((s.item.at for s in rows.items), default=now) + window_s
+    keep_until = max((s.item.at for s in rows.items), default=now) + MAX_WINDOW_S
     if rows.open_period is not None:
         # Queued, or about to be, before a crash: the same email again (the ledger drops it if it went),
         # then marked, so its items never go in a second email.

@@ -69,6 +69,12 @@ class DigestStatusReader:
         self._store = store
         self._clock = clock
 
+    def ready(self, user_id: str, digest_id: str) -> bool | None:
+        """Whether the digest can run (its definition complete), without reading its items; None if the
+        tenant has no such digest."""
+        state = self._store.state(user_id, digest_id)
+        return None if state is None else state.definition.complete
+
     def status(self, user_id: str, digest_id: str) -> DigestStatus | None:
         """The digest's status, or None if the tenant has no such digest."""
         state = self._store.state(user_id, digest_id)

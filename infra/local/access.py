@@ -199,10 +199,10 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
             operation += "Version"  # IAM's s3:GetObjectVersion, s3:DeleteObjectVersion
         if "Qualifier" in query:
             params["Qualifier"] = query["Qualifier"][0]
+        if "groupName" in query:  # Scheduler's GetSchedule and DeleteSchedule name the group in the query
+            params["GroupName"] = query["groupName"][0]
         if body and service in ("ses", "email", "scheduler"):  # SES v2's identity, a schedule's group and role
             params.update(_json(body))
-        if "groupName" in query:
-            params["GroupName"] = query["groupName"][0]
         elif body and operation == "DeleteObjects":
             keys = re.findall(r"<Key>(.*?)</Key>", body.decode("utf-8", "replace"), re.DOTALL)
             params["Keys"] = [html.unescape(k) for k in keys]

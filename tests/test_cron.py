@@ -75,6 +75,7 @@ def test_check_tidies_what_it_accepts():
         ("cron(0 0 ? * 9 *)", "day-of-week: 9"),
         ("cron(0 0 ? JAN-XYZ 1 *)", "month: XYZ"),
         ("cron(5-1 * * * ? *)", "runs backwards"),
+        ("cron(0 9 ? * 1/2 *)", "day-of-week: '1/2' is not"),  # EventBridge lists no step for it
         # What would make pyawscron loop for ever or expand a range into a list of millions.
         ("cron(0/0 * * * ? *)", "the step in 0/0"),
         ("cron(0-99999999 * * * ? *)", "is not a value, a range or a step"),

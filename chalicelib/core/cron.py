@@ -75,7 +75,7 @@ def _check_field(text: str, name: str, low: int, high: int, names: tuple[str, ..
         return
     for part in text.split(","):
         m = _PART.fullmatch(part)
-        if not m:
+        if not m or (name == "day-of-week" and "/" in part):  # EventBridge takes no step in day-of-week
             raise ValueError(f"{name}: {part!r} is not a value, a range or a step")
         first = low if m.group(1) == "*" else value(m.group(2))
         last = value(m.group(4)) if m.group(4) else high

@@ -201,6 +201,33 @@ def run_digest_now(digest_id: str) -> Response:
     return _answer(wiring.container().tenant_api.run_digest(_authorization(), digest_id))
 
 
+def _webhooks(action: str, endpoint_id: str | None = None) -> Response:
+    api = wiring.container().tenant_api
+    return _answer(api.webhooks(_authorization(), action, endpoint_id, _json_body()))
+
+
+@app.route("/webhooks", methods=["POST"], content_types=_API_BODIES)
+def add_webhook() -> Response:
+    """Register an endpoint for the tenant's events (201 with its signing secret, shown this once)."""
+    return _webhooks("add")
+
+
+@app.route("/webhooks", methods=["GET"])
+def list_webhooks() -> Response:
+    return _webhooks("list")
+
+
+@app.route("/webhooks/{endpoint_id}", methods=["DELETE"])
+def remove_webhook(endpoint_id: str) -> Response:
+    return _webhooks("remove", endpoint_id)
+
+
+@app.route("/webhooks/{endpoint_id}/test", methods=["POST"], content_types=_API_BODIES)
+def test_webhook(endpoint_id: str) -> Response:
+    """One signed test request to the endpoint, and what it answered."""
+    return _webhooks("test", endpoint_id)
+
+
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def release_scheduled(event: CloudWatchEvent) -> None:
     """Put scheduled email that is about due on its queue (delayed until its time) and start its drain."""

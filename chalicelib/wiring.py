@@ -15,6 +15,7 @@ from typing import Any
 from chalicelib.control.campaign_actions import CampaignActions
 from chalicelib.control.retry import RetryFailed
 from chalicelib.control.tenant_api import TenantApi
+from chalicelib.control.webhook_registration import WebhookRegistration
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
@@ -59,6 +60,8 @@ from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry
+from chalicelib.stores.webhooks import WebhookEndpoints
+from chalicelib.webhooks.test_delivery import WebhookTester
 
 
 class Container:
@@ -247,8 +250,24 @@ class Container:
     @cached_property
     def tenant_api(self) -> TenantApi:
         return TenantApi(
-            self.reports, self.actions, self.ledger, self.stats, DigestStatusReader(self.digests), self.start_digest_run
+            self.reports,
+            self.actions,
+            self.ledger,
+            self.stats,
+            DigestStatusReader(self.digests),
+            self.start_digest_run,
+            self.webhook_registration,
         )
+
+    @cached_property
+    def webhook_endpoints(self) -> WebhookEndpoints:
+        return WebhookEndpoints(self.settings.resources.webhooks_table.name, self.settings.region)
+
+    @cached_property
+    def webhook_registration(self) -> WebhookRegistration:
+        local = self.settings.stage == "local"  # a receiver on loopback, for tests and the demo
+        tester = WebhookTester(self.webhook_endpoints, allow_loopback=local)
+        return WebhookRegistration(self.webhook_endpoints, tester, allow_loopback=local)
 
     @cached_property
     def failed_copies(self) -> FailedCopies:

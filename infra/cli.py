@@ -362,6 +362,35 @@ def cmd_digest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_webhook(args: argparse.Namespace) -> int:
+    import json
+
+    _client_env(args.endpoint, args.stage)
+    registration = _container().webhook_registration
+    if args.action == "add":
+        if not args.url:
+            print("add needs --url", file=sys.stderr)
+            return 2
+        body: dict[str, object] = {"url": args.url, "maxEventsPerRequest": args.max_events}
+        if args.events:
+            body["eventTypes"] = [t.strip() for t in args.events.split(",") if t.strip()]
+        answer = registration.add(args.user, body)
+    elif args.action == "list":
+        answer = registration.list(args.user)
+    elif not args.id:
+        print(f"{args.action} needs --id (moonsend webhook list shows them)", file=sys.stderr)
+        return 2
+    elif args.action == "remove":
+        answer = registration.remove(args.user, args.id)
+    else:
+        answer = registration.test(args.user, args.id)
+    ok = answer.status < 300 and answer.body.get("ok", True)
+    print(json.dumps(answer.body, indent=2), file=sys.stdout if ok else sys.stderr)
+    if args.action == "add" and ok:
+        print("the secret is shown this once: keep it where your receiver verifies signatures", file=sys.stderr)
+    return 0 if ok else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
@@ -660,6 +689,17 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--endpoint", default=None)
     dg.add_argument("--stage", default="local")
     dg.set_defaults(func=cmd_digest)
+
+    wh = sub.add_parser("webhook", help="a tenant's webhook endpoints: add, list, remove, or test one (signed)")
+    wh.add_argument("action", choices=["add", "list", "remove", "test"])
+    wh.add_argument("--user", required=True)
+    wh.add_argument("--url", help="add: the endpoint (https; http to loopback on the local stack)")
+    wh.add_argument("--events", help="add: the event types, comma-separated (default: all)")
+    wh.add_argument("--max-events", type=int, default=1, help="add: events per request (1-100)")
+    wh.add_argument("--id", help="remove, test: the endpoint's id")
+    wh.add_argument("--endpoint", default=None)
+    wh.add_argument("--stage", default="local")
+    wh.set_defaults(func=cmd_webhook)
 
     tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, its API key, SES keys and From address")
     tn.add_argument(

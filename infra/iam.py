@@ -211,6 +211,11 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     api.extend(
         [
             _stmt("DigestStatus", [*_READ, "dynamodb:Query"], [tables["DigestsTable"]]),
+            _stmt(
+                "WebhookEndpoints",
+                [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+                [tables["WebhooksTable"]],
+            ),
             _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
         ]
     )

@@ -19,6 +19,7 @@ LAYER = {
     "send": 3,
     "feedback": 3,
     "jobs": 3,
+    "webhooks": 3,
     "digest": 4,
     "control": 5,  # the tenant's API over campaigns and digests
 }

@@ -10,6 +10,10 @@ campaign the tenant does not have, as the report does. Answers are JSON.
     POST /tenant/resume
     GET  /digests/{id}                         its schedule, last and next run, recipients and items pending
     POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async)
+    POST /webhooks                             {"url", "eventTypes", "maxEventsPerRequest"}: 201, its secret once
+    GET  /webhooks                             the tenant's endpoints (never their secrets)
+    DELETE /webhooks/{id}
+    POST /webhooks/{id}/test                   one signed test request to the endpoint, and its answer
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.control.webhook_registration import WebhookRegistration
 from chalicelib.core.contract import iso_ms
 from chalicelib.digest.assembly import campaign_id as digest_campaign
 from chalicelib.digest.assembly import period_of
@@ -42,6 +47,7 @@ class TenantApi:
         stats: CampaignStats,
         digests: DigestStatusReader,
         start_digest_run: Callable[[str, str, float], None],
+        webhooks: WebhookRegistration,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._reports = reports
@@ -50,6 +56,7 @@ class TenantApi:
         self._stats = stats
         self._digests = digests
         self._start_digest_run = start_digest_run
+        self._webhooks = webhooks
         self._clock = clock
 
     def _owner(self, authorization: str | None, campaign_id: str | None = None) -> str | Answer:
@@ -155,3 +162,20 @@ class TenantApi:
         self._start_digest_run(user, digest_id, now)
         period = period_of(now)
         return Answer(202, {"digest": digest_id, "period": period, "campaign": digest_campaign(digest_id, period)})
+
+    def webhooks(self, authorization: str | None, action: str, endpoint_id: str | None, body: Any) -> Answer:
+        """`add`, `list`, `remove` or `test` the tenant's webhook endpoints."""
+        user = self._owner(authorization)
+        if isinstance(user, Answer):
+            return user
+        if action == "add":
+            return self._webhooks.add(user, body)
+        if action == "list":
+            return self._webhooks.list(user)
+        if endpoint_id is None:
+            return NOT_FOUND
+        if action == "remove":
+            return self._webhooks.remove(user, endpoint_id)
+        if action == "test":
+            return self._webhooks.test(user, endpoint_id)
+        return NOT_FOUND

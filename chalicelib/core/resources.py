@@ -110,6 +110,8 @@ class Resources:
     schedule_table: TableDef
     # Digests: definitions, items per recipient, retractions, flushed markers (chalicelib.stores.digests).
     digests_table: TableDef
+    # Tenants' webhook endpoints and their signing secrets (chalicelib.stores.webhooks).
+    webhooks_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -145,6 +147,7 @@ class Resources:
             self.suppressions_table,
             self.schedule_table,
             self.digests_table,
+            self.webhooks_table,
         )
 
     @property
@@ -217,6 +220,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         digests_table=TableDef(
             "DigestsTable", f"{p}-digests", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
+        webhooks_table=TableDef("WebhooksTable", f"{p}-webhooks", hash_key="user_id", range_key="endpoint_id"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

@@ -1,0 +1,65 @@
+"""One webhook request: to the addresses the URL policy checked, never to what DNS says a moment later.
+
+http.client resolves the host itself when it connects; here the connection is made to an address checked
+by chalicelib.webhooks.url_policy (the first that answers), and TLS is verified against the host's name
+as usual (SNI and the certificate check use the name, not the address).
+"""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import ssl
+import time
+from dataclasses import dataclass
+
+from chalicelib.webhooks.url_policy import Target
+
+TIMEOUT_S = 10.0
+USER_AGENT = "moonsend-webhooks/1"
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int | None  # None: no HTTP answer (refused, timed out, TLS failed)
+    error: str | None
+    took_ms: int
+
+
+class _PinnedHTTPS(http.client.HTTPSConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
+        self._address = address
+
+    def connect(self) -> None:
+        sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+
+
+class _PinnedHTTP(http.client.HTTPConnection):
+    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._address = address
+
+    def connect(self) -> None:
+        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+
+
+def post(target: Target, headers: dict[str, str], body: str, timeout_s: float = TIMEOUT_S) -> Answer:
+    """POST `body` to the target; its status, or why there was none. The answer's body is read up to 64 KB
+    and dropped (a receiver that answers forever does not hold the sender)."""
+    started = time.monotonic()
+    error = "no address"
+    for address in target.addresses:
+        kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
+        conn = kind(target.host, target.port, address, timeout_s)
+        try:
+            conn.request("POST", target.path, body=body.encode("utf-8"), headers={**headers, "user-agent": USER_AGENT})
+            response = conn.getresponse()
+            response.read(65536)
+            return Answer(response.status, None, int((time.monotonic() - started) * 1000))
+        except (OSError, http.client.HTTPException) as exc:
+            error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        finally:
+            conn.close()
+    return Answer(None, error, int((time.monotonic() - started) * 1000))

@@ -1,0 +1,101 @@
+"""Webhook endpoints: what a tenant may register, where we will connect, and how we sign."""
+
+import base64
+import hashlib
+import hmac
+import json
+from datetime import UTC, datetime
+
+import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
+
+from chalicelib.core.webhook_contract import EVENT_TYPES, parse_endpoint
+from chalicelib.webhooks import url_policy
+from chalicelib.webhooks.signing import new_secret, signed_headers
+
+
+def test_a_registration_takes_a_url_event_types_and_a_batch_size_and_names_what_is_wrong():
+    r = parse_endpoint({"url": " https://hooks.example.com/x ", "eventTypes": ["complained", "bounced", "bounced"]})
+    assert (r.url, r.event_types, r.max_events) == ("https://hooks.example.com/x", ("bounced", "complained"), 1)
+    assert parse_endpoint({"url": "https://h.example.com"}).event_types == EVENT_TYPES
+    for body, says in (
+        (None, "JSON object"),
+        ({}, "url:"),
+        ({"url": "https://h.example.com/" + "a" * 2048}, "url:"),
+        ({"url": "https://h.example.com", "eventTypes": ["bounced", "nope"]}, "eventTypes: unknown nope"),
+        ({"url": "https://h.example.com", "eventTypes": []}, "eventTypes:"),
+        ({"url": "https://h.example.com", "maxEventsPerRequest": 101}, "maxEventsPerRequest"),
+        ({"url": "https://h.example.com", "maxEventsPerRequest": True}, "maxEventsPerRequest"),
+    ):
+        with pytest.raises(ValueError, match=says):
+            parse_endpoint(body)
+
+
+def _resolves_to(*addresses):
+    return lambda host, port: list(addresses)
+
+
+@pytest.mark.parametrize(
+    ("url", "addresses", "says"),
+    [
+        ("http://hooks.example.com/x", ["93.184.216.34"], "must be https"),
+        ("ftp://hooks.example.com/x", ["93.184.216.34"], "must be an https:// URL"),
+        ("https://user:pw@hooks.example.com/x", ["93.184.216.34"], "credentials"),
+        ("https://hooks.example.com:99999/x", ["93.184.216.34"], "url:"),
+        ("https://hooks.example.com/x#frag", ["93.184.216.34"], "fragment"),
+        ("https://localhost/x", ["127.0.0.1"], "not a public address"),
+        ("https://internal.example.com/x", ["10.1.2.3"], "not a public address"),
+        ("https://metadata.example.com/x", ["169.254.169.254"], "not a public address"),  # the instance metadata
+        ("https://cgnat.example.com/x", ["100.64.0.1"], "not a public address"),
+        ("https://zero.example.com/x", ["0.0.0.0"], "not a public address"),
+        ("https://v6.example.com/x", ["::1"], "not a public address"),
+        ("https://mapped.example.com/x", ["::ffff:127.0.0.1"], "not a public address"),
+        ("https://link.example.com/x", ["fe80::1%eth0"], "not a public address"),
+        ("https://ula.example.com/x", ["fd00::1"], "not a public address"),
+        ("https://multi.example.com/x", ["224.0.0.1"], "not a public address"),
+        # One address of several is enough to refuse: the connection could go to it.
+        ("https://split.example.com/x", ["93.184.216.34", "192.168.0.10"], "192.168.0.10"),
+        ("https://none.example.com/x", [], "does not resolve"),
+    ],
+)
+def test_a_url_that_is_not_a_public_https_endpoint_is_refused_on_a_deployed_stage(url, addresses, says):
+    with pytest.raises(ValueError, match=says):
+        url_policy.check(url, allow_loopback=False, resolver=_resolves_to(*addresses))
+
+
+def test_a_public_endpoint_is_taken_with_its_addresses_and_the_local_stack_allows_loopback():
+    t = url_policy.check(
+        "https://hooks.example.com:8443/in?x=1", allow_loopback=False, resolver=_resolves_to("93.184.216.34")
+    )
+    assert (t.scheme, t.host, t.port, t.path, t.addresses) == (
+        "https",
+        "hooks.example.com",
+        8443,
+        "/in?x=1",
+        ("93.184.216.34",),
+    )
+    local = url_policy.check("http://127.0.0.1:9000/hook", allow_loopback=True)  # resolved for real
+    assert local.addresses == ("127.0.0.1",)
+    with pytest.raises(ValueError, match="not a public address"):  # loopback, but not private networks
+        url_policy.check("https://10.0.0.1/hook", allow_loopback=True)
+    with pytest.raises(ValueError, match="does not resolve"):
+        url_policy.check("https://no-such-host.invalid/x", allow_loopback=False)
+
+
+def test_signatures_are_the_specifications_hmac_and_verify_with_its_own_library():
+    secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    body = '{"test": 2432232314}'
+    headers = signed_headers(secret, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body)
+    # The specification's construction, written out: HMAC-SHA256 of "<id>.<timestamp>.<body>" with the
+    # secret's bytes (base64 after `whsec_`), base64, after `v1,`.
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    mac = hmac.new(key, b"msg_p5jXN8AQM9LWM0D4loKWxJek.1614265330." + body.encode(), hashlib.sha256).digest()
+    assert headers["webhook-signature"] == "v1," + base64.b64encode(mac).decode()
+    assert headers["webhook-signature"] == "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="  # the spec's example
+    fresh = new_secret()
+    now = int(datetime.now(UTC).timestamp())
+    signed = signed_headers(fresh, "msg_1", now, json.dumps({"a": 1}))
+    assert Webhook(fresh).verify(json.dumps({"a": 1}), signed) == {"a": 1}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(new_secret()).verify(json.dumps({"a": 1}), signed)  # another endpoint's secret
+    assert len(base64.b64decode(fresh.removeprefix("whsec_"))) == 32 and fresh != new_secret()

@@ -130,8 +130,10 @@ def _oracle(fields: list[str], after: datetime) -> datetime | None:
     return None
 
 
-def _random_field(rng, low, high, names=()):
-    kind = rng.choice(["*", "value", "list", "range", "step", "name"])
+def _random_field(rng, low, high, names=(), steps=True):
+    kind = rng.choice(
+        ["*", "value", "list", "range", "step", "name"] if steps else ["*", "value", "list", "range", "name"]
+    )
     v = lambda: rng.randint(low, high)  # noqa: E731
     if kind == "*":
         return "*"
@@ -159,7 +161,7 @@ def test_next_fire_agrees_with_a_brute_force_oracle_on_random_expressions():
             _random_field(rng, 0, 23),
             _random_field(rng, 1, 31) if dom_or_dow else "?",
             _random_field(rng, 1, 12, cron._MONTHS),
-            "?" if dom_or_dow else _random_field(rng, 1, 7, cron._DAYS),
+            "?" if dom_or_dow else _random_field(rng, 1, 7, cron._DAYS, steps=False),  # EventBridge: no step
             rng.choice(["*", "*", "*", "2027", "2026-2028", "2029"]),
         ]
         expression = f"cron({' '.join(fields)})"

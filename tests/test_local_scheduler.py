@@ -31,48 +31,38 @@ def test_a_rate_schedule_invokes_its_handler_once_per_period_with_a_scheduled_ev
     assert events[0]["resources"][0].endswith(":rule/moonsend-local-sweep-event")
 
 
-def _scheduler_client():
-    import boto3
-
-    return boto3.client("scheduler", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
-
-
-def test_an_eventbridge_schedule_invokes_its_target_in_each_minute_it_fires_with_scheduled_time_filled_in():
+def test_an_eventbridge_schedule_invokes_its_target_in_each_minute_it_fires_with_scheduled_time_filled_in(stack, uid):
     from datetime import UTC, datetime
-
-    from moto import mock_aws
 
     from infra.local.schedules import ScheduleRunner
 
     events = []
     fn = LocalFunction("run_digest", "moonsend-local-run_digest", lambda event, ctx: events.append(event))
     runner = FunctionRunner({fn.function_name: fn}, "us-east-1", "123456789012")
-    with mock_aws():
-        client = _scheduler_client()
-        target = {
-            "Arn": "arn:aws:lambda:us-east-1:123456789012:function:moonsend-local-run_digest",
-            "RoleArn": "arn:aws:iam::123456789012:role/moonsend-local-digest-scheduler",
-            "Input": '{"digestId": "weekly", "scheduledAt": "<aws.scheduler.scheduled-time>"}',
-        }
-        for name, state in (
-            ("moonsend-local-d-a", "ENABLED"),
-            ("moonsend-local-d-off", "DISABLED"),
-            ("other", "ENABLED"),
-        ):
-            client.create_schedule(
-                Name=name,
-                ScheduleExpression="cron(0 13 ? * WED *)",
-                FlexibleTimeWindow={"Mode": "OFF"},
-                Target=target,
-                State=state,
-            )
-        schedules = ScheduleRunner(client, runner, "moonsend-local-d-", runner.resolve)
-        wed = datetime(2026, 11, 25, 13, 0, tzinfo=UTC).timestamp()
-        assert schedules.fire_due(wed) == 1  # not the disabled one, nor another stage's
-        assert schedules.fire_due(wed + 60) == 0 and schedules.fire_due(wed + 86400) == 0  # 13:01; Thursday
-        assert schedules.fire_due(wed + 7 * 86400) == 1  # a week later
+    client = stack.client("scheduler")  # moto's Scheduler on the test session's stack
+    prefix = f"t{uid}-"
+    target = {
+        "Arn": "arn:aws:lambda:us-east-1:123456789012:function:moonsend-local-run_digest",
+        "RoleArn": "arn:aws:iam::123456789012:role/moonsend-local-digest-scheduler",
+        "Input": '{"digestId": "weekly", "scheduledAt": "<aws.scheduler.scheduled-time>"}',
+    }
+    for name, state in ((f"{prefix}a", "ENABLED"), (f"{prefix}off", "DISABLED"), (f"other{uid}", "ENABLED")):
+        client.create_schedule(
+            Name=name,
+            ScheduleExpression="cron(0 13 ? * WED *)",
+            FlexibleTimeWindow={"Mode": "OFF"},
+            Target=target,
+            State=state,
+        )
+    schedules = ScheduleRunner(client, runner, prefix, runner.resolve)
+    wed = datetime(2026, 11, 25, 13, 0, tzinfo=UTC).timestamp()
+    assert schedules.fire_due(wed) == 1  # not the disabled one, nor another prefix's
+    assert schedules.fire_due(wed + 60) == 0 and schedules.fire_due(wed + 86400) == 0  # 13:01; Thursday
+    assert schedules.fire_due(wed + 7 * 86400) == 1  # a week later
     assert runner.wait_idle(5)
     runner.shutdown()
+    for name in (f"{prefix}a", f"{prefix}off", f"other{uid}"):
+        client.delete_schedule(Name=name)
     assert events == [
         {"digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"},
         {"digestId": "weekly", "scheduledAt": "2026-12-02T13:00:00Z"},

@@ -315,8 +315,13 @@ def test_a_tenant_sees_its_digest_status_and_runs_it_now_over_http_with_its_key_
     assert _call("GET", f"{stack.api_url}/digests/nope", key)[0] == 404
 
 
-def test_moonsend_digest_status_and_run_from_the_command_line(stack, uid, capsys):
+def test_moonsend_digest_status_and_run_from_the_command_line(stack, uid, capsys, monkeypatch):
+    from infra import cli
     from infra.cli import main
+
+    # The CLI builds the app's objects afresh (wiring.reset, which drops every shared client); here it uses
+    # this session's, already made from the same environment, so no other test finds its clients gone.
+    monkeypatch.setattr(cli, "_container", wiring.container)
 
     user, _ = _with_one_item(stack, uid, "one", 1, "One")
     endpoint = ["--endpoint", stack.endpoint, "--stage", "local"]

@@ -121,8 +121,13 @@ def test_a_private_address_is_refused_even_on_the_local_stack_and_a_dead_receive
     assert status == 200 and not tested["ok"] and tested["status"] is None and "Connection" in tested["error"]
 
 
-def test_moonsend_webhook_add_list_test_remove_from_the_command_line(stack, uid, receiver, capsys):
+def test_moonsend_webhook_add_list_test_remove_from_the_command_line(stack, uid, receiver, capsys, monkeypatch):
+    from infra import cli
     from infra.cli import main
+
+    # The CLI builds the app's objects afresh (wiring.reset, which drops every shared client); here it uses
+    # this session's, already made from the same environment, so no other test finds its clients gone.
+    monkeypatch.setattr(cli, "_container", wiring.container)
 
     _tenants(stack, uid)
     user, common = f"hooks-{uid}", ["--endpoint", stack.endpoint, "--stage", "local"]

@@ -53,6 +53,15 @@ def _resolves_to(*addresses):
         ("https://link.example.com/x", ["fe80::1%eth0"], "not a public address"),
         ("https://ula.example.com/x", ["fd00::1"], "not a public address"),
         ("https://multi.example.com/x", ["224.0.0.1"], "not a public address"),
+        # IPv4 inside IPv6: a route through these reaches the IPv4 address they carry.
+        ("https://nat64.example.com/x", ["64:ff9b::a00:5"], "not a public address"),
+        ("https://sixtofour.example.com/x", ["2002:a9fe:a9fe::1"], "not a public address"),
+        ("https://compat.example.com/x", ["::7f00:1"], "not a public address"),
+        ("https://site.example.com/x", ["fec0::1"], "not a public address"),
+        ("https://hooks.example.com/é", ["93.184.216.34"], "only printable ASCII"),
+        ("https://hooks.example.com/a b", ["93.184.216.34"], "only printable ASCII"),
+        ("https://hooks.example.com/a\r\nX-Injected: 1", ["93.184.216.34"], "only printable ASCII"),
+        ("https://hooks.example.com:0/x", ["93.184.216.34"], "port"),
         # One address of several is enough to refuse: the connection could go to it.
         ("https://split.example.com/x", ["93.184.216.34", "192.168.0.10"], "192.168.0.10"),
         ("https://none.example.com/x", [], "does not resolve"),
@@ -74,6 +83,8 @@ def test_a_public_endpoint_is_taken_with_its_addresses_and_the_local_stack_allow
         "/in?x=1",
         ("93.184.216.34",),
     )
+    assert url_policy.check("https://v6.example.com/", allow_loopback=False, resolver=_resolves_to("2606:4700::1"))
+    assert url_policy.check("https://n.example.com/", allow_loopback=False, resolver=_resolves_to("64:ff9b::5db8:d822"))
     local = url_policy.check("http://127.0.0.1:9000/hook", allow_loopback=True)  # resolved for real
     assert local.addresses == ("127.0.0.1",)
     with pytest.raises(ValueError, match="not a public address"):  # loopback, but not private networks

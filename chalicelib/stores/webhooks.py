@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist
@@ -39,7 +39,7 @@ class Endpoint:
     url: str
     event_types: tuple[str, ...]
     max_events: int
-    secret: str
+    secret: str = field(repr=False)  # never in a log line made of the endpoint
     created_at: float
     disabled_reason: str | None = None
 

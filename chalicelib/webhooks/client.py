@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from chalicelib.webhooks.url_policy import Target
 
 TIMEOUT_S = 10.0
+# Addresses tried, each with its own timeout: a name with many silent ones must not hold the caller.
+MAX_ADDRESSES = 2
 USER_AGENT = "moonsend-webhooks/1"
 
 
@@ -50,7 +52,7 @@ def post(target: Target, headers: dict[str, str], body: str, timeout_s: float = 
     and dropped (a receiver that answers forever does not hold the sender)."""
     started = time.monotonic()
     error = "no address"
-    for address in target.addresses:
+    for address in target.addresses[:MAX_ADDRESSES]:
         kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
         conn = kind(target.host, target.port, address, timeout_s)
         try:
@@ -58,8 +60,9 @@ def post(target: Target, headers: dict[str, str], body: str, timeout_s: float = 
             response = conn.getresponse()
             response.read(65536)
             return Answer(response.status, None, int((time.monotonic() - started) * 1000))
-        except (OSError, http.client.HTTPException) as exc:
-            error = f"{type(exc).__name__}: {str(exc)[:200]}"
+        except (OSError, http.client.HTTPException, ValueError) as exc:
+            # The kind of failure only: the peer's words (a banner where a status line was due) stay with it.
+            error = type(exc).__name__
         finally:
             conn.close()
     return Answer(None, error, int((time.monotonic() - started) * 1000))

@@ -40,6 +40,8 @@ class Target:
 
 def check(url: str, *, allow_loopback: bool, resolver: Resolver = resolve) -> Target:
     """The URL's target, or ValueError saying why a webhook may not go there."""
+    if not all("\x21" <= c <= "\x7e" for c in url):
+        raise ValueError("url: only printable ASCII (percent-encode anything else; an IDN in its xn-- form)")
     parts = urlsplit(url)
     if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ValueError("url: must be an https:// URL")
@@ -48,9 +50,11 @@ def check(url: str, *, allow_loopback: bool, resolver: Resolver = resolve) -> Ta
     if parts.fragment:
         raise ValueError("url: a fragment is never sent; leave it out")
     try:
-        port = parts.port or (443 if parts.scheme == "https" else 80)
+        port = parts.port if parts.port is not None else (443 if parts.scheme == "https" else 80)
     except ValueError as exc:
         raise ValueError(f"url: {exc}") from exc
+    if not 1 <= port <= 65535:
+        raise ValueError("url: the port must be from 1 to 65535")
     addresses = tuple(resolver(parts.hostname, port))
     if not addresses:
         raise ValueError(f"url: {parts.hostname} does not resolve")
@@ -64,16 +68,30 @@ def check(url: str, *, allow_loopback: bool, resolver: Resolver = resolve) -> Ta
     return Target(parts.scheme, parts.hostname, port, path, addresses)
 
 
+_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+
+
 def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address, or the IPv4 address an IPv6 one carries (mapped, 6to4, NAT64, IPv4-compatible): a
+    route through it reaches that IPv4 address, which is what must be public."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 scope id is not part of the address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+    if isinstance(ip, ipaddress.IPv4Address):
+        return ip
+    if ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
+    if ip.sixtofour is not None:
+        return ip.sixtofour
+    if any(ip in net for net in _NAT64) or (int(ip) >> 32 == 0 and int(ip) > 1):  # NAT64; ::a.b.c.d
+        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip
 
 
 def _is_public(address: str) -> bool:
     ip = _ip(address)
-    return ip.is_global and not ip.is_multicast
+    if ip.is_multicast or not ip.is_global:
+        return False
+    return not (isinstance(ip, ipaddress.IPv6Address) and ip in _SITE_LOCAL)
 
 
 def _is_loopback(address: str) -> bool:

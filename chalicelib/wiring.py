@@ -337,11 +337,7 @@ class Container:
         """Invoke send_emails asynchronously for a queue (the sweeper's and the releaser's way in)."""
         s = self.settings
         event = sweep_event(queue_name, s.topic_arn(s.resources.send_topic.name), start_at_ms, slot)
-        aws.client("lambda", s.region).invoke(
-            FunctionName=s.resources.function_name("send_emails"),
-            InvocationType="Event",
-            Payload=json.dumps(event).encode(),
-        )
+        self.invoke_async(s.resources.function_name("send_emails"), event)
 
     def start_digest_run(self, user_id: str, digest_id: str, at: float) -> None:
         """Invoke run_digest asynchronously for the period of `at` (a run asked for, not scheduled)."""
@@ -349,6 +345,7 @@ class Container:
         self.invoke_async(self.settings.resources.function_name("run_digest"), event)
 
     def invoke_async(self, function_name: str, event: dict[str, Any]) -> None:
+        """An asynchronous invocation (Lambda queues the event; its retries and on-failure destination apply)."""
         aws.client("lambda", self.settings.region).invoke(
             FunctionName=function_name, InvocationType="Event", Payload=json.dumps(event).encode()
         )
@@ -366,11 +363,7 @@ class Container:
         sends from `start_at_ms` on (it may run in another container, with a pacing that starts afresh)."""
         topic = self.settings.topic_arn(self.settings.resources.send_topic.name)
         event = continuation_event(queue_name, generation, topic, lease, slot, start_at_ms)
-        aws.client("lambda", self.settings.region).invoke(
-            FunctionName=function_name,
-            InvocationType="Event",
-            Payload=json.dumps(event).encode(),
-        )
+        self.invoke_async(function_name, event)
 
 
 _container: Container | None = None

@@ -265,6 +265,9 @@ class DigestStore:
 
     # a recipient's assembly
 
+    def _state_row(self, user_id: str, digest_id: str, key: str) -> DigestModel:
+        return self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+
     def open_assembly(
         self,
         user_id: str,
@@ -279,7 +282,7 @@ class DigestStore:
         another period is open for the recipient (it is finished first), or if the recipient was mailed
         since its rows were read (`last_period` is what was read: a plan made before is stale). The state
         row expires (TTL) at `keep_until`, when every item it can name has left the window."""
-        row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+        row = self._state_row(user_id, digest_id, key)
         m = self._model
         unchanged = m.last_period.does_not_exist() if last_period is None else m.last_period == last_period
         condition = (m.open_period.does_not_exist() | (m.open_period == period)) & unchanged
@@ -288,7 +291,7 @@ class DigestStore:
 
     def close_assembly(self, user_id: str, digest_id: str, key: str, period: str) -> None:
         """The assembly closed with nothing marked: its email was refused (its items wait for the next run)."""
-        row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+        row = self._state_row(user_id, digest_id, key)
         m = self._model
         update_if(row, [m.open_period.remove(), m.open_ids.remove()], m.open_period == period)
 
@@ -305,7 +308,7 @@ class DigestStore:
         """The period's items mailed and its assembly closed; ids no longer stored (`keep` names those that
         are) are dropped from the markers, so they stay as small as the window; the row expires (TTL) at
         `keep_until`, when every item it names has left the window."""
-        row = self._model(_items_pk(user_id, digest_id, shard_of(key)), f"{key}#{_STATE}")
+        row = self._state_row(user_id, digest_id, key)
         m = self._model
         mailed = set(ids) | set(keep)
         actions = [

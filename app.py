@@ -6,13 +6,19 @@ import json
 from typing import Any
 
 from chalice import Chalice, Rate, Response
-from chalice.app import CloudWatchEvent, SNSEvent, SQSEvent
+from chalice.app import CloudWatchEvent, DynamoDBEvent, SNSEvent, SQSEvent
 
 from chalicelib import wiring
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.errors import QueueNotOurs
-from chalicelib.core.resources import EVENTS_BATCH_SIZE, EVENTS_BATCH_WINDOW_S
+from chalicelib.core.resources import (
+    EVENTS_BATCH_SIZE,
+    EVENTS_BATCH_WINDOW_S,
+    WEBHOOK_EVENTS_BATCH_SIZE,
+    WEBHOOK_EVENTS_WINDOW_S,
+    WEBHOOKS_BATCH_SIZE,
+)
 from chalicelib.core.routing import require_our_queue
 from chalicelib.feedback.unsubscribe import NOT_FOUND
 from chalicelib.ingest.tracking import PIXEL
@@ -49,6 +55,23 @@ def send_emails(event: SNSEvent) -> None:
 def run_digest(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Mail a digest for one period: invoked by the digest's EventBridge schedule, or by a run asked for."""
     return wiring.container().digest_runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
+
+
+@app.on_dynamodb_record(
+    stream_arn=_resources.ledger_stream_placeholder,
+    batch_size=WEBHOOK_EVENTS_BATCH_SIZE,
+    starting_position="TRIM_HORIZON",
+    maximum_batching_window_in_seconds=WEBHOOK_EVENTS_WINDOW_S,
+)
+def webhook_events(event: DynamoDBEvent) -> None:
+    """Make the ledger's changes (its stream) into webhook deliveries, for the endpoints that want them."""
+    wiring.container().webhook_fanout.handle(event.to_dict()["Records"])
+
+
+@app.on_sqs_message(queue=_resources.webhooks_queue.name, batch_size=WEBHOOKS_BATCH_SIZE)
+def deliver_webhooks(event: SQSEvent) -> dict[str, Any]:
+    """Make each delivery's signed request, all of the batch's at once; those that failed come back later."""
+    return wiring.container().webhook_deliverer.batch(event.to_dict()["Records"])
 
 
 @app.on_sqs_message(
@@ -226,6 +249,12 @@ def remove_webhook(endpoint_id: str) -> Response:
 def test_webhook(endpoint_id: str) -> Response:
     """One signed test request to the endpoint, and what it answered."""
     return _webhooks("test", endpoint_id)
+
+
+@app.route("/webhooks/{endpoint_id}/replay", methods=["POST"], content_types=_API_BODIES)
+def replay_webhook(endpoint_id: str) -> Response:
+    """Enable the endpoint again and deliver the events parked while it was disabled."""
+    return _webhooks("replay", endpoint_id)
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

@@ -60,7 +60,10 @@ from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry
-from chalicelib.stores.webhooks import WebhookEndpoints
+from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
+from chalicelib.webhooks.deliverer import WebhookDeliverer
+from chalicelib.webhooks.delivery_queue import DeliveryQueue
+from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.test_delivery import WebhookTester
 
 
@@ -263,11 +266,40 @@ class Container:
     def webhook_endpoints(self) -> WebhookEndpoints:
         return WebhookEndpoints(self.settings.resources.webhooks_table.name, self.settings.region)
 
+    @property
+    def _webhooks_to_loopback(self) -> bool:
+        return self.settings.stage == "local"  # a receiver on loopback, for tests and the demo
+
     @cached_property
     def webhook_registration(self) -> WebhookRegistration:
-        local = self.settings.stage == "local"  # a receiver on loopback, for tests and the demo
+        local = self._webhooks_to_loopback
         tester = WebhookTester(self.webhook_endpoints, allow_loopback=local)
-        return WebhookRegistration(self.webhook_endpoints, tester, allow_loopback=local)
+        return WebhookRegistration(
+            self.webhook_endpoints, tester, self.parked_deliveries, self.delivery_queue, allow_loopback=local
+        )
+
+    @cached_property
+    def parked_deliveries(self) -> ParkedDeliveries:
+        return ParkedDeliveries(self.settings.resources.webhooks_table.name, self.settings.region)
+
+    @cached_property
+    def delivery_queue(self) -> DeliveryQueue:
+        s = self.settings
+        return DeliveryQueue(aws.client("sqs", s.region), s.resources.webhooks_queue.name)
+
+    @cached_property
+    def webhook_fanout(self) -> WebhookFanout:
+        return WebhookFanout(self.webhook_endpoints, self.delivery_queue, self.parked_deliveries)
+
+    @cached_property
+    def webhook_deliverer(self) -> WebhookDeliverer:
+        return WebhookDeliverer(
+            self.webhook_endpoints,
+            self.parked_deliveries,
+            self.delivery_queue,
+            self.settings.webhook_retry_s,
+            allow_loopback=self._webhooks_to_loopback,
+        )
 
     @cached_property
     def failed_copies(self) -> FailedCopies:

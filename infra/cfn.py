@@ -24,7 +24,9 @@ SNS_HANDLERS = {
     "SendEmails": "send_topic",
 }
 # ses_events reads the events queue (the events topic's subscriber), reporting the records that failed.
-SQS_HANDLERS = {"SesEvents": "events_queue"}
+SQS_HANDLERS = {"SesEvents": "events_queue", "DeliverWebhooks": "webhooks_queue"}
+# webhook_events reads the ledger's stream (whose ARN exists only once the table does).
+STREAM_HANDLERS = {"WebhookEvents": "ledger_table"}
 # Lambda's retries of an async event before it goes to the on-failure destination (its default, stated).
 ASYNC_RETRIES = 2
 ACCOUNT = "${AWS::AccountId}"
@@ -133,6 +135,8 @@ def _tables(r: Resources) -> dict[str, Any]:
         }
         if t.ttl_attribute:
             props["TimeToLiveSpecification"] = {"AttributeName": t.ttl_attribute, "Enabled": True}
+        if t.stream:
+            props["StreamSpecification"] = {"StreamViewType": "NEW_AND_OLD_IMAGES"}
         # The ledger and counters are the tenants' records: kept if the stack goes (`make destroy` says so).
         out[t.logical_id] = {
             "Type": "AWS::DynamoDB::Table",
@@ -351,8 +355,8 @@ def _function_edits(r: Resources) -> dict[str, Any]:
 
 
 def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, Any]:
-    """Point Chalice's SNS subscriptions and SQS event source at this template's topics and queue, after
-    the merge (and mend one reference Chalice gets wrong).
+    """Point Chalice's SNS subscriptions, SQS event sources and stream at this template's topics, queues
+    and ledger table, after the merge (and mend one reference Chalice gets wrong).
 
     Chalice writes the topic or queue as an ARN string built from its name, which does not make
     CloudFormation create it first; a merge cannot replace that value (it merges dicts key by key), so
@@ -367,6 +371,9 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
         event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SqsEventSource"]
         event["Properties"]["Queue"] = {"Fn::GetAtt": [getattr(r, attr).logical_id, "Arn"]}
         event["Properties"]["FunctionResponseTypes"] = ["ReportBatchItemFailures"]
+    for fn, attr in STREAM_HANDLERS.items():
+        (event,) = (e for e in template["Resources"][fn]["Properties"]["Events"].values() if e["Type"] == "DynamoDB")
+        event["Properties"]["Stream"] = {"Fn::GetAtt": [getattr(r, attr).logical_id, "StreamArn"]}
     # Chalice 1.34 names the API function `APIHandler` but its log group `${ApiHandler}`.
     group = template["Resources"].get("ApiHandlerLogGroup", {}).get("Properties", {})
     if group.get("LogGroupName") == {"Fn::Sub": "/aws/lambda/${ApiHandler}"}:

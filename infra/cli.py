@@ -382,6 +382,8 @@ def cmd_webhook(args: argparse.Namespace) -> int:
         return 2
     elif args.action == "remove":
         answer = registration.remove(args.user, args.id)
+    elif args.action == "replay":
+        answer = registration.replay(args.user, args.id)
     else:
         answer = registration.test(args.user, args.id)
     ok = answer.status < 300 and answer.body.get("ok", True)
@@ -690,13 +692,16 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--stage", default="local")
     dg.set_defaults(func=cmd_digest)
 
-    wh = sub.add_parser("webhook", help="a tenant's webhook endpoints: add, list, remove, or test one (signed)")
-    wh.add_argument("action", choices=["add", "list", "remove", "test"])
+    wh = sub.add_parser(
+        "webhook",
+        help="a tenant's webhook endpoints: add, list, remove, test one (signed), or replay a disabled one's events",
+    )
+    wh.add_argument("action", choices=["add", "list", "remove", "test", "replay"])
     wh.add_argument("--user", required=True)
     wh.add_argument("--url", help="add: the endpoint (https; http to loopback on the local stack)")
     wh.add_argument("--events", help="add: the event types, comma-separated (default: all)")
     wh.add_argument("--max-events", type=int, default=1, help="add: events per request (1-100)")
-    wh.add_argument("--id", help="remove, test: the endpoint's id")
+    wh.add_argument("--id", help="remove, test, replay: the endpoint's id")
     wh.add_argument("--endpoint", default=None)
     wh.add_argument("--stage", default="local")
     wh.set_defaults(func=cmd_webhook)

@@ -4,7 +4,8 @@ Each function gets only the actions its code calls, on the resources of its own 
 queues and the bucket by name, tenant queues and their alarms by the stage's name prefix. Region and
 account are left as `*` inside the ARNs, so one policy file serves any account; the names, which carry
 app and stage, are what scopes them. Two actions have no resource-level permissions in AWS and get
-`"Resource": "*"`: `sqs:ListQueues` (the sweeper lists by the stage prefix) and `ses:GetAccount`.
+`"Resource": "*"`: `sqs:ListQueues` (the sweeper lists by the stage prefix), `ses:GetAccount` and
+`dynamodb:ListStreams` (Lambda's stream poller calls it as webhook_events' role).
 
 Chalice reads the files from `.chalice/` (`iam_policy_file` per function and stage); `moonsend
 package` rewrites them, and a test fails if a committed file differs from what this module generates.
@@ -16,7 +17,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from chalicelib.core.resources import FAILED_PREFIX, QUEUED_PREFIX, SCHEDULED_PREFIX, Resources, resources_for
+from chalicelib.core.resources import (
+    FAILED_PREFIX,
+    FUNCTION_IDS,
+    POLLED_FUNCTION_IDS,
+    QUEUED_PREFIX,
+    SCHEDULED_PREFIX,
+    Resources,
+    resources_for,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = (
@@ -28,6 +37,8 @@ FUNCTIONS = (
     "retire_idle_queues",
     "reconcile_dead_letters",
     "run_digest",
+    "webhook_events",
+    "deliver_webhooks",
     "api_handler",
 )
 LOGS = {
@@ -208,17 +219,48 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Digests", digest_rows, [tables["DigestsTable"]]),
         _stmt("GoOn", ["lambda:InvokeFunction"], [digest_fn]),  # a run out of time continues itself
     ]
+    webhooks_table, webhooks_queue = tables["WebhooksTable"], _queue(r.webhooks_queue.name)
+    put_deliveries = _stmt("PutDeliveries", ["sqs:GetQueueUrl", "sqs:SendMessage"], [webhooks_queue])
     api.extend(
         [
             _stmt("DigestStatus", [*_READ, "dynamodb:Query"], [tables["DigestsTable"]]),
+            # Registered, listed, removed; enabled again with its parked deliveries put back (replay).
             _stmt(
                 "WebhookEndpoints",
-                [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"],
-                [tables["WebhooksTable"]],
+                [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                [webhooks_table],
             ),
+            put_deliveries,
             _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
         ]
     )
+    # The ledger's stream, read by Lambda's poller as the function's role (what AWS documents it needs).
+    webhook_events = [
+        _stmt(
+            "LedgerStream",
+            ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
+            [f"{tables['LedgerTable']}/stream/*"],
+        ),
+        _stmt("ListStreams", ["dynamodb:ListStreams"], "*"),
+        # Each tenant's endpoints read; deliveries for a disabled one parked.
+        _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:DescribeTable"], [webhooks_table]),
+        put_deliveries,
+    ]
+    deliver_webhooks = [
+        # The endpoint read, disabled when it asks (410) or keeps failing; deliveries parked for replay.
+        _stmt("WebhookEndpoints", [*_READ, "dynamodb:UpdateItem", "dynamodb:PutItem"], [webhooks_table]),
+        _stmt(
+            "Deliveries",
+            [
+                "sqs:ReceiveMessage",
+                "sqs:DeleteMessage",
+                "sqs:GetQueueAttributes",
+                "sqs:GetQueueUrl",
+                "sqs:ChangeMessageVisibility",
+            ],
+            [webhooks_queue],
+        ),
+    ]
     docs = {
         "precompile_email": precompile,
         "send_emails": send,
@@ -228,14 +270,17 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "retire_idle_queues": retire,
         "reconcile_dead_letters": reconcile,
         "run_digest": run_digest,
+        "webhook_events": webhook_events,
+        "deliver_webhooks": deliver_webhooks,
         "api_handler": api,
     }
     # Lambda puts an async event that failed every attempt on the on-failure queue with the function's
-    # own role, which must be allowed to (api_handler answers HTTP and ses_events reads its queue: neither
-    # is invoked asynchronously, and neither has a destination).
+    # own role, which must be allowed to (api_handler answers HTTP, and the polled functions are given
+    # their records by Lambda's pollers: none is invoked asynchronously, and none has a destination).
     on_failure = _stmt("OnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)])
+    not_async = {"api_handler", *(FUNCTION_IDS[k] for k in POLLED_FUNCTION_IDS)}
     for fn, stmts in docs.items():
-        if fn not in ("api_handler", "ses_events"):
+        if fn not in not_async:
             stmts.append(on_failure)
     return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}
 

@@ -44,7 +44,7 @@ def test_the_events_topic_delivers_raw_events_to_the_queue_ses_events_reads(stac
 def test_a_campaigns_events_are_recorded_in_batches_far_fewer_than_the_events(stack, uid):
     sender = _tenant(stack, uid, rate=50, ses_rate=50)
     user = f"tenant-{uid}"
-    (poller,) = stack.pollers
+    (poller,) = [p for p in stack.pollers if p._fn.handler_name == "ses_events"]
     batches, records = poller.batches, poller.records
     _campaign(stack, user, sender, "batched", [OK.replace("success@", f"success+{i}@") for i in range(30)])
     c = wiring.container()
@@ -70,7 +70,7 @@ def test_a_record_that_fails_stays_on_the_queue_alone_and_the_rest_of_its_batch_
         return real(self, raw, rec)
 
     monkeypatch.setattr(SesEvents, "record", failing)
-    (poller,) = stack.pollers
+    (poller,) = [p for p in stack.pollers if p._fn.handler_name == "ses_events"]
     before = poller.records
     foreign = {"eventType": "Send", "mail": {"messageId": "", "destination": ["a@x.io"], "headers": []}}
     bodies = [json.dumps({**foreign, "mail": {**foreign["mail"], "messageId": m}}) for m in ("ok-1", f"boom-{uid}")]
@@ -114,7 +114,7 @@ def test_the_deployed_handler_answers_with_the_records_that_raised_and_no_others
         )
         for i, body in enumerate(bodies)
     ]
-    (source,) = stack.created.event_sources
+    (source,) = [s for s in stack.created.event_sources if s.queue_arn.endswith("-ses-events")]
     records = [sqs_record(m, source, stack.config.region) for m in messages]
     answer = stack.runner.invoke(stack.runner.resolve("ses_events"), {"Records": records})
     assert answer == {"batchItemFailures": [{"itemIdentifier": f"m-0-{uid}"}]}

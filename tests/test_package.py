@@ -48,8 +48,8 @@ def test_no_policy_grants_a_wildcard_action(packaged):
         actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
         for action in actions:
             assert action != "*" and not action.endswith(":*") and "*" not in action.split(":")[1], st
-        if st["Resource"] == "*":  # only the two actions AWS gives no resource-level permission for
-            assert set(actions) <= {"sqs:ListQueues", "ses:GetAccount"}, st
+        if st["Resource"] == "*":  # only the actions AWS gives no resource-level permission for
+            assert set(actions) <= {"sqs:ListQueues", "ses:GetAccount", "dynamodb:ListStreams"}, st
 
 
 def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
@@ -72,6 +72,8 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "ReleaseScheduledRole",
         "RetireIdleQueuesRole",
         "ReconcileDeadLettersRole",
+        "WebhookEventsRole",
+        "DeliverWebhooksRole",
         "ApiHandlerRole",
     }
 
@@ -114,7 +116,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         ]
         want = (
             []
-            if name in ("ApiHandlerRole", "SesEventsRole")
+            if name in ("ApiHandlerRole", "SesEventsRole", "WebhookEventsRole", "DeliverWebhooksRole")
             else [(["sqs:SendMessage"], [f"arn:aws:sqs:*:*:moonsend-{_stage}-failed-invocations"])]
         )
         assert grants == want, name
@@ -128,13 +130,34 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     # The dead-letter reconciler reads dead letters and records outcomes; it cannot send, enqueue or delete.
     assert "sqs:ReceiveMessage" in actions("ReconcileDeadLettersRole")
     assert not {"sqs:SendMessage", "sqs:DeleteMessage", "ses:SendEmail"} & actions("ReconcileDeadLettersRole")
+    # Webhooks: the ledger's stream is read by webhook_events alone, which may read endpoints and put
+    # deliveries, never change the ledger or send; deliver_webhooks reads the delivery queue and nothing else.
+    stream = f"arn:aws:dynamodb:*:*:table/moonsend-{_stage}-ledger/stream/*"
+    readers = {r for r in roles if "dynamodb:GetRecords" in actions(r)}
+    assert readers == {"WebhookEventsRole"}
+    (reads,) = [
+        st["Resource"]
+        for st in roles["WebhookEventsRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        if "dynamodb:GetRecords" in st["Action"]
+    ]
+    assert reads == [stream]
+    assert not {"dynamodb:UpdateItem", "ses:SendEmail", "sqs:ReceiveMessage"} & actions("WebhookEventsRole")
+    deliveries = f"arn:aws:sqs:*:*:moonsend-{_stage}-webhook-deliveries"
+    deliverer_queues = {
+        r
+        for st in roles["DeliverWebhooksRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        if any(a.startswith("sqs:") for a in st["Action"])
+        for r in st["Resource"]
+    }
+    assert deliverer_queues == {deliveries}
+    assert not {"ses:SendEmail", "lambda:InvokeFunction", "sqs:SendMessage"} & actions("DeliverWebhooksRole")
 
 
 def test_every_function_is_told_the_account_id(packaged):
     """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
     _stage, _report, template = packaged
     functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert len(functions) == len(FUNCTION_IDS) == 9
+    assert len(functions) == len(FUNCTION_IDS) == 11
     for name, fn in functions.items():
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
@@ -169,6 +192,17 @@ def test_subscriptions_refer_to_the_templates_own_topics(packaged):
     events = template["Resources"]["SesEvents"]["Properties"]["Events"]["SesEventsSqsEventSource"]["Properties"]
     assert events["Queue"] == {"Fn::GetAtt": ["SesEventsQueue", "Arn"]}
     assert events["FunctionResponseTypes"] == ["ReportBatchItemFailures"]  # else Lambda deletes failed records
+    (deliveries,) = template["Resources"]["DeliverWebhooks"]["Properties"]["Events"].values()
+    assert deliveries["Properties"]["Queue"] == {"Fn::GetAtt": ["WebhooksQueue", "Arn"]}
+    assert deliveries["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    # The ledger's stream, which exists once the table does: by GetAtt, not the placeholder app.py names.
+    (stream,) = template["Resources"]["WebhookEvents"]["Properties"]["Events"].values()
+    assert stream["Type"] == "DynamoDB" and stream["Properties"]["Stream"] == {
+        "Fn::GetAtt": ["LedgerTable", "StreamArn"]
+    }
+    assert stream["Properties"]["StartingPosition"] == "TRIM_HORIZON"
+    ledger = template["Resources"]["LedgerTable"]["Properties"]
+    assert ledger["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
 def test_a_topic_an_aws_service_publishes_to_is_encrypted_with_a_key_that_service_may_use(packaged):
@@ -254,8 +288,8 @@ def test_async_functions_send_what_fails_for_good_to_the_on_failure_queue(packag
         if res["Type"] != "AWS::Serverless::Function":
             continue
         config = res["Properties"].get("EventInvokeConfig")
-        if logical_id in ("APIHandler", "SesEvents"):
-            assert config is None  # invoked synchronously: by API Gateway, by Lambda's SQS poller
+        if logical_id in ("APIHandler", "SesEvents", "WebhookEvents", "DeliverWebhooks"):
+            assert config is None  # invoked synchronously: by API Gateway, by Lambda's SQS and stream pollers
             continue
         assert config["MaximumRetryAttempts"] == 2
         assert config["DestinationConfig"]["OnFailure"] == {

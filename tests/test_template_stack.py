@@ -129,17 +129,29 @@ def test_environment_timeout_and_event_sources_come_from_the_template(stack):
         r.precompile_topic.name: r.function_name("precompile_email"),
         r.send_topic.name: r.function_name("send_emails"),
     }
-    (source,) = stack.created.event_sources
+    deliveries, source = sorted(stack.created.event_sources, key=lambda s: s.function_name)
     assert source.queue_arn.endswith(f":{r.events_queue.name}")
     assert source.function_name == r.function_name("ses_events")
     assert (source.batch_size, source.window_s, source.reports_failures) == (10, 5, True)
+    assert deliveries.queue_arn.endswith(f":{r.webhooks_queue.name}")
+    assert (deliveries.function_name, deliveries.reports_failures) == (r.function_name("deliver_webhooks"), True)
+    # The ledger's stream, by the ARN CloudFormation's GetAtt gave (the table's LatestStreamArn).
+    (stream,) = stack.created.stream_sources
+    ledger = stack.client("dynamodb").describe_table(TableName=r.ledger_table.name)["Table"]
+    assert stream.stream_arn == ledger["LatestStreamArn"]
+    assert ledger["StreamSpecification"] == {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"}
+    assert (stream.function_name, stream.batch_size, stream.starting_position) == (
+        r.function_name("webhook_events"),
+        100,
+        "TRIM_HORIZON",
+    )
     schedules = {fn: expr for _rule, expr, fn in stack.created.schedules}
     assert schedules[r.function_name("sweep_queues")] == "rate(1 minute)"
     assert schedules[r.function_name("reconcile_dead_letters")] == "rate(15 minutes)"
     assert all(
         f.on_failure and f.on_failure.endswith(r.failed_invocations_queue.name)
         for f in stack.runner.functions.values()
-        if f.handler_name != "ses_events"
+        if f.handler_name not in ("ses_events", "webhook_events", "deliver_webhooks")
     )
 
 

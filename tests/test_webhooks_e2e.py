@@ -1,10 +1,15 @@
-"""Webhook endpoints over the tenant API on the local stack, tested against a real receiver on loopback:
-its requests verified with the Standard Webhooks library and the secret shown at registration."""
+"""Webhooks on the local stack, against a real receiver on loopback: endpoints over the tenant API and the
+CLI, and the events of real campaigns delivered (the ledger's stream, the delivery queue, deliver_webhooks),
+every request verified with the Standard Webhooks library and the secret shown at registration.
+
+The local stage retries a failed delivery after 1, 1, 2 and 2 s (MOONSEND_WEBHOOK_RETRY_S), so that the
+fifth failure, which disables an endpoint, comes within a test."""
 
 from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -13,23 +18,44 @@ import pytest
 from standardwebhooks.webhooks import Webhook
 
 from chalicelib import wiring
+from chalicelib.core.message_parser import parse_sender
+from infra.producer import CampaignSpec, messages, publish
 
 pytestmark = pytest.mark.e2e
 
 
 class Receiver:
-    """An HTTP server on loopback that keeps every request and answers with the statuses it is given."""
+    """An HTTP server on loopback that keeps every request and answers with the statuses it is given.
 
-    def __init__(self, statuses=(200,)):
+    With a secret, it is a receiver as the specification asks for: it verifies each request, and logs the
+    events of each `webhook-id` it accepts (2xx) the first time, dropping a repeat."""
+
+    def __init__(self, statuses=(200,), secret=None, before_answer=None):
         self.requests: list[tuple[dict[str, str], str]] = []
         self.statuses = list(statuses)
+        self.secret = secret
+        self.before_answer = before_answer  # called with the request's headers before it is answered
+        self.accepted: dict[str, list[dict]] = {}  # webhook-id -> its events, once
+        self.repeats: list[str] = []  # webhook-ids accepted again
+        self.lock = threading.Lock()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
-                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
+                headers = {k.lower(): v for k, v in self.headers.items()}
+                if receiver.before_answer:
+                    receiver.before_answer(headers)
+                with receiver.lock:
+                    receiver.requests.append((headers, body))
+                    status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
+                    if receiver.secret and 200 <= status < 300:
+                        payload = Webhook(receiver.secret).verify(body, headers)
+                        wid = headers["webhook-id"]
+                        if wid in receiver.accepted:
+                            receiver.repeats.append(wid)
+                        else:
+                            receiver.accepted[wid] = payload["data"]["events"]
                 self.send_response(status)
                 self.send_header("content-length", "0")
                 self.end_headers()
@@ -44,6 +70,16 @@ class Receiver:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+    def events(self, campaign=None):
+        """(type, recipient) of every event accepted, of one campaign or all."""
+        with self.lock:
+            return sorted(
+                (e["type"], e["recipient"])
+                for events in self.accepted.values()
+                for e in events
+                if campaign is None or e["campaignId"] == campaign
+            )
 
 
 @pytest.fixture
@@ -142,3 +178,195 @@ def test_moonsend_webhook_add_list_test_remove_from_the_command_line(stack, uid,
     assert [e["id"] for e in json.loads(capsys.readouterr().out)["endpoints"]] == [added["id"]]
     assert main(["webhook", "remove", "--user", user, "--id", added["id"], *common]) == 0
     assert main(["webhook", "add", "--user", user, "--url", "https://10.0.0.1/x", *common]) == 1
+
+
+def _simulator(label):
+    """SES's mailbox simulator addresses with a label of the test's own (a bounce is suppressed for every
+    tenant after: another test's bounce would be `suppressed` here)."""
+    return tuple(f"{n}+{label}@simulator.amazonses.com" for n in ("bounce", "complaint", "success"))
+
+
+def _sender(stack, user):
+    """A free-plan tenant sending from the platform's account, with its API key (for the tenant API)."""
+    c = wiring.container()
+    sender = {"region": "us-east-1", "ratePerSecond": "10", "emailAddress": f"news@{user}.example", "fromName": "N"}
+    stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
+    c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
+    return sender, c.reports.issue_key(user)
+
+
+def _campaign(stack, user, sender, campaign, recipients):
+    spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", campaign)
+    publish(
+        stack.client("sns"),
+        stack.topic_arns["moonsend-local-PrecompileEmail"],
+        messages(spec, [{"email": e} for e in recipients]),
+    )
+
+
+def _until(predicate, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _add(stack, key, url, **fields):
+    status, added = _call("POST", f"{stack.api_url}/webhooks", key, {"url": url, **fields})
+    assert status == 201, added
+    return added
+
+
+def _simulated(bounce, complaint, ok):
+    """What the mailbox simulator makes of a campaign to these three: each sent; success and complaint
+    delivered; bounce bounced; complaint complained."""
+    return sorted(
+        [("sent", a) for a in (bounce, complaint, ok)]
+        + [("delivered", ok), ("delivered", complaint), ("bounced", bounce), ("complained", complaint)]
+    )
+
+
+def test_every_event_of_a_campaign_reaches_the_receiver_signed_in_requests_of_its_size(stack, uid):
+    user = f"hooks-all-{uid}"
+    sender, key = _sender(stack, user)
+    receiver = Receiver()
+    added = _add(stack, key, receiver.url, maxEventsPerRequest=3)
+    receiver.secret = added["secret"]
+    # One event type only, to another endpoint: it gets that one and no other.
+    bounces = Receiver()
+    bounces.secret = _add(stack, key, bounces.url, eventTypes=["bounced"])["secret"]
+    # A rejected recipient is an event too (recorded when the campaign is taken in).
+    addresses = _simulator(uid)
+    _campaign(stack, user, sender, "spring", [*addresses, "not-an-address"])
+    try:
+        expected = sorted([*_simulated(*addresses), ("rejected", "not-an-address")])
+        assert _until(lambda: receiver.events("spring") == expected), receiver.events("spring")
+        assert _until(lambda: bounces.events("spring") == [("bounced", addresses[0])])
+        for headers, body in receiver.requests:  # each verified by the receiver, and of at most 3 events
+            assert 1 <= len(Webhook(added["secret"]).verify(body, headers)["data"]["events"]) <= 3
+        assert receiver.repeats == []
+        ids = [e["id"] for events in receiver.accepted.values() for e in events]
+        assert len(ids) == len(set(ids)) == len(expected)
+        (rejected,) = [e for events in receiver.accepted.values() for e in events if e["type"] == "rejected"]
+        assert rejected["reason"].endswith(".email: not an email address")
+    finally:
+        receiver.close()
+        bounces.close()
+
+
+def test_a_receiver_failing_three_times_gets_every_event_once_under_the_same_webhook_id(stack, uid):
+    user = f"hooks-retry-{uid}"
+    sender, key = _sender(stack, user)
+    receiver = Receiver(statuses=(500, 500, 500, 200))
+    receiver.secret = _add(stack, key, receiver.url, maxEventsPerRequest=100)["secret"]
+    addresses = _simulator(uid)
+    _campaign(stack, user, sender, "retried", list(addresses))
+    try:
+        expected = _simulated(*addresses)
+        assert _until(lambda: receiver.events("retried") == expected), receiver.events("retried")
+        statuses = [h["webhook-id"] for h, _ in receiver.requests]
+        failed_ids = set(statuses[:3])
+        assert failed_ids <= set(receiver.accepted)  # every failed request came back, as itself
+        assert receiver.repeats == []  # and none was accepted twice
+        endpoints = _call("GET", f"{stack.api_url}/webhooks", key)[1]["endpoints"]
+        assert [e["enabled"] for e in endpoints] == [True]
+    finally:
+        receiver.close()
+
+
+def test_an_endpoint_that_keeps_failing_is_disabled_and_its_events_wait_for_replay(stack, uid, capsys, monkeypatch):
+    user = f"hooks-dead-{uid}"
+    sender, key = _sender(stack, user)
+    receiver = Receiver(statuses=(503,))
+    added = _add(stack, key, receiver.url, eventTypes=["sent"])
+    receiver.secret = added["secret"]
+    base = f"{stack.api_url}/webhooks"
+    bounce, _, ok = _simulator(uid)
+    try:
+        _campaign(stack, user, sender, "first", [ok])
+
+        def endpoint():
+            (e,) = _call("GET", base, key)[1]["endpoints"]
+            return e
+
+        assert _until(lambda: not endpoint()["enabled"] and endpoint()["parked"] == 1, 60)
+        assert endpoint()["disabledReason"] == "5 attempts of a delivery failed; the last: HTTP 503"
+        attempts = [h["webhook-id"] for h, _ in receiver.requests]
+        assert len(attempts) == 5 and len(set(attempts)) == 1  # one delivery, tried five times
+
+        # While disabled, events are parked at once: no request is made.
+        _campaign(stack, user, sender, "second", [bounce])
+        assert _until(lambda: endpoint()["parked"] == 2)
+        assert len(receiver.requests) == 5
+
+        # Another tenant cannot replay it; the tenant can, once its receiver works again.
+        _, other = _sender(stack, f"hooks-dead-other-{uid}")
+        assert _call("POST", f"{base}/{added['id']}/replay", other)[0] == 404
+        receiver.statuses = [200]
+        status, replayed = _call("POST", f"{base}/{added['id']}/replay", key)
+        assert status == 200 and replayed["replayed"] == 2 and replayed["enabled"] is True
+        expected = [("sent", bounce), ("sent", ok)]
+        assert _until(lambda: receiver.events() == expected), receiver.events()
+        assert attempts[0] in receiver.accepted  # the first delivery, under the id it always had
+
+        # The CLI replays too (nothing is parked now).
+        from infra import cli
+        from infra.cli import main
+
+        monkeypatch.setattr(cli, "_container", wiring.container)
+        common = ["--endpoint", stack.endpoint, "--stage", "local"]
+        assert main(["webhook", "replay", "--user", user, "--id", added["id"], *common]) == 0
+        assert json.loads(capsys.readouterr().out)["replayed"] == 0
+    finally:
+        receiver.close()
+
+
+def test_a_receiver_answering_410_disables_its_endpoint_at_once(stack, uid):
+    user = f"hooks-gone-{uid}"
+    sender, key = _sender(stack, user)
+    receiver = Receiver(statuses=(410,))
+    _add(stack, key, receiver.url, eventTypes=["sent"])
+    try:
+        _campaign(stack, user, sender, "gone", [_simulator(uid)[2]])
+
+        def endpoint():
+            return _call("GET", f"{stack.api_url}/webhooks", key)[1]["endpoints"][0]
+
+        assert _until(lambda: not endpoint()["enabled"])
+        assert endpoint()["disabledReason"] == "the endpoint answered 410 Gone"
+        assert len(receiver.requests) == 1
+    finally:
+        receiver.close()
+
+
+def test_a_receiver_that_hangs_delays_neither_sending_nor_another_tenants_webhooks(stack, uid):
+    slow_user, fast_user = f"hooks-slow-{uid}", f"hooks-fast-{uid}"
+    slow_started, fast_got = threading.Event(), threading.Event()
+    slow_saw: list[bool] = []
+
+    def hang(_headers):
+        # The slow receiver answers only once the other tenant's receiver has its event (or 10 s later).
+        slow_started.set()
+        slow_saw.append(fast_got.wait(10))
+
+    slow = Receiver(before_answer=hang)
+    fast = Receiver(before_answer=lambda _h: fast_got.set())
+    slow_sender, slow_key = _sender(stack, slow_user)
+    fast_sender, fast_key = _sender(stack, fast_user)
+    _add(stack, slow_key, slow.url, eventTypes=["sent"])
+    _add(stack, fast_key, fast.url, eventTypes=["sent"])
+    try:
+        _campaign(stack, slow_user, slow_sender, "s", [_simulator(uid)[2]])
+        assert _until(slow_started.is_set, 30)
+        # While the slow receiver holds its request: the other tenant's campaign is sent, and its webhook
+        # arrives.
+        _campaign(stack, fast_user, fast_sender, "f", [_simulator(uid)[2]])
+        assert _until(fast_got.is_set, 30)
+        assert wiring.container().stats.get(fast_user, "f")["sent"] == 1
+        assert _until(lambda: slow_saw, 15)
+        assert slow_saw[0] is True  # the fast receiver had its event while the slow one was still holding
+    finally:
+        slow.close()
+        fast.close()

@@ -14,6 +14,7 @@ campaign the tenant does not have, as the report does. Answers are JSON.
     GET  /webhooks                             the tenant's endpoints (never their secrets)
     DELETE /webhooks/{id}
     POST /webhooks/{id}/test                   one signed test request to the endpoint, and its answer
+    POST /webhooks/{id}/replay                 enable it again and deliver what was parked while it was not
 """
 
 from __future__ import annotations
@@ -164,7 +165,7 @@ class TenantApi:
         return Answer(202, {"digest": digest_id, "period": period, "campaign": digest_campaign(digest_id, period)})
 
     def webhooks(self, authorization: str | None, action: str, endpoint_id: str | None, body: Any) -> Answer:
-        """`add`, `list`, `remove` or `test` the tenant's webhook endpoints."""
+        """`add`, `list`, `remove`, `test` or `replay` the tenant's webhook endpoints."""
         user = self._owner(authorization)
         if isinstance(user, Answer):
             return user
@@ -178,4 +179,6 @@ class TenantApi:
             return self._webhooks.remove(user, endpoint_id)
         if action == "test":
             return self._webhooks.test(user, endpoint_id)
+        if action == "replay":
+            return self._webhooks.replay(user, endpoint_id)
         return NOT_FOUND

@@ -1,4 +1,4 @@
-"""A tenant's webhook endpoints registered, listed, removed and tested (the tenant API and the CLI)."""
+"""A tenant's webhook endpoints registered, listed, removed, tested and replayed (the tenant API and the CLI)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 
 from chalicelib.core.webhook_contract import parse_endpoint
 from chalicelib.feedback.reports import Answer
-from chalicelib.stores.webhooks import TooManyEndpoints, WebhookEndpoints
+from chalicelib.stores.webhooks import ParkedDeliveries, TooManyEndpoints, WebhookEndpoints
 from chalicelib.webhooks import url_policy
+from chalicelib.webhooks.delivery_queue import SQS_BATCH, DeliveryQueue
 from chalicelib.webhooks.signing import new_secret
 from chalicelib.webhooks.test_delivery import WebhookTester
 
@@ -21,6 +22,8 @@ class WebhookRegistration:
         self,
         endpoints: WebhookEndpoints,
         tester: WebhookTester,
+        parked: ParkedDeliveries,
+        queue: DeliveryQueue,
         *,
         allow_loopback: bool,
         resolver: url_policy.Resolver = url_policy.resolve,
@@ -28,6 +31,8 @@ class WebhookRegistration:
     ) -> None:
         self._endpoints = endpoints
         self._tester = tester
+        self._parked = parked
+        self._queue = queue
         self._allow_loopback = allow_loopback
         self._resolver = resolver
         self._clock = clock
@@ -44,12 +49,42 @@ class WebhookRegistration:
         return Answer(201, {**endpoint.public(), "secret": secret})
 
     def list(self, user_id: str) -> Answer:
-        return Answer(200, {"endpoints": [e.public() for e in self._endpoints.list(user_id)]})
+        listed = []
+        for e in self._endpoints.list(user_id):
+            # Parked deliveries are counted for a disabled endpoint (what a replay would send).
+            parked = self._parked.count(user_id, e.id) if not e.enabled else 0
+            listed.append({**e.public(), "parked": parked})
+        return Answer(200, {"endpoints": listed})
 
     def remove(self, user_id: str, endpoint_id: str) -> Answer:
         if not self._endpoints.remove(user_id, endpoint_id):
             return NO_ENDPOINT
+        for key, _body in self._parked.parked(user_id, endpoint_id):
+            self._parked.remove(user_id, key)
         return Answer(200, {"removed": endpoint_id})
+
+    def replay(self, user_id: str, endpoint_id: str) -> Answer:
+        """Enable the endpoint again and put its parked deliveries back on the queue (each with its own
+        webhook-id, so a receiver that had one already drops it)."""
+        if not self._endpoints.enable(user_id, endpoint_id):
+            return NO_ENDPOINT
+        replayed = 0
+        page: list[tuple[str, str]] = []
+        for row in self._parked.parked(user_id, endpoint_id):
+            page.append(row)
+            if len(page) == SQS_BATCH:
+                replayed += self._requeue(user_id, page)
+                page = []
+        replayed += self._requeue(user_id, page)
+        endpoint = self._endpoints.get(user_id, endpoint_id)
+        return Answer(200, {**(endpoint.public() if endpoint else {"id": endpoint_id}), "replayed": replayed})
+
+    def _requeue(self, user_id: str, rows: list[tuple[str, str]]) -> int:
+        # On the queue first, then off the table: a crash between leaves a copy parked, never none.
+        self._queue.put_messages([body for _key, body in rows])
+        for key, _body in rows:
+            self._parked.remove(user_id, key)
+        return len(rows)
 
     def test(self, user_id: str, endpoint_id: str) -> Answer:
         result = self._tester.send(user_id, endpoint_id)

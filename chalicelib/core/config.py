@@ -10,7 +10,13 @@ import os
 from dataclasses import dataclass
 from functools import cached_property
 
-from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S, Resources, resources_for
+from chalicelib.core.resources import (
+    SEND_VISIBILITY_TIMEOUT_S,
+    WEBHOOKS_MAX_RECEIVE_COUNT,
+    Resources,
+    resources_for,
+)
+from chalicelib.core.webhook_contract import RETRY_SCHEDULE_S
 
 APP_NAME = "moonsend"
 MIN_CLAIM_HOLD_S = 2 * SEND_VISIBILITY_TIMEOUT_S
@@ -58,6 +64,9 @@ class Settings:
     # (chalicelib.core.drainer_shares). About 0.7 of what one drainer's CPU allows: measured, a send costs
     # 3.9 ms of CPU (bench/cpu_per_email.py), and send_emails at 1,024 MB has about 0.58 of a vCPU.
     drainer_max_rate: int = DRAINER_MAX_RATE
+    # The waits before each retry of a webhook delivery (seconds, each at most SQS's 12 h of invisibility).
+    # The local stage's are seconds, so that a disabled endpoint can be seen in a test.
+    webhook_retry_s: tuple[int, ...] = RETRY_SCHEDULE_S
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -83,6 +92,7 @@ class Settings:
             idle_queue_days=int(e.get("MOONSEND_IDLE_QUEUE_DAYS", "14")),
             claim_hold_s=max(MIN_CLAIM_HOLD_S, float(e.get("MOONSEND_CLAIM_HOLD_S", "1800"))),
             drainer_max_rate=max(1, int(e.get("MOONSEND_DRAINER_MAX_RATE", str(DRAINER_MAX_RATE)))),
+            webhook_retry_s=_waits(e.get("MOONSEND_WEBHOOK_RETRY_S")),
         )
 
     @cached_property
@@ -100,3 +110,17 @@ class Settings:
 
     def role_arn(self, role_name: str) -> str:
         return f"arn:aws:iam::{self.account_id}:role/{role_name}"
+
+
+def _waits(given: str | None) -> tuple[int, ...]:
+    """`5,300,1800`: whole seconds from 0 to 43,200 (SQS's longest invisibility), at least one."""
+    if not given:
+        return RETRY_SCHEDULE_S
+    waits = tuple(int(w) for w in given.split(","))
+    # Fewer waits than the queue's receives before dead-lettering: the last attempt must be ours to record.
+    if not waits or len(waits) >= WEBHOOKS_MAX_RECEIVE_COUNT - 2 or any(not 0 <= w <= 43200 for w in waits):
+        raise ValueError(
+            f"MOONSEND_WEBHOOK_RETRY_S: at most {WEBHOOKS_MAX_RECEIVE_COUNT - 3} waits of 0 to 43200 s, "
+            f"comma-separated (got {given!r})"
+        )
+    return waits

@@ -86,3 +86,7 @@ class SenderRefused(MoonsendError):
 
 class RegistryConflict(MoonsendError):
     """The tenant's registry entry kept changing under a conditional write: the event is retried."""
+
+
+class DeliveryNotQueued(MoonsendError):
+    """SQS did not take every webhook delivery (the ledger's stream gives the batch again)."""

@@ -31,12 +31,16 @@ FUNCTION_IDS = {
     "RetireIdleQueues": "retire_idle_queues",
     "ReconcileDeadLetters": "reconcile_dead_letters",
     "RunDigest": "run_digest",
+    "WebhookEvents": "webhook_events",
+    "DeliverWebhooks": "deliver_webhooks",
     "APIHandler": "api_handler",
 }
 # The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail
 # after Lambda's two retries go to the on-failure queue. The API's function answers HTTP synchronously;
-# ses_events is given its events by Lambda's SQS poller (what fails too often goes to the queue's DLQ).
-ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k not in ("APIHandler", "SesEvents"))
+# ses_events and deliver_webhooks are given their messages by Lambda's SQS pollers (what fails too often goes
+# to the queue's DLQ), webhook_events the ledger's stream by Lambda's stream poller (it retries a batch).
+POLLED_FUNCTION_IDS = ("SesEvents", "WebhookEvents", "DeliverWebhooks")
+ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler" and k not in POLLED_FUNCTION_IDS)
 # SES's events are read off their queue in batches: a full batch costs one invocation and one counter
 # write per campaign for ten events (two per email: Send, then Delivery or Bounce), and the poller waits
 # up to the window to fill it.
@@ -45,6 +49,17 @@ EVENTS_BATCH_WINDOW_S = 5
 # At least six times ses_events' timeout (AWS's advice for an SQS event source), so that a batch still
 # being handled is not given to a second invocation.
 EVENTS_VISIBILITY_TIMEOUT_S = 180
+# The ledger's stream is read a hundred changes at a time (up to a second gathering them): most changes
+# make no event, and each tenant's endpoints are read once per batch.
+WEBHOOK_EVENTS_BATCH_SIZE = 100
+WEBHOOK_EVENTS_WINDOW_S = 1
+# Ten deliveries per invocation, their requests made at the same time.
+WEBHOOKS_BATCH_SIZE = 10
+# Six times deliver_webhooks' timeout (60 s), as for the events queue.
+WEBHOOKS_VISIBILITY_TIMEOUT_S = 360
+# Receives of a delivery before SQS dead-letters it: more than any retry schedule's attempts (a delivery's
+# last attempt deletes it), so only a message deliver_webhooks cannot handle at all ends there.
+WEBHOOKS_MAX_RECEIVE_COUNT = 20
 
 
 @dataclass(frozen=True)
@@ -60,6 +75,8 @@ class TableDef:
     hash_key: str
     range_key: str | None = None
     ttl_attribute: str | None = None
+    # A stream of every change, with the item before and after (NEW_AND_OLD_IMAGES).
+    stream: bool = False
 
     def key_schema(self) -> list[dict[str, str]]:
         """KeySchema as CreateTable and CloudFormation both take it (string keys)."""
@@ -120,6 +137,10 @@ class Resources:
     # an event that fails MAX_RECEIVE_COUNT times goes to its own dead-letter queue.
     events_queue: QueueDef
     events_dead_letter_queue: QueueDef
+    # Webhook deliveries waiting for their attempt (chalicelib.webhooks.delivery_queue), and those
+    # deliver_webhooks could not handle at all.
+    webhooks_queue: QueueDef
+    webhooks_dead_letter_queue: QueueDef
     payload_bucket: BucketDef
     extra_topics: tuple[TopicDef, ...] = field(default=())
 
@@ -159,6 +180,8 @@ class Resources:
             self.failed_invocations_queue,
             self.events_dead_letter_queue,
             self.events_queue,
+            self.webhooks_dead_letter_queue,
+            self.webhooks_queue,
         )
 
     @property
@@ -181,6 +204,12 @@ class Resources:
         """The role EventBridge Scheduler takes to invoke run_digest (named, so that it can be passed)."""
         return f"{self.prefix}-digest-scheduler"
 
+    @property
+    def ledger_stream_placeholder(self) -> str:
+        """The ledger's stream ARN as app.py names it for Chalice; the packaged template replaces it with
+        the table's `StreamArn` (infra.cfn), which only exists once the table does."""
+        return f"arn:aws:dynamodb:*:*:table/{self.ledger_table.name}/stream/*"
+
     def function_name(self, handler: str) -> str:
         """A handler's Lambda name (`moonsend-dev-send_emails`), set in the template as `FunctionName`.
 
@@ -194,6 +223,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
     p = f"{app_name}-{stage}"
     dlq = QueueDef("DeadLetterQueue", f"{p}-dlq", retention_seconds=DLQ_RETENTION_S)
     events_dlq = QueueDef("SesEventsDeadLetterQueue", f"{p}-ses-events-dlq", retention_seconds=DLQ_RETENTION_S)
+    webhooks_dlq = QueueDef(
+        "WebhooksDeadLetterQueue", f"{p}-webhook-deliveries-dlq", retention_seconds=DLQ_RETENTION_S
+    )
     return Resources(
         app_name=app_name,
         stage=stage,
@@ -204,7 +236,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         campaigns_table=TableDef("CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"),
         # One item per recipient of a campaign: its state, reason, SES message id and send claim.
         ledger_table=TableDef(
-            "LedgerTable", f"{p}-ledger", hash_key="pk", range_key="rcpt", ttl_attribute="expires_at"
+            "LedgerTable", f"{p}-ledger", hash_key="pk", range_key="rcpt", ttl_attribute="expires_at", stream=True
         ),
         # One item per queue being drained: who drains it, until when.
         leases_table=TableDef("LeasesTable", f"{p}-leases", hash_key="queue", ttl_attribute="expires_at"),
@@ -220,7 +252,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         digests_table=TableDef(
             "DigestsTable", f"{p}-digests", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
-        webhooks_table=TableDef("WebhooksTable", f"{p}-webhooks", hash_key="user_id", range_key="endpoint_id"),
+        webhooks_table=TableDef(
+            "WebhooksTable", f"{p}-webhooks", hash_key="user_id", range_key="endpoint_id", ttl_attribute="expires_at"
+        ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(
@@ -233,6 +267,14 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             dead_letter=events_dlq.name,
         ),
         events_dead_letter_queue=events_dlq,
+        webhooks_queue=QueueDef(
+            "WebhooksQueue",
+            f"{p}-webhook-deliveries",
+            visibility_timeout=WEBHOOKS_VISIBILITY_TIMEOUT_S,
+            dead_letter=webhooks_dlq.name,
+            max_receive_count=WEBHOOKS_MAX_RECEIVE_COUNT,
+        ),
+        webhooks_dead_letter_queue=webhooks_dlq,
         payload_bucket=BucketDef(
             "PayloadBucket",
             f"{p}-payloads-{account_id}",

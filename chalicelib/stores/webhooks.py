@@ -1,21 +1,29 @@
-"""Tenants' webhook endpoints: one row per endpoint (`<user>` / `<endpoint id>`), its secret with it.
+"""Tenants' webhook endpoints, and the deliveries parked for replay, in one table.
 
-The secret is stored because every request is signed with it; it is shown to the tenant once, when the
-endpoint is registered, and never logged or listed.
+- An endpoint is one row, `<user>` / `<endpoint id>` (`ep_...`), its secret with it. The secret is stored
+  because every request is signed with it; it is shown to the tenant once, when the endpoint is
+  registered, and never logged or listed.
+- A parked delivery is one row, `<user>` / `~parked#<endpoint id>#<webhook id>`: a request that an endpoint
+  was disabled for (or while disabled), kept PARKED_DAYS for `moonsend webhook replay`. `~` sorts after
+  every endpoint id, so a tenant's endpoints are one key range and each endpoint's parked rows another.
 """
 
 from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
-from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, EndpointRequest
-from chalicelib.stores.tables import bound
+from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, PARKED_DAYS, EndpointRequest
+from chalicelib.stores.tables import bound, condition_failed
+
+ENDPOINT_PREFIX = "ep_"
+PARKED_PREFIX = "~parked#"
 
 
 class WebhookModel(Model):
@@ -30,6 +38,18 @@ class WebhookModel(Model):
     secret = UnicodeAttribute()
     created_at = NumberAttribute()
     disabled_reason = UnicodeAttribute(null=True)
+    disabled_at = NumberAttribute(null=True)
+
+
+class ParkedModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    endpoint_id = UnicodeAttribute(range_key=True)  # ~parked#<endpoint id>#<webhook id>
+    body = UnicodeAttribute()  # the delivery as it was queued (chalicelib.webhooks.messages)
+    parked_at = NumberAttribute()
+    expires_at = NumberAttribute()  # epoch seconds, DynamoDB TTL
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,14 @@ class Endpoint:
     secret: str = field(repr=False)  # never in a log line made of the endpoint
     created_at: float
     disabled_reason: str | None = None
+    disabled_at: float | None = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.disabled_reason is None
+
+    def wants(self, event_type: str) -> bool:
+        return event_type in self.event_types
 
     def public(self) -> dict[str, object]:
         """What the tenant sees of it (never the secret)."""
@@ -52,6 +80,7 @@ class Endpoint:
             "maxEventsPerRequest": self.max_events,
             "enabled": self.disabled_reason is None,
             "disabledReason": self.disabled_reason,
+            "disabledAt": self.disabled_at,
         }
 
 
@@ -66,7 +95,7 @@ class WebhookEndpoints:
     def add(self, user_id: str, request: EndpointRequest, secret: str, now: float) -> Endpoint:
         if len(self.list(user_id)) >= MAX_ENDPOINTS_PER_TENANT:
             raise TooManyEndpoints(f"at most {MAX_ENDPOINTS_PER_TENANT} endpoints per tenant")
-        endpoint_id = "ep_" + secrets.token_urlsafe(12)
+        endpoint_id = ENDPOINT_PREFIX + secrets.token_urlsafe(12)
         row = self._model(
             user_id,
             endpoint_id,
@@ -86,13 +115,66 @@ class WebhookEndpoints:
             return None
 
     def list(self, user_id: str) -> list[Endpoint]:
-        return [_endpoint(row) for row in self._model.query(user_id, consistent_read=True)]
+        rows = self._model.query(user_id, self._model.endpoint_id.startswith(ENDPOINT_PREFIX), consistent_read=True)
+        return [_endpoint(row) for row in rows]
 
     def remove(self, user_id: str, endpoint_id: str) -> bool:
         if self.get(user_id, endpoint_id) is None:
             return False
         self._model(user_id, endpoint_id).delete()
         return True
+
+    def disable(self, user_id: str, endpoint_id: str, reason: str, now: float) -> bool:
+        """Stop delivering to it, saying why. True if this call disabled it (not already, and still there)."""
+        m = self._model
+        try:
+            m(user_id, endpoint_id).update(
+                actions=[m.disabled_reason.set(reason[:500]), m.disabled_at.set(now)],
+                condition=m.endpoint_id.exists() & m.disabled_reason.does_not_exist(),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def enable(self, user_id: str, endpoint_id: str) -> bool:
+        """Deliver to it again (replay). False if there is no such endpoint."""
+        m = self._model
+        try:
+            m(user_id, endpoint_id).update(
+                actions=[m.disabled_reason.remove(), m.disabled_at.remove()], condition=m.endpoint_id.exists()
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+
+class ParkedDeliveries:
+    """Deliveries an endpoint did not take, kept for replay (PARKED_DAYS, then DynamoDB's TTL drops them)."""
+
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(ParkedModel, table_name, region)
+
+    def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
+        # Parked again under the same key (a redelivered message) is the same row: nothing is doubled.
+        key = f"{PARKED_PREFIX}{endpoint_id}#{webhook_id}"
+        self._model(user_id, key, body=body, parked_at=now, expires_at=int(now) + PARKED_DAYS * 86400).save()
+
+    def parked(self, user_id: str, endpoint_id: str) -> Iterator[tuple[str, str]]:
+        """(row key, body) of every delivery parked for the endpoint, oldest key first."""
+        prefix = f"{PARKED_PREFIX}{endpoint_id}#"
+        for row in self._model.query(user_id, self._model.endpoint_id.startswith(prefix), consistent_read=True):
+            yield row.endpoint_id, row.body
+
+    def count(self, user_id: str, endpoint_id: str) -> int:
+        prefix = f"{PARKED_PREFIX}{endpoint_id}#"
+        return self._model.count(user_id, self._model.endpoint_id.startswith(prefix), consistent_read=True)
+
+    def remove(self, user_id: str, key: str) -> None:
+        self._model(user_id, key).delete()
 
 
 def _endpoint(row: WebhookModel) -> Endpoint:
@@ -105,4 +187,5 @@ def _endpoint(row: WebhookModel) -> Endpoint:
         row.secret,
         float(row.created_at),
         row.disabled_reason,
+        float(row.disabled_at) if row.disabled_at is not None else None,
     )

@@ -7,15 +7,20 @@ as usual (SNI and the certificate check use the name, not the address).
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import socket
 import ssl
+import threading
 import time
 from dataclasses import dataclass
 
 from chalicelib.webhooks.url_policy import Target
 
 TIMEOUT_S = 10.0
+# The whole request, however it is spent: a receiver that drips its answer a byte at a time, each within
+# TIMEOUT_S, is cut off here (the socket is shut, which ends a read in progress).
+DEADLINE_S = 15.0
 # Addresses tried, each with its own timeout: a name with many silent ones must not hold the caller.
 MAX_ADDRESSES = 2
 USER_AGENT = "moonsend-webhooks/1"
@@ -47,14 +52,23 @@ class _PinnedHTTP(http.client.HTTPConnection):
         self.sock = socket.create_connection((self._address, self.port), self.timeout)
 
 
-def post(target: Target, headers: dict[str, str], body: str, timeout_s: float = TIMEOUT_S) -> Answer:
+def post(
+    target: Target, headers: dict[str, str], body: str, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S
+) -> Answer:
     """POST `body` to the target; its status, or why there was none. The answer's body is read up to 64 KB
     and dropped (a receiver that answers forever does not hold the sender)."""
     started = time.monotonic()
     error = "no address"
     for address in target.addresses[:MAX_ADDRESSES]:
+        left = deadline_s - (time.monotonic() - started)
+        if left <= 0:
+            error = "TimeoutError"
+            break
         kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
-        conn = kind(target.host, target.port, address, timeout_s)
+        conn = kind(target.host, target.port, address, min(timeout_s, left))
+        watchdog = threading.Timer(left, _cut, (conn,))
+        watchdog.daemon = True
+        watchdog.start()
         try:
             conn.request("POST", target.path, body=body.encode("utf-8"), headers={**headers, "user-agent": USER_AGENT})
             response = conn.getresponse()
@@ -63,6 +77,17 @@ def post(target: Target, headers: dict[str, str], body: str, timeout_s: float = 
         except (OSError, http.client.HTTPException, ValueError) as exc:
             # The kind of failure only: the peer's words (a banner where a status line was due) stay with it.
             error = type(exc).__name__
+            if time.monotonic() - started >= deadline_s:
+                error = "TimeoutError"  # cut off by the deadline, whatever the read raised then
         finally:
+            watchdog.cancel()
             conn.close()
     return Answer(None, error, int((time.monotonic() - started) * 1000))
+
+
+def _cut(conn: http.client.HTTPConnection) -> None:
+    """End the request where it is: a read or write in progress on the socket raises at once."""
+    sock = conn.sock
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)

@@ -32,7 +32,9 @@ STOOD_IN = {
     "AWS::ApiGateway::Stage": "(part of the API above)",
     "AWS::SNS::Subscription": "to Lambda: the runtime invokes it for each publish; to SQS: Subscribe",
     "AWS::SQS::QueuePolicy": "set as the queue's Policy attribute",
-    "AWS::Lambda::EventSourceMapping": "the runtime's SQS poller (infra.local.sqs_poller), after Lambda's checks",
+    "AWS::Lambda::EventSourceMapping": (
+        "the runtime's SQS and stream pollers (infra.local.sqs_poller, stream_poller), after Lambda's checks"
+    ),
     "AWS::SNS::TopicPolicy": "set as the topic's Policy attribute",
     "AWS::CloudWatch::Alarm": "PutMetricAlarm with the template's properties; infra.local.alarms evaluates it",
     "AWS::SES::ConfigurationSet": "created in the SES stand-in",
@@ -131,13 +133,40 @@ class EventSource:
     enabled: bool
 
 
-def _event_source(props: dict[str, Any], by_arn: dict[str, str]) -> EventSource:
-    """The mapping's properties, with the defaults AWS documents for an SQS source."""
+@dataclass(frozen=True)
+class StreamSource:
+    """A DynamoDB stream event source mapping."""
+
+    stream_arn: str
+    function_name: str
+    batch_size: int
+    window_s: float
+    starting_position: str  # TRIM_HORIZON or LATEST
+    reports_failures: bool
+    enabled: bool
+
+    @property
+    def table_name(self) -> str:
+        return self.stream_arn.split(":table/", 1)[1].split("/stream/", 1)[0]
+
+
+def _event_source(props: dict[str, Any], by_arn: dict[str, str]) -> EventSource | StreamSource:
+    """The mapping's properties, with the defaults AWS documents for an SQS or a DynamoDB stream source."""
     arn = str(props["EventSourceArn"])
-    if ":sqs:" not in arn:
-        raise TemplateError(f"event source {arn}: the local stack polls SQS queues only")
     function = str(props["FunctionName"])
     name = by_arn.get(function) or function.rsplit(":", 1)[-1]
+    if ":dynamodb:" in arn and "/stream/" in arn:
+        return StreamSource(
+            stream_arn=arn,
+            function_name=name,
+            batch_size=int(props.get("BatchSize", 100)),
+            window_s=float(props.get("MaximumBatchingWindowInSeconds", 0)),
+            starting_position=str(props.get("StartingPosition", "")),
+            reports_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+            enabled=str(props.get("Enabled", True)).lower() != "false",
+        )
+    if ":sqs:" not in arn:
+        raise TemplateError(f"event source {arn}: the local stack polls SQS queues and DynamoDB streams only")
     return EventSource(
         queue_arn=arn,
         function_name=name,
@@ -157,6 +186,7 @@ class CreatedStack:
     functions: dict[str, StackFunction]  # by function name
     subscriptions: list[tuple[str, str]]  # (topic ARN, function name) of every Lambda subscription
     event_sources: list[EventSource]  # every SQS event source mapping
+    stream_sources: list[StreamSource]  # every DynamoDB stream event source mapping
     schedules: list[tuple[str, str, str]]  # (rule ARN, schedule expression, function name)
     outputs: dict[str, str]
     stood_in: tuple[str, ...]  # logical ids created by the stack instead of moto's CloudFormation
@@ -165,9 +195,17 @@ class CreatedStack:
 class Resolver:
     """CloudFormation's intrinsic functions over a created stack: Ref, Fn::GetAtt, Fn::Sub, Fn::Join."""
 
-    def __init__(self, physical: dict[str, str], types: dict[str, str], region: str, account: str) -> None:
+    def __init__(
+        self,
+        physical: dict[str, str],
+        types: dict[str, str],
+        region: str,
+        account: str,
+        stream_arns: dict[str, str] | None = None,
+    ) -> None:
         self._physical = physical
         self._types = types
+        self._stream_arns = stream_arns or {}  # table logical id -> its LatestStreamArn
         self._pseudo = {
             "AWS::Region": region,
             "AWS::AccountId": account,
@@ -226,6 +264,8 @@ class Resolver:
             return ref.rsplit("/", 1)[-1]
         if kind == "AWS::SNS::Topic" and attr == "TopicName":
             return ref.rsplit(":", 1)[-1]
+        if kind == "AWS::DynamoDB::Table" and attr == "StreamArn" and target in self._stream_arns:
+            return self._stream_arns[target]
         raise TemplateError(f"Fn::GetAtt {target}.{attr} is not known to the local stack")
 
 
@@ -262,7 +302,12 @@ def create(
     physical = {s["LogicalResourceId"]: s.get("PhysicalResourceId", "") for s in summaries}
     physical.update({k: stood_in_ref(k, v) for k, v in stood_in.items()})
     types = {k: v["Type"] for k, v in template["Resources"].items()} | {k: v["Type"] for k, v in stood_in.items()}
-    resolve = Resolver(physical, types, region, account)
+    streams = {
+        k: clients["dynamodb"].describe_table(TableName=physical[k])["Table"]["LatestStreamArn"]
+        for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::DynamoDB::Table" and "StreamSpecification" in v.get("Properties", {})
+    }
+    resolve = Resolver(physical, types, region, account, streams)
     _stand_in(stood_in, resolve, clients, secret_values or {})
     functions = _functions(template, stood_in, resolve, clients["lambda"])
     by_arn = {resolve.get_att(f.logical_id, "Arn"): f.name for f in functions.values()}
@@ -271,7 +316,7 @@ def create(
         for res in stood_in.values()
         if res["Type"] == "AWS::SNS::Subscription" and res["Properties"].get("Protocol") == "lambda"
     ]
-    event_sources = [
+    sources = [
         _event_source(resolve(res["Properties"]), by_arn)
         for res in stood_in.values()
         if res["Type"] == "AWS::Lambda::EventSourceMapping"
@@ -282,7 +327,8 @@ def create(
         physical,
         functions,
         subscriptions,
-        event_sources,
+        [s for s in sources if isinstance(s, EventSource)],
+        [s for s in sources if isinstance(s, StreamSource)],
         _schedules(clients["events"], by_arn),
         outputs,
         tuple(stood_in),

@@ -25,7 +25,10 @@ pipeline, most of it in work that repeats itself, each replaced here by an equiv
   on failure: at 100,000 ledger items one transaction took longer than the client's 30 s read timeout.
   The same transaction here keeps a copy of the items it writes, and restores those: the same answers,
   errors and final state, in time proportional to the transaction. It holds a lock, so that two
-  transactions of the gateway's threads do not interleave (moto's did).
+  transactions of the gateway's threads do not interleave (moto's did). A transaction that is cancelled
+  also takes its writes back off the tables' streams (DynamoDB streams nothing of it), and the local
+  stream poller reads a stream under the same lock (`STREAM_LOCK`), so it never sees a write that is
+  about to be taken back.
 
 `install()` swaps these in for this process only; it is called by the local stack, never by the Lambda
 code. `uninstall()` puts moto's own back (tests compare both).
@@ -33,6 +36,7 @@ code. `uninstall()` puts moto's own back (tests compare both).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import pickle
@@ -131,6 +135,10 @@ def _check_keys(self: UpdateHashRangeKeyValidator, node: Any) -> Any:
 
 
 _TRANSACTION_LOCK = threading.RLock()
+STREAM_LOCK = _TRANSACTION_LOCK
+# What a transaction wrote: the item before each write, and the records each write added to a stream.
+_Before = dict[tuple[str, str], tuple[Any, dict[str, Any], Any]]
+_Streamed = list[tuple[Any, Any]]
 
 
 def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, Any]]) -> None:
@@ -138,17 +146,18 @@ def _transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, 
     if len(transact_items) > 100:
         raise TooManyTransactionsException()
     with _TRANSACTION_LOCK:
-        before: dict[tuple[str, str], tuple[Any, dict[str, Any], Any]] = {}  # what each write replaced
+        before: _Before = {}  # what each write replaced
+        streamed: _Streamed = []
         seen: set[tuple[str, str]] = set()
         errors: list[tuple[Any, Any, Any]] = []
         try:
             for item in transact_items:
-                errors.append(_transact_one(self, item, seen, before))
+                errors.append(_transact_one(self, item, seen, before, streamed))
         except (MultipleTransactionsException, MockValidationException):
-            _restore(self, before)
+            _restore(self, before, streamed)
             raise
         if any(code is not None for code, _, _ in errors):
-            _restore(self, before)
+            _restore(self, before, streamed)
             raise TransactionCanceledException(errors)
 
 
@@ -156,7 +165,8 @@ def _transact_one(
     self: DynamoDBBackend,
     item: dict[str, Any],
     seen: set[tuple[str, str]],
-    before: dict[tuple[str, str], tuple[Any, dict[str, Any], Any]],
+    before: _Before,
+    streamed: _Streamed,
 ) -> tuple[Any, Any, Any]:
     if len(item) > 1:
         raise TransactWriteSingleOpException
@@ -192,12 +202,16 @@ def _transact_one(
             "expression_attribute_names": names,
             "expression_attribute_values": values,
         }
+        shard = table.stream_shard
+        records_before = len(shard.items) if shard is not None else 0
         if op_type == "Put":
             self.put_item(table_name, op["Item"], **expressions)
         elif op_type == "Delete":
             self.delete_item(table_name, key, **expressions)
         elif op_type == "Update":
             self.update_item(table_name, key, update_expression=op["UpdateExpression"], **expressions)
+        if shard is not None:
+            streamed.extend((shard, r) for r in shard.items[records_before:] if r.record["dynamodb"]["Keys"] == key)
         return (None, None, None)
     except (MultipleTransactionsException, MockValidationException):
         raise
@@ -207,13 +221,22 @@ def _transact_one(
         return (type(e).__name__, str(e), original)
 
 
-def _restore(self: DynamoDBBackend, before: dict[tuple[str, str], tuple[Any, dict[str, Any], Any]]) -> None:
-    """Put back every item a failed transaction wrote: the copy taken before, or nothing if it was new."""
+def _restore(self: DynamoDBBackend, before: _Before, streamed: _Streamed) -> None:
+    """Put back every item a failed transaction wrote: the copy taken before, or nothing if it was new; and
+    take its writes off the streams."""
+    for shard, record in streamed:
+        with contextlib.suppress(ValueError):  # a poller that trimmed it could only have under the lock
+            shard.items.remove(record)
     for table, key, old in before.values():
         hash_value = DynamoType(key[table.hash_key_attr])
         range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr else None
         if old is None:
+            shard = table.stream_shard
+            n = len(shard.items) if shard is not None else 0
             table.delete_item(hash_value, range_value)
+            if shard is not None:  # the removal of an item that, streamed, never was
+                for record in [r for r in shard.items[n:] if r.record["dynamodb"]["Keys"] == key]:
+                    shard.items.remove(record)
         elif range_value is not None:
             table.items[hash_value][range_value] = old
         else:

@@ -39,7 +39,7 @@ from chalicelib.core.resources import resources_for
 from infra.local import cloudformation, direct_calls, fast_dynamodb, fast_sqs, identity, keepalive, state
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
-from infra.local.cloudformation import CreatedStack, EventSource
+from infra.local.cloudformation import CreatedStack, EventSource, StreamSource
 from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
@@ -48,6 +48,7 @@ from infra.local.schedules import ScheduleRunner
 from infra.local.ses import SesStandIn
 from infra.local.sns_delivery import Publication, SnsDelivery
 from infra.local.sqs_poller import SqsPoller, check_mapping
+from infra.local.stream_poller import StreamPoller, check_stream_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 PLATFORM_ACCESS_KEY = "AKIAMOONSENDPLATFORM"
@@ -144,6 +145,7 @@ class LocalStack:
         self.runner: FunctionRunner | None = None
         self.sns: SnsDelivery | None = None
         self.pollers: list[SqsPoller] = []  # Lambda's pollers of the stack's SQS event sources
+        self.stream_pollers: list[StreamPoller] = []  # and of its DynamoDB streams (the ledger's)
         self.gateway: Gateway | None = None
         self.alarms: AlarmEvaluator | None = None
         self.api: Any = None
@@ -233,6 +235,7 @@ class LocalStack:
             "events",
             "sts",
             "secretsmanager",
+            "dynamodb",
         )
         # The link-signing secret keeps the value kept beside the outbox, so that its emails' links stay valid.
         secrets_kept = {resources_for(APP_NAME, c.stage, c.account_id).link_secret_name: _link_secret(c.outbox)}
@@ -411,12 +414,13 @@ class LocalStack:
         for rule_arn, expression, name in created.schedules:
             self.scheduler.add(functions[name], expression, rule_arn)
         self.pollers = [self._poller(source, functions) for source in created.event_sources]
+        self.stream_pollers = [self._stream_poller(source, functions) for source in created.stream_sources]
         self.sns.start()
         self.scheduler.start()
         prefix = self.settings.resources.digest_schedule_prefix
         self.schedules = ScheduleRunner(self.client("scheduler"), self.runner, prefix, self.runner.resolve)
         self.schedules.start()
-        for poller in self.pollers:
+        for poller in [*self.pollers, *self.stream_pollers]:
             poller.start()
         self.alarms = AlarmEvaluator(
             self.client("cloudwatch"),
@@ -445,6 +449,29 @@ class LocalStack:
         visibility = int(backend().get_queue(name).visibility_timeout)
         check_mapping(source, self.created.functions[source.function_name], visibility)
         return SqsPoller(self.runner, functions[source.function_name], source, backend, region)
+
+    def _stream_poller(self, source: StreamSource, functions: dict[str, LocalFunction]) -> StreamPoller:
+        """Lambda's poller for one stream event source mapping, once the mapping passed Lambda's checks."""
+        from moto.dynamodb.models import dynamodb_backends
+
+        assert self.created is not None and self.runner is not None
+        _arn, _aws, _ddb, region, account, _rest = source.stream_arn.split(":", 5)
+        check_stream_mapping(source, self.created.functions[source.function_name])
+
+        def shard() -> Any:
+            return dynamodb_backends[account][region].get_table(source.table_name).stream_shard
+
+        return StreamPoller(self.runner, functions[source.function_name], source, shard, region)
+
+    def wait_for_streams(self, timeout: float = 30.0) -> bool:
+        """Wait until the stream pollers have handed every record to their functions (webhook tests: the
+        general wait_until_drained does not wait for streams, whose batching window every test would pay)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if not any(p.pending for p in self.stream_pollers):
+                return True
+            time.sleep(0.1)
+        return False
 
     def _send_on_failure(self, fn: LocalFunction, record: dict[str, Any]) -> None:
         """Lambda's delivery of an invocation record to an on-failure destination (an SQS queue)."""
@@ -505,7 +532,7 @@ class LocalStack:
             self.save_state()
         while self._undo:
             self._undo.pop()()
-        for part in (self.alarms, self.scheduler, self.schedules, self.sns, *self.pollers):
+        for part in (self.alarms, self.scheduler, self.schedules, self.sns, *self.pollers, *self.stream_pollers):
             if part is not None:
                 part.stop()
         if self.runner is not None:
@@ -589,7 +616,8 @@ class LocalStack:
         """
         assert self.sns is not None and self.runner is not None and self.settings is not None
         # Dead letters and failed invocations are parked for an operator, not work the stack will do.
-        parked = {self.settings.resources.dead_letter_queue.name, self.settings.resources.failed_invocations_queue.name}
+        r = self.settings.resources
+        parked = {r.dead_letter_queue.name, r.failed_invocations_queue.name, r.webhooks_dead_letter_queue.name}
         end = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < end:

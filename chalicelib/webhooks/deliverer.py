@@ -1,0 +1,141 @@
+"""deliver_webhooks: one attempt of each delivery in a batch, at the same time, and what becomes of it.
+
+- The receiver answered 2xx: delivered, the message is deleted.
+- It answered 410 Gone: the endpoint is disabled (the tenant said so), the delivery parked for replay.
+- Anything else (another status, no answer, an address the URL policy now refuses): tried again after
+  the schedule's next wait (`Settings.webhook_retry_s`: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h); a
+  delivery that failed every attempt (27 h 35 min) disables its endpoint with the last failure as the
+  reason, and is parked.
+- For an endpoint disabled already, the delivery is parked without a request; for one removed, dropped.
+
+The attempt is the message's receive count: SQS counts it, so a crash between the answer and its record
+costs a retry, never a lost delivery.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.core import log
+from chalicelib.stores.webhooks import Endpoint, ParkedDeliveries, WebhookEndpoints
+from chalicelib.webhooks import client, url_policy
+from chalicelib.webhooks.deliveries import Delivery
+from chalicelib.webhooks.delivery_queue import DeliveryQueue
+from chalicelib.webhooks.signing import signed_headers
+
+DELIVERED, RETRY, DISABLED, PARKED, DROPPED = "delivered", "retry", "disabled", "parked", "dropped"
+
+Post = Callable[[url_policy.Target, dict[str, str], str], client.Answer]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    what: str  # one of the words above
+    retry_in_s: int | None = None
+
+
+class WebhookDeliverer:
+    def __init__(
+        self,
+        endpoints: WebhookEndpoints,
+        parked: ParkedDeliveries,
+        queue: DeliveryQueue,
+        retry_s: tuple[int, ...],
+        *,
+        allow_loopback: bool,
+        post: Post = client.post,
+        resolver: url_policy.Resolver = url_policy.resolve,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._endpoints = endpoints
+        self._parked = parked
+        self._queue = queue
+        self._retry_s = retry_s
+        self._allow_loopback = allow_loopback
+        self._post = post
+        self._resolver = resolver
+        self._clock = clock
+
+    def batch(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """Lambda's SQS batch: every delivery attempted at once; the answer names those to come back
+        (ReportBatchItemFailures), each already hidden until its next attempt."""
+        if not records:
+            return {"batchItemFailures": []}
+        with ThreadPoolExecutor(max_workers=len(records)) as pool:
+            outcomes = list(pool.map(self._record, records))
+        failures = []
+        for record, outcome in zip(records, outcomes, strict=True):
+            if outcome.what != RETRY:
+                continue
+            try:
+                self._queue.retry_later(record["receiptHandle"], outcome.retry_in_s or 0)
+            except Exception as exc:  # it comes back after the queue's visibility timeout instead
+                log.warning("webhook retry not scheduled", error=type(exc).__name__)
+            failures.append({"itemIdentifier": record["messageId"]})
+        return {"batchItemFailures": failures}
+
+    def _record(self, record: dict[str, Any]) -> Outcome:
+        attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
+        try:
+            return self.attempt(record["body"], attempt)
+        except Exception as exc:  # a table that failed: try again on the schedule
+            log.warning("webhook delivery raised", error=type(exc).__name__, attempt=attempt)
+            return self._retry(attempt)
+
+    def attempt(self, message: str, attempt: int) -> Outcome:
+        try:
+            delivery = Delivery.from_message(message)
+        except ValueError as exc:
+            log.error("webhook delivery dropped", reason=str(exc))
+            return Outcome(DROPPED)
+        endpoint = self._endpoints.get(delivery.user_id, delivery.endpoint_id)
+        if endpoint is None:
+            log.info("webhook delivery dropped: endpoint removed", user=delivery.user_id, endpoint=delivery.endpoint_id)
+            return Outcome(DROPPED)
+        if not endpoint.enabled:
+            self._park(delivery, message)
+            return Outcome(PARKED)
+        status, error = self._send(endpoint, delivery)
+        if status is not None and 200 <= status < 300:
+            return Outcome(DELIVERED)
+        if status == 410:
+            return self._disable(delivery, message, "the endpoint answered 410 Gone")
+        failure = f"HTTP {status}" if status is not None else str(error)
+        log.info(
+            "webhook delivery failed",
+            user=delivery.user_id,
+            endpoint=delivery.endpoint_id,
+            webhook=delivery.webhook_id,
+            attempt=attempt,
+            failure=failure,
+        )
+        if attempt > len(self._retry_s):
+            return self._disable(delivery, message, f"{attempt} attempts of a delivery failed; the last: {failure}")
+        return self._retry(attempt)
+
+    def _send(self, endpoint: Endpoint, delivery: Delivery) -> tuple[int | None, str | None]:
+        try:
+            target = url_policy.check(endpoint.url, allow_loopback=self._allow_loopback, resolver=self._resolver)
+        except ValueError as exc:  # the name resolves elsewhere now than when it was registered
+            return None, str(exc)
+        headers = signed_headers(endpoint.secret, delivery.webhook_id, int(self._clock()), delivery.payload)
+        answer = self._post(target, headers, delivery.payload)
+        return answer.status, answer.error
+
+    def _retry(self, attempt: int) -> Outcome:
+        waits = self._retry_s
+        return Outcome(RETRY, waits[min(attempt, len(waits)) - 1] if waits else 0)
+
+    def _disable(self, delivery: Delivery, message: str, reason: str) -> Outcome:
+        if self._endpoints.disable(delivery.user_id, delivery.endpoint_id, reason, self._clock()):
+            user, endpoint = delivery.user_id, delivery.endpoint_id
+            log.warning("webhook endpoint disabled", user=user, endpoint=endpoint, reason=reason)
+        self._park(delivery, message)
+        return Outcome(DISABLED)
+
+    def _park(self, delivery: Delivery, message: str) -> None:
+        self._parked.park(delivery.user_id, delivery.endpoint_id, delivery.webhook_id, message, self._clock())

@@ -1,0 +1,348 @@
+"""Webhook delivery without the stack: the ledger's stream records made into events, events into signed
+requests of the endpoint's size, and what each receiver's answer does to a delivery and its endpoint.
+
+Stream records are checked in the shape AWS documents for a Lambda's DynamoDB stream event, read by
+Powertools' own data class (not by our code)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from aws_lambda_powertools.utilities.data_classes import DynamoDBStreamEvent
+from boto3.dynamodb.types import TypeSerializer
+from standardwebhooks.webhooks import Webhook
+
+from chalicelib.core.config import Settings
+from chalicelib.core.webhook_contract import EVENT_TYPES, RETRY_SCHEDULE_S
+from chalicelib.stores.webhooks import Endpoint
+from chalicelib.webhooks import client
+from chalicelib.webhooks.client import Answer
+from chalicelib.webhooks.deliverer import (
+    DELIVERED,
+    DISABLED,
+    DROPPED,
+    PARKED,
+    RETRY,
+    Outcome,
+    WebhookDeliverer,
+)
+from chalicelib.webhooks.deliveries import MAX_PAYLOAD_BYTES, Delivery, deliveries
+from chalicelib.webhooks.events import WebhookEvent, ledger_events
+from chalicelib.webhooks.fanout import WebhookFanout
+from chalicelib.webhooks.signing import new_secret
+from chalicelib.webhooks.url_policy import Target
+
+_ser = TypeSerializer().serialize
+STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/moonsend-local-ledger/stream/2026-11-24T00:00:00.000"
+
+
+def _record(old: dict[str, Any] | None, new: dict[str, Any] | None, name: str | None = None, seq: int = 1) -> dict:
+    """A record as Lambda gives it for a stream of NEW_AND_OLD_IMAGES (AWS's documented fields)."""
+    item = new or old or {}
+    change: dict[str, Any] = {
+        "ApproximateCreationDateTime": 1793000000,
+        "Keys": {"pk": _ser(item["pk"]), "rcpt": _ser(item["rcpt"])},
+        "SequenceNumber": str(seq),
+        "SizeBytes": 100,
+        "StreamViewType": "NEW_AND_OLD_IMAGES",
+    }
+    if new is not None:
+        change["NewImage"] = {k: _ser(v) for k, v in new.items()}
+    if old is not None:
+        change["OldImage"] = {k: _ser(v) for k, v in old.items()}
+    return {
+        "eventID": f"e{seq}",
+        "eventName": name or ("INSERT" if old is None else "REMOVE" if new is None else "MODIFY"),
+        "eventVersion": "1.1",
+        "eventSource": "aws:dynamodb",
+        "awsRegion": "us-east-1",
+        "dynamodb": change,
+        "eventSourceARN": STREAM,
+    }
+
+
+def _row(**fields: Any) -> dict[str, Any]:
+    return {"pk": "acme#spring", "rcpt": "ann@example.org", "email": "Ann@example.org", **fields}
+
+
+def test_records_in_awss_documented_shape_are_read_alike_by_powertools_and_by_us():
+    queued = _row(state="queued", updated_at=1793000000000)
+    sent = {**queued, "state": "sent", "message_id": "0100-abc", "updated_at": 1793000001000}
+    event = DynamoDBStreamEvent({"Records": [_record(queued, sent)]})
+    (record,) = event.records
+    assert record.dynamodb is not None and record.dynamodb.new_image["state"] == "sent"  # Powertools' reading
+    (ours,) = ledger_events(event.raw_event["Records"][0])
+    assert ours.user_id == "acme" and ours.type == "sent"
+    assert ours.data == {
+        "id": ours.id,
+        "type": "sent",
+        "timestamp": "2026-10-26T07:33:21.000Z",
+        "campaignId": "spring",
+        "recipient": "Ann@example.org",
+        "messageId": "0100-abc",
+    }
+
+
+def test_an_event_is_a_new_outcome_or_first_feedback_and_nothing_else():
+    queued = _row(state="queued", updated_at=1)
+    claimed = {**queued, "claim_token": "t", "claimed_until": 5}
+    sent = {**claimed, "state": "sent", "message_id": "m", "updated_at": 2}
+    bounced = {**sent, "bounced_at": 3, "feedback": "bounced: Permanent (General): 550 user unknown"}
+    again = {**bounced, "feedback": "bounced: Permanent again", "updated_at": 4}
+    assert ledger_events(_record(None, queued)) == []  # queued is not a tenant's event
+    assert ledger_events(_record(queued, claimed)) == []  # a claim is not an outcome
+    assert [e.type for e in ledger_events(_record(claimed, sent))] == ["sent"]
+    (b,) = ledger_events(_record(sent, bounced))
+    assert (b.type, b.data["detail"]) == ("bounced", "Permanent (General): 550 user unknown")
+    assert ledger_events(_record(bounced, again)) == []  # feedback of a kind is told once
+    assert ledger_events(_record(bounced, None)) == []  # DynamoDB's TTL deleting it
+    rejected = _row(state="rejected", reason="recipient.email: not an address", updated_at=9)
+    assert ledger_events(_record(None, rejected))[0].data["reason"] == "recipient.email: not an address"
+    unattributed = {**rejected, "pk": "_unattributed#2026-11-24"}
+    assert ledger_events(_record(None, unattributed)) == []  # no tenant to tell
+
+
+def test_the_same_change_makes_the_same_event_id_and_another_time_another():
+    queued, sent = _row(state="queued", updated_at=1), _row(state="sent", updated_at=2)
+    first, again = ledger_events(_record(queued, sent)), ledger_events(_record(queued, sent, seq=7))
+    assert first[0].id == again[0].id  # the stream gave the record twice: the receiver drops the second
+    failed = _row(state="failed", updated_at=3, reason="SES: refused")
+    retried_and_failed = _row(state="failed", updated_at=30, reason="SES: refused")
+    assert ledger_events(_record(queued, failed))[0].id != ledger_events(_record(queued, retried_and_failed))[0].id
+
+
+def _endpoint(**kw: Any) -> Endpoint:
+    base = Endpoint("acme", "ep_1", "https://hooks.example.com/x", EVENT_TYPES, 1, new_secret(), 0.0)
+    return replace(base, **kw)
+
+
+def _events(n: int, kind: str = "sent", size: int = 0) -> list[WebhookEvent]:
+    return [
+        WebhookEvent("acme", kind, {"id": f"evt_{i}", "type": kind, "recipient": f"r{i}@x.org", "pad": "x" * size})
+        for i in range(n)
+    ]
+
+
+def test_events_go_in_requests_of_the_endpoints_size_in_order_and_only_the_types_it_wants():
+    endpoint = _endpoint(max_events=3, event_types=("bounced",))
+    mixed = _events(2, "sent") + _events(7, "bounced")
+    made = list(deliveries(endpoint, mixed, 1793000000000))
+    bodies = [json.loads(d.payload) for d in made]
+    assert [len(b["data"]["events"]) for b in bodies] == [3, 3, 1]
+    assert [e["id"] for b in bodies for e in b["data"]["events"]] == [f"evt_{i}" for i in range(7)]
+    assert all(b["type"] == "moonsend.events" and b["timestamp"] == "2026-10-26T07:33:20.000Z" for b in bodies)
+    assert [d.webhook_id for d in made] == [d.webhook_id for d in deliveries(endpoint, mixed, 0)]  # the same ids
+    assert len({d.webhook_id for d in made}) == 3
+    assert Delivery.from_message(made[0].to_message()) == made[0]
+    # Large events close a request before SQS's limit, whatever the endpoint allows.
+    big = list(deliveries(_endpoint(max_events=100), _events(100, size=4000), 0))
+    assert len(big) > 1 and all(len(d.to_message().encode()) < 256 * 1024 for d in big)
+    assert all(len(d.payload.encode()) <= MAX_PAYLOAD_BYTES + 4100 for d in big)
+
+
+def test_a_message_that_is_not_a_delivery_is_named_as_such():
+    for body in ("", "[]", "{}", '{"userId": 1, "endpointId": "e", "webhookId": "w", "payload": "p"}', "\x00"):
+        with pytest.raises(ValueError, match="not a webhook delivery"):
+            Delivery.from_message(body)
+
+
+class _Endpoints:
+    def __init__(self, *endpoints: Endpoint) -> None:
+        self.rows = {(e.user_id, e.id): e for e in endpoints}
+
+    def get(self, user_id: str, endpoint_id: str) -> Endpoint | None:
+        return self.rows.get((user_id, endpoint_id))
+
+    def list(self, user_id: str) -> list[Endpoint]:
+        return [e for (u, _), e in self.rows.items() if u == user_id]
+
+    def disable(self, user_id: str, endpoint_id: str, reason: str, now: float) -> bool:
+        e = self.rows[(user_id, endpoint_id)]
+        if not e.enabled:
+            return False
+        self.rows[(user_id, endpoint_id)] = replace(e, disabled_reason=reason, disabled_at=now)
+        return True
+
+
+class _Parked:
+    def __init__(self) -> None:
+        self.rows: dict[tuple[str, str], str] = {}
+
+    def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
+        self.rows[(endpoint_id, webhook_id)] = body
+
+
+class _Queue:
+    def __init__(self) -> None:
+        self.put_deliveries: list[Delivery] = []
+        self.hidden: list[tuple[str, int]] = []
+
+    def put(self, made: list[Delivery]) -> None:
+        self.put_deliveries.extend(made)
+
+    def retry_later(self, receipt: str, wait_s: int) -> None:
+        self.hidden.append((receipt, wait_s))
+
+
+def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_SCHEDULE_S):
+    sent: list[tuple[dict[str, str], str]] = []
+
+    def post(target: Target, headers: dict[str, str], body: str) -> Answer:
+        sent.append((headers, body))
+        return answers.pop(0) if len(answers) > 1 else answers[0]
+
+    endpoints, parked, queue = _Endpoints(endpoint), _Parked(), _Queue()
+    d = WebhookDeliverer(
+        endpoints,  # type: ignore[arg-type]
+        parked,  # type: ignore[arg-type]
+        queue,  # type: ignore[arg-type]
+        retry_s,
+        allow_loopback=False,
+        post=post,
+        resolver=lambda host, port: ["93.184.216.34"],
+    )
+    return d, sent, endpoints, parked, queue
+
+
+def _message(endpoint: Endpoint) -> str:
+    (made,) = deliveries(endpoint, _events(1), 0)
+    return made.to_message()
+
+
+def test_a_2xx_ends_a_delivery_signed_so_the_specifications_library_verifies_it():
+    endpoint = _endpoint()
+    d, sent, *_ = _deliverer(endpoint, [Answer(204, None, 3)])
+    assert d.attempt(_message(endpoint), 1).what == DELIVERED
+    ((headers, body),) = sent
+    assert Webhook(endpoint.secret).verify(body, headers)["data"]["events"][0]["id"] == "evt_0"
+
+
+def test_a_failure_waits_on_the_schedule_and_the_last_attempt_disables_and_parks():
+    endpoint = _endpoint()
+    message = _message(endpoint)
+    d, sent, endpoints, parked, _ = _deliverer(endpoint, [Answer(500, None, 3)])
+    waits = [d.attempt(message, n).retry_in_s for n in range(1, len(RETRY_SCHEDULE_S) + 1)]
+    assert waits == list(RETRY_SCHEDULE_S) and sum(waits) >= 24 * 3600  # at least a day of retries
+    assert d.attempt(message, len(RETRY_SCHEDULE_S) + 1).what == DISABLED
+    reason = endpoints.get("acme", "ep_1").disabled_reason
+    assert reason == "8 attempts of a delivery failed; the last: HTTP 500"
+    assert list(parked.rows.values()) == [message]
+    # What comes for it after is parked without a request.
+    assert d.attempt(_message(endpoint), 1).what == PARKED and len(sent) == 8
+
+
+def test_410_disables_at_once_and_a_removed_endpoint_or_a_foreign_message_is_dropped():
+    endpoint = _endpoint()
+    d, _, endpoints, parked, _ = _deliverer(endpoint, [Answer(410, None, 1)])
+    assert d.attempt(_message(endpoint), 1).what == DISABLED
+    assert endpoints.get("acme", "ep_1").disabled_reason == "the endpoint answered 410 Gone" and parked.rows
+    assert d.attempt(_message(_endpoint(id="ep_gone")), 1).what == DROPPED
+    assert d.attempt("not json", 1).what == DROPPED
+
+
+def test_no_answer_and_an_address_now_private_are_retried_like_any_failure():
+    endpoint = _endpoint()
+    d, *_ = _deliverer(endpoint, [Answer(None, "TimeoutError", 10000)])
+    assert d.attempt(_message(endpoint), 1) == Outcome(RETRY, RETRY_SCHEDULE_S[0])
+    rebound = WebhookDeliverer(
+        _Endpoints(endpoint),  # type: ignore[arg-type]
+        _Parked(),  # type: ignore[arg-type]
+        _Queue(),  # type: ignore[arg-type]
+        (5,),
+        allow_loopback=False,
+        post=lambda *a: pytest.fail("no request to a private address"),
+        resolver=lambda host, port: ["10.0.0.7"],
+    )
+    assert rebound.attempt(_message(endpoint), 1).what == RETRY
+
+
+def test_a_batch_is_attempted_at_once_and_names_only_the_deliveries_to_come_back():
+    endpoint = _endpoint()
+    release = threading.Event()
+    seen: list[str] = []
+
+    def post(target: Target, headers: dict[str, str], body: str) -> Answer:
+        seen.append(headers["webhook-id"])
+        if len(seen) == 1:
+            assert release.wait(5), "the other deliveries waited behind a slow receiver"
+            return Answer(503, None, 5000)
+        if len(seen) == 3:
+            release.set()
+        return Answer(200, None, 1)
+
+    queue = _Queue()
+    d = WebhookDeliverer(
+        _Endpoints(endpoint),  # type: ignore[arg-type]
+        _Parked(),  # type: ignore[arg-type]
+        queue,  # type: ignore[arg-type]
+        (7,),
+        allow_loopback=False,
+        post=post,
+        resolver=lambda host, port: ["93.184.216.34"],
+    )
+    made = list(deliveries(endpoint, _events(3), 0))
+    records = [
+        {"messageId": f"m{i}", "receiptHandle": f"r{i}", "body": m.to_message(), "attributes": {}}
+        for i, m in enumerate(made)
+    ]
+    answer = d.batch(records)
+    (failed,) = answer["batchItemFailures"]
+    assert queue.hidden == [(f"r{failed['itemIdentifier'][1:]}", 7)]
+
+
+def test_the_fanout_skips_a_record_it_cannot_read_and_parks_for_a_disabled_endpoint():
+    on, off = _endpoint(id="ep_on"), _endpoint(id="ep_off", disabled_reason="410", disabled_at=1.0)
+    endpoints, parked, queue = _Endpoints(on, off), _Parked(), _Queue()
+    fanout = WebhookFanout(endpoints, queue, parked, clock=lambda: 1793000000.0)  # type: ignore[arg-type]
+    foreign = _record(None, {"pk": "x", "rcpt": "y"})
+    foreign["dynamodb"]["NewImage"] = {"pk": {"Q": "not a DynamoDB type"}}
+    sent = _row(state="sent", updated_at=5)
+    result = fanout.handle([foreign, {"eventName": "MODIFY"}, _record(_row(state="queued"), sent)])
+    assert (result.events, result.queued, result.parked, result.skipped) == (1, 1, 1, 2)
+    assert [d.endpoint_id for d in queue.put_deliveries] == ["ep_on"]
+    assert [k[0] for k in parked.rows] == ["ep_off"]
+
+
+class _DripServer:
+    """Answers a request one byte every half second, for ever: each read is within any timeout."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.sock.accept()
+        conn.recv(65536)
+        try:
+            for byte in b"HTTP/1.1 200 OK\r\n" + b"x-drip: " + b"a" * 10000:
+                conn.send(bytes([byte]))
+                time.sleep(0.5)
+        except OSError:
+            pass
+
+
+def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_deadline():
+    server = _DripServer()
+    target = Target("http", "127.0.0.1", server.port, "/", ("127.0.0.1",))
+    started = time.monotonic()
+    answer = client.post(target, {}, "{}", timeout_s=1.0, deadline_s=2.0)
+    took = time.monotonic() - started
+    assert answer.status is None and answer.error == "TimeoutError"
+    assert took < 10  # each byte came within the read timeout: only the deadline ends it
+
+
+def test_the_retry_schedule_is_configurable_within_sqss_limits():
+    assert Settings.from_env({}).webhook_retry_s == RETRY_SCHEDULE_S
+    assert Settings.from_env({"MOONSEND_WEBHOOK_RETRY_S": "1,2"}).webhook_retry_s == (1, 2)
+    for bad in ("43201", "-1", "a", ",".join(["1"] * 18)):
+        with pytest.raises(ValueError):
+            Settings.from_env({"MOONSEND_WEBHOOK_RETRY_S": bad})

@@ -65,7 +65,9 @@ class RecordingSes(InProcessSes):
         super().__init__(stand_in, latency_s)
         self.recipients: list[str] = []
 
-    def send(self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False) -> str:
+    def send(
+        self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False, tenant: str | None = None
+    ) -> str:
         message_id = super().send(sender, to, raw_mime, platform=platform)
         with self._lock:
             self.recipients.append(to)

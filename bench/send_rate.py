@@ -97,7 +97,9 @@ class InProcessSes:
         acct = self._ses.account(sender.api_key or "")
         return SendQuota(acct.max_send_rate, acct.max_24h_send, 0.0)
 
-    def send(self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False) -> str:
+    def send(
+        self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False, tenant: str | None = None
+    ) -> str:
         try:
             at = self._ses.admit(sender.api_key or "")
         except Refused as refusal:

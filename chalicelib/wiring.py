@@ -58,6 +58,7 @@ from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
+from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry
 from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
@@ -193,9 +194,28 @@ class Container:
         return SesSender(s.region, r.configuration_set, s.topic_arn(r.events_topic.name))
 
     @cached_property
+    def ses_tenants(self) -> SesTenants:
+        s = self.settings
+        r = s.resources
+        return SesTenants(
+            lambda: aws.send_client("sesv2", s.region),
+            s.region,
+            s.account_id,
+            r.prefix,
+            r.configuration_set if s.ses_events else None,
+            s.ses_tenant_policy,
+        )
+
+    @cached_property
     def ses_events(self) -> SesEvents:
         return SesEvents(
-            self.ledger, self.stats, self.suppressions, self.tenants, self.settings.account_id, self.reputation
+            self.ledger,
+            self.stats,
+            self.suppressions,
+            self.tenants,
+            self.settings.account_id,
+            self.reputation,
+            self.ses_tenants,
         )
 
     @cached_property
@@ -233,6 +253,7 @@ class Container:
             self.tenants,
             self.stats,
             self.ses,
+            self.ses_tenants,
             self.ledger,
             self.payloads,
             self.suppressions,
@@ -247,7 +268,15 @@ class Container:
     @cached_property
     def actions(self) -> CampaignActions:
         return CampaignActions(
-            self.settings, self.control, self.releaser, self.parked, self.retry, self.tenants, self.schedule, self.stats
+            self.settings,
+            self.control,
+            self.releaser,
+            self.parked,
+            self.retry,
+            self.tenants,
+            self.schedule,
+            self.stats,
+            self.ses_tenants,
         )
 
     @cached_property

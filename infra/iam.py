@@ -74,6 +74,9 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     send_fn = f"arn:aws:lambda:*:*:function:{r.function_name('send_emails')}"
     tables = {t.logical_id: _table(r, t.name) for t in r.tables}
     schedule = tables["ScheduleTable"]
+    ses_tenants = f"arn:aws:ses:*:*:tenant/{r.prefix}-*"
+    # SES's status of a free-plan tenant, read by the reputation guard and before a resume.
+    ses_tenant_status = _stmt("SesTenantStatus", ["ses:GetTenant", "ses:GetReputationEntity"], [ses_tenants])
     create_queues = _stmt(
         "Queues",
         ["sqs:CreateQueue", "sqs:GetQueueUrl", "sqs:TagQueue", "sqs:SendMessage", "sqs:GetQueueAttributes"],
@@ -131,8 +134,28 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt(
             "Send",
             ["ses:SendEmail", "ses:SendRawEmail"],
+            ["arn:aws:ses:*:*:identity/*", f"arn:aws:ses:*:*:configuration-set/{r.configuration_set}", ses_tenants],
+        ),
+        # Each free-plan tenant an SES tenant of the platform's account (chalicelib.stores.ses_tenants): created,
+        # given its policy, the identity and configuration set it sends with associated, its status read.
+        _stmt(
+            "SesTenants",
+            [
+                "ses:CreateTenant",
+                "ses:GetTenant",
+                "ses:ListTenantResources",
+                "ses:CreateTenantResourceAssociation",
+                "ses:UpdateReputationEntityPolicy",
+                "ses:GetReputationEntity",
+            ],
+            [ses_tenants],
+        ),
+        _stmt(
+            "SesTenantResources",
+            ["ses:CreateTenantResourceAssociation", "ses:GetEmailIdentity"],
             ["arn:aws:ses:*:*:identity/*", f"arn:aws:ses:*:*:configuration-set/{r.configuration_set}"],
         ),
+        _stmt("SesTenantPolicies", ["ses:UpdateReputationEntityPolicy"], ["arn:aws:ses:*:aws:reputation-policy/*"]),
         _stmt("SendQuota", ["ses:GetAccount"], "*"),
         # Read and deleted when sent; written when parked email over the queue's size goes straight back.
         _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject", "s3:PutObject"], [queued_objects]),
@@ -147,6 +170,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+        ses_tenant_status,
         # Lambda's poller reads the events queue as the function's role (what AWS documents it needs).
         _stmt(
             "EventsQueue",
@@ -180,6 +204,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
+        ses_tenant_status,
     ]
     releaser = [
         *release,

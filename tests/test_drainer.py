@@ -536,7 +536,7 @@ def test_keys_aws_refuses_after_a_rotation_are_retried_with_the_new_keys_not_fai
     rotated = Tenant("acme", "paid", sender, (old, new))
 
     class RefusesOldKeys(FakeSes):
-        def send(self, sender, to, raw, platform=False):
+        def send(self, sender, to, raw, platform=False, tenant=None):
             if sender.api_key == "AKOLD":
                 raise KeysRejected("InvalidClientTokenId: The security token included in the request is invalid.")
             return super().send(sender, to, raw, platform)
@@ -636,7 +636,7 @@ class TricklingSqs(FakeSqs):
 class SlowSes(FakeSes):
     """SES answering after 150 ms: several sends are always in flight at 40 a second."""
 
-    def send(self, sender, to, raw, platform=False):
+    def send(self, sender, to, raw, platform=False, tenant=None):
         time.sleep(0.15)
         return super().send(sender, to, raw, platform)
 

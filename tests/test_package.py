@@ -98,7 +98,9 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     assert passes == [[f"arn:aws:iam::*:role/moonsend-{_stage}-digest-scheduler"]]
     assert "ses:SendEmail" not in actions("RunDigestRole") and "sqs:SendMessage" in actions("RunDigestRole")
     assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
-    assert not any(a.startswith(("ses:", "lambda:")) for a in actions("SesEventsRole"))
+    # ses_events neither sends nor invokes; of SES it reads only its SES tenants' status (the guard).
+    ses_events_ses = {a for a in actions("SesEventsRole") if a.startswith(("ses:", "lambda:"))}
+    assert ses_events_ses == {"ses:GetTenant", "ses:GetReputationEntity"}
     # ses_events reads its own queue, as Lambda's poller does with the role, and no other queue.
     sqs = [
         (st["Action"], st["Resource"])
@@ -151,6 +153,21 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     }
     assert deliverer_queues == {deliveries}
     assert not {"ses:SendEmail", "lambda:InvokeFunction", "sqs:SendMessage"} & actions("DeliverWebhooksRole")
+    # SES tenants: only the sender creates them and associates resources; the guard and the API read status.
+    assert {r for r in roles if "ses:CreateTenant" in actions(r)} == {"SendEmailsRole"}
+    assert {r for r in roles if "ses:GetReputationEntity" in actions(r)} == {
+        "SendEmailsRole",
+        "SesEventsRole",
+        "ApiHandlerRole",
+    }
+    tenant_grants = {
+        res
+        for r in roles
+        for st in roles[r]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+        if any(a in ("ses:CreateTenant", "ses:GetTenant") for a in st["Action"])
+        for res in st["Resource"]
+    }
+    assert tenant_grants == {f"arn:aws:ses:*:*:tenant/moonsend-{_stage}-*"}
 
 
 def test_every_function_is_told_the_account_id(packaged):

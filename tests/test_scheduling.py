@@ -249,7 +249,7 @@ def _actions(store, releaser):
     c = wiring.container()
     settings = dataclasses.replace(c.settings, schedule_lead_s=90)
     parked = ParkedEmail(store, c.email_queue, parts.Starts())
-    return CampaignActions(settings, c.control, releaser, parked, c.retry, c.tenants, store, c.stats)
+    return CampaignActions(settings, c.control, releaser, parked, c.retry, c.tenants, store, c.stats, c.ses_tenants)
 
 
 @e2e

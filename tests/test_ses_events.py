@@ -5,6 +5,9 @@ import json
 from chalicelib.feedback.ses_events import SesEvents, parse_event
 from infra.local.ses import send_event
 from tests.fakes import FakeLedger, FakeReputation, FakeStats, FakeSuppressions, FakeTenants
+from tests.fakes.ses import FakeSesTenants
+
+PLATFORM = "123456789012"
 
 RAW = (
     b"From: Acme <news@acme.io>\r\nTo: ann@x.io\r\nSubject: Hi\r\nMessage-ID: <1@acme.io>\r\n"
@@ -22,7 +25,9 @@ def _event(kind="Send", **extra):
 
 def _recording(ledger, stats, account="111122223333"):
     """SesEvents with a fake per port; acme's keys are of the account the events come from."""
-    return SesEvents(ledger, stats, FakeSuppressions(), FakeTenants(_acme(account)), "123456789012", FakeReputation())
+    return SesEvents(
+        ledger, stats, FakeSuppressions(), FakeTenants(_acme(account)), PLATFORM, FakeReputation(), FakeSesTenants()
+    )
 
 
 def test_the_send_event_shape_carries_what_moonsend_matches_on():
@@ -141,7 +146,7 @@ def _acme(account="111122223333"):
 
 def _handler(account="111122223333"):
     ledger, stats, sup = FakeLedger(), FakeStats(), FakeSuppressions()
-    events = SesEvents(ledger, stats, sup, FakeTenants(_acme(account)), "123456789012", FakeReputation())
+    events = SesEvents(ledger, stats, sup, FakeTenants(_acme(account)), PLATFORM, FakeReputation(), FakeSesTenants())
     return events, ledger, stats, sup
 
 

@@ -110,7 +110,7 @@ class ArrivalSes:
     def quota(self, sender, platform=False):
         return SendQuota(5000.0, 10_000_000.0, 0.0)
 
-    def send(self, sender, to, raw, platform=False):
+    def send(self, sender, to, raw, platform=False, tenant=None):
         with self.lock:
             self.arrived.append((time.monotonic(), to))
         time.sleep(self.latency_s)
@@ -136,7 +136,7 @@ class DiesAfter:
     def quota(self, sender, platform=False):
         return self.ses.quota(sender)
 
-    def send(self, sender, to, raw, platform=False):
+    def send(self, sender, to, raw, platform=False, tenant=None):
         if next(self.calls) == self.n:
             with self.ses.lock:
                 self.ses.arrived.append((time.monotonic(), to))

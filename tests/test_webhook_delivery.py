@@ -346,3 +346,39 @@ def test_the_retry_schedule_is_configurable_within_sqss_limits():
     for bad in ("43201", "-1", "a", ",".join(["1"] * 18)):
         with pytest.raises(ValueError):
             Settings.from_env({"MOONSEND_WEBHOOK_RETRY_S": bad})
+
+
+def test_deliveries_go_ten_to_a_request_each_under_its_tenant_as_the_fair_queues_group():
+    """botocore's Stubber checks each request against SQS's model (MessageGroupId on a standard queue makes
+    it a fair queue)."""
+    import boto3
+    from botocore.stub import ANY, Stubber
+
+    from chalicelib.core.errors import DeliveryNotQueued
+    from chalicelib.webhooks.delivery_queue import DeliveryQueue
+
+    sqs = boto3.client("sqs", region_name="us-east-1", aws_access_key_id="k", aws_secret_access_key="s")
+    url = "https://sqs.us-east-1.amazonaws.com/123456789012/moonsend-dev-webhook-deliveries"
+    made = list(deliveries(_endpoint(), _events(12), 0))
+
+    def ok(n: int) -> dict[str, Any]:
+        return {
+            "Successful": [{"Id": str(i), "MessageId": f"m{i}", "MD5OfMessageBody": "x"} for i in range(n)],
+            "Failed": [],
+        }
+
+    with Stubber(sqs) as stub:
+        stub.add_response("get_queue_url", {"QueueUrl": url}, {"QueueName": "moonsend-dev-webhook-deliveries"})
+        for n in (10, 2):
+            entries = [{"Id": str(i), "MessageBody": ANY, "MessageGroupId": "acme"} for i in range(n)]
+            stub.add_response("send_message_batch", ok(n), {"QueueUrl": url, "Entries": entries})
+        stub.add_response(
+            "send_message_batch",
+            {"Successful": [], "Failed": [{"Id": "0", "SenderFault": False, "Code": "InternalError"}]},
+            {"QueueUrl": url, "Entries": ANY},
+        )
+        queue = DeliveryQueue(sqs, "moonsend-dev-webhook-deliveries")
+        queue.put(made)
+        with pytest.raises(DeliveryNotQueued, match="InternalError"):
+            queue.put(made[:1])
+        stub.assert_no_pending_responses()

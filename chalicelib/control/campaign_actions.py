@@ -8,7 +8,8 @@
 - retry-failed: chalicelib.control.retry;
 - pause or resume a whole tenant: its queue is not drained while paused (a free-plan tenant's email is
   parked like a paused campaign's). A tenant may resume only a pause of its own: a pause by the reputation
-  guard or an operator is lifted by an operator.
+  guard or an operator is lifted by an operator. Nobody resumes a tenant whose SES tenant SES still has
+  paused (its sends would be refused): SES's cause is given instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.schedule import ScheduleStore
+from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.tenants import TenantRegistry
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
@@ -47,6 +49,7 @@ class CampaignActions:
         tenants: TenantRegistry,
         store: ScheduleStore,
         stats: CampaignStats,
+        ses_tenants: SesTenants,
     ) -> None:
         self._settings = settings
         self._control = control
@@ -56,6 +59,7 @@ class CampaignActions:
         self._tenants = tenants
         self._store = store
         self._stats = stats
+        self._ses_tenants = ses_tenants
 
     def reschedule(self, user_id: str, campaign_id: str, at_s: float) -> Done:
         """Move a scheduled campaign's waiting email to another time (its deadline moves with it)."""
@@ -122,6 +126,9 @@ class CampaignActions:
             return Done(True, "not paused")
         if by_tenant and not tenant.paused_reason.startswith(TENANT_PAUSE_PREFIX):
             return Done(False, f"paused by moonsend ({tenant.paused_reason}): ask support to resume")
+        ses = self._ses_tenants.status(user_id, fresh=True)
+        if ses is not None and ses.paused:
+            return Done(False, f"not resumed: {ses.reason}")
         self._tenants.resume(user_id)
         n = self._parked.unpark(user_id)
         return Done(True, f"resumed: parked email goes out within a minute ({n} parked from the free plan's queue)", n)

@@ -81,7 +81,7 @@ class WebhookRegistration:
 
     def _requeue(self, user_id: str, rows: list[tuple[str, str]]) -> int:
         # On the queue first, then off the table: a crash between leaves a copy parked, never none.
-        self._queue.put_messages([body for _key, body in rows])
+        self._queue.put_messages([(user_id, body) for _key, body in rows])
         for key, _body in rows:
             self._parked.remove(user_id, key)
         return len(rows)

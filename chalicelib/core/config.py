@@ -67,6 +67,9 @@ class Settings:
     # The waits before each retry of a webhook delivery (seconds, each at most SQS's 12 h of invisibility).
     # The local stage's are seconds, so that a disabled endpoint can be seen in a test.
     webhook_retry_s: tuple[int, ...] = RETRY_SCHEDULE_S
+    # The reputation policy each new SES tenant of the platform's account is given (chalicelib.stores.ses_tenants):
+    # standard (SES pauses it on a high-impact finding), strict (on any finding) or none.
+    ses_tenant_policy: str = "standard"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -93,6 +96,7 @@ class Settings:
             claim_hold_s=max(MIN_CLAIM_HOLD_S, float(e.get("MOONSEND_CLAIM_HOLD_S", "1800"))),
             drainer_max_rate=max(1, int(e.get("MOONSEND_DRAINER_MAX_RATE", str(DRAINER_MAX_RATE)))),
             webhook_retry_s=_waits(e.get("MOONSEND_WEBHOOK_RETRY_S")),
+            ses_tenant_policy=e.get("MOONSEND_SES_TENANT_POLICY", "standard"),
         )
 
     @cached_property

@@ -90,3 +90,12 @@ class RegistryConflict(MoonsendError):
 
 class DeliveryNotQueued(MoonsendError):
     """SQS did not take every webhook delivery (the ledger's stream gives the batch again)."""
+
+
+class TenantSendingPaused(MoonsendError):
+    """SES refused a send through an SES tenant with SendingPausedException (the tenant's pause, or the
+    account's: the tenant's status tells which)."""
+
+
+class TenantNotReady(TransientSendError):
+    """SES refused a send through an SES tenant for a resource not associated with it: set up again, retried."""

@@ -223,9 +223,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
     p = f"{app_name}-{stage}"
     dlq = QueueDef("DeadLetterQueue", f"{p}-dlq", retention_seconds=DLQ_RETENTION_S)
     events_dlq = QueueDef("SesEventsDeadLetterQueue", f"{p}-ses-events-dlq", retention_seconds=DLQ_RETENTION_S)
-    webhooks_dlq = QueueDef(
-        "WebhooksDeadLetterQueue", f"{p}-webhook-deliveries-dlq", retention_seconds=DLQ_RETENTION_S
-    )
+    webhooks_dlq = QueueDef("WebhooksDeadLetterQueue", f"{p}-webhook-deliveries-dlq", retention_seconds=DLQ_RETENTION_S)
     return Resources(
         app_name=app_name,
         stage=stage,

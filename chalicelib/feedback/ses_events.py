@@ -44,6 +44,7 @@ from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Reputation
+from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT, Suppressions
 from chalicelib.stores.tenants import TenantRegistry
 
@@ -95,6 +96,7 @@ class SesEvents:
         tenants: TenantRegistry,
         platform_account: str,
         reputation: Reputation,
+        ses_tenants: SesTenants,
     ) -> None:
         self._ledger = ledger
         self._stats = stats
@@ -102,6 +104,7 @@ class SesEvents:
         self._tenants = tenants
         self._platform_account = platform_account
         self._reputation = reputation
+        self._ses_tenants = ses_tenants
 
     def _trusted(self, event: SesEvent) -> bool:
         """Whether the event comes from an SES account that sends this tenant's email: the platform's (the
@@ -179,7 +182,7 @@ class SesEvents:
         if kind == "Permanent":
             self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
             if outcome.startswith("recorded"):
-                self._guard(user, bounced=1)
+                self._guard(user, event, bounced=1)
         return outcome
 
     def _on_complaint(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
@@ -188,15 +191,25 @@ class SesEvents:
         outcome = _feedback(rec, user, campaign, to, "complained", kind, event.message_id)
         self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
         if outcome.startswith("recorded"):
-            self._guard(user, complained=1)
+            self._guard(user, event, complained=1)
         return outcome
 
-    def _guard(self, user: str, **counts: int) -> None:
-        """Count it against the tenant's rolling window, and pause the tenant if that is now too high."""
+    def _guard(self, user: str, event: SesEvent, **counts: int) -> None:
+        """Count it against the tenant's rolling window, and pause the tenant if that is now too high; on the
+        platform's account, also if SES has paused its SES tenant (read at most once a minute)."""
         self._reputation.add(user, **counts)
         why = verdict(self._reputation.window(user), self._reputation.limits)
         if why and self._tenants.pause(user, f"reputation guard: {why}"):
             log.warning("tenant paused by the reputation guard", user=user, reason=why)
+        if why or event.sending_account != self._platform_account:
+            return
+        try:
+            status = self._ses_tenants.status(user)
+        except Exception as exc:  # the event is recorded; the sender finds SES's pause at its next send
+            log.warning("SES tenant status unknown", user=user, error=type(exc).__name__)
+            return
+        if status is not None and status.paused and self._tenants.pause(user, status.reason):
+            log.warning("tenant paused by SES", user=user, reason=status.reason)
 
 
 class EventBatch:

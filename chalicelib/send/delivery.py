@@ -24,6 +24,8 @@ from chalicelib.core.errors import (
     SendFailed,
     SendOutcomeUnknown,
     SendThrottled,
+    TenantNotReady,
+    TenantSendingPaused,
     TransientSendError,
 )
 from chalicelib.core.links import LinkSigner
@@ -40,6 +42,7 @@ from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim, Entry
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.recorder import Recorder
+from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenants import TenantRegistry
@@ -62,6 +65,7 @@ class Delivery:
         ledger: Ledger,
         recorder: Recorder,
         ses: SesSender,
+        ses_tenants: SesTenants,
         pacings: Pacings,
         sent_ahead: SentAhead,
         payloads: PayloadStore,
@@ -76,6 +80,7 @@ class Delivery:
         self._ledger = ledger
         self._recorder = recorder
         self._ses = ses
+        self._ses_tenants = ses_tenants
         self._pacings = pacings
         self._sent_ahead = sent_ahead
         self._payloads = payloads
@@ -198,16 +203,22 @@ class Delivery:
             stopped = self._campaign_says(email, claim)  # again, after the wait for the slot
             if stopped is not None:
                 return stopped
+            tenant = self._ses_tenant(email, sender) if free else None
             self._sent_ahead.take(email.user_id, share_of_rate)
-            message_id = self._ses.send(sender, email.recipient_email, mime, platform=free)
+            message_id = self._ses.send(sender, email.recipient_email, mime, platform=free, tenant=tenant)
         except SendOutcomeUnknown as exc:
             # SES may have accepted it (so it stays counted). The claim is kept: no copy goes out before SES's
             # Send event has had the claim's lifetime to record it sent (then the copy is dropped), as for a
             # sender that died.
             log.warning("send outcome unknown, claim kept", user=email.user_id, queue=queue_name, reason=str(exc))
             return Outcome.IN_FLIGHT
+        except TenantSendingPaused as exc:
+            self._sent_ahead.give_back(email.user_id)
+            return self._ses_paused(exc, queue_name, email, claim)
         except (SendThrottled, QuotaExhausted, KeysRejected, SendFailed, TransientSendError) as exc:
             self._sent_ahead.give_back(email.user_id)  # counted ahead for the reputation guard, not sent
+            if isinstance(exc, TenantNotReady):
+                self._ses_tenants.forget(email.user_id)
             if isinstance(exc, SendThrottled):
                 pacing.slow_down(2.0, 5.0)
             return self._not_sent(exc, queue_name, email, claim, sender, _receives(message))
@@ -217,6 +228,29 @@ class Delivery:
             claim, email.user_id, email.campaign_id, email.recipient_email, SENT, message_id=message_id
         )
         return Outcome.SENT
+
+    def _ses_tenant(self, email: QueuedEmail, sender: Sender) -> str:
+        """The SES tenant a platform send goes through, set up on its first send (a failure is transient)."""
+        try:
+            return self._ses_tenants.ensure(email.user_id, sender.email_address)
+        except Exception as exc:
+            raise TransientSendError(f"SES tenant not set up: {type(exc).__name__}: {exc}") from exc
+
+    def _ses_paused(self, exc: TenantSendingPaused, queue_name: str, email: QueuedEmail, claim: Claim) -> Outcome:
+        """SES would not send for this tenant: if SES paused the tenant, the tenant is paused here with SES's
+        reason and its email parked (held, never failed); if the whole account is paused, the drain stops."""
+        self._ledger.unclaim(claim)
+        try:
+            status = self._ses_tenants.status(email.user_id, fresh=True)
+        except Exception as error:  # cannot tell whose pause: stop, as for the account's (nothing is lost)
+            log.warning("SES tenant status unknown", user=email.user_id, error=type(error).__name__)
+            status = None
+        if status is None or not status.paused:
+            log.warning("sending stopped", queue=queue_name, user=email.user_id, reason=str(exc))
+            return Outcome.QUOTA_REACHED
+        if self._tenants.pause(email.user_id, status.reason):
+            log.warning("tenant paused by SES", user=email.user_id, reason=status.reason)
+        return Outcome.TENANT_PAUSED
 
     def _not_sent(
         self, exc: Exception, queue_name: str, email: QueuedEmail, claim: Claim, sender: Sender, receives: int

@@ -45,6 +45,7 @@ from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Reputation
+from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry
 
@@ -90,6 +91,7 @@ class Drainer:
         tenants: TenantRegistry,
         stats: CampaignStats,
         ses: SesSender,
+        ses_tenants: SesTenants,
         ledger: Ledger,
         payloads: PayloadStore,
         suppressions: Suppressions,
@@ -118,6 +120,7 @@ class Drainer:
             ledger,
             Recorder(ledger, self._stats),
             ses,
+            ses_tenants,
             self._pacings,
             self._sent_ahead,
             payloads,

@@ -36,6 +36,8 @@ from chalicelib.core.errors import (
     SendFailed,
     SendOutcomeUnknown,
     SendThrottled,
+    TenantNotReady,
+    TenantSendingPaused,
     TransientSendError,
 )
 
@@ -183,8 +185,11 @@ class SesSender:
             self._quotas[key] = (now, quota)
         return quota
 
-    def send(self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False) -> str:
-        """Send and return SES's MessageId, or raise the error that says what to do next."""
+    def send(
+        self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False, tenant: str | None = None
+    ) -> str:
+        """Send and return SES's MessageId, or raise the error that says what to do next. `tenant`: the SES
+        tenant of the platform's account it goes out through (chalicelib.stores.ses_tenants)."""
         if not platform and not sender.has_own_account:  # a tenant's email goes out with its keys or not at all
             raise SendFailed("no SES keys for a tenant's own account; never sent through the platform's account")
         client = self._client(sender, platform)
@@ -196,9 +201,13 @@ class SesSender:
         configuration_set = self._configuration_set_for(sender, platform, client)
         if configuration_set:
             params["ConfigurationSetName"] = configuration_set
+        if tenant is not None:
+            params["TenantName"] = tenant
         try:
             resp = client.send_email(**params)
         except ClientError as exc:
+            if tenant is not None:
+                _raise_for_tenant(exc)
             raise classify(exc) from exc
         except _NOT_SENT as exc:  # the request never reached SES: safe to send again
             raise TransientSendError(f"{type(exc).__name__}: {exc}") from exc
@@ -211,6 +220,15 @@ def _code(exc: Exception) -> str:
     if isinstance(exc, ClientError):
         return str(exc.response.get("Error", {}).get("Code", "ClientError"))
     return type(exc).__name__
+
+
+def _raise_for_tenant(exc: ClientError) -> None:
+    """A send through an SES tenant: SES's pause, and a tenant or resource it does not know, told apart."""
+    code, message = _code(exc), str(exc.response.get("Error", {}).get("Message", ""))
+    if code == "SendingPausedException":
+        raise TenantSendingPaused(f"{code}: {message}") from exc
+    if code in ("NotFoundException", "BadRequestException") and "tenant" in message.lower():
+        raise TenantNotReady(f"{code}: {message}") from exc
 
 
 def classify(exc: ClientError) -> Exception:

@@ -192,6 +192,8 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
             environ.get("PATH_INFO", ""),
             environ.get("QUERY_STRING", ""),
         )
+        if not operation and service in ("ses", "email"):
+            operation, params = _reputation_entity(environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", ""))
         if operation in ("PutObject", "CopyObject"):  # one method and path; the copy has a source header
             operation = "CopyObject" if environ.get("HTTP_X_AMZ_COPY_SOURCE") else "PutObject"
         query = parse_qs(environ.get("QUERY_STRING", ""))
@@ -222,6 +224,22 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
     if prefix == "scheduler" and role:  # the role given to Scheduler must be the caller's to pass
         checks.append(("iam:PassRole", str(role)))
     return Call(tuple(checks), operation)
+
+
+def _reputation_entity(method: str, path: str) -> tuple[str, dict[str, str]]:
+    """SES v2's reputation entity calls: their reference is an ARN, whose `/`s WSGI has decoded in the path
+    (the model's `{ReputationEntityReference}` is one segment), so they are told apart by their ends."""
+    head = "/v2/email/reputation/entities/RESOURCE/"
+    if not path.startswith(head):
+        return "", {}
+    rest = path[len(head) :].rstrip("/")
+    for suffix, op, verb in (
+        ("/customer-managed-status", "UpdateReputationEntityCustomerManagedStatus", "PUT"),
+        ("/policy", "UpdateReputationEntityPolicy", "PUT"),
+    ):
+        if rest.endswith(suffix) and method == verb:
+            return op, {"ReputationEntityReference": rest[: -len(suffix)]}
+    return ("GetReputationEntity", {"ReputationEntityReference": rest}) if method == "GET" else ("", {})
 
 
 def is_rest(service: str, environ: dict[str, Any]) -> bool:
@@ -278,6 +296,9 @@ def _resources(prefix: str, op: str, p: dict[str, Any], region: str, account: st
             out.append(f"{head}:identity/{address}")
         if p.get("ConfigurationSetName"):
             out.append(f"{head}:configuration-set/{p['ConfigurationSetName']}")
+        if p.get("TenantName"):  # its ARN ends in the tenant's id, which a policy's `tenant/<name>*` covers
+            out.append(f"{head}:tenant/{p['TenantName']}")
+        out += [str(p[k]) for k in ("ResourceArn", "ReputationEntityReference", "ReputationEntityPolicy") if p.get(k)]
         return out
     if prefix == "lambda":
         name = str(p.get("FunctionName", ""))

@@ -33,6 +33,7 @@ from infra.local.ses import (
     quota_response,
     refusal_response,
 )
+from infra.local.ses_tenants import Answer as TenantRefusal
 from infra.local.sns_delivery import SnsDelivery, accepted_publications
 
 _AUTH_RE = re.compile(r"Credential=([^/]+)/\d{8}/([^/]+)/([^/]+)/aws4_request")
@@ -317,9 +318,26 @@ class Gateway:
         if destination and environ.get("REQUEST_METHOD") == "GET":
             listed = self.ses.event_destinations(access_key, unquote(destination.group(1)))
             return _respond(start_response, (200, {"Content-Type": "application/json"}, json.dumps(listed).encode()))
-        send = parse_send(path, body) if environ.get("REQUEST_METHOD") == "POST" else None
+        account = self.ses.account_id_for(access_key)
+        method = environ.get("REQUEST_METHOD", "")
+        tenant_call = self.ses.tenants.handle(account, method, path, body)
+        if tenant_call is not None:  # moto has no SES tenants
+            return _respond(start_response, tenant_call)
+        send = parse_send(path, body) if method == "POST" else None
         if send is None:
             return self.moto_app(environ, start_response)
+        if send.tenant is not None:
+            try:
+                region = self.ses.region
+                identities = send.identity_arns(region, account)
+                self.ses.tenants.check_send(
+                    account, send.tenant, identities, send.configuration_set_arn(region, account)
+                )
+            except TenantRefusal as refusal:
+                time.sleep(self.ses.latency_for(access_key))
+                body_out = json.dumps({"message": refusal.message}).encode()
+                headers = {"Content-Type": "application/json", "x-amzn-ErrorType": refusal.code}
+                return _respond(start_response, (refusal.status, headers, body_out))
         try:
             admitted = self.ses.admit(access_key)
         except Refused as refusal:
@@ -336,8 +354,10 @@ class Gateway:
         status = int(str(captured.get("status", "500")).split()[0])
         if status == 200:
             message_id = message_id_of(send.version, chunks)
-            self.ses.record(admitted, send.raw_mime, send.to, message_id, self.ses.account_id_for(access_key))
+            self.ses.record(admitted, send.raw_mime, send.to, message_id, account)
             self.ses.publish_send_event(access_key, send.configuration_set, send.raw_mime, send.to, message_id)
+            if send.tenant is not None:
+                self.ses.tenants.sent(account, send.tenant, send.bounces)
         else:
             self.ses.release(access_key, admitted)
         start_response(captured["status"], captured["headers"])

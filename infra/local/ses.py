@@ -42,6 +42,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from infra.local.ses_tenants import SesTenants
+
 DEFAULT_MAX_SEND_RATE = 14.0
 EVENT_PUBLISHERS = 8
 DEFAULT_MAX_24H_SEND = 50_000.0
@@ -114,8 +116,11 @@ class SesStandIn:
         default_max_24h_send: float = DEFAULT_MAX_24H_SEND,
         clock: Any = time.time,
         sleep: Any = time.sleep,
+        region: str = "us-east-1",
     ) -> None:
         self.outbox = outbox
+        self.region = region
+        self.tenants = SesTenants(region)  # SES tenants (infra.local.ses_tenants), by account
         self.latency_ms = latency_ms
         self.platform_access_key = platform_access_key
         self.default_max_send_rate = default_max_send_rate
@@ -165,6 +170,7 @@ class SesStandIn:
                 "accounts": dict(self._accounts),
                 "linked": dict(self._linked),
                 "destinations": dict(self._destinations),
+                "tenants": self.tenants,
             }
 
     def load_state(self, saved: dict[str, Any]) -> None:
@@ -173,6 +179,8 @@ class SesStandIn:
             self._linked.update(saved["linked"])
             for key, destinations in saved["destinations"].items():
                 self._destinations.setdefault(key, {}).update(destinations)
+            if "tenants" in saved:
+                self.tenants = saved["tenants"]
 
     def flush_events(self) -> None:
         """Publish every SES event still waiting (a stop for a save: none is lost)."""
@@ -444,6 +452,24 @@ class SendRequest:
     raw_mime: bytes
     to: list[str]
     configuration_set: str | None = None
+    tenant: str | None = None  # SES v2's TenantName
+
+    def identity_arns(self, region: str, account: str) -> list[str]:
+        """The identities SES would send this from: the From address's, and its domain's."""
+        m = message_from_bytes(self.raw_mime, policy=SMTP)
+        address = str(m.get("From", "")).rsplit("<", 1)[-1].rstrip(">").strip().lower()
+        head = f"arn:aws:ses:{region}:{account}:identity"
+        return [f"{head}/{address}", f"{head}/{address.rpartition('@')[2]}"]
+
+    def configuration_set_arn(self, region: str, account: str) -> str | None:
+        if not self.configuration_set:
+            return None
+        return f"arn:aws:ses:{region}:{account}:configuration-set/{self.configuration_set}"
+
+    @property
+    def bounces(self) -> bool:
+        """To SES's mailbox simulator's bounce address (the stand-in's tenants count it against their policy)."""
+        return any(a.lower().partition("@")[2] == SIMULATOR_DOMAIN and a.lower().startswith("bounce") for a in self.to)
 
 
 def _v1_params(body: bytes) -> dict[str, str]:
@@ -485,7 +511,7 @@ def parse_send(path: str, body: bytes) -> SendRequest | None:
             if not to:
                 m = message_from_bytes(raw, policy=SMTP)
                 to = [str(a) for a in (m.get_all("To") or [])]
-            return SendRequest(2, raw, to, d.get("ConfigurationSetName"))
+            return SendRequest(2, raw, to, d.get("ConfigurationSetName"), d.get("TenantName"))
         simple = content.get("Simple", {})
         b = simple.get("Body", {})
         return SendRequest(
@@ -500,6 +526,7 @@ def parse_send(path: str, body: bytes) -> SendRequest | None:
             ),
             to,
             d.get("ConfigurationSetName"),
+            d.get("TenantName"),
         )
     if path in ("", "/"):
         p = _v1_params(body)

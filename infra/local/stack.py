@@ -202,6 +202,7 @@ class LocalStack:
             platform_access_key=PLATFORM_ACCESS_KEY,
             default_max_send_rate=c.ses_max_send_rate,
             default_max_24h_send=c.ses_max_24h_send,
+            region=c.region,
         )
         gateway = Gateway(
             DomainDispatcherApplication(create_backend_app),

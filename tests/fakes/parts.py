@@ -24,6 +24,7 @@ from tests.fakes.reputation import FakeReputation
 from tests.fakes.s3 import failed_copies, payloads
 from tests.fakes.schedule import FakeSchedule
 from tests.fakes.senders import FakeCampaignSenders, FakeFreeAddresses, no_account
+from tests.fakes.ses import FakeSesTenants
 from tests.fakes.stats import FakeStats
 from tests.fakes.suppressions import FakeSuppressions
 from tests.fakes.tenants import FakeTenants
@@ -59,6 +60,7 @@ def drainer(
     reputation=None,
     queues=None,
     drains=None,
+    ses_tenants=None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
@@ -68,6 +70,7 @@ def drainer(
         tenants,
         stats or FakeStats(),
         ses,
+        ses_tenants or FakeSesTenants(),
         ledger or FakeLedger(),
         payload_store,
         suppressions or FakeSuppressions(),

@@ -26,7 +26,6 @@ import tempfile
 import threading
 import time
 from datetime import datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -38,36 +37,7 @@ assert _spec and _spec.loader
 cost = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(cost)
 
-from standardwebhooks.webhooks import Webhook  # noqa: E402
-
-
-class Receiver:
-    def __init__(self) -> None:
-        self.secret = ""
-        self.requests = 0
-        self.events: dict[str, float] = {}  # event id -> seconds from its record to its arrival
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
-                payload = Webhook(receiver.secret).verify(body, dict(self.headers.items()))
-                now = time.time()
-                with receiver.lock:
-                    receiver.requests += 1
-                    for e in payload["data"]["events"]:
-                        at = datetime.fromisoformat(e["timestamp"].replace("Z", "+00:00")).timestamp()
-                        receiver.events.setdefault(e["id"], now - at)
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+from infra.webhook_receiver import WebhookReceiver  # noqa: E402
 
 
 class Meter:
@@ -178,24 +148,26 @@ def run(recipients: int) -> dict[str, Any]:
             for batch in (1, 100):
                 user = f"hooks{batch}"
                 sender = tenant(user)
-                receiver = Receiver()
+                receiver = WebhookReceiver()
                 registered = c.webhook_registration.add(user, {"url": receiver.url, "maxEventsPerRequest": batch})
-                receiver.secret = registered.body["secret"]
+                receiver.secret = str(registered.body["secret"])
                 expected = 2 * recipients
                 cost._on.set()
                 started = time.monotonic()
                 campaign(user, sender, recipients)
                 deadline = time.monotonic() + 1800
-                while len(receiver.events) < expected and time.monotonic() < deadline:
+                while len(receiver.arrived) < expected and time.monotonic() < deadline:
                     time.sleep(0.5)
                 took = time.monotonic() - started
                 stack.wait_for_streams(60)
                 cost._on.clear()
-                delays = sorted(receiver.events.values())
-                events = len(receiver.events)
+                recorded = {e["id"]: e["timestamp"] for es in receiver.accepted.values() for e in es}
+                delays = sorted(at - _epoch(recorded[i]) for i, at in receiver.arrived.items())
+                events = len(receiver.arrived)
                 results[f"batch_{batch}"] = {
                     "events": events,
-                    "requests": receiver.requests,
+                    "requests": len(receiver.requests),
+                    "repeats": len(receiver.repeats),
                     "took_s": round(took, 1),
                     "delay_p50_s": round(delays[len(delays) // 2], 2) if delays else None,
                     "delay_p95_s": round(delays[int(len(delays) * 0.95)], 2) if delays else None,
@@ -215,8 +187,12 @@ def run(recipients: int) -> dict[str, Any]:
                 cost._units.clear()
                 invocations.clear()
                 gb_s.clear()
-                receiver.server.shutdown()
+                receiver.close()
     return results
+
+
+def _epoch(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
 
 
 def priced(per_event: dict[str, Any], gb_s_per_event: float) -> float:

@@ -198,8 +198,7 @@ class Container:
         s = self.settings
         r = s.resources
         return SesTenants(
-            lambda: aws.send_client("sesv2", s.region),
-            s.region,
+            lambda region: aws.send_client("sesv2", region),
             s.account_id,
             r.prefix,
             r.configuration_set if s.ses_events else None,
@@ -216,6 +215,7 @@ class Container:
             self.settings.account_id,
             self.reputation,
             self.ses_tenants,
+            self.settings.region,
         )
 
     @cached_property

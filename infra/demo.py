@@ -3,8 +3,10 @@
 Starts the local stack in this process, gives two paid tenants their own SES accounts (rates 5 and
 20 per second) and one free-plan tenant the platform's, publishes a Liquid-personalised campaign for
 each through PrecompileEmail, shows live progress until every queue is drained, then prints a
-per-tenant table and checks that every good recipient got exactly one email. Then a fourth tenant's
-weekly digest (infra.demo_digest): items from two producers, one email per reader when its schedule fires.
+per-tenant table and checks that every good recipient got exactly one email. Globex has a webhook
+endpoint on a loopback receiver (infra.demo_webhooks), which hears, signed, of each of its emails being sent
+and delivered. Then a fourth tenant's weekly digest (infra.demo_digest): items from two producers, one email
+per reader when its schedule fires.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rich.live import Live
 from rich.table import Table
 
 from infra.demo_digest import run_digest_demo
+from infra.demo_webhooks import register
 from infra.local.stack import LocalStack, StackConfig
 from infra.producer import CampaignSpec, messages, publish
 from infra.status import outbox_summary, progress_view, snapshot
@@ -49,6 +52,8 @@ class DemoTenant:
     bad_addresses: int = 0
 
 
+# The tenant whose webhook endpoint the demo registers.
+WEBHOOK_TENANT = "globex"
 TENANTS = [
     DemoTenant("acme", "Acme", "paid", 5, 40, "AKIADEMOACME0000001", 14, bad_addresses=1),
     DemoTenant("globex", "Globex", "paid", 20, 200, "AKIADEMOGLOBEX00001", 50),
@@ -86,6 +91,7 @@ def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0) 
         sns = stack.client("sns")
         topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
         expected: dict[str, int] = {}
+        hooks = register(WEBHOOK_TENANT)  # before its campaign, as a tenant would
         for t in TENANTS:
             sender: dict[str, Any] = {
                 "region": "us-east-1",
@@ -162,6 +168,14 @@ def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0) 
             ok &= s.get("emails") == s.get("unique") == expected[t.user_id]
             ok &= s.get("max_per_second", 0) <= max(1, int(t.rate))
         console.print(table)
+        heard = hooks.wait(expected[WEBHOOK_TENANT])
+        hooks.receiver.close()
+        console.print(
+            f"webhooks: {WEBHOOK_TENANT}'s endpoint received {heard['sent']} sent and {heard['delivered']} delivered "
+            f"events in {heard['requests']} signed requests (up to 25 events each), every signature verified, "
+            f"{heard['repeats']} repeated"
+        )
+        ok &= heard["ok"]
         digest = run_digest_demo(stack)
         console.print(
             f"digest: hooli's weekly digest, {digest.items_published} items from two producers for "

@@ -9,13 +9,21 @@ import pytest
 
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
-from chalicelib.core.errors import QuotaExhausted, SendFailed, SendThrottled, TransientSendError
+from chalicelib.core.errors import (
+    QuotaExhausted,
+    SendFailed,
+    SendThrottled,
+    TenantSendingPaused,
+    TransientSendError,
+)
 from chalicelib.core.mime import OutgoingEmail, compose
 from chalicelib.send.identity import NO_KEYS_REASON
 from chalicelib.stores.ledger_model import UNATTRIBUTED, Entry, message_key, unattributed_day
+from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
 from tests.fakes import (
     FakeLedger,
+    FakeReputation,
     FakeS3,
     FakeSchedule,
     FakeSes,
@@ -25,6 +33,7 @@ from tests.fakes import (
     FakeTenants,
     parts,
 )
+from tests.fakes.ses import FakeSesTenants
 from tests.mail import html_of, parsed
 
 _TEST_ENV = {
@@ -680,3 +689,69 @@ def test_what_a_slow_drain_holds_when_its_deadline_comes_is_sent_within_half_its
     assert result.unfinished
     assert result.sent - sent_at_deadline[0] <= rate * margin_ms / 2000
     assert len(sqs.deleted) == result.sent  # everything it held was sent and deleted before it ended
+
+
+class UnreadableSesTenants(FakeSesTenants):
+    def status(self, user_id, region, max_age_s=60.0):
+        raise ConnectionError("SES unreachable")
+
+
+class UnsetSesTenants(FakeSesTenants):
+    def ensure(self, user_id, from_address, region):
+        raise ConnectionError("SES unreachable")
+
+
+def _ses_refuses(to):
+    return FakeSes(outcomes={to: TenantSendingPaused("SendingPausedException: Sending is paused for tenant")})
+
+
+def _free_drain(ses, ses_tenants, reputation=None):
+    sqs = FakeSqs([queued("careless", "a@example.org", "free"), queued("fine", "b@example.org", "free")])
+    ledger, store, tenants = FakeLedger(), FakeSchedule(), FakeTenants(tenant("careless"), tenant("fine"))
+    d = parts.drainer(
+        SETTINGS, sqs, ses, tenants, ledger=ledger, schedule=store, ses_tenants=ses_tenants, reputation=reputation
+    )
+    return d.drain("moonsend-test-free", remaining_ms=lambda: 60_000), tenants, ledger, store
+
+
+def test_free_plan_email_goes_out_through_its_tenants_ses_tenant_in_its_region():
+    ses, ses_tenants = FakeSes(), FakeSesTenants()
+    _free_drain(ses, ses_tenants)
+    assert sorted(ses.tenants) == ["ses-careless", "ses-fine"]
+    assert sorted(ses_tenants.ensured) == [
+        ("careless", "news@careless.example", "us-east-1"),
+        ("fine", "news@fine.example", "us-east-1"),
+    ]
+
+
+def test_a_tenant_ses_paused_is_paused_here_with_ses_cause_its_email_held_and_the_others_sent():
+    paused = TenantStatus("ses-careless", "DISABLED", "The bounce rate exceeded 10%", "arn:standard")
+    result, tenants, ledger, store = _free_drain(_ses_refuses("a@example.org"), FakeSesTenants({"careless": paused}))
+    assert tenants.paused_now == [("careless", paused.reason)] and result.stopped_reason is None
+    assert result.sent == 1 and ledger.state("careless", "c1", "a@example.org") is None  # held, never failed
+    assert [(b.bucket, store.emails(b)[0][0]) for b in store.batches] == [("held#careless", "a@example.org")]
+
+
+def test_a_refusal_while_the_whole_account_is_paused_stops_the_drain_and_pauses_no_tenant():
+    ses = _ses_refuses("a@example.org")
+    ses.account_sending = False
+    enabled = TenantStatus("ses-careless", "ENABLED", None, "arn:standard")
+    result, tenants, ledger, _ = _free_drain(ses, FakeSesTenants({"careless": enabled}))
+    assert tenants.paused_now == [] and result.stopped_reason == "daily quota exhausted or sending paused"
+    assert ledger.state("careless", "c1", "a@example.org") is None
+
+
+def test_a_refusal_whose_ses_status_cannot_be_read_holds_only_that_tenant_with_ses_words():
+    result, tenants, ledger, _ = _free_drain(_ses_refuses("a@example.org"), UnreadableSesTenants())
+    ((user, reason),) = tenants.paused_now
+    assert user == "careless" and reason.startswith("SES refused sending for SES tenant ses-careless: SendingPaused")
+    assert result.stopped_reason is None and result.sent == 1
+    assert ledger.state("careless", "c1", "a@example.org") is None
+
+
+def test_email_whose_ses_tenant_cannot_be_set_up_is_retried_and_not_counted_as_sent():
+    reputation = FakeReputation()
+    result, tenants, ledger, _ = _free_drain(FakeSes(), UnsetSesTenants(), reputation)
+    assert result.sent == 0 and result.retried == 2 and tenants.paused_now == []
+    assert ledger.state("careless", "c1", "a@example.org") is None
+    assert all(n >= 0 for _u, n in reputation.writes)  # nothing given back that was not taken

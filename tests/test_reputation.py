@@ -28,7 +28,16 @@ def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(st
     user = f"careless-{uid}"
     c.tenants.accept(user, "free", Sender("news@careless.example", "C", None, None, None, 1.0), c.ses.account_of)
     c.reputation.add(user, sent=300)
-    events = SesEvents(c.ledger, c.stats, c.suppressions, c.tenants, c.settings.account_id, c.reputation, c.ses_tenants)
+    events = SesEvents(
+        c.ledger,
+        c.stats,
+        c.suppressions,
+        c.tenants,
+        c.settings.account_id,
+        c.reputation,
+        c.ses_tenants,
+        c.settings.region,
+    )
     for i in range(16):  # 16 of 300: 5.3%
         record = json.loads(_record(BOUNCE, account=c.settings.account_id))
         record["mail"]["destination"] = [f"gone{i}@x.io"]

@@ -146,7 +146,9 @@ def _acme(account="111122223333"):
 
 def _handler(account="111122223333"):
     ledger, stats, sup = FakeLedger(), FakeStats(), FakeSuppressions()
-    events = SesEvents(ledger, stats, sup, FakeTenants(_acme(account)), PLATFORM, FakeReputation(), FakeSesTenants())
+    events = SesEvents(
+        ledger, stats, sup, FakeTenants(_acme(account)), PLATFORM, FakeReputation(), FakeSesTenants(), "us-east-1"
+    )
     return events, ledger, stats, sup
 
 

@@ -71,10 +71,12 @@ def test_a_tenant_is_set_up_once_with_the_stages_policy_and_read_by_another_cont
     def tenants(policy="standard"):
         s = stack.settings
         r = s.resources
-        return SesTenants(lambda: ses, s.region, s.account_id, r.prefix, r.configuration_set, policy)
+        return SesTenants(lambda _region: ses, s.account_id, r.prefix, r.configuration_set, policy)
+
+    region = stack.config.region
 
     first = tenants("strict")
-    name = first.ensure(f"strict-{uid}", address)
+    name = first.ensure(f"strict-{uid}", address, region)
     assert name == f"moonsend-local-strict-{uid}"
     assert made == [
         "GetTenant",
@@ -86,26 +88,29 @@ def test_a_tenant_is_set_up_once_with_the_stages_policy_and_read_by_another_cont
         "CreateTenantResourceAssociation",
     ]
     made.clear()
-    assert first.ensure(f"strict-{uid}", address) == name and made == []  # remembered in the container
+    assert first.ensure(f"strict-{uid}", address, region) == name and made == []  # remembered in the container
     resources = {r["ResourceArn"] for r in ses.list_tenant_resources(TenantName=name)["TenantResources"]}
     head = f"arn:aws:ses:{stack.config.region}:{stack.config.account_id}"
     assert resources == {f"{head}:identity/{address}", f"{head}:configuration-set/moonsend-local-events"}
-    status = first.status(f"strict-{uid}")
+    status = first.status(f"strict-{uid}", region)
     assert status is not None and status.policy and status.policy.endswith("/strict") and not status.paused
     # Another container finds the tenant and its resources in place, and creates nothing.
     made.clear()
-    assert tenants().ensure(f"strict-{uid}", address) == name
+    assert tenants().ensure(f"strict-{uid}", address, region) == name
     assert made == ["GetTenant", "GetEmailIdentity", "ListTenantResources"]
-    assert tenants().status(f"nobody-{uid}") is None
+    assert tenants().status(f"nobody-{uid}", region) is None
 
 
-def test_a_tenant_name_is_the_stages_prefix_and_the_id_or_a_digest_of_an_id_that_would_not_do():
+def test_a_tenant_name_is_the_stages_prefix_and_the_id_or_a_digest_no_other_id_can_name():
     assert tenant_name("moonsend-dev", "acme") == "moonsend-dev-acme"
     long = tenant_name("moonsend-dev", "a" * 100)
-    assert len(long) <= 64 and long.startswith("moonsend-dev-")
-    assert tenant_name("moonsend-dev", "a.b@c") != tenant_name("moonsend-dev", "a.b@d")
+    assert len(long) <= 64 and long.startswith("moonsend-dev-_")
+    dotted = tenant_name("moonsend-dev", "acme.io")
+    assert dotted.startswith("moonsend-dev-_") and dotted != tenant_name("moonsend-dev", "acme.iq")
+    # The digest of one id is not another id's plain name (ids never start with `_`).
+    assert tenant_name("moonsend-dev", dotted.removeprefix("moonsend-dev-").lstrip("_")) != dotted
     with pytest.raises(ValueError, match="one of none, standard, strict"):
-        SesTenants(lambda: None, "us-east-1", "1", "p", None, "lenient")
+        SesTenants(lambda _region: None, "1", "p", None, "lenient")
 
 
 def _free_tenant(stack, user):

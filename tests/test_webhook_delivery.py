@@ -382,3 +382,79 @@ def test_deliveries_go_ten_to_a_request_each_under_its_tenant_as_the_fair_queues
         with pytest.raises(DeliveryNotQueued, match="InternalError"):
             queue.put(made[:1])
         stub.assert_no_pending_responses()
+
+
+class _SilentTls:
+    """Takes the TCP connection and never answers the TLS handshake."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen()
+        self.port = self.sock.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.held.append(conn)  # read nothing, answer nothing
+
+
+def test_a_receiver_that_never_finishes_the_tls_handshake_is_cut_off_at_the_deadline():
+    server = _SilentTls()
+    target = Target("https", "localhost", server.port, "/", ("127.0.0.1",))
+    started = time.monotonic()
+    answer = client.post(target, {}, "{}", timeout_s=30.0, deadline_s=1.0)
+    took = time.monotonic() - started
+    assert answer.status is None and answer.error == "TimeoutError"
+    assert took < 15  # not the 30 s read timeout: the deadline cut the handshake
+
+
+def test_large_non_latin_deliveries_go_unescaped_in_requests_sqs_takes():
+    from chalicelib.webhooks.delivery_queue import MAX_REQUEST_BYTES, SQS_BATCH, _requests
+
+    reason = "ошибка доставки " * 70  # about 2 KB of Cyrillic per event
+    events = [
+        WebhookEvent("acme", "failed", {"id": f"evt_{i}", "type": "failed", "reason": reason}) for i in range(300)
+    ]
+    made = list(deliveries(_endpoint(max_events=100), events, 0))
+    messages = [(d.user_id, d.to_message()) for d in made]
+    assert "ошибка" in messages[0][1]  # not \\uXXXX: that tripled a message
+    assert all(len(body.encode()) < 256 * 1024 for _u, body in messages)
+    requests = _requests(messages)
+    assert [m for r in requests for m in r] == messages
+    assert all(len(r) <= SQS_BATCH and sum(len(b.encode()) for _u, b in r) <= MAX_REQUEST_BYTES for r in requests)
+
+
+class _BrokenEndpoints(_Endpoints):
+    def get(self, user_id: str, endpoint_id: str) -> Endpoint | None:
+        raise ConnectionError("DynamoDB unreachable")
+
+
+def test_a_delivery_that_keeps_raising_past_the_schedule_is_parked_not_left_to_expire():
+    endpoint, parked, queue = _endpoint(), _Parked(), _Queue()
+    d = WebhookDeliverer(
+        _BrokenEndpoints(endpoint),  # type: ignore[arg-type]
+        parked,  # type: ignore[arg-type]
+        queue,  # type: ignore[arg-type]
+        (5, 10),
+        allow_loopback=False,
+        post=lambda *a: pytest.fail("no request without its endpoint"),
+        resolver=lambda host, port: ["93.184.216.34"],
+    )
+    message = _message(endpoint)
+
+    def record(attempt: int) -> dict[str, Any]:
+        return {
+            "messageId": "m",
+            "receiptHandle": "r",
+            "body": message,
+            "attributes": {"ApproximateReceiveCount": str(attempt)},
+        }
+
+    assert d.batch([record(2)]) == {"batchItemFailures": [{"itemIdentifier": "m"}]} and queue.hidden == [("r", 10)]
+    assert d.batch([record(3)]) == {"batchItemFailures": []} and list(parked.rows.values()) == [message]

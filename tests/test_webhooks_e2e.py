@@ -12,7 +12,6 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from standardwebhooks.webhooks import Webhook
@@ -20,66 +19,9 @@ from standardwebhooks.webhooks import Webhook
 from chalicelib import wiring
 from chalicelib.core.message_parser import parse_sender
 from infra.producer import CampaignSpec, messages, publish
+from infra.webhook_receiver import WebhookReceiver as Receiver
 
 pytestmark = pytest.mark.e2e
-
-
-class Receiver:
-    """An HTTP server on loopback that keeps every request and answers with the statuses it is given.
-
-    With a secret, it is a receiver as the specification asks for: it verifies each request, and logs the
-    events of each `webhook-id` it accepts (2xx) the first time, dropping a repeat."""
-
-    def __init__(self, statuses=(200,), secret=None, before_answer=None):
-        self.requests: list[tuple[dict[str, str], str]] = []
-        self.statuses = list(statuses)
-        self.secret = secret
-        self.before_answer = before_answer  # called with the request's headers before it is answered
-        self.accepted: dict[str, list[dict]] = {}  # webhook-id -> its events, once
-        self.repeats: list[str] = []  # webhook-ids accepted again
-        self.lock = threading.Lock()
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("content-length", 0))).decode()
-                headers = {k.lower(): v for k, v in self.headers.items()}
-                if receiver.before_answer:
-                    receiver.before_answer(headers)
-                with receiver.lock:
-                    receiver.requests.append((headers, body))
-                    status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 else receiver.statuses[0]
-                    if receiver.secret and 200 <= status < 300:
-                        payload = Webhook(receiver.secret).verify(body, headers)
-                        wid = headers["webhook-id"]
-                        if wid in receiver.accepted:
-                            receiver.repeats.append(wid)
-                        else:
-                            receiver.accepted[wid] = payload["data"]["events"]
-                self.send_response(status)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hooks"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-    def events(self, campaign=None):
-        """(type, recipient) of every event accepted, of one campaign or all."""
-        with self.lock:
-            return sorted(
-                (e["type"], e["recipient"])
-                for events in self.accepted.values()
-                for e in events
-                if campaign is None or e["campaignId"] == campaign
-            )
 
 
 @pytest.fixture
@@ -370,3 +312,13 @@ def test_a_receiver_that_hangs_delays_neither_sending_nor_another_tenants_webhoo
     finally:
         slow.close()
         fast.close()
+
+
+def test_a_delivery_parked_again_while_a_replay_runs_stays_parked_for_the_next(stack, uid):
+    parked, user = wiring.container().parked_deliveries, f"hooks-race-{uid}"
+    parked.park(user, "ep_x", "msg_1", "body", 100.0)
+    (read,) = parked.parked(user, "ep_x")
+    parked.park(user, "ep_x", "msg_1", "body", 200.0)  # its replayed delivery failed again meanwhile
+    assert parked.remove(user, read) is False and parked.count(user, "ep_x") == 1
+    (again,) = parked.parked(user, "ep_x")
+    assert parked.remove(user, again) is True and parked.count(user, "ep_x") == 0

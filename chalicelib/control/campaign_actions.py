@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 
 from chalicelib.control.retry import RetryFailed, RetryResult
+from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
@@ -26,6 +27,7 @@ from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignContro
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
+from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenants import TenantRegistry
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
@@ -118,6 +120,19 @@ class CampaignActions:
             return Done(True, "paused already")
         return Done(True, "paused: its email is parked until resumed")
 
+    def _ses_pause(self, tenant: Tenant) -> str | None:
+        """Why SES keeps a free-plan tenant's SES tenant paused, if it does (a paid tenant sends from its own
+        account, and a status SES cannot give now does not hold a resume: a refused send pauses it again)."""
+        if tenant.plan != "free":
+            return None
+        region = tenant.sender.region or self._settings.region
+        try:
+            status = self._ses_tenants.status(tenant.user_id, region, max_age_s=0)
+        except Exception as exc:
+            log.warning("SES tenant status unknown at resume", user=tenant.user_id, error=type(exc).__name__)
+            return None
+        return status.reason if status is not None and status.paused else None
+
     def resume_tenant(self, user_id: str, *, by_tenant: bool) -> Done:
         tenant = self._tenants.get(user_id, fresh=True)
         if tenant is None:
@@ -126,9 +141,9 @@ class CampaignActions:
             return Done(True, "not paused")
         if by_tenant and not tenant.paused_reason.startswith(TENANT_PAUSE_PREFIX):
             return Done(False, f"paused by moonsend ({tenant.paused_reason}): ask support to resume")
-        ses = self._ses_tenants.status(user_id, fresh=True)
-        if ses is not None and ses.paused:
-            return Done(False, f"not resumed: {ses.reason}")
+        held = self._ses_pause(tenant)
+        if held:
+            return Done(False, f"not resumed: {held}")
         self._tenants.resume(user_id)
         n = self._parked.unpark(user_id)
         return Done(True, f"resumed: parked email goes out within a minute ({n} parked from the free plan's queue)", n)

@@ -8,7 +8,7 @@ from typing import Any
 
 from chalicelib.core.webhook_contract import parse_endpoint
 from chalicelib.feedback.reports import Answer
-from chalicelib.stores.webhooks import ParkedDeliveries, TooManyEndpoints, WebhookEndpoints
+from chalicelib.stores.webhooks import Parked, ParkedDeliveries, TooManyEndpoints, WebhookEndpoints
 from chalicelib.webhooks import url_policy
 from chalicelib.webhooks.delivery_queue import SQS_BATCH, DeliveryQueue
 from chalicelib.webhooks.signing import new_secret
@@ -59,8 +59,8 @@ class WebhookRegistration:
     def remove(self, user_id: str, endpoint_id: str) -> Answer:
         if not self._endpoints.remove(user_id, endpoint_id):
             return NO_ENDPOINT
-        for key, _body in self._parked.parked(user_id, endpoint_id):
-            self._parked.remove(user_id, key)
+        for parked in self._parked.parked(user_id, endpoint_id):
+            self._parked.remove(user_id, parked)
         return Answer(200, {"removed": endpoint_id})
 
     def replay(self, user_id: str, endpoint_id: str) -> Answer:
@@ -69,7 +69,7 @@ class WebhookRegistration:
         if not self._endpoints.enable(user_id, endpoint_id):
             return NO_ENDPOINT
         replayed = 0
-        page: list[tuple[str, str]] = []
+        page: list[Parked] = []
         for row in self._parked.parked(user_id, endpoint_id):
             page.append(row)
             if len(page) == SQS_BATCH:
@@ -79,11 +79,12 @@ class WebhookRegistration:
         endpoint = self._endpoints.get(user_id, endpoint_id)
         return Answer(200, {**(endpoint.public() if endpoint else {"id": endpoint_id}), "replayed": replayed})
 
-    def _requeue(self, user_id: str, rows: list[tuple[str, str]]) -> int:
-        # On the queue first, then off the table: a crash between leaves a copy parked, never none.
-        self._queue.put_messages([(user_id, body) for _key, body in rows])
-        for key, _body in rows:
-            self._parked.remove(user_id, key)
+    def _requeue(self, user_id: str, rows: list[Parked]) -> int:
+        # On the queue first, then off the table: a crash between leaves a copy parked, never none. A row
+        # parked again meanwhile (its delivery failed again) is left for the next replay.
+        self._queue.put_messages([(user_id, row.body) for row in rows])
+        for row in rows:
+            self._parked.remove(user_id, row)
         return len(rows)
 
     def test(self, user_id: str, endpoint_id: str) -> Answer:

@@ -269,6 +269,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             "WebhooksQueue",
             f"{p}-webhook-deliveries",
             visibility_timeout=WEBHOOKS_VISIBILITY_TIMEOUT_S,
+            # SQS's longest: the schedule (27 h 35 min), and ten-hour waits after it if the endpoint's table
+            # fails, all come before SQS would drop a message.
+            retention_seconds=DLQ_RETENTION_S,
             dead_letter=webhooks_dlq.name,
             max_receive_count=WEBHOOKS_MAX_RECEIVE_COUNT,
         ),

@@ -97,6 +97,7 @@ class SesEvents:
         platform_account: str,
         reputation: Reputation,
         ses_tenants: SesTenants,
+        region: str,
     ) -> None:
         self._ledger = ledger
         self._stats = stats
@@ -105,6 +106,7 @@ class SesEvents:
         self._platform_account = platform_account
         self._reputation = reputation
         self._ses_tenants = ses_tenants
+        self._region = region  # the platform's
 
     def _trusted(self, event: SesEvent) -> bool:
         """Whether the event comes from an SES account that sends this tenant's email: the platform's (the
@@ -203,8 +205,10 @@ class SesEvents:
             log.warning("tenant paused by the reputation guard", user=user, reason=why)
         if why or event.sending_account != self._platform_account:
             return
+        tenant = self._tenants.get(user)
+        region = (tenant.sender.region if tenant else None) or self._region
         try:
-            status = self._ses_tenants.status(user)
+            status = self._ses_tenants.status(user, region)
         except Exception as exc:  # the event is recorded; the sender finds SES's pause at its next send
             log.warning("SES tenant status unknown", user=user, error=type(exc).__name__)
             return

@@ -51,6 +51,9 @@ from chalicelib.stores.tenants import TenantRegistry
 # the message is back only after its visibility timeout).
 ORPHANED_AFTER_MS = SEND_VISIBILITY_TIMEOUT_S * 1000
 CANCELLED_REASON = "campaign cancelled before this email was sent"
+# How old SES's status of a tenant may be when one of its sends was refused (the threads that meet the
+# refusal together share one read).
+PAUSE_STATUS_MAX_AGE_S = 5.0
 
 # (user, lower-cased address) -> why: recipients of a receive batch found suppressed since they were queued.
 Suppressed = Mapping[tuple[str, str], str]
@@ -196,6 +199,10 @@ class Delivery:
     ) -> Outcome:
         """Wait for a turn within this drainer's share of the rate, ask the campaign once more, send, record."""
         free = queue_name == self._settings.resources.free_queue.name
+        tenant = self._ses_tenant(email, sender) if free else None
+        if free and tenant is None:  # its SES tenant is not set up: tried again later
+            self._ledger.unclaim(claim)
+            return Outcome.RETRY
         pacing = self._pacings.of(queue_name, slot)
         mime = self._mime(email, sender)
         slots = pacing.acquire(share_of_rate)
@@ -203,7 +210,6 @@ class Delivery:
             stopped = self._campaign_says(email, claim)  # again, after the wait for the slot
             if stopped is not None:
                 return stopped
-            tenant = self._ses_tenant(email, sender) if free else None
             self._sent_ahead.take(email.user_id, share_of_rate)
             message_id = self._ses.send(sender, email.recipient_email, mime, platform=free, tenant=tenant)
         except SendOutcomeUnknown as exc:
@@ -214,7 +220,7 @@ class Delivery:
             return Outcome.IN_FLIGHT
         except TenantSendingPaused as exc:
             self._sent_ahead.give_back(email.user_id)
-            return self._ses_paused(exc, queue_name, email, claim)
+            return self._ses_paused(exc, queue_name, email, claim, sender)
         except (SendThrottled, QuotaExhausted, KeysRejected, SendFailed, TransientSendError) as exc:
             self._sent_ahead.give_back(email.user_id)  # counted ahead for the reputation guard, not sent
             if isinstance(exc, TenantNotReady):
@@ -229,27 +235,41 @@ class Delivery:
         )
         return Outcome.SENT
 
-    def _ses_tenant(self, email: QueuedEmail, sender: Sender) -> str:
-        """The SES tenant a platform send goes through, set up on its first send (a failure is transient)."""
-        try:
-            return self._ses_tenants.ensure(email.user_id, sender.email_address)
-        except Exception as exc:
-            raise TransientSendError(f"SES tenant not set up: {type(exc).__name__}: {exc}") from exc
+    def _region(self, sender: Sender) -> str:
+        return sender.region or self._settings.region
 
-    def _ses_paused(self, exc: TenantSendingPaused, queue_name: str, email: QueuedEmail, claim: Claim) -> Outcome:
-        """SES would not send for this tenant: if SES paused the tenant, the tenant is paused here with SES's
-        reason and its email parked (held, never failed); if the whole account is paused, the drain stops."""
-        self._ledger.unclaim(claim)
+    def _ses_tenant(self, email: QueuedEmail, sender: Sender) -> str | None:
+        """The SES tenant a platform send goes through, set up on its first send (None: not now)."""
         try:
-            status = self._ses_tenants.status(email.user_id, fresh=True)
-        except Exception as error:  # cannot tell whose pause: stop, as for the account's (nothing is lost)
+            return self._ses_tenants.ensure(email.user_id, sender.email_address, self._region(sender))
+        except Exception as exc:
+            log.warning("SES tenant not set up, will retry", user=email.user_id, error=f"{type(exc).__name__}: {exc}")
+            return None
+
+    def _ses_paused(
+        self, exc: TenantSendingPaused, queue_name: str, email: QueuedEmail, claim: Claim, sender: Sender
+    ) -> Outcome:
+        """SES would not send for this tenant. Unless the whole account's sending is paused (then the drain
+        stops, as for an exhausted quota), the tenant is paused here, with SES's cause where SES's status
+        gives one: its email is parked (held, never failed), and the other free tenants' goes on."""
+        self._ledger.unclaim(claim)
+        region = self._region(sender)
+        try:
+            status = self._ses_tenants.status(email.user_id, region, max_age_s=PAUSE_STATUS_MAX_AGE_S)
+            if status is not None and not status.paused:  # read before the pause: read again
+                status = self._ses_tenants.status(email.user_id, region, max_age_s=0)
+        except Exception as error:
             log.warning("SES tenant status unknown", user=email.user_id, error=type(error).__name__)
             status = None
-        if status is None or not status.paused:
+        if status is not None and status.paused:
+            reason = status.reason
+        elif not self._ses.sending_enabled(sender, platform=True):
             log.warning("sending stopped", queue=queue_name, user=email.user_id, reason=str(exc))
             return Outcome.QUOTA_REACHED
-        if self._tenants.pause(email.user_id, status.reason):
-            log.warning("tenant paused by SES", user=email.user_id, reason=status.reason)
+        else:  # SES's status lags its refusal, or could not be read: the refusal named this tenant
+            reason = f"SES refused sending for SES tenant {self._ses_tenants.name_of(email.user_id)}: {exc}"
+        if self._tenants.pause(email.user_id, reason):
+            log.warning("tenant paused by SES", user=email.user_id, reason=reason)
         return Outcome.TENANT_PAUSED
 
     def _not_sent(

@@ -185,6 +185,15 @@ class SesSender:
             self._quotas[key] = (now, quota)
         return quota
 
+    def sending_enabled(self, sender: Sender, *, platform: bool = False) -> bool:
+        """Whether the SES account's sending is enabled (GetAccount, read now). True if it cannot be read: a
+        refusal is then taken to be the tenant's, which holds that tenant's email only."""
+        try:
+            return bool(self._client(sender, platform).get_account().get("SendingEnabled", True))
+        except (ClientError, BotoCoreError) as exc:
+            log.warning("SES account status unknown", error=_code(exc))
+            return True
+
     def send(
         self, sender: Sender, to: str, raw_mime: bytes, *, platform: bool = False, tenant: str | None = None
     ) -> str:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.exceptions import DeleteError, DoesNotExist, UpdateError
 from pynamodb.models import Model
 
 from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, PARKED_DAYS, EndpointRequest
@@ -152,6 +152,13 @@ class WebhookEndpoints:
             raise
 
 
+@dataclass(frozen=True)
+class Parked:
+    key: str  # the row's sort key
+    body: str  # the delivery's queue message
+    parked_at: float
+
+
 class ParkedDeliveries:
     """Deliveries an endpoint did not take, kept for replay (PARKED_DAYS, then DynamoDB's TTL drops them)."""
 
@@ -163,18 +170,26 @@ class ParkedDeliveries:
         key = f"{PARKED_PREFIX}{endpoint_id}#{webhook_id}"
         self._model(user_id, key, body=body, parked_at=now, expires_at=int(now) + PARKED_DAYS * 86400).save()
 
-    def parked(self, user_id: str, endpoint_id: str) -> Iterator[tuple[str, str]]:
-        """(row key, body) of every delivery parked for the endpoint, oldest key first."""
+    def parked(self, user_id: str, endpoint_id: str) -> Iterator[Parked]:
+        """Every delivery parked for the endpoint, in key order."""
         prefix = f"{PARKED_PREFIX}{endpoint_id}#"
         for row in self._model.query(user_id, self._model.endpoint_id.startswith(prefix), consistent_read=True):
-            yield row.endpoint_id, row.body
+            yield Parked(row.endpoint_id, row.body, float(row.parked_at))
 
     def count(self, user_id: str, endpoint_id: str) -> int:
         prefix = f"{PARKED_PREFIX}{endpoint_id}#"
         return self._model.count(user_id, self._model.endpoint_id.startswith(prefix), consistent_read=True)
 
-    def remove(self, user_id: str, key: str) -> None:
-        self._model(user_id, key).delete()
+    def remove(self, user_id: str, parked: Parked) -> bool:
+        """Delete the row as it was read: not if it was parked again since (a replayed delivery that failed
+        again while the replay ran), which stays for the next replay."""
+        try:
+            self._model(user_id, parked.key).delete(condition=self._model.parked_at == parked.parked_at)
+            return True
+        except DeleteError as exc:
+            if condition_failed(exc):
+                return False
+            raise
 
 
 def _endpoint(row: WebhookModel) -> Endpoint:

@@ -33,23 +33,54 @@ class Answer:
     took_ms: int
 
 
+class _Deadline:
+    """The part of a pinned connection the watchdog reaches: its socket as soon as it exists, the TLS one
+    before its handshake (so a handshake in progress is cut too), and whether the deadline passed (a socket
+    made after it is not used)."""
+
+    def __init__(self) -> None:
+        self.raw: socket.socket | None = None
+        self.passed = False
+        self.lock = threading.Lock()
+
+    def adopt(self, sock: socket.socket) -> socket.socket:
+        with self.lock:
+            self.raw = sock
+            if self.passed:
+                sock.close()
+                raise TimeoutError("the request's deadline passed")
+        return sock
+
+    def cut(self) -> None:
+        with self.lock:
+            self.passed = True
+            if self.raw is not None:
+                with contextlib.suppress(OSError):
+                    self.raw.shutdown(socket.SHUT_RDWR)
+
+
 class _PinnedHTTPS(http.client.HTTPSConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, address: str, timeout: float, deadline: _Deadline) -> None:
         super().__init__(host, port, timeout=timeout, context=ssl.create_default_context())
         self._address = address
+        self._deadline = deadline
 
     def connect(self) -> None:
-        sock = socket.create_connection((self._address, self.port), self.timeout)
-        self.sock = self._context.wrap_socket(sock, server_hostname=self.host)  # type: ignore[attr-defined]
+        sock = self._deadline.adopt(socket.create_connection((self._address, self.port), self.timeout))
+        context: ssl.SSLContext = self._context  # type: ignore[attr-defined]
+        tls = self._deadline.adopt(context.wrap_socket(sock, server_hostname=self.host, do_handshake_on_connect=False))
+        tls.do_handshake()
+        self.sock = tls
 
 
 class _PinnedHTTP(http.client.HTTPConnection):
-    def __init__(self, host: str, port: int, address: str, timeout: float) -> None:
+    def __init__(self, host: str, port: int, address: str, timeout: float, deadline: _Deadline) -> None:
         super().__init__(host, port, timeout=timeout)
         self._address = address
+        self._deadline = deadline
 
     def connect(self) -> None:
-        self.sock = socket.create_connection((self._address, self.port), self.timeout)
+        self.sock = self._deadline.adopt(socket.create_connection((self._address, self.port), self.timeout))
 
 
 def post(
@@ -65,8 +96,9 @@ def post(
             error = "TimeoutError"
             break
         kind = _PinnedHTTPS if target.scheme == "https" else _PinnedHTTP
-        conn = kind(target.host, target.port, address, min(timeout_s, left))
-        watchdog = threading.Timer(left, _cut, (conn,))
+        deadline = _Deadline()
+        conn = kind(target.host, target.port, address, min(timeout_s, left), deadline)
+        watchdog = threading.Timer(left, deadline.cut)
         watchdog.daemon = True
         watchdog.start()
         try:
@@ -83,11 +115,3 @@ def post(
             watchdog.cancel()
             conn.close()
     return Answer(None, error, int((time.monotonic() - started) * 1000))
-
-
-def _cut(conn: http.client.HTTPConnection) -> None:
-    """End the request where it is: a read or write in progress on the socket raises at once."""
-    sock = conn.sock
-    if sock is not None:
-        with contextlib.suppress(OSError):
-            sock.shutdown(socket.SHUT_RDWR)

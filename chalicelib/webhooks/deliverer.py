@@ -84,6 +84,12 @@ class WebhookDeliverer:
             return self.attempt(record["body"], attempt)
         except Exception as exc:  # a table that failed: try again on the schedule
             log.warning("webhook delivery raised", error=type(exc).__name__, attempt=attempt)
+            if attempt > len(self._retry_s):  # past the schedule however it failed: kept for replay
+                try:
+                    self._park(Delivery.from_message(record["body"]), record["body"])
+                    return Outcome(PARKED)
+                except Exception as again:  # left to the queue's dead-letter queue (20 receives)
+                    log.error("webhook delivery not parked", error=type(again).__name__)
             return self._retry(attempt)
 
     def attempt(self, message: str, attempt: int) -> Outcome:

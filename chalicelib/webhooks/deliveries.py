@@ -21,7 +21,8 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.stores.webhooks import Endpoint
 from chalicelib.webhooks.events import WebhookEvent
 
-# Well under SQS's 256 KB per message, with the JSON escaping of the body inside the message.
+# A request's body at most (UTF-8): inside its queue message every `"` and `\` of it is escaped, which at
+# most doubles it, so a message stays under SQS's 256 KiB.
 MAX_PAYLOAD_BYTES = 96 * 1024
 
 
@@ -43,6 +44,7 @@ class Delivery:
                 "events": self.events,
             },
             separators=(",", ":"),
+            ensure_ascii=False,  # \uXXXX would triple a non-Latin payload on the queue
         )
 
     @classmethod

@@ -17,6 +17,9 @@ from chalicelib.core.errors import DeliveryNotQueued
 from chalicelib.webhooks.deliveries import Delivery
 
 SQS_BATCH = 10
+# What one SendMessageBatch carries at most, all its messages together (SQS's classic limit; a larger
+# batch is refused whole with BatchRequestTooLong).
+MAX_REQUEST_BYTES = 256 * 1024
 
 
 class DeliveryQueue:
@@ -36,10 +39,9 @@ class DeliveryQueue:
     def put_messages(self, messages: list[tuple[str, str]]) -> None:
         """Every (tenant, body) on the queue, or DeliveryNotQueued naming what SQS refused (what it took stays
         taken: a delivery put twice carries one webhook-id, which the receiver drops the second time)."""
-        for i in range(0, len(messages), SQS_BATCH):
+        for batch in _requests(messages):
             entries = [
-                {"Id": str(n), "MessageBody": body, "MessageGroupId": user_id}
-                for n, (user_id, body) in enumerate(messages[i : i + SQS_BATCH])
+                {"Id": str(n), "MessageBody": body, "MessageGroupId": user} for n, (user, body) in enumerate(batch)
             ]
             answer = self._sqs.send_message_batch(QueueUrl=self.url(), Entries=entries)
             failed = answer.get("Failed") or []
@@ -52,3 +54,17 @@ class DeliveryQueue:
         self._sqs.change_message_visibility(
             QueueUrl=self.url(), ReceiptHandle=receipt_handle, VisibilityTimeout=max(0, min(wait_s, 43200))
         )
+
+
+def _requests(messages: list[tuple[str, str]]) -> list[list[tuple[str, str]]]:
+    """The messages in SendMessageBatch requests: at most ten, and MAX_REQUEST_BYTES, each."""
+    out: list[list[tuple[str, str]]] = []
+    size = 0
+    for user_id, body in messages:
+        n = len(body.encode("utf-8"))
+        if not out or len(out[-1]) == SQS_BATCH or size + n > MAX_REQUEST_BYTES:
+            out.append([])
+            size = 0
+        out[-1].append((user_id, body))
+        size += n
+    return out

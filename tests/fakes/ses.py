@@ -11,6 +11,7 @@ class FakeSes:
         self.tenants = []  # the SES tenant each send went through (None: the tenant's own account)
         self.raws = {}  # recipient -> the raw message last sent to them
         self.outcomes = outcomes or {}
+        self.account_sending = True  # GetAccount's SendingEnabled
 
     def quota(self, sender, platform=False):
         return SendQuota(1000.0, 50000.0, 0.0)
@@ -24,6 +25,9 @@ class FakeSes:
         self.raws[to] = raw
         return f"ses-{len(self.sent)}"
 
+    def sending_enabled(self, sender, platform=False):
+        return self.account_sending
+
     def account_of(self, sender):
         return "111111111111"
 
@@ -36,12 +40,15 @@ class FakeSesTenants:
         self.ensured = []
         self.forgotten = []
 
-    def ensure(self, user_id, from_address):
-        self.ensured.append((user_id, from_address))
+    def ensure(self, user_id, from_address, region):
+        self.ensured.append((user_id, from_address, region))
+        return f"ses-{user_id}"
+
+    def name_of(self, user_id):
         return f"ses-{user_id}"
 
     def forget(self, user_id):
         self.forgotten.append(user_id)
 
-    def status(self, user_id, fresh=False):
+    def status(self, user_id, region, max_age_s=60.0):
         return self.statuses.get(user_id)

@@ -54,6 +54,7 @@ BENCHES = (
         ("bench/first_email.py", "--trials", "5", "--phase-s", "10"),
     ),
     Bench("digest_assembly", "Digests at volume (issue 23)", ("bench/digest_assembly.py",)),
+    Bench("webhooks", "Webhook deliveries: cost per event and delay (issue 24)", ("bench/webhooks.py",)),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

@@ -309,7 +309,7 @@ class Container:
 
     @cached_property
     def parked_deliveries(self) -> ParkedDeliveries:
-        return ParkedDeliveries(self.settings.resources.webhooks_table.name, self.settings.region)
+        return ParkedDeliveries(self.settings.resources.parked_deliveries_table.name, self.settings.region)
 
     @cached_property
     def delivery_queue(self) -> DeliveryQueue:

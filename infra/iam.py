@@ -245,6 +245,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("GoOn", ["lambda:InvokeFunction"], [digest_fn]),  # a run out of time continues itself
     ]
     webhooks_table, webhooks_queue = tables["WebhooksTable"], _queue(r.webhooks_queue.name)
+    parked_table = tables["ParkedDeliveriesTable"]
     put_deliveries = _stmt("PutDeliveries", ["sqs:GetQueueUrl", "sqs:SendMessage"], [webhooks_queue])
     api.extend(
         [
@@ -254,6 +255,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
                 "WebhookEndpoints",
                 [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
                 [webhooks_table],
+            ),
+            # Replay reads a disabled endpoint's parked deliveries and deletes them once queued again.
+            _stmt(
+                "ParkedDeliveries", ["dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [parked_table]
             ),
             put_deliveries,
             _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
@@ -267,13 +272,16 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             [f"{tables['LedgerTable']}/stream/*"],
         ),
         _stmt("ListStreams", ["dynamodb:ListStreams"], "*"),
-        # Each tenant's endpoints read; deliveries for a disabled one parked.
-        _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:PutItem", "dynamodb:DescribeTable"], [webhooks_table]),
+        # Each tenant's endpoints read (never written: their secrets are there); deliveries for a disabled
+        # one parked in a table of their own.
+        _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:DescribeTable"], [webhooks_table]),
+        _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [parked_table]),
         put_deliveries,
     ]
     deliver_webhooks = [
-        # The endpoint read, disabled when it asks (410) or keeps failing; deliveries parked for replay.
-        _stmt("WebhookEndpoints", [*_READ, "dynamodb:UpdateItem", "dynamodb:PutItem"], [webhooks_table]),
+        # The endpoint read, and disabled when it asks (410) or keeps failing; deliveries parked for replay.
+        _stmt("WebhookEndpoints", [*_READ, "dynamodb:UpdateItem"], [webhooks_table]),
+        _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [parked_table]),
         _stmt(
             "Deliveries",
             [

@@ -144,6 +144,21 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     ]
     assert reads == [stream]
     assert not {"dynamodb:UpdateItem", "ses:SendEmail", "sqs:ReceiveMessage"} & actions("WebhookEventsRole")
+    # The endpoints' table holds their secrets: the webhook functions never put a row there (parked
+    # deliveries have their own table), and only deliver_webhooks may update one (to disable it).
+    endpoints_table = f"arn:aws:dynamodb:*:*:table/moonsend-{_stage}-webhooks"
+
+    def writes_endpoints(role: str) -> set[str]:
+        return {
+            a
+            for st in roles[role]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+            if endpoints_table in st["Resource"]
+            for a in st["Action"]
+            if a in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem")
+        }
+
+    assert writes_endpoints("WebhookEventsRole") == set()
+    assert writes_endpoints("DeliverWebhooksRole") == {"dynamodb:UpdateItem"}
     deliveries = f"arn:aws:sqs:*:*:moonsend-{_stage}-webhook-deliveries"
     deliverer_queues = {
         r

@@ -129,6 +129,9 @@ class Resources:
     digests_table: TableDef
     # Tenants' webhook endpoints and their signing secrets (chalicelib.stores.webhooks).
     webhooks_table: TableDef
+    # Webhook deliveries parked for replay, apart from the endpoints' secrets: the functions that park
+    # may write here and not there.
+    parked_deliveries_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -169,6 +172,7 @@ class Resources:
             self.schedule_table,
             self.digests_table,
             self.webhooks_table,
+            self.parked_deliveries_table,
         )
 
     @property
@@ -250,8 +254,13 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         digests_table=TableDef(
             "DigestsTable", f"{p}-digests", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
-        webhooks_table=TableDef(
-            "WebhooksTable", f"{p}-webhooks", hash_key="user_id", range_key="endpoint_id", ttl_attribute="expires_at"
+        webhooks_table=TableDef("WebhooksTable", f"{p}-webhooks", hash_key="user_id", range_key="endpoint_id"),
+        parked_deliveries_table=TableDef(
+            "ParkedDeliveriesTable",
+            f"{p}-parked-deliveries",
+            hash_key="pk",
+            range_key="webhook_id",
+            ttl_attribute="expires_at",
         ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),

@@ -1,11 +1,11 @@
-"""Tenants' webhook endpoints, and the deliveries parked for replay, in one table.
+"""Tenants' webhook endpoints, and the deliveries parked for replay, each in a table of its own.
 
 - An endpoint is one row, `<user>` / `<endpoint id>` (`ep_...`), its secret with it. The secret is stored
   because every request is signed with it; it is shown to the tenant once, when the endpoint is
   registered, and never logged or listed.
-- A parked delivery is one row, `<user>` / `~parked#<endpoint id>#<webhook id>`: a request that an endpoint
-  was disabled for (or while disabled), kept PARKED_DAYS for `moonsend webhook replay`. `~` sorts after
-  every endpoint id, so a tenant's endpoints are one key range and each endpoint's parked rows another.
+- A parked delivery is one row, `<user>#<endpoint id>` / `<webhook id>`: a request that an endpoint was
+  disabled for (or while disabled), kept PARKED_DAYS for `moonsend webhook replay`. Its own table, so that
+  the functions that park deliveries can write there and never to the endpoints' secrets.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, PARKED_DA
 from chalicelib.stores.tables import bound, condition_failed
 
 ENDPOINT_PREFIX = "ep_"
-PARKED_PREFIX = "~parked#"
 
 
 class WebhookModel(Model):
@@ -45,8 +44,8 @@ class ParkedModel(Model):
     class Meta:
         table_name = "unbound"
 
-    user_id = UnicodeAttribute(hash_key=True)
-    endpoint_id = UnicodeAttribute(range_key=True)  # ~parked#<endpoint id>#<webhook id>
+    pk = UnicodeAttribute(hash_key=True)  # <user>#<endpoint id> ('#' is in neither's alphabet)
+    webhook_id = UnicodeAttribute(range_key=True)
     body = UnicodeAttribute()  # the delivery as it was queued (chalicelib.webhooks.messages)
     parked_at = NumberAttribute()
     expires_at = NumberAttribute()  # epoch seconds, DynamoDB TTL
@@ -154,7 +153,8 @@ class WebhookEndpoints:
 
 @dataclass(frozen=True)
 class Parked:
-    key: str  # the row's sort key
+    endpoint_id: str
+    webhook_id: str
     body: str  # the delivery's queue message
     parked_at: float
 
@@ -166,30 +166,35 @@ class ParkedDeliveries:
         self._model = bound(ParkedModel, table_name, region)
 
     def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
-        # Parked again under the same key (a redelivered message) is the same row: nothing is doubled.
-        key = f"{PARKED_PREFIX}{endpoint_id}#{webhook_id}"
-        self._model(user_id, key, body=body, parked_at=now, expires_at=int(now) + PARKED_DAYS * 86400).save()
+        # Parked again under the same key (a redelivered message) is the same row, with a new `parked_at`:
+        # nothing is doubled, and a replay that read the row before does not delete it.
+        pk = _parked_pk(user_id, endpoint_id)
+        self._model(pk, webhook_id, body=body, parked_at=now, expires_at=int(now) + PARKED_DAYS * 86400).save()
 
     def parked(self, user_id: str, endpoint_id: str) -> Iterator[Parked]:
         """Every delivery parked for the endpoint, in key order."""
-        prefix = f"{PARKED_PREFIX}{endpoint_id}#"
-        for row in self._model.query(user_id, self._model.endpoint_id.startswith(prefix), consistent_read=True):
-            yield Parked(row.endpoint_id, row.body, float(row.parked_at))
+        for row in self._model.query(_parked_pk(user_id, endpoint_id), consistent_read=True):
+            yield Parked(endpoint_id, row.webhook_id, row.body, float(row.parked_at))
 
     def count(self, user_id: str, endpoint_id: str) -> int:
-        prefix = f"{PARKED_PREFIX}{endpoint_id}#"
-        return self._model.count(user_id, self._model.endpoint_id.startswith(prefix), consistent_read=True)
+        return self._model.count(_parked_pk(user_id, endpoint_id), consistent_read=True)
 
     def remove(self, user_id: str, parked: Parked) -> bool:
         """Delete the row as it was read: not if it was parked again since (a replayed delivery that failed
         again while the replay ran), which stays for the next replay."""
         try:
-            self._model(user_id, parked.key).delete(condition=self._model.parked_at == parked.parked_at)
+            self._model(_parked_pk(user_id, parked.endpoint_id), parked.webhook_id).delete(
+                condition=self._model.parked_at == parked.parked_at
+            )
             return True
         except DeleteError as exc:
             if condition_failed(exc):
                 return False
             raise
+
+
+def _parked_pk(user_id: str, endpoint_id: str) -> str:
+    return f"{user_id}#{endpoint_id}"
 
 
 def _endpoint(row: WebhookModel) -> Endpoint:

@@ -26,7 +26,14 @@ def _event(kind="Send", **extra):
 def _recording(ledger, stats, account="111122223333"):
     """SesEvents with a fake per port; acme's keys are of the account the events come from."""
     return SesEvents(
-        ledger, stats, FakeSuppressions(), FakeTenants(_acme(account)), PLATFORM, FakeReputation(), FakeSesTenants()
+        ledger,
+        stats,
+        FakeSuppressions(),
+        FakeTenants(_acme(account)),
+        PLATFORM,
+        FakeReputation(),
+        FakeSesTenants(),
+        "us-east-1",
     )
 
 
@@ -227,3 +234,35 @@ def test_an_event_in_an_sns_envelope_is_read_as_the_event_it_carries():
     """The queue's subscription without raw delivery (set by hand) wraps each event in SNS's envelope."""
     envelope = json.dumps({"Type": "Notification", "MessageId": "m-1", "Message": _event()})
     assert parse_event(envelope).message_id == "ses-msg-1"
+
+
+def test_a_bounce_from_the_platforms_account_has_the_guard_read_ses_status_and_pause_a_tenant_ses_paused():
+    from chalicelib.stores.ses_tenants import TenantStatus
+
+    paused = TenantStatus("moonsend-test-acme", "DISABLED", "The bounce rate exceeded 10.0%", None)
+    tenants = FakeTenants(_acme(PLATFORM))
+    events = SesEvents(
+        FakeLedger(),
+        FakeStats(),
+        FakeSuppressions(),
+        tenants,
+        PLATFORM,
+        FakeReputation(),
+        FakeSesTenants({"acme": paused}),
+        "us-east-1",
+    )
+    assert events.handle(_record(BOUNCE, account=PLATFORM)) == "recorded bounced"
+    assert tenants.paused_now == [("acme", paused.reason)]
+    # From a tenant's own account, SES's tenants of the platform's account say nothing about it.
+    own = FakeTenants(_acme())
+    events = SesEvents(
+        FakeLedger(),
+        FakeStats(),
+        FakeSuppressions(),
+        own,
+        PLATFORM,
+        FakeReputation(),
+        FakeSesTenants({"acme": paused}),
+        "us-east-1",
+    )
+    assert events.handle(_record(BOUNCE)) == "recorded bounced" and own.paused_now == []

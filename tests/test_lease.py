@@ -1,11 +1,13 @@
 """One drainer per queue: the lease, and the chain of invocations that carries it."""
 
+import contextlib
 import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from botocore.exceptions import ClientError
 
 from chalicelib import wiring
 from chalicelib.send import drain_chain
@@ -255,13 +257,26 @@ def test_the_sweeper_leaves_queues_that_are_being_drained_alone(stack, uid):
     sweeper = Sweeper(wiring.container().settings, stack.client("sqs"), leases, started.append)
     busy, idle = f"moonsend-local-t-busy{uid}", f"moonsend-local-t-idle{uid}"
     sqs = stack.client("sqs")
-    for q in (busy, idle):
-        sqs.send_message(QueueUrl=sqs.create_queue(QueueName=q)["QueueUrl"], MessageBody="{}")
+    # The stack's own sweeper (every minute, or at once after a test that brought it forward) would start
+    # a real drain of the idle queue first, and this sweeper would rightly leave it alone: it waits.
+    schedules = [(schedule, schedule.next_at) for schedule in stack.scheduler.schedules]
+    for schedule, _at in schedules:
+        schedule.next_at = time.monotonic() + 3600
+    time.sleep(1.5)  # a tick under way when they were put off has started what it found due
+    assert stack.wait_until_drained(30)  # and that has finished (retire_idle_queues deletes unmarked queues)
+    urls = [sqs.create_queue(QueueName=q)["QueueUrl"] for q in (busy, idle)]
+    for url in urls:
+        sqs.send_message(QueueUrl=url, MessageBody="{}")
     lease = leases.acquire(busy, 60_000)
     try:
         sweeper.sweep()
         assert idle in started and busy not in started
     finally:  # these hold unsendable messages: leave nothing for the stack's own sweeper
         leases.drop(lease)
+        for url in urls:
+            with contextlib.suppress(ClientError):
+                sqs.purge_queue(QueueUrl=url)
+        for schedule, at in schedules:
+            schedule.next_at = at
         for q in (busy, idle):
             sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=q)["QueueUrl"])

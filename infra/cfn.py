@@ -14,7 +14,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from chalicelib.core.resources import ASYNC_FUNCTION_IDS, FUNCTION_IDS, Resources, TopicDef, resources_for
+from chalicelib.core.resources import (
+    ASYNC_FUNCTION_IDS,
+    FUNCTION_IDS,
+    WEBHOOKS_MAX_CONCURRENCY,
+    Resources,
+    TopicDef,
+    resources_for,
+)
 from chalicelib.queueing.tenant_queues import ALARM_PERIOD_S
 from chalicelib.send.ses_sender import EVENT_DESTINATION, EVENT_TYPES
 
@@ -371,6 +378,9 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
         event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SqsEventSource"]
         event["Properties"]["Queue"] = {"Fn::GetAtt": [getattr(r, attr).logical_id, "Arn"]}
         event["Properties"]["FunctionResponseTypes"] = ["ReportBatchItemFailures"]
+    # Chalice has no setting for an SQS source's most concurrent invocations either.
+    deliveries = template["Resources"]["DeliverWebhooks"]["Properties"]["Events"]["DeliverWebhooksSqsEventSource"]
+    deliveries["Properties"]["ScalingConfig"] = {"MaximumConcurrency": WEBHOOKS_MAX_CONCURRENCY}
     for fn, attr in STREAM_HANDLERS.items():
         (event,) = (e for e in template["Resources"][fn]["Properties"]["Events"].values() if e["Type"] == "DynamoDB")
         event["Properties"]["Stream"] = {"Fn::GetAtt": [getattr(r, attr).logical_id, "StreamArn"]}

@@ -227,6 +227,7 @@ def test_subscriptions_refer_to_the_templates_own_topics(packaged):
     (deliveries,) = template["Resources"]["DeliverWebhooks"]["Properties"]["Events"].values()
     assert deliveries["Properties"]["Queue"] == {"Fn::GetAtt": ["WebhooksQueue", "Arn"]}
     assert deliveries["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert deliveries["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 20}  # a webhook flood's ceiling
     # The ledger's stream, which exists once the table does: by GetAtt, not the placeholder app.py names.
     (stream,) = template["Resources"]["WebhookEvents"]["Properties"]["Events"].values()
     assert stream["Type"] == "DynamoDB" and stream["Properties"]["Stream"] == {

@@ -79,6 +79,9 @@ def test_a_tenant_registers_tests_and_removes_an_endpoint_and_its_receiver_verif
     payload = Webhook(added["secret"]).verify(body, headers)  # the receiver's check, by the spec's library
     assert payload["type"] == "moonsend.test" and payload["data"] == {"endpoint": endpoint}
     assert headers["webhook-id"] == tested["webhookId"]
+    # One test request per endpoint every 10 s: the API is not a way to send a stream of requests anywhere.
+    status, again = _call("POST", f"{base}/{endpoint}/test", key)
+    assert status == 429 and "every 10 s" in again["error"] and len(receiver.requests) == 1
 
     assert _call("DELETE", f"{base}/{endpoint}", key) == (200, {"removed": endpoint})
     assert _call("POST", f"{base}/{endpoint}/test", key)[0] == 404

@@ -15,6 +15,7 @@ from chalicelib.webhooks.signing import new_secret
 from chalicelib.webhooks.test_delivery import WebhookTester
 
 NO_ENDPOINT = Answer(404, {"error": "no such webhook endpoint"})
+TEST_INTERVAL_S = 10.0
 
 
 class WebhookRegistration:
@@ -88,6 +89,12 @@ class WebhookRegistration:
         return len(rows)
 
     def test(self, user_id: str, endpoint_id: str) -> Answer:
+        """One signed request now; at most one per endpoint every TEST_INTERVAL_S (429 otherwise), so that the
+        API cannot be used to send a stream of requests at someone's server."""
+        if self._endpoints.get(user_id, endpoint_id) is None:
+            return NO_ENDPOINT
+        if not self._endpoints.claim_test(user_id, endpoint_id, self._clock(), TEST_INTERVAL_S):
+            return Answer(429, {"error": f"one test request per endpoint every {TEST_INTERVAL_S:g} s: try again soon"})
         result = self._tester.send(user_id, endpoint_id)
         if result is None:
             return NO_ENDPOINT

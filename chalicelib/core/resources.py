@@ -57,6 +57,9 @@ WEBHOOK_EVENTS_WINDOW_S = 1
 WEBHOOKS_BATCH_SIZE = 10
 # Six times deliver_webhooks' timeout (60 s), as for the events queue.
 WEBHOOKS_VISIBILITY_TIMEOUT_S = 360
+# The most deliver_webhooks' SQS event source runs at once (its ScalingConfig): a flood of requests to dead
+# receivers may take this many of the account's concurrent executions, never the ones sending needs.
+WEBHOOKS_MAX_CONCURRENCY = 20
 # Receives of a delivery before SQS dead-letters it: more than any retry schedule's attempts (a delivery's
 # last attempt deletes it), so only a message deliver_webhooks cannot handle at all ends there.
 WEBHOOKS_MAX_RECEIVE_COUNT = 20

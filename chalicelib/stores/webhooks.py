@@ -38,6 +38,7 @@ class WebhookModel(Model):
     created_at = NumberAttribute()
     disabled_reason = UnicodeAttribute(null=True)
     disabled_at = NumberAttribute(null=True)
+    tested_at = NumberAttribute(null=True)  # the last test request's time
 
 
 class ParkedModel(Model):
@@ -130,6 +131,21 @@ class WebhookEndpoints:
             m(user_id, endpoint_id).update(
                 actions=[m.disabled_reason.set(reason[:500]), m.disabled_at.set(now)],
                 condition=m.endpoint_id.exists() & m.disabled_reason.does_not_exist(),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def claim_test(self, user_id: str, endpoint_id: str, now: float, interval_s: float) -> bool:
+        """Whether a test request may go now: none went in the last `interval_s` (the claim is written, so
+        two requests at once cannot both pass). False also for an endpoint that is not there."""
+        m = self._model
+        try:
+            m(user_id, endpoint_id).update(
+                actions=[m.tested_at.set(now)],
+                condition=m.endpoint_id.exists() & (m.tested_at.does_not_exist() | (m.tested_at <= now - interval_s)),
             )
             return True
         except UpdateError as exc:

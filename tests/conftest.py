@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,26 @@ def read_sends(outbox: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def eventually(predicate: Callable[[], Any], timeout: float = 60.0, poll_s: float = 0.2) -> bool:
+    """Whether `predicate` holds within `timeout` seconds, asked every `poll_s`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(poll_s)
+    return False
+
+
+def free_tenant(stack: LocalStack, user: str) -> dict[str, Any]:
+    """A free-plan tenant registered, sending from an address verified in the platform's SES account: its
+    `sender` block."""
+    from chalicelib import wiring
+    from chalicelib.core.message_parser import parse_sender
+
+    c = wiring.container()
+    sender = {"region": "us-east-1", "ratePerSecond": "10", "emailAddress": f"news@{user}.example", "fromName": "N"}
+    stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
+    c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
+    return sender

@@ -12,7 +12,7 @@ from chalicelib.queueing.parked_email import parked_bucket
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.ledger_model import FAILED, SENT
 from infra.producer import CampaignSpec, messages, publish
-from tests.conftest import read_sends
+from tests.conftest import eventually, read_sends
 
 pytestmark = pytest.mark.e2e
 
@@ -67,15 +67,6 @@ def _sent(stack, user):
     return [s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user]
 
 
-def _wait_for(predicate, timeout=60.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def _states(user, campaign):
     out: dict[str, int] = {}
     for e in wiring.container().ledger.entries(user, campaign):
@@ -90,7 +81,7 @@ def _recipients(n):
 def test_pausing_mid_drain_parks_the_rest_off_the_queue_and_resuming_sends_each_recipient_once(stack, uid):
     sender, user = _tenant(stack, uid), f"pause-{uid}"
     _publish(stack, user, sender, "big", _recipients(60))
-    assert _wait_for(lambda: len(_sent(stack, user)) >= 10)
+    assert eventually(lambda: len(_sent(stack, user)) >= 10, poll_s=0.1)
     actions = wiring.container().actions
     assert actions.pause(user, "big").ok
     at_pause = len(_sent(stack, user))
@@ -105,7 +96,7 @@ def test_pausing_mid_drain_parks_the_rest_off_the_queue_and_resuming_sends_each_
 
     done = actions.resume(user, "big")
     assert done.ok and done.count == 60 - settled
-    assert _wait_for(lambda: len(_sent(stack, user)) >= 60, 30) and stack.wait_until_drained(30)
+    assert eventually(lambda: len(_sent(stack, user)) >= 60, 30) and stack.wait_until_drained(30, poll_s=0.1)
     sent = _sent(stack, user)
     assert sorted(sent) == sorted(f"r{i}@example.org" for i in range(60))  # each exactly once
     assert _states(user, "big") == {SENT: 60}
@@ -115,7 +106,7 @@ def test_pausing_mid_drain_parks_the_rest_off_the_queue_and_resuming_sends_each_
 def test_cancelling_mid_drain_stops_within_the_rate_bound_and_records_the_rest_cancelled(stack, uid):
     sender, user = _tenant(stack, uid), f"cancel-{uid}"
     _publish(stack, user, sender, "oops", _recipients(60))
-    assert _wait_for(lambda: len(_sent(stack, user)) >= 10)
+    assert eventually(lambda: len(_sent(stack, user)) >= 10, poll_s=0.1)
     assert wiring.container().actions.cancel(user, "oops").ok
     at_cancel = len(_sent(stack, user))
     assert stack.wait_until_drained(30)
@@ -131,11 +122,11 @@ def test_cancelling_mid_drain_stops_within_the_rate_bound_and_records_the_rest_c
 def test_retry_failed_sends_to_the_failed_only_and_each_once_however_often_it_is_asked(stack, uid):
     sender, user = _tenant(stack, uid, verified=False), f"retry-{uid}"
     _publish(stack, user, sender, "news", _recipients(8))  # the sender is not verified yet: all fail
-    assert _wait_for(lambda: _states(user, "news").get(FAILED) == 8, 30)
+    assert eventually(lambda: _states(user, "news").get(FAILED) == 8, 30, poll_s=0.1)
     reasons = {e.reason for e in wiring.container().ledger.entries(user, "news")}
     _verify(stack, sender)
     _publish(stack, user, sender, "news", [{"email": f"new{i}@example.org"} for i in range(4)])
-    assert _wait_for(lambda: _states(user, "news").get(SENT) == 4, 30)
+    assert eventually(lambda: _states(user, "news").get(SENT) == 4, 30, poll_s=0.1)
 
     actions = wiring.container().actions
     assert actions.retry_failed(user, "news", reason_contains="no such reason").requeued == 0
@@ -143,7 +134,7 @@ def test_retry_failed_sends_to_the_failed_only_and_each_once_however_often_it_is
     result = actions.retry_failed(user, "news", reason_contains=needle)
     assert (result.matched, result.requeued, result.no_copy) == (8, 8, [])
     assert actions.retry_failed(user, "news").requeued == 0  # asked again at once: none is failed now
-    assert _wait_for(lambda: _states(user, "news") == {SENT: 12}, 30) and stack.wait_until_drained(30)
+    assert eventually(lambda: _states(user, "news") == {SENT: 12}, 30) and stack.wait_until_drained(30, poll_s=0.1)
     sent = _sent(stack, user)
     assert len(sent) == len(set(sent)) == 12  # the 4 sent ones were never sent again
     assert actions.retry_failed(user, "news").requeued == 0
@@ -167,7 +158,7 @@ def _call(method, url, key=None, body=None):
 def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with_its_key_only(stack, uid):
     sender, user = _tenant(stack, uid), f"http-{uid}"
     _publish(stack, user, sender, "web", _recipients(5))
-    assert _wait_for(lambda: _states(user, "web").get(SENT) == 5, 30)
+    assert eventually(lambda: _states(user, "web").get(SENT) == 5, 30, poll_s=0.1)
     c = wiring.container()
     key = c.reports.issue_key(user)
     other = f"other-{uid}"

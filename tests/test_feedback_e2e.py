@@ -1,12 +1,10 @@
 """Bounces, complaints and deliveries through the local stack: SES's events suppress, and stick."""
 
-import time
-
 import pytest
 
 from chalicelib import wiring
 from infra.producer import CampaignSpec, messages, publish
-from tests.conftest import read_sends
+from tests.conftest import eventually, read_sends
 from tests.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
@@ -24,21 +22,14 @@ def _campaign(stack, user, sender, campaign, recipients):
     assert stack.wait_until_drained(60)
 
 
-def _wait_for(predicate, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
-
-
 def test_a_bounced_or_complaining_address_is_suppressed_and_never_sent_to_again(stack, uid):
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"
     c = wiring.container()
     _campaign(stack, user, sender, "first", [BOUNCE, COMPLAINT, OK])
-    assert _wait_for(lambda: c.stats.get(user, "first")["complained"] == 1 and c.stats.get(user, "first")["bounced"])
+    assert eventually(
+        lambda: c.stats.get(user, "first")["complained"] == 1 and c.stats.get(user, "first")["bounced"], 30
+    )
     counts = c.stats.get(user, "first")
     assert (counts["sent"], counts["delivered"], counts["bounced"], counts["complained"]) == (3, 2, 1, 1)
     feedback = {e.email: e.feedback for e in c.ledger.entries(user, "first")}
@@ -74,7 +65,7 @@ def test_a_free_plan_emails_ses_events_reach_its_ledger_entry(stack, uid):
     stack.client("sesv2").create_email_identity(EmailIdentity=free["emailAddress"])  # in the platform's account
     _campaign(stack, user, free, "free-events", [OK])
     c = wiring.container()
-    assert _wait_for(lambda: c.stats.get(user, "free-events")["delivered"] == 1)
+    assert eventually(lambda: c.stats.get(user, "free-events")["delivered"] == 1, 30)
     assert {e.email: e.feedback for e in c.ledger.entries(user, "free-events")} == {
         OK: "delivered: 250 2.6.0 Message received"
     }

@@ -7,16 +7,14 @@ template's grants."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib import wiring
-from chalicelib.core.message_parser import parse_sender
 from chalicelib.stores.ses_tenants import SesTenants, tenant_name
 from infra.producer import CampaignSpec, messages, publish
 from infra.status import snapshot
+from tests.conftest import eventually, free_tenant
 
 pytestmark = pytest.mark.e2e
 
@@ -113,26 +111,9 @@ def test_a_tenant_name_is_the_stages_prefix_and_the_id_or_a_digest_no_other_id_c
         SesTenants(lambda _region: None, "1", "p", None, "lenient")
 
 
-def _free_tenant(stack, user):
-    c = wiring.container()
-    sender = {"region": "us-east-1", "ratePerSecond": "10", "emailAddress": f"news@{user}.example", "fromName": "N"}
-    stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
-    c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
-    return sender
-
-
 def _sent(user):
     counts = wiring.container().stats.get(user, "spring")
     return counts["sent"] if counts else 0
-
-
-def _until(predicate, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 def test_ses_pausing_one_free_tenant_holds_its_email_and_no_other_tenants(stack, uid):
@@ -140,15 +121,15 @@ def test_ses_pausing_one_free_tenant_holds_its_email_and_no_other_tenants(stack,
     careless, careful = f"careless-{uid}", f"careful-{uid}"
     topic = stack.topic_arns["moonsend-local-PrecompileEmail"]
     sns = stack.client("sns")
-    bad = _free_tenant(stack, careless)
-    good = _free_tenant(stack, careful)
+    bad = free_tenant(stack, careless)
+    good = free_tenant(stack, careful)
     # A quarter bounce: SES's standard policy (the stand-in's: over 10% after 20 sends) pauses the SES tenant.
     people = [{"email": f"bounce+{uid}{i}@simulator.amazonses.com"} for i in range(10)]
     people += [{"email": f"success+{uid}{i}@simulator.amazonses.com"} for i in range(30)]
     publish(sns, topic, messages(CampaignSpec(careless, bad, "Hi", "<p>Hi</p>", "spring"), people))
     publish(sns, topic, messages(CampaignSpec(careful, good, "Hi", "<p>Hi</p>", "spring"), people[10:]))
-    assert _until(lambda: _sent(careful) == 30, 120)
-    assert _until(lambda: c.tenants.get(careless, fresh=True).paused_reason is not None, 60)
+    assert eventually(lambda: _sent(careful) == 30, 120)
+    assert eventually(lambda: c.tenants.get(careless, fresh=True).paused_reason is not None, 60)
     stack.wait_until_drained(60)
     name = f"moonsend-local-{careless}"
     reason = c.tenants.get(careless, fresh=True).paused_reason
@@ -170,4 +151,4 @@ def test_ses_pausing_one_free_tenant_holds_its_email_and_no_other_tenants(stack,
     assert not refused.ok and "The bounce rate exceeded" in refused.message
     stack.ses.tenants.enable(stack.config.account_id, name)
     assert c.actions.resume_tenant(careless, by_tenant=False).ok
-    assert _until(lambda: _sent(careless) == 40, 120), c.stats.get(careless, "spring")
+    assert eventually(lambda: _sent(careless) == 40, 120), c.stats.get(careless, "spring")

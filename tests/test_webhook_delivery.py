@@ -309,8 +309,8 @@ def test_the_fanout_skips_a_record_it_cannot_read_and_parks_for_a_disabled_endpo
     assert [k[0] for k in parked.rows] == ["ep_off"]
 
 
-class _DripServer:
-    """Answers a request one byte every half second, for ever: each read is within any timeout."""
+class _Listener:
+    """A TCP server on loopback whose `_serve` runs in a thread of its own."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
@@ -318,6 +318,13 @@ class _DripServer:
         self.sock.listen()
         self.port = self.sock.getsockname()[1]
         threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        raise NotImplementedError
+
+
+class _DripServer(_Listener):
+    """Answers a request one byte every half second, for ever: each read is within any timeout."""
 
     def _serve(self) -> None:
         conn, _ = self.sock.accept()
@@ -384,16 +391,12 @@ def test_deliveries_go_ten_to_a_request_each_under_its_tenant_as_the_fair_queues
         stub.assert_no_pending_responses()
 
 
-class _SilentTls:
+class _SilentTls(_Listener):
     """Takes the TCP connection and never answers the TLS handshake."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
         self.held: list[socket.socket] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
     def _serve(self) -> None:
         while True:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.error
 import urllib.request
 
@@ -20,6 +19,7 @@ from chalicelib import wiring
 from chalicelib.core.message_parser import parse_sender
 from infra.producer import CampaignSpec, messages, publish
 from infra.webhook_receiver import WebhookReceiver as Receiver
+from tests.conftest import eventually, free_tenant
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,6 @@ def _tenants(stack, uid):
     keys = {}
     for user in (f"hooks-{uid}", f"other-{uid}"):
         sender = {"region": "us-east-1", "ratePerSecond": "5", "emailAddress": f"n@{user}.example", "fromName": "N"}
-        from chalicelib.core.message_parser import parse_sender
 
         c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
         keys[user] = c.reports.issue_key(user)
@@ -133,11 +132,7 @@ def _simulator(label):
 
 def _sender(stack, user):
     """A free-plan tenant sending from the platform's account, with its API key (for the tenant API)."""
-    c = wiring.container()
-    sender = {"region": "us-east-1", "ratePerSecond": "10", "emailAddress": f"news@{user}.example", "fromName": "N"}
-    stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
-    c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
-    return sender, c.reports.issue_key(user)
+    return free_tenant(stack, user), wiring.container().reports.issue_key(user)
 
 
 def _campaign(stack, user, sender, campaign, recipients):
@@ -147,15 +142,6 @@ def _campaign(stack, user, sender, campaign, recipients):
         stack.topic_arns["moonsend-local-PrecompileEmail"],
         messages(spec, [{"email": e} for e in recipients]),
     )
-
-
-def _until(predicate, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 def _add(stack, key, url, **fields):
@@ -187,8 +173,8 @@ def test_every_event_of_a_campaign_reaches_the_receiver_signed_in_requests_of_it
     _campaign(stack, user, sender, "spring", [*addresses, "not-an-address"])
     try:
         expected = sorted([*_simulated(*addresses), ("rejected", "not-an-address")])
-        assert _until(lambda: receiver.events("spring") == expected), receiver.events("spring")
-        assert _until(lambda: bounces.events("spring") == [("bounced", addresses[0])])
+        assert eventually(lambda: receiver.events("spring") == expected), receiver.events("spring")
+        assert eventually(lambda: bounces.events("spring") == [("bounced", addresses[0])])
         for headers, body in receiver.requests:  # each verified by the receiver, and of at most 3 events
             assert 1 <= len(Webhook(added["secret"]).verify(body, headers)["data"]["events"]) <= 3
         assert receiver.repeats == []
@@ -210,7 +196,7 @@ def test_a_receiver_failing_three_times_gets_every_event_once_under_the_same_web
     _campaign(stack, user, sender, "retried", list(addresses))
     try:
         expected = _simulated(*addresses)
-        assert _until(lambda: receiver.events("retried") == expected), receiver.events("retried")
+        assert eventually(lambda: receiver.events("retried") == expected), receiver.events("retried")
         statuses = [h["webhook-id"] for h, _ in receiver.requests]
         failed_ids = set(statuses[:3])
         assert failed_ids <= set(receiver.accepted)  # every failed request came back, as itself
@@ -236,14 +222,14 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_its_events_wait_for_repl
             (e,) = _call("GET", base, key)[1]["endpoints"]
             return e
 
-        assert _until(lambda: not endpoint()["enabled"] and endpoint()["parked"] == 1, 60)
+        assert eventually(lambda: not endpoint()["enabled"] and endpoint()["parked"] == 1, 60)
         assert endpoint()["disabledReason"] == "5 attempts of a delivery failed; the last: HTTP 503"
         attempts = [h["webhook-id"] for h, _ in receiver.requests]
         assert len(attempts) == 5 and len(set(attempts)) == 1  # one delivery, tried five times
 
         # While disabled, events are parked at once: no request is made.
         _campaign(stack, user, sender, "second", [bounce])
-        assert _until(lambda: endpoint()["parked"] == 2)
+        assert eventually(lambda: endpoint()["parked"] == 2)
         assert len(receiver.requests) == 5
 
         # Another tenant cannot replay it; the tenant can, once its receiver works again.
@@ -253,7 +239,7 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_its_events_wait_for_repl
         status, replayed = _call("POST", f"{base}/{added['id']}/replay", key)
         assert status == 200 and replayed["replayed"] == 2 and replayed["enabled"] is True
         expected = [("sent", bounce), ("sent", ok)]
-        assert _until(lambda: receiver.events() == expected), receiver.events()
+        assert eventually(lambda: receiver.events() == expected), receiver.events()
         assert attempts[0] in receiver.accepted  # the first delivery, under the id it always had
 
         # The CLI replays too (nothing is parked now).
@@ -279,7 +265,7 @@ def test_a_receiver_answering_410_disables_its_endpoint_at_once(stack, uid):
         def endpoint():
             return _call("GET", f"{stack.api_url}/webhooks", key)[1]["endpoints"][0]
 
-        assert _until(lambda: not endpoint()["enabled"])
+        assert eventually(lambda: not endpoint()["enabled"])
         assert endpoint()["disabledReason"] == "the endpoint answered 410 Gone"
         assert len(receiver.requests) == 1
     finally:
@@ -304,13 +290,13 @@ def test_a_receiver_that_hangs_delays_neither_sending_nor_another_tenants_webhoo
     _add(stack, fast_key, fast.url, eventTypes=["sent"])
     try:
         _campaign(stack, slow_user, slow_sender, "s", [_simulator(uid)[2]])
-        assert _until(slow_started.is_set, 30)
+        assert eventually(slow_started.is_set, 30)
         # While the slow receiver holds its request: the other tenant's campaign is sent, and its webhook
         # arrives.
         _campaign(stack, fast_user, fast_sender, "f", [_simulator(uid)[2]])
-        assert _until(fast_got.is_set, 30)
+        assert eventually(fast_got.is_set, 30)
         assert wiring.container().stats.get(fast_user, "f")["sent"] == 1
-        assert _until(lambda: slow_saw, 15)
+        assert eventually(lambda: slow_saw, 15)
         assert slow_saw[0] is True  # the fast receiver had its event while the slow one was still holding
     finally:
         slow.close()

@@ -115,8 +115,7 @@ class WebhookEndpoints:
             return None
 
     def list(self, user_id: str) -> list[Endpoint]:
-        rows = self._model.query(user_id, self._model.endpoint_id.startswith(ENDPOINT_PREFIX), consistent_read=True)
-        return [_endpoint(row) for row in rows]
+        return [_endpoint(row) for row in self._model.query(user_id, consistent_read=True)]
 
     def remove(self, user_id: str, endpoint_id: str) -> bool:
         if self.get(user_id, endpoint_id) is None:

@@ -63,7 +63,7 @@ class Delivery:
 
 def deliveries(endpoint: Endpoint, events: Iterable[WebhookEvent], now_ms: int) -> Iterator[Delivery]:
     """The endpoint's requests for the events it subscribed to, in order."""
-    batch: list[str] = []  # each event's JSON
+    batch: list[tuple[str, str]] = []  # each event's id and JSON
     size = 0
     for event in events:
         if not endpoint.wants(event.type):
@@ -73,15 +73,15 @@ def deliveries(endpoint: Endpoint, events: Iterable[WebhookEvent], now_ms: int) 
         if batch and (len(batch) >= endpoint.max_events or size + n > MAX_PAYLOAD_BYTES):
             yield _delivery(endpoint, batch, now_ms)
             batch, size = [], 0
-        batch.append(text)
+        batch.append((event.id, text))
         size += n
     if batch:
         yield _delivery(endpoint, batch, now_ms)
 
 
-def _delivery(endpoint: Endpoint, events: list[str], now_ms: int) -> Delivery:
-    parsed = [json.loads(e) for e in events]
-    ids = "\0".join(str(e["id"]) for e in parsed)
+def _delivery(endpoint: Endpoint, events: list[tuple[str, str]], now_ms: int) -> Delivery:
+    ids = "\0".join(event_id for event_id, _text in events)
     webhook_id = "msg_" + hashlib.sha256(f"{endpoint.id}\0{ids}".encode()).hexdigest()[:32]
     head = '{"type":"moonsend.events","timestamp":' + json.dumps(iso_ms(now_ms)) + ',"data":{"events":['
-    return Delivery(endpoint.user_id, endpoint.id, webhook_id, head + ",".join(events) + "]}}", len(events))
+    body = head + ",".join(text for _id, text in events) + "]}}"
+    return Delivery(endpoint.user_id, endpoint.id, webhook_id, body, len(events))

@@ -11,8 +11,8 @@ from chalicelib import wiring
 from chalicelib.core.errors import QueueRetiring
 from chalicelib.core.routing import alarm_name, tenant_queue_name
 from chalicelib.stores.queue_activity import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
-from tests.conftest import as_function
-from tests.test_campaign_control import _publish, _sent, _tenant, _wait_for
+from tests.conftest import as_function, eventually
+from tests.test_campaign_control import _publish, _sent, _tenant
 
 pytestmark = pytest.mark.e2e
 
@@ -50,7 +50,7 @@ def test_an_idle_queue_and_its_alarm_are_removed_and_the_next_campaign_recreates
     queue = tenant_queue_name(stack.settings.resources, user)
     activity = _activity(stack)
     _publish(stack, user, sender, "c1", [{"email": f"a{i}@example.org", "metadata": {"name": "A"}} for i in range(3)])
-    assert _wait_for(lambda: len(_sent(stack, user)) == 3)
+    assert eventually(lambda: len(_sent(stack, user)) == 3, poll_s=0.1)
     assert stack.wait_until_drained(timeout=60)
     assert activity.state(user) == (ACTIVE, utc_day())
     assert _queue_exists(stack, queue) and _alarm_exists(stack, queue)
@@ -69,7 +69,7 @@ def test_an_idle_queue_and_its_alarm_are_removed_and_the_next_campaign_recreates
 
     # A container that had the queue's URL cached finds it gone at its next day's touch and recreates it.
     _publish(stack, user, sender, "c2", [{"email": f"b{i}@example.org", "metadata": {"name": "B"}} for i in range(4)])
-    assert _wait_for(lambda: len(_sent(stack, user)) == 7, timeout=90)
+    assert eventually(lambda: len(_sent(stack, user)) == 7, 90, poll_s=0.1)
     assert stack.wait_until_drained(timeout=60)
     assert sorted(_sent(stack, user)) == sorted(
         [f"a{i}@example.org" for i in range(3)] + [f"b{i}@example.org" for i in range(4)]
@@ -88,13 +88,13 @@ def test_a_queue_with_email_waiting_or_a_drain_running_is_kept(stack, uid):
     assert lease is not None
     try:
         _publish(stack, user, sender, "c1", [{"email": "a@example.org", "metadata": {"name": "A"}}])
-        assert _wait_for(lambda: sum(stack.queue_depths().get(queue, (0, 0, 0))) == 1)
+        assert eventually(lambda: sum(stack.queue_depths().get(queue, (0, 0, 0))) == 1, poll_s=0.1)
         _age(activity, user, 30)
         report = c.idle_queues.run()
         assert report.kept[user] == "1 message(s) in the queue"
     finally:
         c.leases.drop(lease)
-    assert _wait_for(lambda: len(_sent(stack, user)) == 1, timeout=90)
+    assert eventually(lambda: len(_sent(stack, user)) == 1, 90, poll_s=0.1)
     assert stack.wait_until_drained(timeout=60)
     lease = c.leases.acquire(queue, 600_000)
     try:

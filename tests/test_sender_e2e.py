@@ -15,8 +15,7 @@ from chalicelib import wiring
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.ses_events import parse_event
 from infra.producer import CampaignSpec, messages, publish
-from tests.conftest import read_sends
-from tests.test_feedback_e2e import _wait_for
+from tests.conftest import eventually, read_sends
 from tests.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
@@ -92,7 +91,7 @@ def test_email_queued_for_a_paid_tenant_never_goes_through_the_platform_after_a_
     # The keyless message comes once the paid one is on the queue: two messages in flight at once are
     # precompiled in either order, and the registry keeps the plan of the last one it accepted.
     ledger = wiring.container().ledger
-    assert _wait_for(lambda: len(ledger.recorded(user, "paid", [f"p{i}@example.org" for i in range(9)])) == 9)
+    assert eventually(lambda: len(ledger.recorded(user, "paid", [f"p{i}@example.org" for i in range(9)])) == 9, 30)
     keyless = {k: v for k, v in paid.items() if k not in ("apiKey", "apiSecret")}
     keyless["emailAddress"] = f"free@{uid}.example"
     stack.client("sesv2").create_email_identity(EmailIdentity=keyless["emailAddress"])  # the platform's account
@@ -122,7 +121,7 @@ def test_keys_rotate_within_their_account_and_the_events_stay_trusted_but_anothe
     assert stack.wait_until_drained(60)
     assert _reasons(user, "one")["later@example.org"][0] == "sent"
     c = wiring.container()
-    assert _wait_for(lambda: c.stats.get(user, "two")["delivered"] == 1)  # SES's Delivery event was trusted
+    assert eventually(lambda: c.stats.get(user, "two")["delivered"] == 1, 30)  # SES's Delivery event was trusted
     tenant = c.tenants.get(user, fresh=True)
     assert [(k.version, k.account) for k in tenant.keys] == [(1, account), (2, account)]
 
@@ -157,7 +156,7 @@ def test_an_operator_moves_a_tenant_to_another_account_and_its_events_are_truste
     assert new.version == 2 and new.account == stack.ses.account_id_for(moved["apiKey"])
     _publish(stack, _message(user, moved, "after", [OK]))
     assert stack.wait_until_drained(60)
-    assert _wait_for(lambda: c.stats.get(user, "after")["delivered"] == 1)
+    assert eventually(lambda: c.stats.get(user, "after")["delivered"] == 1, 30)
     sends = {s["campaignId"]: s["account"] for s in read_sends(stack.config.outbox) if s["userId"] == user}
     assert sends == {"before": stack.ses.account_id_for(first["apiKey"]), "after": new.account}
 

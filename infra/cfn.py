@@ -37,6 +37,8 @@ STREAM_HANDLERS = {"WebhookEvents": "ledger_table"}
 # Lambda's retries of an async event before it goes to the on-failure destination (its default, stated).
 ASYNC_RETRIES = 2
 ACCOUNT = "${AWS::AccountId}"
+# What the data stack's resources do when the stack goes: kept, unless the stack's first create failed.
+KEPT = "RetainExceptOnCreate"
 # The key of the topics AWS services publish to. AWS's managed key (alias/aws/sns) would not do: its policy
 # cannot be changed, and a service publishing to an encrypted topic needs kms:GenerateDataKey* and
 # kms:Decrypt on its key, so CloudWatch's alarms and SES's events would be dropped without a word.
@@ -144,10 +146,12 @@ def _tables(r: Resources) -> dict[str, Any]:
             props["TimeToLiveSpecification"] = {"AttributeName": t.ttl_attribute, "Enabled": True}
         if t.stream:
             props["StreamSpecification"] = {"StreamViewType": "NEW_AND_OLD_IMAGES"}
-        # The ledger and counters are the tenants' records: kept if the stack goes (`make destroy` says so).
+        # The tenants' records outlive even the data stack, once it was created: deleting it by mistake keeps
+        # them (`moonsend destroy --delete-data` deletes them itself). A create that fails takes them with it,
+        # so that the next create does not meet a table of the same name.
         out[t.logical_id] = {
             "Type": "AWS::DynamoDB::Table",
-            "DeletionPolicy": "Retain",
+            "DeletionPolicy": KEPT,
             "UpdateReplacePolicy": "Retain",
             "Properties": props,
         }
@@ -281,9 +285,13 @@ def _ses(r: Resources) -> dict[str, Any]:
 
 
 def _secret(r: Resources) -> dict[str, Any]:
+    """The key of the stage's signed links: kept with the data, so that the unsubscribe links already sent
+    keep working across a destroy and a new deploy (CAN-SPAM asks for 30 days at least)."""
     return {
         "LinkSigningSecret": {
             "Type": "AWS::SecretsManager::Secret",
+            "DeletionPolicy": KEPT,
+            "UpdateReplacePolicy": "Retain",
             "Properties": {
                 "Name": r.link_secret_name,
                 "Description": "HMAC key of the stage's signed links (unsubscribe, tracking)",
@@ -383,7 +391,8 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
     deliveries["Properties"]["ScalingConfig"] = {"MaximumConcurrency": WEBHOOKS_MAX_CONCURRENCY}
     for fn, attr in STREAM_HANDLERS.items():
         (event,) = (e for e in template["Resources"][fn]["Properties"]["Events"].values() if e["Type"] == "DynamoDB")
-        event["Properties"]["Stream"] = {"Fn::GetAtt": [getattr(r, attr).logical_id, "StreamArn"]}
+        # The table is the data stack's: its stream's ARN is that stack's export.
+        event["Properties"]["Stream"] = {"Fn::ImportValue": stream_export(r, getattr(r, attr))}
     # Chalice 1.34 names the API function `APIHandler` but its log group `${ApiHandler}`.
     group = template["Resources"].get("ApiHandlerLogGroup", {}).get("Properties", {})
     if group.get("LogGroupName") == {"Fn::Sub": "/aws/lambda/${ApiHandler}"}:
@@ -391,18 +400,51 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
     return template
 
 
+def stream_export(r: Resources, table: Any) -> str:
+    """The name under which the data stack exports a table's stream ARN (exports are per account and region)."""
+    return f"{r.prefix}-{table.logical_id}-StreamArn"
+
+
+def data_stack_name(stage: str) -> str:
+    return f"moonsend-{stage}-data"
+
+
+def data_template(stage: str) -> dict[str, Any]:
+    """The stage's data stack: the tables and the link-signing key, which outlive the app's stack.
+
+    Stateful resources in a stack of their own (AWS's advice for CDK apps too): the app's stack can be
+    destroyed, fail its first create or be replaced, and a new one finds the tenants' records, and the key
+    of every link already sent, where they were. Each resource is kept even if this stack is deleted,
+    unless its first create failed (`RetainExceptOnCreate`)."""
+    r = resources_for("moonsend", stage, ACCOUNT)
+    resources: dict[str, Any] = {**_tables(r), **_secret(r)}
+    outputs = {
+        f"{t.logical_id}StreamArn": {
+            "Value": {"Fn::GetAtt": [t.logical_id, "StreamArn"]},
+            "Export": {"Name": stream_export(r, t)},
+        }
+        for t in r.tables
+        if t.stream
+    }
+    return {
+        "AWSTemplateFormatVersion": "2010-09-09",
+        "Description": f"moonsend ({stage}): the tenants' records and the links' key, kept across deploys",
+        "Resources": resources,
+        "Outputs": outputs,
+    }
+
+
 def merge_template(stage: str) -> dict[str, Any]:
-    """The template `chalice package --merge-template` merges into Chalice's for this stage."""
+    """The template `chalice package --merge-template` merges into Chalice's for this stage (the app's
+    stack: everything but the data stack's tables and key)."""
     r = resources_for("moonsend", stage, ACCOUNT)
     resources: dict[str, Any] = {}
     parts = (
         _topics(r),
-        _tables(r),
         _queues(r),
         _events_queue(r),
         _bucket(r),
         _ses(r),
-        _secret(r),
         _digest_scheduler(r),
         _function_edits(r),
     )

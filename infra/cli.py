@@ -414,7 +414,7 @@ def _aws_clients(region: str | None) -> dict[str, Any]:
     import boto3
 
     session = boto3.session.Session(region_name=region)
-    names = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler")
+    names = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler", "secretsmanager")
     return {n: session.client(n) for n in names}
 
 
@@ -452,20 +452,40 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     clients = _aws_clients(args.region)
     bucket = args.artifacts_bucket or _artifacts_bucket(clients, create=not args.dry_run)
     report = package(args.stage)
-    plan, _ = deploy_plan(args.stage, Path(report.template), Path(report.bundle), bucket)
+    region = clients["s3"].meta.region_name
+    plan, _ = deploy_plan(
+        args.stage,
+        Path(report.template),
+        Path(report.bundle),
+        bucket,
+        data_file=Path(report.data_template),
+        region=region,
+    )
     if args.dry_run:
         print("\n".join(str(a) for a in plan))
         return 0
     execute(plan, clients)
-    print(f"deployed stack moonsend-{args.stage}")
+    print(f"deployed stacks moonsend-{args.stage}-data and moonsend-{args.stage}")
     return 0
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    from infra.deploy import destroy_plan, execute
+    from infra.deploy import destroy_plan, email_at_risk, execute
 
     clients = _aws_clients(args.region)
     account = clients["sts"].get_caller_identity()["Account"]
+    at_risk = email_at_risk(args.stage, clients["sqs"], clients["s3"], account)
+    if at_risk:
+        print("a destroy would lose email no recipient has been sent yet:", file=sys.stderr)
+        for line in at_risk:
+            print(f"  {line}", file=sys.stderr)
+        if not args.discard_email:
+            print(
+                "let the queues drain (moonsend status), cancel the campaigns (moonsend campaign cancel), "
+                "or pass --discard-email to lose it",
+                file=sys.stderr,
+            )
+            return 1
     plan = destroy_plan(
         args.stage,
         clients["sqs"],
@@ -482,7 +502,10 @@ def cmd_destroy(args: argparse.Namespace) -> int:
         return 1
     execute(plan, clients, say=lambda line: None)
     if not args.delete_data:
-        print("tables kept (they hold the ledger and counters); --delete-data removes them too")
+        print(
+            f"kept: the data stack moonsend-{args.stage}-data (the tables, which hold the ledger and counters, and "
+            "the key of the links already sent); the next deploy uses it; --delete-data removes it too"
+        )
     return 0
 
 
@@ -517,7 +540,7 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
     import uuid
 
     from chalicelib.core.config import Settings
-    from infra.deploy import SIMULATOR, smoke_messages, stack_name, wait_for_outcomes
+    from infra.deploy import simulator_addresses, smoke_messages, stack_name, wait_for_outcomes
 
     account = clients["sts"].get_caller_identity()["Account"]
     outputs = clients["cloudformation"].describe_stacks(StackName=stack_name(stage))["Stacks"][0]["Outputs"]
@@ -525,13 +548,14 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
     campaign = f"smoke-{uuid.uuid4().hex[:8]}"
     for message in smoke_messages(sender, campaign):
         clients["sns"].publish(TopicArn=topic, Message=json.dumps(message))
-    print(f"published campaign {campaign} to {', '.join(SIMULATOR)}; waiting for the ledger ...")
+    wanted = simulator_addresses(campaign)
+    print(f"published campaign {campaign} to {', '.join(wanted)}; waiting for the ledger ...")
     region = clients["sns"].meta.region_name
     settings = Settings.from_env({"MOONSEND_STAGE": stage, "MOONSEND_ACCOUNT_ID": account, "AWS_REGION": region})
     seen = wait_for_outcomes(settings, campaign, timeout_s=timeout, poll_s=5 if stage != "local" else 0.5)
     for address, state in seen.items():
         print(f"{address:<40} {state}")
-    return 0 if all(seen[a] == want for a, want in SIMULATOR.items()) else 1
+    return 0 if all(seen[a] == want for a, want in wanted.items()) else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -656,7 +680,13 @@ def build_parser() -> argparse.ArgumentParser:
     ds = sub.add_parser("destroy", help="remove a stage: tenant queues and alarms, payloads, the stack")
     ds.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
     ds.add_argument("--region", default=None)
-    ds.add_argument("--delete-data", action="store_true", help="also delete the tables (ledger, counters)")
+    ds.add_argument(
+        "--delete-data", action="store_true", help="also delete the data stack: tables (ledger, counters), links' key"
+    )
+    ds.add_argument(
+        "--discard-email", action="store_true", help="destroy even though email is still queued or scheduled"
+    )
+
     ds.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     ds.add_argument("--yes", action="store_true", help="do not ask")
     ds.set_defaults(func=cmd_destroy)

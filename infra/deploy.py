@@ -18,13 +18,25 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.config import Settings
-from chalicelib.core.resources import resources_for
+from chalicelib.core.resources import SCHEDULED_PREFIX, resources_for
+from infra.cfn import data_stack_name
 
 SIMULATOR = {
     "success@simulator.amazonses.com": "sent",
     "bounce@simulator.amazonses.com": "sent",
     "complaint@simulator.amazonses.com": "sent",
 }
+
+
+def simulator_addresses(campaign_id: str) -> dict[str, str]:
+    """The simulator's addresses labelled with the campaign (`bounce+smoke-1a2b@...`), each with the state the
+    ledger must reach. SES's mailbox simulator takes a `+label`; unlabelled, the bounce and complaint addresses
+    are on the suppression list after the first smoke, and every later smoke of the stage would fail."""
+    label = campaign_id.replace("+", "-")
+    return {
+        f"{local}+{label}@{domain}": state
+        for (local, _, domain), state in ((a.partition("@"), s) for a, s in SIMULATOR.items())
+    }
 
 
 def stack_name(stage: str) -> str:
@@ -45,7 +57,8 @@ def destroy_plan(
     stage: str, sqs: Any, cloudwatch: Any, scheduler: Any, *, delete_data: bool, account_id: str
 ) -> list[Action]:
     """Everything of a stage, in the order it must go: run-time resources first (digests' schedules, which
-    would go on invoking a function that is gone, tenant queues and their alarms), then the stack."""
+    would go on invoking a function that is gone, tenant queues and their alarms), then the app's stack;
+    the data stack (tables, the links' key) only with `delete_data`."""
     r = resources_for("moonsend", stage, account_id)
     plan: list[Action] = []
     for page in scheduler.get_paginator("list_schedules").paginate(NamePrefix=r.digest_schedule_prefix):
@@ -57,10 +70,50 @@ def destroy_plan(
     plan.append(Action("empty-bucket", r.payload_bucket.name))
     plan.append(Action("delete-stack", stack_name(stage)))
     if delete_data:
+        # The data stack keeps its resources when deleted (RetainExceptOnCreate): they go one by one after it.
+        plan.append(Action("delete-stack", data_stack_name(stage)))
         plan.extend(Action("delete-table", t.name) for t in r.tables)
+        plan.append(Action("delete-secret", r.link_secret_name))
     else:  # the digests kept: each one's schedule is put again by its next definition event
         plan.append(Action("forget-schedules", r.digests_table.name))
     return plan
+
+
+def email_at_risk(stage: str, sqs: Any, s3: Any, account_id: str) -> list[str]:
+    """What a destroy would lose that no tenant has been told about: email still queued (tenant queues and
+    the free queue) and scheduled batches waiting in the payload bucket for their time (up to 31 days)."""
+    r = resources_for("moonsend", stage, account_id)
+    lost: list[str] = []
+    urls = [
+        u
+        for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.prefix)
+        for u in page.get("QueueUrls", [])
+    ]
+    for url in urls:
+        name = url.rsplit("/", 1)[-1]
+        if not (name.startswith(r.tenant_queue_prefix) or name == r.free_queue.name):
+            continue
+        attrs = sqs.get_queue_attributes(
+            QueueUrl=url,
+            AttributeNames=[
+                "ApproximateNumberOfMessages",
+                "ApproximateNumberOfMessagesNotVisible",
+                "ApproximateNumberOfMessagesDelayed",
+            ],
+        )["Attributes"]
+        held = sum(int(v) for v in attrs.values())
+        if held:
+            lost.append(f"queue {name}: about {held} queued email message(s)")
+    try:
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=r.payload_bucket.name, Prefix=SCHEDULED_PREFIX)
+        scheduled = sum(len(page.get("Contents", [])) for page in pages)
+    except s3.exceptions.NoSuchBucket:
+        scheduled = 0
+    if scheduled:
+        lost.append(
+            f"{scheduled} scheduled batch(es) of email not yet due (in {r.payload_bucket.name}/{SCHEDULED_PREFIX})"
+        )
+    return lost
 
 
 def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str], None] = print) -> None:
@@ -81,11 +134,17 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
         elif action.kind == "forget-schedules":
             _forget_schedules(clients["dynamodb"], action.target)
         elif action.kind == "delete-table":
-            clients["dynamodb"].delete_table(TableName=action.target)
+            _delete_table(clients["dynamodb"], action.target)
+        elif action.kind == "delete-secret":
+            _delete_secret(clients["secretsmanager"], action.target)
         elif action.kind == "upload":
             clients["s3"].upload_file(action.params["file"], action.params["bucket"], action.target)
+        elif action.kind == "upload-template":
+            clients["s3"].put_object(
+                Bucket=action.params["bucket"], Key=action.target, Body=action.params["body"].encode("utf-8")
+            )
         elif action.kind == "deploy-stack":
-            _deploy_stack(clients["cloudformation"], action.target, action.params["template"])
+            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"])
         else:
             raise ValueError(f"unknown action {action.kind}")
 
@@ -105,6 +164,22 @@ def _forget_schedules(dynamodb: Any, table: str) -> None:
         return
 
 
+def _delete_table(dynamodb: Any, name: str) -> None:
+    try:
+        dynamodb.delete_table(TableName=name)
+    except dynamodb.exceptions.ResourceNotFoundException:
+        return
+
+
+def _delete_secret(secretsmanager: Any, name: str) -> None:
+    """At once, with no recovery window: a secret pending deletion keeps its name, and the next deploy of the
+    stage could not create its key again for up to 30 days."""
+    try:
+        secretsmanager.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
+    except secretsmanager.exceptions.ResourceNotFoundException:
+        return
+
+
 def _empty_bucket(s3: Any, bucket: str) -> None:
     try:
         for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket):
@@ -115,41 +190,84 @@ def _empty_bucket(s3: Any, bucket: str) -> None:
         return
 
 
-def deploy_plan(stage: str, template_file: Path, bundle: Path, artifacts_bucket: str) -> tuple[list[Action], dict]:
-    """Upload the bundle under its content hash, and deploy the template pointing at it."""
+def template_url(bucket: str, region: str, key: str) -> str:
+    """Where CloudFormation reads a template uploaded to S3 (virtual-hosted style, the bucket's region)."""
+    return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
+
+
+def _template_action(stage: str, name: str, template: dict[str, Any], bucket: str, region: str) -> list[Action]:
+    """Upload a template under its content hash, then deploy it by URL: CloudFormation takes at most
+    51,200 bytes inline (TemplateBody) and 1 MB from S3 (TemplateURL), and ours is larger than the first."""
+    body = json.dumps(template, separators=(",", ":"))
+    key = f"moonsend/{stage}/{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}.json"
+    return [
+        Action("upload-template", key, {"bucket": bucket, "body": body}),
+        Action("deploy-stack", name, {"template_url": template_url(bucket, region, key)}),
+    ]
+
+
+def deploy_plan(
+    stage: str,
+    template_file: Path,
+    bundle: Path,
+    artifacts_bucket: str,
+    *,
+    data_file: Path | None = None,
+    region: str = "us-east-1",
+) -> tuple[list[Action], dict]:
+    """Upload the bundle under its content hash; deploy the data stack (tables, the links' key), then the
+    app's stack pointing at the bundle, each template by URL."""
     digest = hashlib.sha256(bundle.read_bytes()).hexdigest()[:16]
     key = f"moonsend/{stage}/{digest}.zip"
     template = json.loads(template_file.read_text())
     for res in template["Resources"].values():
         if res.get("Type") == "AWS::Serverless::Function":
             res["Properties"]["CodeUri"] = {"Bucket": artifacts_bucket, "Key": key}
-    plan = [
-        Action("upload", key, {"file": str(bundle), "bucket": artifacts_bucket}),
-        Action("deploy-stack", stack_name(stage), {"template": template}),
-    ]
+    plan = [Action("upload", key, {"file": str(bundle), "bucket": artifacts_bucket})]
+    if data_file is not None:
+        data = json.loads(data_file.read_text())
+        plan += _template_action(stage, data_stack_name(stage), data, artifacts_bucket, region)
+    plan += _template_action(stage, stack_name(stage), template, artifacts_bucket, region)
     return plan, template
 
 
-def _deploy_stack(cfn: Any, name: str, template: dict[str, Any]) -> None:
-    """Create or update the stack through a change set (SAM templates need one), and wait for it."""
+# A stack in one of these states cannot be updated, and holds nothing worth keeping (its resources were
+# rolled back, or never made): it is deleted, then created anew.
+_DEAD_ON_ARRIVAL = ("ROLLBACK_COMPLETE", "ROLLBACK_FAILED", "REVIEW_IN_PROGRESS")
+CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"]
+
+
+def _stack_status(cfn: Any, name: str) -> str | None:
     try:
-        cfn.describe_stacks(StackName=name)
-        kind = "UPDATE"
-    except cfn.exceptions.ClientError:
-        kind = "CREATE"
+        return str(cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"])
+    except cfn.exceptions.ClientError as exc:
+        if "does not exist" in str(exc):
+            return None
+        raise
+
+
+def _deploy_stack(cfn: Any, name: str, url: str) -> None:
+    """Create or update the stack through a change set (SAM templates need one), and wait for it.
+
+    A first create that failed leaves the stack in ROLLBACK_COMPLETE, which CloudFormation will not update:
+    it is deleted first (its resources were rolled back; the data stack's tables go with a failed first
+    create, by their RetainExceptOnCreate), so that the next deploy just works."""
+    status = _stack_status(cfn, name)
+    if status in _DEAD_ON_ARRIVAL:
+        cfn.delete_stack(StackName=name)
+        cfn.get_waiter("stack_delete_complete").wait(StackName=name)
+        status = None
+    kind = "CREATE" if status is None else "UPDATE"
     change_set = f"moonsend-{int(time.time())}"
     cfn.create_change_set(
-        StackName=name,
-        ChangeSetName=change_set,
-        ChangeSetType=kind,
-        TemplateBody=json.dumps(template),
-        Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+        StackName=name, ChangeSetName=change_set, ChangeSetType=kind, TemplateURL=url, Capabilities=CAPABILITIES
     )
     try:
         cfn.get_waiter("change_set_create_complete").wait(StackName=name, ChangeSetName=change_set)
     except Exception:
-        status = cfn.describe_change_set(StackName=name, ChangeSetName=change_set)
-        if "didn't contain changes" in status.get("StatusReason", ""):
+        status_reason = cfn.describe_change_set(StackName=name, ChangeSetName=change_set).get("StatusReason", "")
+        if "didn't contain changes" in status_reason or "No updates" in status_reason:
+            cfn.delete_change_set(StackName=name, ChangeSetName=change_set)
             return
         raise
     cfn.execute_change_set(StackName=name, ChangeSetName=change_set)
@@ -169,7 +287,7 @@ def smoke_messages(sender_address: str, campaign_id: str) -> list[dict[str, Any]
                 "subject": "moonsend smoke test {{ recipient.email }}",
                 "body": "<p>Hello from moonsend's smoke test.</p>",
             },
-            "recipients": [{"email": address} for address in SIMULATOR],
+            "recipients": [{"email": address} for address in simulator_addresses(campaign_id)],
         }
     ]
 
@@ -182,9 +300,10 @@ def wait_for_outcomes(
 
     ledger = Ledger(settings.resources.ledger_table.name, settings.region)
     deadline = time.time() + timeout_s
+    wanted = simulator_addresses(campaign_id)
     while True:
-        seen = {a: (ledger.get("moonsend-smoke", campaign_id, a) or _Nothing).state for a in SIMULATOR}
-        if all(seen[a] == want for a, want in SIMULATOR.items()) or time.time() > deadline:
+        seen = {a: (ledger.get("moonsend-smoke", campaign_id, a) or _Nothing).state for a in wanted}
+        if all(seen[a] == want for a, want in wanted.items()) or time.time() > deadline:
             return seen
         time.sleep(poll_s)
 

@@ -41,11 +41,22 @@ FUNCTIONS = (
     "deliver_webhooks",
     "api_handler",
 )
-LOGS = {
-    "Effect": "Allow",
-    "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
-    "Resource": "arn:aws:logs:*:*:*",
-}
+
+
+def _logs(r: Resources, fn: str) -> dict[str, Any]:
+    """Streams and events in the function's own log group, which the stack creates with the stage's retention.
+    No logs:CreateLogGroup: a role that may create its group would make it again, with no retention, whenever
+    it runs while the stack's group is missing (a failed create, a destroy), and that group would then block
+    the stack's own create of the same name."""
+    group = f"arn:aws:logs:*:*:log-group:/aws/lambda/{r.function_name(fn)}"
+    return {
+        "Sid": "OwnLogGroup",
+        "Effect": "Allow",
+        "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+        "Resource": [group, f"{group}:*"],
+    }
+
+
 # pynamodb reads each table's key schema once per container (DescribeTable).
 _READ = ["dynamodb:GetItem", "dynamodb:DescribeTable"]
 _WRITE = ["dynamodb:UpdateItem", "dynamodb:PutItem"]
@@ -315,7 +326,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     for fn, stmts in docs.items():
         if fn not in not_async:
             stmts.append(on_failure)
-    return {fn: {"Version": "2012-10-17", "Statement": [LOGS, *stmts]} for fn, stmts in docs.items()}
+    return {fn: {"Version": "2012-10-17", "Statement": [_logs(r, fn), *stmts]} for fn, stmts in docs.items()}
 
 
 def policy_file(stage: str, function: str) -> str:

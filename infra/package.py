@@ -3,7 +3,8 @@
 Steps, each one a plain function so that tests run them too:
 
 1. write the stage's IAM policy files (infra.iam) where Chalice reads them;
-2. write the merge template (infra.cfn) and run `chalice package --merge-template`;
+2. write the merge template (infra.cfn) and run `chalice package --merge-template`; write the data
+   stack's template (the tables and the links' key, which outlive the app's stack) beside it;
 3. point the SNS subscriptions at the template's own topics (a merge cannot replace Chalice's value);
 4. prune the bundle: botocore ships the models of 400-odd AWS services, the functions call eight;
 5. add the bundle's bytecode (Lambda's code directory is read-only, so it is never cached there);
@@ -26,7 +27,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from infra.cfn import merge_template, subscribe_to_own_topics
+from infra.cfn import data_template, merge_template, subscribe_to_own_topics
 from infra.iam import write_policies
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,6 +49,7 @@ class PackageReport:
     pruned_mb: float  # zipped megabytes of botocore models removed
     import_app_ms: float
     dev_only_packages: list[str]
+    data_template: str = ""  # the data stack's template (infra.cfn.data_template), deployed before the app's
 
 
 def run_chalice_package(stage: str, out_dir: Path, merge_file: Path) -> None:
@@ -167,7 +169,8 @@ def _cached(out_dir: Path, digest: str) -> PackageReport | None:
         report = PackageReport(**found)
     except (OSError, ValueError, TypeError):  # none yet, or written by another version of this module
         return None
-    return report if Path(report.template).exists() and Path(report.bundle).exists() else None
+    made = (report.template, report.bundle, report.data_template)
+    return report if all(name and Path(name).exists() for name in made) else None
 
 
 @contextlib.contextmanager
@@ -199,6 +202,8 @@ def _package(stage: str, out_dir: Path) -> PackageReport:
     template.write_text(
         json.dumps(subscribe_to_own_topics(json.loads(template.read_text()), stage), indent=2), encoding="utf-8"
     )
+    data = out_dir / "data.json"
+    data.write_text(json.dumps(data_template(stage), indent=2), encoding="utf-8")
     bundle = out_dir / "deployment.zip"
     pruned = prune_bundle(bundle)
     precompile_bundle(bundle)
@@ -212,6 +217,7 @@ def _package(stage: str, out_dir: Path) -> PackageReport:
         pruned_mb=round(pruned, 2),
         import_app_ms=import_ms,
         dev_only_packages=dev_only,
+        data_template=str(data),
     )
     (out_dir / "package-report.json").write_text(
         json.dumps({**asdict(report), "inputs": digest}, indent=2), encoding="utf-8"

@@ -23,13 +23,71 @@ def packaged(request, tmp_path_factory):
     return request.param, report, json.loads(Path(report.template).read_text())
 
 
-def test_the_packaged_template_passes_cfn_lint(packaged):
+@pytest.fixture(scope="module")
+def data(packaged):
+    """The data stack's template of the same stage (tables, the links' key)."""
+    return json.loads(Path(packaged[1].data_template).read_text())
+
+
+@pytest.mark.parametrize("which", ["template", "data_template"])
+def test_the_packaged_templates_pass_cfn_lint(packaged, which):
     _stage, report, _template = packaged
     lint = subprocess.run(
-        [str(Path(sys.executable).with_name("cfn-lint")), report.template], capture_output=True, text=True
+        [str(Path(sys.executable).with_name("cfn-lint")), getattr(report, which)], capture_output=True, text=True
     )
     assert lint.returncode & 2 == 0, lint.stdout  # bit 2: errors (4 and 8 are warnings and notes)
     assert lint.returncode == 0, lint.stdout  # and, today, not even a warning
+
+
+def test_the_app_template_is_too_large_to_send_inline_and_both_fit_by_url(packaged, data):
+    """CloudFormation's quotas: 51,200 bytes in TemplateBody, 1 MB by TemplateURL, 500 resources, 200
+    outputs. The app's template is over the first, so deploy must upload it (the local stack refuses
+    it inline too, as CloudFormation does)."""
+    _stage, _report, template = packaged
+    compact = len(json.dumps(template, separators=(",", ":")).encode())
+    assert compact > 51_200
+    for t in (template, data):
+        assert len(json.dumps(t, separators=(",", ":")).encode()) < 1_000_000
+        assert len(t["Resources"]) <= 500 and len(t.get("Outputs", {})) <= 200
+
+
+def test_the_data_stack_keeps_the_tables_and_the_links_key_unless_its_first_create_fails(packaged, data):
+    stage, _report, template = packaged
+    r = resources_for("moonsend", stage, "${AWS::AccountId}")
+    kept = {k: v for k, v in data["Resources"].items()}
+    assert {v["Properties"].get("TableName") for v in kept.values()} - {None} == {t.name for t in r.tables}
+    for logical_id, res in kept.items():
+        assert res["DeletionPolicy"] == "RetainExceptOnCreate", logical_id
+        assert res["UpdateReplacePolicy"] == "Retain", logical_id
+    assert kept["LinkSigningSecret"]["Properties"]["Name"] == r.link_secret_name
+    # None of it is in the app's stack, which a destroy deletes.
+    assert not any(
+        v["Type"] in ("AWS::DynamoDB::Table", "AWS::SecretsManager::Secret") for v in template["Resources"].values()
+    )
+    # The ledger's stream reaches the app's stack as the data stack's export.
+    (export,) = [o["Export"]["Name"] for o in data["Outputs"].values()]
+    (stream,) = template["Resources"]["WebhookEvents"]["Properties"]["Events"].values()
+    assert stream["Properties"]["Stream"] == {"Fn::ImportValue": export}
+
+
+def test_each_function_logs_only_to_its_own_log_group_which_the_stack_makes_with_retention(packaged):
+    """No role may create a log group: one made by a function outside the stack has no retention, and
+    blocks the next create of the stack's group of that name."""
+    stage, _report, template = packaged
+    r = resources_for("moonsend", stage)
+    groups = {
+        v["Properties"]["LogGroupName"]["Fn::Sub"]: v["Properties"]["RetentionInDays"]
+        for v in template["Resources"].values()
+        if v["Type"] == "AWS::Logs::LogGroup"
+    }
+    functions = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"]
+    assert set(groups) == {"/aws/lambda/${" + fn + "}" for fn in functions}
+    assert set(groups.values()) == {14 if stage == "dev" else 90}
+    for st in _statements(template):
+        actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+        assert "logs:CreateLogGroup" not in actions
+        if any(a.startswith("logs:") for a in actions):
+            assert all(res.split(":log-group:/aws/lambda/")[1].startswith(r.prefix) for res in st["Resource"])
 
 
 def _statements(template):
@@ -194,11 +252,11 @@ def test_every_function_is_told_the_account_id(packaged):
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
 
-def test_every_topic_queue_and_table_the_code_names_is_in_the_template(packaged):
+def test_every_topic_queue_and_table_the_code_names_is_in_the_templates(packaged, data):
     stage, _report, template = packaged
     r = resources_for("moonsend", stage, "${AWS::AccountId}")
     names = {}
-    for res in template["Resources"].values():
+    for res in [*template["Resources"].values(), *data["Resources"].values()]:
         p = res.get("Properties", {})
         for key in ("TopicName", "TableName", "QueueName", "Name"):
             if isinstance(p.get(key), str):
@@ -228,13 +286,14 @@ def test_subscriptions_refer_to_the_templates_own_topics(packaged):
     assert deliveries["Properties"]["Queue"] == {"Fn::GetAtt": ["WebhooksQueue", "Arn"]}
     assert deliveries["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert deliveries["Properties"]["ScalingConfig"] == {"MaximumConcurrency": 20}  # a webhook flood's ceiling
-    # The ledger's stream, which exists once the table does: by GetAtt, not the placeholder app.py names.
+    # The ledger's stream, which exists once the table does: the data stack's export, not app.py's placeholder.
     (stream,) = template["Resources"]["WebhookEvents"]["Properties"]["Events"].values()
-    assert stream["Type"] == "DynamoDB" and stream["Properties"]["Stream"] == {
-        "Fn::GetAtt": ["LedgerTable", "StreamArn"]
-    }
+    assert stream["Type"] == "DynamoDB" and "Fn::ImportValue" in stream["Properties"]["Stream"]
     assert stream["Properties"]["StartingPosition"] == "TRIM_HORIZON"
-    ledger = template["Resources"]["LedgerTable"]["Properties"]
+
+
+def test_the_ledger_streams_new_and_old_images(data):
+    ledger = data["Resources"]["LedgerTable"]["Properties"]
     assert ledger["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}
 
 
@@ -269,8 +328,9 @@ def test_the_bundle_has_no_dev_only_package_and_imports_with_only_itself(package
     assert report.zipped_mb < 50  # Lambda's limit for a direct upload
 
 
-def test_the_template_created_in_cloudformation_names_each_function_as_the_code_invokes_it(packaged):
-    """Translated by aws-sam-translator and created in moto's CloudFormation, as on AWS (offline)."""
+def test_the_template_created_in_cloudformation_names_each_function_as_the_code_invokes_it(packaged, data):
+    """Translated by aws-sam-translator and created in moto's CloudFormation, as on AWS (offline): the data
+    stack first, then the app's, each by URL from S3 as deploy sends them."""
     from infra.local.access import allowed
     from infra.local.cloudformation import split, translate
 
@@ -290,7 +350,12 @@ def test_the_template_created_in_cloudformation_names_each_function_as_the_code_
         "    s3.create_bucket(Bucket='artifacts')\n"
         "    s3.put_object(Bucket='artifacts', Key='bundle.zip', Body=b'PK')\n"
         "    cfn = boto3.client('cloudformation', region_name='us-east-1')\n"
-        "    cfn.create_stack(StackName='s', TemplateBody=sys.stdin.read(), Capabilities=['CAPABILITY_IAM'])\n"
+        "    data, app = json.loads(sys.stdin.read())\n"
+        "    for name, t in (('d', data), ('s', app)):\n"
+        "        s3.put_object(Bucket='artifacts', Key=name, Body=json.dumps(t).encode())\n"
+        "        url = 'https://artifacts.s3.us-east-1.amazonaws.com/' + name\n"
+        "        cfn.create_stack(StackName=name, TemplateURL=url, Capabilities=['CAPABILITY_IAM'])\n"
+        "        assert cfn.describe_stacks(StackName=name)['Stacks'][0]['StackStatus'] == 'CREATE_COMPLETE'\n"
         "    print(json.dumps(boto3.client('lambda', region_name='us-east-1').list_functions()['Functions'],"
         " default=str))\n"
     )
@@ -298,7 +363,7 @@ def test_the_template_created_in_cloudformation_names_each_function_as_the_code_
     env.pop("AWS_ENDPOINT_URL", None)
     out = subprocess.run(
         [sys.executable, "-W", "ignore", "-c", script],
-        input=json.dumps(created),
+        input=json.dumps([split(data)[0], created]),
         capture_output=True,
         text=True,
         env=env,
@@ -360,17 +425,37 @@ def test_committed_policy_files_are_what_the_generator_writes():
             assert committed == iam.render(doc), f"run `moonsend package --stage {stage}`"
 
 
-def test_deploy_plan_uploads_the_bundle_by_content_and_points_every_function_at_it(tmp_path):
+def test_deploy_plan_uploads_the_bundle_by_content_and_deploys_the_data_stack_then_the_app_by_url(tmp_path):
     template = {
         "Resources": {"F": {"Type": "AWS::Serverless::Function", "Properties": {"CodeUri": "./deployment.zip"}}}
     }
     (tmp_path / "sam.json").write_text(json.dumps(template))
+    (tmp_path / "data.json").write_text(json.dumps({"Resources": {}}))
     (tmp_path / "deployment.zip").write_bytes(b"bundle")
-    plan, out = deploy_plan("dev", tmp_path / "sam.json", tmp_path / "deployment.zip", "my-artifacts")
-    assert [a.kind for a in plan] == ["upload", "deploy-stack"]
+    plan, out = deploy_plan(
+        "dev",
+        tmp_path / "sam.json",
+        tmp_path / "deployment.zip",
+        "my-artifacts",
+        data_file=tmp_path / "data.json",
+        region="eu-west-1",
+    )
+    assert [(a.kind, a.target.split("/")[-1].split("-")[0]) for a in plan] == [
+        ("upload", plan[0].target.split("/")[-1].split("-")[0]),
+        ("upload-template", "moonsend"),
+        ("deploy-stack", "moonsend"),
+        ("upload-template", "moonsend"),
+        ("deploy-stack", "moonsend"),
+    ]
+    assert [a.target for a in plan if a.kind == "deploy-stack"] == ["moonsend-dev-data", "moonsend-dev"]
     key = plan[0].target
     assert key.startswith("moonsend/dev/") and key.endswith(".zip")
     assert out["Resources"]["F"]["Properties"]["CodeUri"] == {"Bucket": "my-artifacts", "Key": key}
+    # Each template is uploaded as it is deployed, and read by CloudFormation from the bucket's region.
+    app_upload, app_deploy = plan[3], plan[4]
+    assert json.loads(app_upload.params["body"]) == out
+    assert app_deploy.params["template_url"] == f"https://my-artifacts.s3.eu-west-1.amazonaws.com/{app_upload.target}"
+    assert "template" not in app_deploy.params  # never inline (TemplateBody): ours is over 51,200 bytes
 
 
 def test_destroy_plan_removes_schedules_tenant_queues_and_alarms_and_keeps_the_tables_unless_asked(stack, uid):
@@ -386,12 +471,19 @@ def test_destroy_plan_removes_schedules_tenant_queues_and_alarms_and_keeps_the_t
     assert ("delete-queue", queue) in kinds and ("delete-alarm", f"{queue}-not-empty") in kinds
     assert ("delete-schedule", c.digest_schedules.name(f"gone{uid}", "weekly")) in kinds
     assert kinds[-2] == ("delete-stack", "moonsend-local") and not any(k == "delete-table" for k, _ in kinds)
+    assert ("delete-stack", "moonsend-local-data") not in kinds  # the data stack is kept
     # The digests are kept, their schedules not: each one's note that its schedule is put is cleared.
     assert kinds[-1] == ("forget-schedules", "moonsend-local-digests")
     with_data = destroy_plan("local", *clients, delete_data=True, account_id="123456789012")
     assert {t for k, t in ((a.kind, a.target) for a in with_data) if k == "delete-table"} == {
         t.name for t in stack.settings.resources.tables
     }
+    deletions = [(a.kind, a.target) for a in with_data if a.kind.startswith("delete-") and a.kind != "delete-table"]
+    assert deletions[-3:] == [
+        ("delete-stack", "moonsend-local"),
+        ("delete-stack", "moonsend-local-data"),
+        ("delete-secret", "moonsend-local/link-signing-key"),
+    ]
 
 
 def test_the_smoke_campaign_is_a_valid_message():

@@ -11,6 +11,7 @@ was created (`StackFunction`), never from a second description.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from infra.deploy import deploy_plan, execute, stack_name
+from infra.cfn import data_stack_name
+from infra.deploy import deploy_plan, execute, stack_name, template_url
 
 # Lambda's retries of a failed async event when a function has no EventInvokeConfig (its documented default).
 LAMBDA_ASYNC_RETRIES = 2
@@ -202,8 +204,10 @@ class Resolver:
         region: str,
         account: str,
         stream_arns: dict[str, str] | None = None,
+        exports: dict[str, str] | None = None,
     ) -> None:
         self._physical = physical
+        self._exports = exports or {}  # other stacks' exports, by name (Fn::ImportValue)
         self._types = types
         self._stream_arns = stream_arns or {}  # table logical id -> its LatestStreamArn
         self._pseudo = {
@@ -233,6 +237,11 @@ class Resolver:
                 )
             if key == "Fn::Join":
                 return str(arg[0]).join(str(self(v)) for v in arg[1])
+            if key == "Fn::ImportValue":
+                name = str(self(arg))
+                if name not in self._exports:
+                    raise TemplateError(f"Fn::ImportValue {name}: no stack exports it")
+                return self._exports[name]
             if key.startswith("Fn::"):
                 raise TemplateError(f"{key} is not resolved by the local stack (add it to Resolver)")
         return {k: self(v) for k, v in value.items()}
@@ -277,20 +286,85 @@ def create(
     region: str,
     account: str,
     secret_values: dict[str, str] | None = None,
+    data_file: Path | None = None,
 ) -> CreatedStack:
-    """Deploy the packaged template to the local endpoint, stand in for what moto cannot create, and
-    read back what the runtime needs. `clients` are the operator's (the stack's own) clients;
-    `secret_values` gives generated secrets a value of the caller's (by secret name)."""
+    """Deploy the packaged templates to the local endpoint (the data stack, then the app's), each by URL
+    from S3 as deploy sends them, stand in for what moto cannot create, and read back what the runtime
+    needs. `clients` are the operator's (the stack's own) clients; `secret_values` gives generated secrets a
+    value of the caller's (by secret name)."""
     bucket = f"moonsend-artifacts-{account}-{region}"
     _ensure_bucket(clients["s3"], bucket, region)
-    plan, sam = deploy_plan(stage, sam_file, bundle, bucket)
-    template, stood_in = split(translate(sam, region))
+    plan, sam = deploy_plan(stage, sam_file, bundle, bucket, region=region)
     execute([a for a in plan if a.kind == "upload"], clients, say=_quiet)
-    name = stack_name(stage)
+    parts: list[_Created] = []
+    if data_file is not None:
+        data = json.loads(data_file.read_text())
+        parts.append(_create_one(data_stack_name(stage), data, bucket, clients, region, account, secret_values, {}))
+    exports = {k: v for part in parts for k, v in part.exports.items()}
+    app = _create_one(
+        stack_name(stage), translate(sam, region), bucket, clients, region, account, secret_values, exports
+    )
+    parts.append(app)
+    physical = {k: v for part in parts for k, v in part.physical.items()}
+    stood_in = app.stood_in
+    functions = _functions(app.template, stood_in, app.resolve, clients["lambda"])
+    by_arn = {app.resolve.get_att(f.logical_id, "Arn"): f.name for f in functions.values()}
+    subscriptions = [
+        (app.resolve(res["Properties"]["TopicArn"]), by_arn[app.resolve(res["Properties"]["Endpoint"])])
+        for res in stood_in.values()
+        if res["Type"] == "AWS::SNS::Subscription" and res["Properties"].get("Protocol") == "lambda"
+    ]
+    sources = [
+        _event_source(app.resolve(res["Properties"]), by_arn)
+        for res in stood_in.values()
+        if res["Type"] == "AWS::Lambda::EventSourceMapping"
+    ]
+    return CreatedStack(
+        app.name,
+        physical,
+        functions,
+        subscriptions,
+        [s for s in sources if isinstance(s, EventSource)],
+        [s for s in sources if isinstance(s, StreamSource)],
+        _schedules(clients["events"], by_arn),
+        app.outputs,
+        tuple(k for part in parts for k in part.stood_in),
+    )
+
+
+@dataclass(frozen=True)
+class _Created:
+    """One stack as created: its template (what moto made), the stood-in resources, and how to resolve them."""
+
+    name: str
+    template: dict[str, Any]
+    stood_in: dict[str, dict[str, Any]]
+    physical: dict[str, str]
+    resolve: Resolver
+    outputs: dict[str, str]
+    exports: dict[str, str]
+
+
+def _create_one(
+    name: str,
+    template_in: dict[str, Any],
+    bucket: str,
+    clients: dict[str, Any],
+    region: str,
+    account: str,
+    secret_values: dict[str, str] | None,
+    exports: dict[str, str],
+) -> _Created:
+    template, stood_in = split(template_in)
+    body = json.dumps(template, separators=(",", ":"))
+    key = f"moonsend/local/{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}.json"
+    clients["s3"].put_object(Bucket=bucket, Key=key, Body=body.encode("utf-8"))
     cfn = clients["cloudformation"]
     # CreateStack rather than deploy's change set: moto works out a change set's outputs before its
-    # resources exist, so the stack would have none (the smoke reads the topic's ARN from them).
-    cfn.create_stack(StackName=name, TemplateBody=json.dumps(template), Capabilities=["CAPABILITY_IAM"])
+    # resources exist, so the stack would have none (the smoke reads the topic's ARN from them). The
+    # template goes by URL, as deploy sends it: CloudFormation takes 51,200 bytes at most inline.
+    url = template_url(bucket, region, key)
+    cfn.create_stack(StackName=name, TemplateURL=url, Capabilities=["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM"])
     stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
     if stack["StackStatus"] not in ("CREATE_COMPLETE", "UPDATE_COMPLETE"):
         raise TemplateError(f"stack {name}: {stack['StackStatus']} {stack.get('StackStatusReason', '')}")
@@ -307,32 +381,15 @@ def create(
         for k, v in template["Resources"].items()
         if v["Type"] == "AWS::DynamoDB::Table" and "StreamSpecification" in v.get("Properties", {})
     }
-    resolve = Resolver(physical, types, region, account, streams)
+    resolve = Resolver(physical, types, region, account, streams, exports)
     _stand_in(stood_in, resolve, clients, secret_values or {})
-    functions = _functions(template, stood_in, resolve, clients["lambda"])
-    by_arn = {resolve.get_att(f.logical_id, "Arn"): f.name for f in functions.values()}
-    subscriptions = [
-        (resolve(res["Properties"]["TopicArn"]), by_arn[resolve(res["Properties"]["Endpoint"])])
-        for res in stood_in.values()
-        if res["Type"] == "AWS::SNS::Subscription" and res["Properties"].get("Protocol") == "lambda"
-    ]
-    sources = [
-        _event_source(resolve(res["Properties"]), by_arn)
-        for res in stood_in.values()
-        if res["Type"] == "AWS::Lambda::EventSourceMapping"
-    ]
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
-    return CreatedStack(
-        name,
-        physical,
-        functions,
-        subscriptions,
-        [s for s in sources if isinstance(s, EventSource)],
-        [s for s in sources if isinstance(s, StreamSource)],
-        _schedules(clients["events"], by_arn),
-        outputs,
-        tuple(stood_in),
-    )
+    own_exports = {
+        str(resolve(o["Export"]["Name"])): str(resolve(o["Value"]))
+        for o in template.get("Outputs", {}).values()
+        if "Export" in o
+    }
+    return _Created(name, template, stood_in, physical, resolve, outputs, own_exports)
 
 
 def _quiet(_line: str) -> None:

@@ -248,6 +248,7 @@ class LocalStack:
             c.region,
             c.account_id,
             secrets_kept,
+            data_file=Path(report.data_template),
         )
         self.outputs = dict(self.created.physical)
         self._set_environment(self.created)

@@ -4,7 +4,8 @@ Most requests go straight to moto. Three kinds are answered here instead, becaus
 Lambda Invoke of the app's own functions (runs the handler in this process), SES sends and quota
 reads (the SES stand-in), and `/_moonsend/...` admin calls (health, SES account settings).
 SNS publishes go to moto and, once accepted, to the topics' Lambda subscribers (the SNS
-stand-in). The hot SQS and DynamoDB calls take a short path to moto's backends (`sqs_wire`,
+stand-in). A CloudFormation call over a template quota moto does not check is refused as AWS refuses it
+(`cfn_limits`). The hot SQS and DynamoDB calls take a short path to moto's backends (`sqs_wire`,
 `dynamodb_wire`) past moto's generic request and response layers. Requests are told apart as AWS
 tells them apart: by the service in the SigV4 credential scope.
 """
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from infra.local import dynamodb_wire, sqs_wire
+from infra.local import cfn_limits, dynamodb_wire, sqs_wire
 from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
@@ -216,6 +217,10 @@ class Gateway:
         if service == "sts":
             # Each access key is its own account (as for SES): GetCallerIdentity answers with it.
             environ["HTTP_X_MOTO_ACCOUNT_ID"] = self.ses.account_id_for(access_key)
+        if service == "cloudformation":  # the template quotas moto does not check (infra/local/cfn_limits.py)
+            refused = cfn_limits.answer(environ, _read_body(environ), access_key, _region)
+            if refused is not None:
+                return _respond(start_response, refused)
         if service == "dynamodb":
             return self._dynamodb(environ, start_response, access_key, _region)
         if service == "sqs":

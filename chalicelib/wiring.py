@@ -19,7 +19,7 @@ from chalicelib.control.webhook_registration import WebhookRegistration
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
-from chalicelib.core.links import LinkSigner
+from chalicelib.core.links import LinkKeys, LinkSigner
 from chalicelib.digest.assembly import DigestAssembly
 from chalicelib.digest.intake import DigestIntake
 from chalicelib.digest.runner import DigestRunner
@@ -221,11 +221,18 @@ class Container:
     @cached_property
     def links(self) -> LinkSigner:
         s = self.settings
-        secret = s.link_secret
-        if secret is None:  # on AWS: read once per container
-            sm = aws.client("secretsmanager", s.region)
-            secret = sm.get_secret_value(SecretId=s.resources.link_secret_name)["SecretString"]
-        return LinkSigner(secret.encode("utf-8"), s.api_url)
+        base_url = s.link_base_url or s.api_url  # a custom domain outlives the stage's execute-api host
+        if s.link_secret is not None:
+            return LinkSigner(LinkKeys.parse(s.link_secret), base_url)
+        # On AWS: read at the container's start, then again every few minutes and for a key id not known yet
+        # (chalicelib.core.links), so that a rotation reaches every container.
+        sm = aws.client("secretsmanager", s.region)
+        name = s.resources.link_secret_name
+
+        def read() -> LinkKeys:
+            return LinkKeys.parse(sm.get_secret_value(SecretId=name)["SecretString"])
+
+        return LinkSigner(read(), base_url, reread=read)
 
     @cached_property
     def reports(self) -> Reports:

@@ -393,6 +393,114 @@ def cmd_webhook(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_link_key(args: argparse.Namespace) -> int:
+    """The keys that sign the stage's links, with the operator's credentials: never a key's value printed."""
+    import boto3
+
+    from chalicelib.core.config import Settings
+
+    _client_env(args.endpoint, args.stage)
+    settings = Settings.from_env()
+    sm = boto3.client("secretsmanager", region_name=args.region) if args.region else boto3.client("secretsmanager")
+    outbox = None
+    if args.stage == "local":
+        outbox = args.outbox or Path(os.environ.get("MOONSEND_OUTBOX", "outbox"))
+    return _link_key(sm, settings.resources.link_secret_name, args.action, args.kid, args.force, outbox, time.time())
+
+
+def _link_key(sm: Any, name: str, action: str, kid: str | None, force: bool, outbox: Path | None, now: float) -> int:
+    from botocore.exceptions import ClientError
+
+    from chalicelib.core.links import REFRESH_S, RETIRE_AFTER_S, LinkKeys
+
+    try:
+        keys = LinkKeys.parse(sm.get_secret_value(SecretId=name)["SecretString"])
+    except ClientError as exc:
+        print(f"link-key: the secret {name}: {exc.response['Error']['Code']}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # its message names what is wrong, never a value
+        print(f"link-key: {name}: {exc}", file=sys.stderr)
+        return 1
+    if action == "list":
+        _print_link_keys(keys, now)
+        return 0
+    before = keys
+    if action == "rotate":
+        keys = keys.rotated(now)
+        said = (
+            f"{keys.current} is now the current key: new links name it, every container signs with it within "
+            f"{int(REFRESH_S // 60)} minutes; the links signed with the others still verify"
+        )
+    else:
+        if not kid:
+            print("retire needs --kid (moonsend link-key list shows them)", file=sys.stderr)
+            return 2
+        refusal = keys.retire_refusal(kid, now)
+        if keys.get(kid) is None or kid == keys.current:
+            print(f"link-key: {refusal}", file=sys.stderr)
+            return 1
+        if refusal and not force:
+            print(f"link-key: {refusal}; --force drops it anyway (the links it signed stop working)", file=sys.stderr)
+            return 1
+        keys = keys.without(kid)
+        said = f"{kid} retired: links signed with it no longer verify"
+    try:
+        sm.put_secret_value(SecretId=name, SecretString=keys.dumps())
+    except ClientError as exc:
+        print(f"link-key: the secret {name} not changed: {exc.response['Error']['Code']}", file=sys.stderr)
+        return 1
+    print(said)
+    if outbox is not None:
+        _keep_local_link_keys(outbox, before, keys)
+    _print_link_keys(keys, now)
+    if action == "rotate":
+        print(
+            f"a key that stopped signing may be retired {RETIRE_AFTER_S // 86400} days later, "
+            "when the last link it signed has expired",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _print_link_keys(keys: Any, now: float) -> None:
+    from chalicelib.core.links import RETIRE_AFTER_S
+
+    def day(t: float) -> str:
+        return time.strftime("%Y-%m-%d", time.gmtime(t))
+
+    for k in sorted(keys.keys, key=lambda k: (k.created or 0, k.kid)):
+        made = f"made {day(k.created)} ({int((now - k.created) // 86400)} day(s) ago)" if k.created else "made ?"
+        if k.kid == keys.current:
+            state = "current: signs new links"
+        elif k.retired is None:
+            state = "verifies old links (when it stopped signing is not recorded)"
+        else:
+            until = day(k.retired + RETIRE_AFTER_S)
+            state = f"verifies old links; stopped signing {day(k.retired)}, may be retired from {until}"
+        print(f"{k.kid}\t{made}\t{state}")
+
+
+def _keep_local_link_keys(outbox: Path, before: Any, after: Any) -> None:
+    """The local stack makes its secret again at each start from the key kept beside its outbox: the change
+    is kept there too, if that file holds this stack's key (another stack's is left alone)."""
+    from chalicelib.core.links import LinkKeys
+    from infra.local.stack import keep_link_secret, link_secret_path
+
+    path = link_secret_path(outbox)
+    try:
+        mine = LinkKeys.parse(path.read_text(encoding="utf-8").strip()) == before
+    except (OSError, ValueError):
+        mine = False
+    if mine:
+        keep_link_secret(outbox, after.dumps())
+    else:
+        print(
+            f"{path} does not hold this stack's key: the change lasts until the local stack stops "
+            "(--outbox: the folder moonsend up writes to)",
+            file=sys.stderr,
+        )
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
@@ -750,6 +858,29 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--endpoint", default=None)
     tn.add_argument("--stage", default="local")
     tn.set_defaults(func=cmd_tenant)
+
+    lk = sub.add_parser(
+        "link-key",
+        help="the keys that sign links in emails: list them (ids and ages, never values), rotate, retire an old one",
+    )
+    lk.add_argument(
+        "action",
+        choices=["list", "rotate", "retire"],
+        help="rotate: a new key signs from now on, the others still verify; retire: drop a key that stopped "
+        "signing longer ago than the longest link lives (400 days)",
+    )
+    lk.add_argument("--kid", default=None, help="retire: the key's id (list shows them)")
+    lk.add_argument("--force", action="store_true", help="retire: even a key whose links may still be live")
+    lk.add_argument(
+        "--outbox",
+        type=Path,
+        default=None,
+        help="local stage: the stack's outbox, where its key is kept (default ./outbox, env MOONSEND_OUTBOX)",
+    )
+    lk.add_argument("--region", default=None)
+    lk.add_argument("--endpoint", default=None)
+    lk.add_argument("--stage", default="local")
+    lk.set_defaults(func=cmd_link_key)
 
     demo = sub.add_parser("demo", help="run three tenants' campaigns through the local stack")
     demo.add_argument("--port", type=int, default=0, help="port (default: any free port)")

@@ -67,6 +67,40 @@ def test_opens_are_unique_per_recipient_and_a_bad_pixel_records_nothing():
     assert not t.opened("forged.token")
 
 
+def test_tracking_links_signed_under_a_rotated_key_redirect_and_a_dropped_key_is_a_404():
+    from chalicelib.core.links import LinkKeys
+
+    keys = LinkKeys.parse("t" * 32)
+    old = LinkSigner(keys, "https://x").click_url("acme", "spring", "ann@x.io", "https://shop.example/a")
+    rotated = keys.rotated(1_800_000_000)
+    new = LinkSigner(rotated, "https://x").click_url("acme", "spring", "ann@x.io", "https://shop.example/b")
+    assert new.rsplit("/", 1)[1].startswith(f"{rotated.current}.")
+    t = Tracking(LinkSigner(rotated, "https://x"), FakeLedger(), FakeStats())
+    assert [t.clicked(u.rsplit("/", 1)[1]).location for u in (old, new)] == [
+        "https://shop.example/a",
+        "https://shop.example/b",
+    ]
+    dropped = Tracking(LinkSigner(rotated.without("k0"), "https://x"), FakeLedger(), FakeStats())
+    assert dropped.clicked(old.rsplit("/", 1)[1]) == t.clicked("forged.token")  # a 404, nothing more
+    assert not dropped.opened(LinkSigner(keys, "https://x").open_url("acme", "s", "ann@x.io").rsplit("/", 1)[1])
+
+
+def test_links_point_at_the_custom_domain_when_one_is_set():
+    from chalicelib.core.config import Settings
+    from chalicelib.wiring import Container
+
+    api = "https://abc123.execute-api.us-east-1.amazonaws.com/api"
+    env = {"MOONSEND_API_URL": api, "MOONSEND_LINK_SECRET": "s" * 32}
+    assert Container(Settings.from_env(env)).links.base_url == env["MOONSEND_API_URL"]
+    custom = Container(Settings.from_env({**env, "MOONSEND_LINK_BASE_URL": "https://links.acme-mail.com/"})).links
+    assert custom.unsubscribe_url("acme", "spring", "ann@x.io").startswith("https://links.acme-mail.com/unsubscribe/")
+    assert _track_with(custom).count("https://links.acme-mail.com/c/") == 1
+
+
+def _track_with(links):
+    return add_tracking('<a href="https://shop.example/p">Buy</a>', links, "acme", "spring", "ann@x.io")
+
+
 @pytest.mark.e2e
 def test_tracked_email_through_the_local_api_redirects_and_counts_and_tracking_false_leaves_links(stack, uid):
     from chalicelib import wiring

@@ -45,6 +45,9 @@ class Settings:
     # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
     api_url: str = "http://127.0.0.1:8000"
     link_secret: str | None = None
+    # Where links in emails point instead of `api_url`, when set: a custom domain mapped to the stage's API
+    # (API Gateway), so that links already sent outlive the stage's execute-api host.
+    link_base_url: str | None = None
     # The reputation guard: pause a tenant whose permanent bounces or complaints pass these rates over
     # the window (once it has sent at least `reputation_min_sent` in it).
     bounce_limit: float = 0.05
@@ -87,6 +90,7 @@ class Settings:
             ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
             api_url=e.get("MOONSEND_API_URL", "http://127.0.0.1:8000"),
             link_secret=e.get("MOONSEND_LINK_SECRET") or None,
+            link_base_url=e.get("MOONSEND_LINK_BASE_URL") or None,
             bounce_limit=float(e.get("MOONSEND_BOUNCE_LIMIT", "0.05")),
             complaint_limit=float(e.get("MOONSEND_COMPLAINT_LIMIT", "0.001")),
             reputation_window_days=int(e.get("MOONSEND_REPUTATION_WINDOW_DAYS", "7")),

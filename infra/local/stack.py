@@ -113,11 +113,28 @@ class StackConfig:
 
 
 def _link_secret(outbox: Path) -> str:
-    path = outbox / ".link-secret"
+    """The value of the stage's link-signing secret, kept beside the outbox: one key (a plain string, as a
+    new stack makes and every older file holds) or the key document `moonsend link-key rotate` keeps here
+    (chalicelib.core.links.LinkKeys)."""
+    path = link_secret_path(outbox)
     if not path.exists():
         outbox.mkdir(parents=True, exist_ok=True)
-        path.write_text(secrets.token_hex(32), encoding="utf-8")
+        keep_link_secret(outbox, secrets.token_hex(32))
     return path.read_text(encoding="utf-8").strip()
+
+
+def link_secret_path(outbox: Path) -> Path:
+    return outbox / ".link-secret"
+
+
+def keep_link_secret(outbox: Path, value: str) -> None:
+    """Keep `value` as the secret's value for the next start (readable by its owner only, replaced whole)."""
+    path = link_secret_path(outbox)
+    fresh = path.with_name(f"{path.name}.{os.getpid()}.new")
+    fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(value)
+    os.replace(fresh, path)
 
 
 def _check_port(host: str, port: int) -> None:

@@ -278,4 +278,4 @@ def reconcile_dead_letters(event: CloudWatchEvent) -> None:
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""
-    wiring.container().sweeper.sweep()
+    wiring.container().sweeper.sweep(event.context.get_remaining_time_in_millis)

@@ -5,11 +5,25 @@ ALARM (the last drain ended, the alarm has not re-evaluated yet), no notificatio
 this, the queue would wait forever: MoonMail's stall. The sweeper looks at every queue of this stage;
 a queue with visible messages and no live lease gets a drain started (which takes the lease, so a
 drain started twice still runs once). Expired leases of dead drainers are retaken the same way.
+
+One depth check is a round trip and a millisecond or so of botocore's CPU (over ten on a 256 MB
+Lambda), and a stage has one queue per paid tenant: checked one after another, a few thousand queues
+would outlast the function's minute, and a sweep that times out starts nothing after the queue it
+reached and counts as a failed invocation. So the checks run
+WORKERS at once, no new check starts once the function's time is nearly up, and the queues are taken
+from a point that moves on each minute by SEGMENT: a sweep that cannot check them all still checks
+each one within ceil(queues / SEGMENT) minutes, with nothing to remember between sweeps (a cursor
+kept in the container would be lost with it, and a cold start would begin again at the first queue).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -20,39 +34,175 @@ from chalicelib.core.config import Settings
 from chalicelib.core.routing import is_our_queue
 from chalicelib.stores.lease import Leases
 
+# Checks at once: each mostly waits on its round trip, and boto3's clients are thread-safe with a pool
+# of 64 connections (chalicelib.core.aws), more than these and their drain starts use. More would not
+# help on a small Lambda, whose CPU already bounds the checks a second (bench/sweeper.py).
+WORKERS = 24
+# Queues a sweep is sure to check in its time: 24 workers for the ~50 s it has check 1,000 queues
+# even at a second a check, where one normally takes tens of milliseconds. The start moves on by this
+# much each minute, so each stretch of the queues is checked first once every ceil(queues / SEGMENT)
+# minutes; a larger step would leave queues unchecked for good whenever sweeps fell short of it.
+SEGMENT = 1_000
+# No check starts with less time left than this: one in flight may take a few seconds (SQS's and
+# DynamoDB's retries), and the function must end before Lambda stops it, or the sweep counts as failed.
+STOP_MARGIN_MS = 10_000
+# What is left of the function's time when the sweep stops waiting for checks still in flight.
+LAST_MARGIN_MS = 2_000
+
+
+@dataclass
+class SweepResult:
+    queues: int = 0  # of this stage, listed
+    checked: int = 0
+    with_work: int = 0
+    started: list[str] = field(default_factory=list)
+    failed: int = 0  # checks that raised (other than the queue having been removed meanwhile)
+    first_error: BaseException | None = None
+
+    @property
+    def skipped_for_time(self) -> int:
+        return self.queues - self.checked - self.failed
+
 
 class Sweeper:
-    def __init__(self, settings: Settings, sqs: Any, leases: Leases, start: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sqs: Any,
+        leases: Leases,
+        start: Callable[[str], None],
+        *,
+        workers: int = WORKERS,
+        segment: int = SEGMENT,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._settings = settings
         self._sqs = sqs
         self._leases = leases
         self._start = start
+        self._workers = workers
+        self._segment = segment
+        self._clock = clock
 
-    def queues_with_work(self) -> list[str]:
+    def sweep(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> list[str]:
+        """Start a drain for every queue with work and no live lease, in the time `remaining_ms` leaves;
+        returns those queues."""
+        result = self.run(remaining_ms)
+        self._report(result)
+        return list(result.started)  # a check left behind may still add to it
+
+    def run(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> SweepResult:
+        urls = self.our_queues()
+        result = SweepResult(queues=len(urls))
+        if urls:
+            self._check_all(urls, self.rotated(sorted(urls)), remaining_ms, result)
+        if result.failed and not result.checked and result.first_error is not None:
+            raise result.first_error  # nothing could be checked: the function is broken, not a queue
+        return result
+
+    def our_queues(self) -> dict[str, str]:
+        """This stage's queues: name to URL."""
         r = self._settings.resources
-        out: list[str] = []
+        urls: dict[str, str] = {}
         for page in self._sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.prefix):
             for url in page.get("QueueUrls", []):
                 name = url.rsplit("/", 1)[-1]
-                if not is_our_queue(r, name):
-                    continue
-                try:
-                    attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-                except ClientError as exc:
-                    if exc.response["Error"]["Code"] in NO_SUCH_QUEUE:
-                        continue  # removed since it was listed (an idle queue retired meanwhile)
-                    raise
-                if int(attrs["Attributes"]["ApproximateNumberOfMessages"]) > 0:
-                    out.append(name)
-        return out
+                if is_our_queue(r, name):
+                    urls[name] = url
+        return urls
 
-    def sweep(self) -> list[str]:
-        """Start a drain for every queue with work and no live lease; returns those queues."""
-        started = []
-        for queue in self.queues_with_work():
-            if self._leases.holder(queue) is None:
-                self._start(queue)
-                started.append(queue)
-        if started:
-            log.info("sweeper started drains", queues=started)
-        return started
+    def rotated(self, names: Sequence[str]) -> list[str]:
+        """The queues (sorted: ListQueues promises no order, and the rotation needs a stable one) from
+        this minute's starting point on, round to the one before it."""
+        segments = math.ceil(len(names) / self._segment)
+        start = int(self._clock() // 60) % segments * self._segment
+        return [*names[start:], *names[:start]]
+
+    def has_work(self, url: str) -> bool | None:
+        """Whether the queue has visible messages; None if it was removed since it was listed (an idle
+        queue retired meanwhile)."""
+        try:
+            attrs = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] in NO_SUCH_QUEUE:
+                return None
+            raise
+        return int(attrs["Attributes"]["ApproximateNumberOfMessages"]) > 0
+
+    def _check_all(
+        self, urls: dict[str, str], order: list[str], remaining_ms: Callable[[], int], result: SweepResult
+    ) -> None:
+        take = _Dispenser(order, lambda: remaining_ms() > STOP_MARGIN_MS)
+        lock = threading.Lock()
+        workers = min(self._workers, len(order))
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sweep")
+        try:
+            futures = [pool.submit(self._work, urls, take, result, lock) for _ in range(workers)]
+            wait(futures, timeout=max(0.0, (remaining_ms() - LAST_MARGIN_MS) / 1000))
+        finally:
+            # A check stuck past the function's time is left behind, not waited for: ending in time
+            # matters more than its answer, which the next minute's sweep gets again.
+            pool.shutdown(wait=False, cancel_futures=True)
+
+    def _work(self, urls: dict[str, str], take: _Dispenser, result: SweepResult, lock: threading.Lock) -> None:
+        for name in take:
+            try:
+                outcome = self._check(name, urls[name])
+            except Exception as exc:  # one queue's error is logged, not the end of every other's check
+                log.warning("sweeper could not check a queue", queue=name, error=repr(exc))
+                with lock:
+                    result.failed += 1
+                    result.first_error = result.first_error or exc
+                continue
+            with lock:
+                result.checked += 1
+                if outcome is not None:
+                    result.with_work += 1
+                if outcome:
+                    result.started.append(name)
+
+    def _check(self, name: str, url: str) -> bool | None:
+        """None: no work (or no queue); False: work, and a live drainer; True: work, and a drain started."""
+        if not self.has_work(url):
+            return None
+        # Leases are read only for queues with work: most queues are empty most minutes.
+        if self._leases.holder(name) is not None:
+            return False
+        self._start(name)
+        return True
+
+    def _report(self, result: SweepResult) -> None:
+        fields = {
+            "queues": result.queues,
+            "checked": result.checked,
+            "with_work": result.with_work,
+            "started": len(result.started),
+            "failed": result.failed,
+            "skipped_for_time": result.skipped_for_time,
+        }
+        if result.started:
+            log.info("sweeper started drains", queues=result.started)
+        if result.skipped_for_time:
+            # Those are checked within the next few minutes (the rotation); every minute it happens
+            # says the sweep no longer fits its function's time.
+            log.warning("sweep ran out of time", **fields)
+        else:
+            log.info("swept", **fields)
+
+
+class _Dispenser:
+    """The queues to check, one at a time to whichever worker asks, until `go_on` says time is up."""
+
+    def __init__(self, order: Sequence[str], go_on: Callable[[], bool]) -> None:
+        self._names: Iterator[str] = iter(order)
+        self._go_on = go_on
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> Iterator[str]:
+        return self
+
+    def __next__(self) -> str:
+        with self._lock:
+            if not self._go_on():
+                raise StopIteration
+            return next(self._names)

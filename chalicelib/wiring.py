@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
 from functools import cached_property
 from typing import Any
@@ -434,21 +435,23 @@ class Container:
         self.invoke_async(function_name, event)
 
 
-_container: Container | None = None
+# One container per function: on Lambda a process runs one function, so there is one; a process running
+# several (tests) builds each from its own environment, as Lambda would, never one from another's.
+_containers: dict[str | None, Container] = {}
 _lock = threading.Lock()
 
 
 def container() -> Container:
-    global _container
+    function = os.environ.get("AWS_LAMBDA_FUNCTION_NAME")
     with _lock:
-        if _container is None:
-            _container = Container(Settings.from_env())
-        return _container
+        found = _containers.get(function)
+        if found is None:
+            found = _containers[function] = Container(Settings.from_env())
+        return found
 
 
 def reset() -> None:
-    """Forget the container (tests and the local stack, after changing the environment)."""
-    global _container
+    """Forget the containers (tests and the local stack, after changing the environment)."""
     with _lock:
-        _container = None
+        _containers.clear()
     aws.reset()

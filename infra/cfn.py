@@ -34,6 +34,9 @@ SNS_HANDLERS = {
 SQS_HANDLERS = {"SesEvents": "events_queue", "DeliverWebhooks": "webhooks_queue"}
 # webhook_events reads the ledger's stream (whose ARN exists only once the table does).
 STREAM_HANDLERS = {"WebhookEvents": "ledger_table"}
+# The functions that compose email, and so make links (unsubscribe, opens, clicks): each is told where the
+# API is. Locally each function sees only its own environment, so one missing here fails its tests.
+MAKES_LINKS = ("PrecompileEmail", "SendEmails", "RunDigest")
 # Lambda's retries of an async event before it goes to the on-failure destination (its default, stated).
 ASYNC_RETRIES = 2
 ACCOUNT = "${AWS::AccountId}"
@@ -353,7 +356,7 @@ def _function_edits(r: Resources) -> dict[str, Any]:
     failed = {"Fn::GetAtt": [r.failed_invocations_queue.logical_id, "Arn"]}
     for fn, handler in FUNCTION_IDS.items():
         variables: dict[str, Any] = {"MOONSEND_ACCOUNT_ID": {"Ref": "AWS::AccountId"}}
-        if fn in ("PrecompileEmail", "SendEmails"):
+        if fn in MAKES_LINKS:
             variables["MOONSEND_API_URL"] = {
                 "Fn::Sub": "https://${RestAPI}.execute-api.${AWS::Region}.${AWS::URLSuffix}/api"
             }

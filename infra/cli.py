@@ -794,7 +794,6 @@ def build_parser() -> argparse.ArgumentParser:
     ds.add_argument(
         "--discard-email", action="store_true", help="destroy even though email is still queued or scheduled"
     )
-
     ds.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     ds.add_argument("--yes", action="store_true", help="do not ask")
     ds.set_defaults(func=cmd_destroy)

@@ -85,6 +85,17 @@ def as_function(stack: LocalStack, handler: str) -> Any:
     return acting_as(stack.runner.functions[stack.settings.resources.function_name(handler)].role)
 
 
+def container_of(stack: LocalStack, handler: str) -> Any:
+    """The container the deployed function `handler` runs with: each function builds its own from its own
+    environment (infra.local.environment), so a test that changes what a function does changes this one."""
+    from chalicelib import wiring
+    from infra.local.environment import acting_in
+
+    assert stack.settings is not None
+    with acting_in(stack.environments[stack.settings.resources.function_name(handler)]):
+        return wiring.container()
+
+
 def read_sends(outbox: Path) -> list[dict[str, Any]]:
     path = outbox / "sends.jsonl"
     if not path.exists():

@@ -10,7 +10,7 @@ from chalicelib.core.contract import QueuedEmail
 from chalicelib.stores.ledger_model import Entry
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
-from tests.conftest import read_sends
+from tests.conftest import container_of, read_sends
 from tests.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
@@ -53,7 +53,7 @@ def test_duplicate_queue_messages_for_one_recipient_send_once(stack, uid):
 def test_a_precompile_that_crashes_after_enqueue_is_retried_and_still_sends_once(stack, uid, monkeypatch):
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"
-    ledger = wiring.container().ledger
+    ledger = container_of(stack, "precompile_email").ledger
     real = ledger.record_queued
     crashes = []
 
@@ -120,7 +120,7 @@ def test_a_throttling_storm_delays_email_but_sends_each_once_and_dead_letters_no
     # The drainer learns MaxSendRate 20 and caches it; then SES drops to 3/s: most sends are throttled.
     from chalicelib.core.contract import Sender
 
-    wiring.container().ses.quota(  # the SesSender the drainer sends with
+    container_of(stack, "send_emails").ses.quota(  # the SesSender the drainer sends with
         Sender(sender["emailAddress"], "", "us-east-1", key, sender["apiSecret"], 20.0)
     )
     stack.ses.configure(key, max_send_rate=3)
@@ -147,7 +147,7 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"
     queue = f"moonsend-local-t-{user}"
-    c = wiring.container()
+    c = container_of(stack, "send_emails")
     received = {}
     real_deliver, real_finish = c.drainer._delivery.deliver, c.ledger.finish
 

@@ -252,6 +252,16 @@ def test_every_function_is_told_the_account_id(packaged):
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
 
+def test_every_function_that_composes_email_is_told_where_links_point(packaged):
+    from infra.cfn import MAKES_LINKS
+
+    _stage, _report, template = packaged
+    for fn in (*MAKES_LINKS, "APIHandler", "SweepQueues"):
+        env = template["Resources"][fn]["Properties"]["Environment"]["Variables"]
+        assert ("MOONSEND_API_URL" in env) == (fn in MAKES_LINKS), fn
+    assert {"PrecompileEmail", "SendEmails", "RunDigest"} <= set(MAKES_LINKS)
+
+
 def test_every_topic_queue_and_table_the_code_names_is_in_the_templates(packaged, data):
     stage, _report, template = packaged
     r = resources_for("moonsend", stage, "${AWS::AccountId}")

@@ -6,14 +6,13 @@ import time
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib import wiring
 from chalicelib.core import aws
 from chalicelib.core.resources import FUNCTION_IDS
 from infra.local.access import allowed, describe
 from infra.local.identity import acting_as
 from infra.local.scheduler import scheduled_event
 from infra.replay import replay_failed
-from tests.conftest import canonical, read_sends
+from tests.conftest import canonical, container_of, read_sends
 
 _POLICY = {
     "Version": "2012-10-17",
@@ -234,7 +233,7 @@ def test_a_call_outside_the_functions_policy_is_refused_as_aws_refuses_it(stack,
 def test_a_precompile_failing_every_try_goes_to_the_on_failure_queue_and_replays_once(stack, uid, monkeypatch):
     r = stack.settings.resources
     user, campaign = f"fail-{uid}", f"c-{uid}"
-    precompiler = wiring.container().precompiler
+    precompiler = container_of(stack, "precompile_email").precompiler
     real = precompiler.handle
 
     def broken(raw):
@@ -317,3 +316,26 @@ def test_lambda_sends_a_failed_event_to_the_destination_as_the_functions_role(st
     assert refused and refused[0][2] == queue_arn
     for d in refused:
         stack.access.denied.remove(d)
+
+
+def test_each_function_sees_only_its_own_environment_as_on_lambda(stack):
+    """One process runs every function here, but a variable the template gives one function is missing in
+    another's invocation, as on Lambda: run_digest once lacked the API's URL and linked to a local host."""
+    import os
+
+    from infra.local.lambda_runtime import LocalFunction
+
+    r = stack.settings.resources
+    envs = stack.environments
+    digest, sweep = envs[r.function_name("run_digest")], envs[r.function_name("sweep_queues")]
+    assert digest["MOONSEND_API_URL"] == stack.api_url  # the template's variable, pointed at the local API
+    assert "MOONSEND_API_URL" not in sweep and "MOONSEND_API_URL" not in envs[r.function_name("api_handler")]
+    assert all(e["MOONSEND_STAGE"] == "local" and e["AWS_ENDPOINT_URL"] == stack.endpoint for e in envs.values())
+
+    def probe(event, context):
+        return dict(os.environ)
+
+    seen = stack.runner.invoke(LocalFunction("probe", r.function_name("sweep_queues"), probe, environment=sweep), {})
+    assert seen["AWS_LAMBDA_FUNCTION_NAME"] == r.function_name("sweep_queues")
+    assert "MOONSEND_API_URL" not in seen and "AWS_SECRET_ACCESS_KEY" not in seen
+    assert os.environ["MOONSEND_API_URL"] == stack.api_url  # outside an invocation: the process's own

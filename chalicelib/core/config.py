@@ -43,7 +43,8 @@ class Settings:
     ses_events: bool = True
     # Where the app's HTTP routes are (links in emails point there), and the key that signs those links:
     # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
-    api_url: str = "http://127.0.0.1:8000"
+    # None where the function makes no links (the API's own function only checks them).
+    api_url: str | None = None
     link_secret: str | None = None
     # Where links in emails point instead of `api_url`, when set: a custom domain mapped to the stage's API
     # (API Gateway), so that links already sent outlive the stage's execute-api host.
@@ -88,7 +89,7 @@ class Settings:
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
             free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
             ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
-            api_url=e.get("MOONSEND_API_URL", "http://127.0.0.1:8000"),
+            api_url=e.get("MOONSEND_API_URL") or None,
             link_secret=e.get("MOONSEND_LINK_SECRET") or None,
             link_base_url=e.get("MOONSEND_LINK_BASE_URL") or None,
             bounce_limit=float(e.get("MOONSEND_BOUNCE_LIMIT", "0.05")),

@@ -78,6 +78,10 @@ class LinkInvalid(MoonsendError):
     """A signed link that does not verify (forged, altered, expired, malformed): why is for logs only."""
 
 
+class LinksNotConfigured(MoonsendError):
+    """The function makes links but was not told where they point (its environment lacks the API's URL)."""
+
+
 class SenderRefused(MoonsendError):
     """A message's sender that moonsend will not use: keys of another AWS account, a From address another
     free-plan tenant owns, a sender other than the one its campaign was fixed with. Every recipient of the

@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 
 from chalicelib.core import log
-from chalicelib.core.errors import LinkInvalid
+from chalicelib.core.errors import LinkInvalid, LinksNotConfigured
 
 UNSUBSCRIBE_TTL_S = 400 * 24 * 3600  # an old newsletter's link should still work for a year and more
 TRACKING_TTL_S = 180 * 24 * 3600
@@ -207,18 +207,26 @@ class LinkSigner:
     def __init__(
         self,
         secret: bytes | LinkKeys,
-        base_url: str,
+        base_url: str | None,
         *,
         reread: Callable[[], LinkKeys] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._ring = _Ring(LEGACY_KID, {LEGACY_KID: secret}) if isinstance(secret, bytes) else _Ring.of(secret)
-        self.base_url = base_url.rstrip("/")
+        self._base_url = base_url.rstrip("/") if base_url else None
         self._reread = reread
         self._clock = clock
         self._read_at = clock()
         self._unknown_read_at = -math.inf
         self._reading = threading.Lock()
+
+    @property
+    def base_url(self) -> str:
+        """Where the links point. A function that only verifies links (the API's) is not told; one that makes
+        them and was not told is a deployment error, never a link to a default host that answers nobody."""
+        if self._base_url is None:
+            raise LinksNotConfigured("MOONSEND_API_URL is not set in this function's environment: it cannot make links")
+        return self._base_url
 
     @property
     def current_kid(self) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from infra.local import identity
+from infra.local import environment, identity
 from infra.local.cloudformation import LAMBDA_ASYNC_RETRIES
 from infra.local.identity import RoleCredentials
 
@@ -75,6 +75,8 @@ class LocalFunction:
     role: RoleCredentials | None = None  # its calls are signed as this role (None: the operator's keys)
     on_failure: str | None = None  # ARN of the SQS queue an async event goes to when every attempt failed
     async_retries: int = LAMBDA_ASYNC_RETRIES  # retries of a failed async event (the template's EventInvokeConfig)
+    # What `os.environ` holds while it runs (infra.local.environment; None: the process's own).
+    environment: dict[str, str] | None = None
 
 
 @dataclass
@@ -114,7 +116,12 @@ class InvocationStats:
     failed_events: list[FailedEvent] = field(default_factory=list)
 
 
-def functions_from_stack(app: Any, stack: Any, roles: dict[str, RoleCredentials]) -> dict[str, LocalFunction]:
+def functions_from_stack(
+    app: Any,
+    stack: Any,
+    roles: dict[str, RoleCredentials],
+    environments: dict[str, dict[str, str]] | None = None,
+) -> dict[str, LocalFunction]:
     """The stack's functions (infra.local.cloudformation.CreatedStack) that Lambda invokes, by name.
 
     The API's function is served by `chalice local` instead (its handler is the app itself)."""
@@ -132,6 +139,7 @@ def functions_from_stack(app: Any, stack: Any, roles: dict[str, RoleCredentials]
             role=roles.get(name),
             on_failure=f.on_failure,
             async_retries=f.async_retries,
+            environment=(environments or {}).get(name),
         )
     return out
 
@@ -189,7 +197,7 @@ class FunctionRunner:
         context = self.context_for(fn)
         started = time.monotonic()
         try:
-            with identity.acting_as(fn.role):
+            with identity.acting_as(fn.role), environment.acting_in(fn.environment):
                 result = fn.handler(event, context)
         except (Exception, FunctionCrashed):
             with self._cv:

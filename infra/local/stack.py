@@ -36,7 +36,16 @@ from moto.sns.models import sns_backends
 
 from chalicelib.core.config import APP_NAME, Settings
 from chalicelib.core.resources import resources_for
-from infra.local import cloudformation, direct_calls, fast_dynamodb, fast_sqs, identity, keepalive, state
+from infra.local import (
+    cloudformation,
+    direct_calls,
+    environment,
+    fast_dynamodb,
+    fast_sqs,
+    identity,
+    keepalive,
+    state,
+)
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
 from infra.local.cloudformation import CreatedStack, EventSource, StreamSource
@@ -173,6 +182,7 @@ class LocalStack:
         self.created: CreatedStack | None = None
         self.access: AccessControl | None = None
         self.roles: dict[str, RoleCredentials] = {}  # each function's role credentials, by function name
+        self.environments: dict[str, dict[str, str]] = {}  # each function's own environment, by function name
         self.loaded: state.SavedState | None = None  # the state this start loaded (None: started empty)
         self.saved: state.SavedState | None = None  # the state the last stop saved
         self._undo: list[Any] = []
@@ -269,6 +279,8 @@ class LocalStack:
         )
         self.outputs = dict(self.created.physical)
         self._set_environment(self.created)
+        self._undo.append(environment.install())
+        self.environments = self._function_environments(self.created)
         self.settings = Settings.from_env()
         self.access = AccessControl(c.region, c.account_id)
         gateway.access = self.access
@@ -391,6 +403,21 @@ class LocalStack:
 
         wiring.reset()
 
+    def _function_environments(self, created: CreatedStack) -> dict[str, dict[str, str]]:
+        """Each function's own environment (infra.local.environment): the template's variables for it, with
+        `LOCAL_OVERRIDES` for those it sets, the stack's settings for the stage, and what Lambda sets."""
+        c = self.config
+        stage_wide = {"MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"), **c.extra_env}
+        if c.free_rate is not None:
+            stage_wide["MOONSEND_FREE_RATE"] = str(c.free_rate)
+        out: dict[str, dict[str, str]] = {}
+        for fn in created.functions.values():
+            template = {k: os.environ.get(k, v) if k in LOCAL_OVERRIDES else v for k, v in fn.environment.items()}
+            lambda_set = {k: os.environ[k] for k in environment.LAMBDA_SET if k in os.environ}
+            lambda_set.update(AWS_LAMBDA_FUNCTION_NAME=fn.name, AWS_LAMBDA_FUNCTION_MEMORY_SIZE=str(fn.memory_mb))
+            out[fn.name] = environment.function_environment(os.environ, {**template, **stage_wide}, lambda_set)
+        return out
+
     def _assume_roles(self, created: CreatedStack) -> dict[str, RoleCredentials]:
         """Each function's role credentials (STS on the endpoint), and its policies for the endpoint's IAM."""
         assert self.access is not None
@@ -415,7 +442,7 @@ class LocalStack:
         else:
             self.app_module = importlib.import_module("app")
         chalice_app = self.app_module.app
-        functions = functions_from_stack(chalice_app, created, roles)
+        functions = functions_from_stack(chalice_app, created, roles, self.environments)
         self.runner = FunctionRunner(
             functions, c.region, c.account_id, max_concurrency=c.max_concurrency, on_failure=self._send_on_failure
         )
@@ -453,7 +480,8 @@ class LocalStack:
             clock=time.time if c.aws_timing else time.monotonic,
         )
         self.alarms.start()
-        self._start_api(chalice_app, roles[self.settings.resources.function_name("api_handler")])
+        api_name = self.settings.resources.function_name("api_handler")
+        self._start_api(chalice_app, roles[api_name], self.environments.get(api_name))
 
     def _poller(self, source: EventSource, functions: dict[str, LocalFunction]) -> SqsPoller:
         """Lambda's poller for one event source mapping, once the mapping passed Lambda's checks."""
@@ -503,7 +531,7 @@ class LocalStack:
         sqs = aws.client("sqs", self.config.region)
         sqs.send_message(QueueUrl=f"{self.endpoint}/{account}/{name}", MessageBody=json.dumps(record))
 
-    def _start_api(self, chalice_app: Any, role: RoleCredentials) -> None:
+    def _start_api(self, chalice_app: Any, role: RoleCredentials, env: dict[str, str] | None) -> None:
         """Serve the app's HTTP routes on `api_port`, as `chalice local` does; links in emails point here."""
         from chalice.config import Config as ChaliceConfig
         from chalice.local import create_local_server
@@ -521,11 +549,15 @@ class LocalStack:
         serve_one = self.api.server.process_request_thread
 
         def as_api_function(request: Any, client_address: Any) -> None:
-            with identity.acting_as(role):  # each request runs as the API's function, with its role
+            # Each request runs as the API's function: its role, its environment.
+            with identity.acting_as(role), environment.acting_in(env):
                 serve_one(request, client_address)
 
         self.api.server.process_request_thread = as_api_function
         os.environ["MOONSEND_API_URL"] = self.api_url
+        for own in self.environments.values():  # the functions the template tells where the API is
+            if "MOONSEND_API_URL" in own:
+                own["MOONSEND_API_URL"] = self.api_url
         from chalicelib import wiring
 
         wiring.reset()  # the containers made so far knew no API address

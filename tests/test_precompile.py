@@ -363,3 +363,22 @@ def test_a_message_that_queues_nothing_starts_no_drain():
     )
     p.handle(_batched(2, body="{% nosuchtag %}"))
     assert starts == []
+
+
+@pytest.mark.parametrize("plan", ["paid", "free"])
+def test_a_sender_region_the_stage_does_not_serve_is_refused_with_the_reason(plan):
+    """The stage's configuration set and events topic are in its own region: email sent from another
+    would go out with no event back (no bounce or complaint recorded, nothing suppressed)."""
+    p, sqs, tenants, _queues, _stats = _precompiler()
+    msg = canonical()
+    msg["userPlan"] = plan
+    msg["sender"]["region"] = "eu-west-1"
+    if plan == "free":
+        msg["sender"].pop("apiKey"), msg["sender"].pop("apiSecret")
+    result = p.handle(json.dumps(msg))
+    assert result.queued == 0 and sqs.batches == []
+    (rejected,) = result.rejected
+    assert "sender.region eu-west-1 is not served by this stage, which sends from us-east-1 only" in rejected.reason
+    msg["sender"]["region"] = "us-east-1"  # its own region, or none: accepted
+    msg["campaign"]["id"] = "camp-2"  # (the first campaign's recipient is recorded rejected: never queued again)
+    assert p.handle(json.dumps(msg)).queued == 1

@@ -196,6 +196,14 @@ class Precompiler:
         send as it says (another free tenant's From, keys of another account, another sender than the
         campaign's first message had)."""
         free = req.plan == "free"
+        served = self._settings.region
+        if req.sender.region not in (None, served):
+            # The stage's configuration set, events topic and SES tenants are in its own region: a send from
+            # another would have no events (no bounce, complaint or delivery recorded, no suppression).
+            raise SenderRefused(
+                f"sender.region {req.sender.region} is not served by this stage, which sends from {served} only "
+                "(SES's events of a send from another region could not reach it)"
+            )
         if free:  # checked first: a refused address never becomes the tenant's registered From
             self._free_addresses.claim(req.user_id, req.sender.email_address, int(time.time() * 1000))
         keys = self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)

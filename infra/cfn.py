@@ -12,6 +12,9 @@ queue of this template (so CloudFormation creates a topic before subscribing to 
 
 from __future__ import annotations
 
+import json
+import re
+from pathlib import Path
 from typing import Any
 
 from chalicelib.core.resources import (
@@ -25,6 +28,7 @@ from chalicelib.core.resources import (
 from chalicelib.queueing.tenant_queues import ALARM_PERIOD_S
 from chalicelib.send.ses_sender import EVENT_DESTINATION, EVENT_TYPES
 
+CHALICE_CONFIG = Path(__file__).resolve().parents[1] / ".chalice" / "config.json"
 # Chalice's logical ids of the functions and of their SNS event (CamelCase of the handler name).
 SNS_HANDLERS = {
     "PrecompileEmail": "precompile_topic",
@@ -69,7 +73,41 @@ def _publish_policy(topic_id: str, sid: str, service: str, condition: dict[str, 
     }
 
 
-def _topic_key(r: Resources) -> dict[str, Any]:
+def producer_accounts(stage: str, config_file: Path | None = None) -> tuple[str, ...]:
+    """The AWS accounts, besides the stage's own, whose producers publish to PrecompileEmail: the stage's
+    `producer_accounts` in `.chalice/config.json` (kept with the stage's other settings, so that no deploy
+    can drop them by leaving out a flag)."""
+    stages = json.loads((config_file or CHALICE_CONFIG).read_text())["stages"]
+    accounts = tuple(str(a) for a in stages.get(stage, {}).get("producer_accounts", []))
+    bad = [a for a in accounts if not re.fullmatch(r"\d{12}", a)]
+    if bad:
+        raise ValueError(f"stage {stage}: producer_accounts must be 12-digit AWS account ids, not {bad}")
+    return accounts
+
+
+def _producers_publish(r: Resources, producers: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Key-policy statements for PrecompileEmail's publishers: any principal of this account, and of each
+    producer account, may use the key through SNS in this region, and for nothing else. (AWS's managed key
+    alias/aws/sns allows this account only, and its policy cannot be changed to name another.)"""
+    callers: list[Any] = [{"Ref": "AWS::AccountId"}, *producers]
+    return [
+        {
+            "Sid": "PrecompileEmailPublishersThroughSns",
+            "Effect": "Allow",
+            "Principal": {"AWS": "*"},
+            "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
+            "Resource": "*",
+            "Condition": {
+                "StringEquals": {
+                    "kms:CallerAccount": callers,
+                    "kms:ViaService": {"Fn::Sub": "sns.${AWS::Region}.amazonaws.com"},
+                }
+            },
+        }
+    ]
+
+
+def _topic_key(r: Resources, producers: tuple[str, ...] = ()) -> dict[str, Any]:
     """The topics' key: the account administers it (through IAM, as with any key), and each service that
     publishes to a topic may use it to encrypt what it publishes there, and for nothing else."""
     statements: list[dict[str, Any]] = [
@@ -91,6 +129,8 @@ def _topic_key(r: Resources) -> dict[str, Any]:
                 "Resource": "*",
             }
         )
+    if producers:
+        statements.extend(_producers_publish(r, producers))
     return {
         TOPICS_KEY: {
             "Type": "AWS::KMS::Key",
@@ -103,18 +143,42 @@ def _topic_key(r: Resources) -> dict[str, Any]:
     }
 
 
-def _topic_key_id(r: Resources, t: TopicDef) -> Any:
-    published_by_services = {getattr(r, attr).logical_id for attr in SERVICE_PUBLISHERS}
-    return {"Ref": TOPICS_KEY} if t.logical_id in published_by_services else "alias/aws/sns"
+def _topic_key_id(r: Resources, t: TopicDef, producers: tuple[str, ...] = ()) -> Any:
+    published_by_others = {getattr(r, attr).logical_id for attr in SERVICE_PUBLISHERS}
+    if producers:
+        published_by_others.add(r.precompile_topic.logical_id)
+    return {"Ref": TOPICS_KEY} if t.logical_id in published_by_others else "alias/aws/sns"
 
 
-def _topics(r: Resources) -> dict[str, Any]:
-    out: dict[str, Any] = _topic_key(r)
+def _producer_topic_policy(r: Resources, producers: tuple[str, ...]) -> dict[str, Any]:
+    """The producer accounts may publish to PrecompileEmail (and do nothing else with it)."""
+    statement = {
+        "Sid": "ProducerAccountsPublish",
+        "Effect": "Allow",
+        "Principal": {"AWS": [{"Fn::Sub": f"arn:${{AWS::Partition}}:iam::{a}:root"} for a in producers]},
+        "Action": "sns:Publish",
+        "Resource": {"Ref": r.precompile_topic.logical_id},
+    }
+    return {
+        "PrecompileEmailTopicPolicy": {
+            "Type": "AWS::SNS::TopicPolicy",
+            "Properties": {
+                "Topics": [{"Ref": r.precompile_topic.logical_id}],
+                "PolicyDocument": {"Version": "2012-10-17", "Statement": [statement]},
+            },
+        }
+    }
+
+
+def _topics(r: Resources, producers: tuple[str, ...] = ()) -> dict[str, Any]:
+    out: dict[str, Any] = _topic_key(r, producers)
     for t in r.topics:
         out[t.logical_id] = {
             "Type": "AWS::SNS::Topic",
-            "Properties": {"TopicName": t.name, "KmsMasterKeyId": _topic_key_id(r, t)},
+            "Properties": {"TopicName": t.name, "KmsMasterKeyId": _topic_key_id(r, t, producers)},
         }
+    if producers:
+        out.update(_producer_topic_policy(r, producers))
     out["SendEmailsTopicPolicy"] = _publish_policy(
         r.send_topic.logical_id,
         "QueueAlarmsOfThisAccount",
@@ -443,7 +507,7 @@ def merge_template(stage: str) -> dict[str, Any]:
     r = resources_for("moonsend", stage, ACCOUNT)
     resources: dict[str, Any] = {}
     parts = (
-        _topics(r),
+        _topics(r, producer_accounts(stage)),
         _queues(r),
         _events_queue(r),
         _bucket(r),

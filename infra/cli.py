@@ -15,6 +15,7 @@ from typing import Any
 from chalicelib.core import log
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+ENDPOINT_HELP = f"AWS endpoint (default: AWS's own for a deployed stage, {DEFAULT_ENDPOINT} for --stage local)"
 
 
 def _parse_ses_account(spec: str) -> tuple[str, float, float | None]:
@@ -77,16 +78,64 @@ def cmd_up(args: argparse.Namespace) -> int:
 
 
 def _client_env(endpoint: str | None, stage: str) -> None:
-    """Point this process's SDK clients at the endpoint, with local defaults where unset."""
-    from infra.local.stack import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+    """This process's settings for operating a stage, as an operator's own shell has them.
 
-    endpoint = endpoint or os.environ.get("AWS_ENDPOINT_URL") or DEFAULT_ENDPOINT
-    os.environ["AWS_ENDPOINT_URL"] = endpoint
-    os.environ["MOONSEND_STAGE"] = stage
+    A deployed stage is reached with the operator's credentials (the SDK's chain: AWS_PROFILE, the usual
+    variables, SSO) in the profile's region, at AWS's own endpoints: an endpoint is set only when given
+    (`--endpoint`, or AWS_ENDPOINT_URL in the shell), or for `--stage local`, whose stack is on loopback.
+    The account is the credentials' own (STS), never a default, and the stage's settings are its
+    `.chalice/config.json` variables, so names and limits are the deployed functions'."""
+    if endpoint:
+        os.environ["AWS_ENDPOINT_URL"] = endpoint
+    elif stage == "local":
+        os.environ.setdefault("AWS_ENDPOINT_URL", DEFAULT_ENDPOINT)
     if stage == "local":
+        from infra.local.stack import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+
         os.environ.setdefault("AWS_ACCESS_KEY_ID", PLATFORM_ACCESS_KEY)
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", PLATFORM_SECRET_KEY)
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+    for name, value in _stage_variables(stage).items():
+        os.environ.setdefault(name, value)
+    os.environ["MOONSEND_STAGE"] = stage
+    import boto3
+
+    session = boto3.session.Session()
+    region = session.region_name
+    if not region:
+        raise SystemExit("moonsend: no AWS region: set AWS_REGION, or a region in your profile")
+    os.environ.setdefault("AWS_REGION", region)
+    try:
+        account = session.client("sts").get_caller_identity()["Account"]
+    except Exception as exc:  # no credentials, expired ones, no network: the operator must fix them first
+        raise SystemExit(f"moonsend: cannot tell which AWS account these credentials are for: {exc}") from None
+    os.environ["MOONSEND_ACCOUNT_ID"] = account
+
+
+def _stage_variables(stage: str) -> dict[str, str]:
+    """The stage's environment variables from `.chalice/config.json` (what every deployed function is given)."""
+    import json
+
+    config = Path(__file__).resolve().parents[1] / ".chalice" / "config.json"
+    try:
+        stages = json.loads(config.read_text())["stages"]
+    except (OSError, ValueError, KeyError):
+        return {}
+    return {k: str(v) for k, v in stages.get(stage, {}).get("environment_variables", {}).items()}
+
+
+def _stack_output(stage: str, key: str) -> str | None:
+    """One of the stage's stack outputs (None: no such stack or output)."""
+    import boto3
+    from botocore.exceptions import ClientError
+
+    from infra.deploy import stack_name
+
+    try:
+        stack = boto3.client("cloudformation").describe_stacks(StackName=stack_name(stage))["Stacks"][0]
+    except ClientError:
+        return None
+    return next((o["OutputValue"] for o in stack.get("Outputs", []) if o["OutputKey"] == key), None)
 
 
 def cmd_send(args: argparse.Namespace) -> int:
@@ -117,7 +166,9 @@ def cmd_send(args: argparse.Namespace) -> int:
         )
         session.client("sesv2", region_name=args.region).create_email_identity(EmailIdentity=args.sender)
     sns = boto3.client("sns")
-    topic = settings.topic_arn(settings.resources.precompile_topic.name)
+    topic = _stack_output(args.stage, "PrecompileEmailTopicArn") or settings.topic_arn(
+        settings.resources.precompile_topic.name
+    )
     n = publish(sns, topic, messages(spec, recipients, per_message=args.per_message))
     print(campaign_id)
     print(f"{len(recipients)} recipients in {n} SNS message(s) to {topic}", file=sys.stderr)
@@ -555,24 +606,24 @@ def _artifacts_bucket(clients: dict[str, Any], *, create: bool) -> str:
 
 def cmd_deploy(args: argparse.Namespace) -> int:
     from infra.deploy import deploy_plan, execute
-    from infra.package import package
+    from infra.package import packaged
 
     clients = _aws_clients(args.region)
     bucket = args.artifacts_bucket or _artifacts_bucket(clients, create=not args.dry_run)
-    report = package(args.stage)
     region = clients["s3"].meta.region_name
-    plan, _ = deploy_plan(
-        args.stage,
-        Path(report.template),
-        Path(report.bundle),
-        bucket,
-        data_file=Path(report.data_template),
-        region=region,
-    )
-    if args.dry_run:
-        print("\n".join(str(a) for a in plan))
-        return 0
-    execute(plan, clients)
+    with packaged(args.stage) as report:  # made again only when an input changed since the last package
+        plan, _ = deploy_plan(
+            args.stage,
+            Path(report.template),
+            Path(report.bundle),
+            bucket,
+            data_file=Path(report.data_template),
+            region=region,
+        )
+        if args.dry_run:
+            print("\n".join(str(a) for a in plan))
+            return 0
+        execute(plan, clients)
     print(f"deployed stacks moonsend-{args.stage}-data and moonsend-{args.stage}")
     return 0
 
@@ -740,7 +791,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="verify the sender address in the SES account first (local stack)",
     )
-    send.add_argument("--endpoint", default=None, help=f"AWS endpoint (default {DEFAULT_ENDPOINT})")
+    send.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     send.add_argument("--stage", default="local")
     send.set_defaults(func=cmd_send)
 
@@ -748,13 +799,13 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--user", default=None)
     st.add_argument("--watch", action="store_true", help="live progress bars")
     st.add_argument("--interval", type=float, default=1.0)
-    st.add_argument("--endpoint", default=None)
+    st.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     st.add_argument("--stage", default="local")
     st.set_defaults(func=cmd_status)
 
     rf = sub.add_parser("replay-failed", help="invoke again the async events Lambda gave up on (the on-failure queue)")
     rf.add_argument("--function", default=None, help="only this function's (e.g. moonsend-dev-precompile_email)")
-    rf.add_argument("--endpoint", default=None)
+    rf.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     rf.add_argument("--stage", default="local")
     rf.set_defaults(func=cmd_replay_failed)
 
@@ -765,7 +816,7 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--csv", action="store_true", help="CSV with a header, every page (for large campaigns)")
     rc.add_argument("--limit", type=int, default=None, help="one page of this many (prints the next page's cursor)")
     rc.add_argument("--after", default=None, help="the cursor a previous page printed")
-    rc.add_argument("--endpoint", default=None)
+    rc.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     rc.add_argument("--stage", default="local")
     rc.set_defaults(func=cmd_recipients)
 
@@ -815,7 +866,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--campaign", required=True)
     cp.add_argument("--at", default=None, help="schedule: the new time (ISO 8601 with offset)")
     cp.add_argument("--reason-contains", default=None, help="retry-failed: only failures whose reason has this")
-    cp.add_argument("--endpoint", default=None)
+    cp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     cp.add_argument("--stage", default="local")
     cp.set_defaults(func=cmd_campaign)
 
@@ -825,7 +876,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("action", choices=["status", "run"])
     dg.add_argument("--user", required=True)
     dg.add_argument("--digest", required=True)
-    dg.add_argument("--endpoint", default=None)
+    dg.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     dg.add_argument("--stage", default="local")
     dg.set_defaults(func=cmd_digest)
 
@@ -839,7 +890,7 @@ def build_parser() -> argparse.ArgumentParser:
     wh.add_argument("--events", help="add: the event types, comma-separated (default: all)")
     wh.add_argument("--max-events", type=int, default=1, help="add: events per request (1-100)")
     wh.add_argument("--id", help="remove, test, replay: the endpoint's id")
-    wh.add_argument("--endpoint", default=None)
+    wh.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     wh.add_argument("--stage", default="local")
     wh.set_defaults(func=cmd_webhook)
 
@@ -854,7 +905,7 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--reason", default="no reason given")
     tn.add_argument("--address", help="assign-from: the From address")
     tn.add_argument("--region", help="move-keys: the SES region of the new keys")
-    tn.add_argument("--endpoint", default=None)
+    tn.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     tn.add_argument("--stage", default="local")
     tn.set_defaults(func=cmd_tenant)
 
@@ -877,7 +928,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="local stage: the stack's outbox, where its key is kept (default ./outbox, env MOONSEND_OUTBOX)",
     )
     lk.add_argument("--region", default=None)
-    lk.add_argument("--endpoint", default=None)
+    lk.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     lk.add_argument("--stage", default="local")
     lk.set_defaults(func=cmd_link_key)
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import unquote
 
-from infra.local import cfn_limits, dynamodb_wire, sqs_wire
+from infra.local import cfn_limits, cfn_transform, dynamodb_wire, sqs_wire
 from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
@@ -166,6 +166,8 @@ class Gateway:
         self._queue_lifecycle = threading.Lock()
         self.sns: SnsDelivery | None = None  # set by the runtime: Lambda subscribers of SNS topics
         self.access: AccessControl | None = None  # set by the runtime: the functions' roles and policies
+        # Set by the stack: the SAM transform and stand-ins for change sets sent by URL (a deploy to it).
+        self.cfn_transforms: cfn_transform.ChangeSetTransforms | None = None
 
     def moto_app(self, environ: dict[str, Any], start_response: StartResponse) -> Iterable[bytes]:
         """moto's app for this request's service, found once per kind of request.
@@ -221,11 +223,34 @@ class Gateway:
             refused = cfn_limits.answer(environ, _read_body(environ), access_key, _region)
             if refused is not None:
                 return _respond(start_response, refused)
+            if self.cfn_transforms is not None and environ.get("REQUEST_METHOD") == "POST":
+                return self._cloudformation(environ, start_response, access_key)
         if service == "dynamodb":
             return self._dynamodb(environ, start_response, access_key, _region)
         if service == "sqs":
             return self._sqs(environ, start_response, _region)
         return self.moto_app(environ, start_response)
+
+    # --- CloudFormation ----------------------------------------------------------------------------
+    def _cloudformation(
+        self, environ: dict[str, Any], start_response: StartResponse, access_key: str
+    ) -> Iterable[bytes]:
+        """Deploy's change sets: SAM expanded, and what moto cannot create made after (infra.local.cfn_transform)."""
+        assert self.cfn_transforms is not None
+        params = cfn_transform.form(_read_body(environ))
+        rewritten = self.cfn_transforms.rewrite(params, cfn_limits._account(environ, access_key))
+        if rewritten is not None:
+            environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(rewritten), str(len(rewritten))
+        status: dict[str, str] = {}
+
+        def capture(line: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            status["line"] = line
+            return start_response(line, headers, exc_info)
+
+        answer = list(self.moto_app(environ, capture))
+        if status.get("line", "").startswith("200"):
+            self.cfn_transforms.executed(params)
+        return answer
 
     # --- SQS ---------------------------------------------------------------------------------------
     def _sqs(self, environ: dict[str, Any], start_response: StartResponse, region: str) -> Iterable[bytes]:

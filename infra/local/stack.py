@@ -37,6 +37,7 @@ from moto.sns.models import sns_backends
 from chalicelib.core.config import APP_NAME, Settings
 from chalicelib.core.resources import resources_for
 from infra.local import (
+    cfn_transform,
     cloudformation,
     direct_calls,
     environment,
@@ -299,6 +300,7 @@ class LocalStack:
             # it (the ledger would forget what this run sent). Kept aside for an operator, never loaded.
             assert self.config.state_file is not None
             self.config.state_file.replace(self.config.state_file.with_suffix(".loaded"))
+        gateway.cfn_transforms = cfn_transform.ChangeSetTransforms(self.client, c.region)
         gateway.ready = True
         self.gateway = gateway
 

@@ -1,0 +1,120 @@
+"""What CloudFormation does with deploy's change sets that moto's CloudFormation does not.
+
+`moonsend deploy` sends each template by URL in a change set (infra.deploy), as it does to AWS. moto's
+CloudFormation cannot take the app's template as it is: it has no AWS::Serverless transform, and some
+resource types it cannot create (infra.local.cloudformation.STOOD_IN). So, for a change set made from a
+template at a URL:
+
+- before moto sees it, the template is expanded from SAM (aws-sam-translator, as CloudFormation's
+  transform does) and split: what moto can create is stored beside the original object and the request
+  points at that copy; the rest is kept for the change set;
+- once moto has executed the change set, the kept resources that are AWS resources (alarms, topic and
+  queue policies, SQS subscriptions, SES configuration sets and their destinations, secrets) are made
+  through the endpoint's own APIs, as the local stack makes them for itself.
+
+Lambda's event sources and SNS-to-Lambda subscriptions, and the API, are left out: no runtime runs a stage
+deployed this way (a deploy rehearsal operates it; the local stack runs the stage it creates itself).
+The local stack's own create (infra.local.cloudformation.create) sends a template already split: nothing
+is done to it here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import parse_qsl, urlencode
+
+from infra.local.cfn_limits import moto_objects, s3_location
+
+_SAM = "AWS::Serverless-2016-10-31"
+# The kept resources made through the endpoint's APIs once the change set ran (by infra.local.cloudformation).
+MADE_AFTER = frozenset(
+    {
+        "AWS::CloudWatch::Alarm",
+        "AWS::SNS::TopicPolicy",
+        "AWS::SQS::QueuePolicy",
+        "AWS::SNS::Subscription",
+        "AWS::SES::ConfigurationSet",
+        "AWS::SES::ConfigurationSetEventDestination",
+        "AWS::SecretsManager::Secret",
+    }
+)
+
+
+class ChangeSetTransforms:
+    def __init__(self, client: Callable[[str], Any], region: str) -> None:
+        self._client = client  # the operator's client of a service, to the endpoint
+        self._region = region
+        self._kept: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # (stack, change set) -> stood in
+        self._lock = threading.Lock()
+
+    def rewrite(self, params: Mapping[str, str], account: str) -> bytes | None:
+        """The request body moto is given instead, for a CreateChangeSet by URL that needs it (else None)."""
+        from infra.local.cloudformation import split, translate
+
+        if params.get("Action") != "CreateChangeSet" or not params.get("TemplateURL"):
+            return None
+        location = s3_location(params["TemplateURL"])
+        found = moto_objects(account, self._region)(*location) if location else None
+        if found is None:
+            return None  # refused already (infra.local.cfn_limits), or moto's to answer
+        template = json.loads(found.value)
+        sam = _SAM in _transforms(template)
+        if sam:
+            template = translate(template, self._region)
+        created, stood_in = split(template)
+        if not stood_in and not sam:
+            return None
+        body = json.dumps(created, separators=(",", ":")).encode()
+        assert location is not None
+        bucket, key = location
+        local_key = f"{key}.local-{hashlib.sha256(body).hexdigest()[:12]}.json"
+        self._client("s3").put_object(Bucket=bucket, Key=local_key, Body=body)
+        with self._lock:
+            self._kept[(params["StackName"], params["ChangeSetName"])] = stood_in
+        url = params["TemplateURL"].replace(key, local_key)
+        return urlencode({**params, "TemplateURL": url}).encode()
+
+    def executed(self, params: Mapping[str, str]) -> None:
+        """After moto executed a change set: make the resources it kept out of it."""
+        from infra.local.cloudformation import Resolver, _stand_in, stood_in_ref
+
+        if params.get("Action") != "ExecuteChangeSet":
+            return
+        stack, change_set = params.get("StackName", ""), params.get("ChangeSetName", "")
+        with self._lock:
+            kept = self._kept.pop((stack, change_set), None)
+        # Only what exists as an AWS resource of its own; the runtime's parts (event sources, Lambda
+        # subscriptions, retries) and the API have nothing to run them here.
+        stood_in = {k: v for k, v in (kept or {}).items() if v["Type"] in MADE_AFTER}
+        if not stood_in:
+            return
+        cfn = self._client("cloudformation")
+        summaries = [
+            s
+            for page in cfn.get_paginator("list_stack_resources").paginate(StackName=stack)
+            for s in page["StackResourceSummaries"]
+        ]
+        physical = {s["LogicalResourceId"]: s.get("PhysicalResourceId", "") for s in summaries}
+        types = {s["LogicalResourceId"]: s["ResourceType"] for s in summaries}
+        physical.update({k: stood_in_ref(k, v) for k, v in stood_in.items()})
+        types.update({k: v["Type"] for k, v in stood_in.items()})
+        exports = {
+            e["Name"]: e["Value"] for page in cfn.get_paginator("list_exports").paginate() for e in page["Exports"]
+        }
+        account = self._client("sts").get_caller_identity()["Account"]
+        resolve = Resolver(physical, types, self._region, account, None, exports)
+        clients = {n: self._client(n) for n in ("cloudwatch", "sns", "sqs", "sesv2", "secretsmanager")}
+        _stand_in(stood_in, resolve, clients, {})
+
+
+def _transforms(template: Mapping[str, Any]) -> list[str]:
+    given = template.get("Transform", [])
+    return [given] if isinstance(given, str) else list(given)
+
+
+def form(body: bytes) -> dict[str, str]:
+    return dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))

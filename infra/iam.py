@@ -170,8 +170,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("SendQuota", ["ses:GetAccount"], "*"),
         # Read and deleted when sent; written when parked email over the queue's size goes straight back.
         _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject", "s3:PutObject"], [queued_objects]),
-        # Paused email is parked in the schedule store; failed email is kept for retry-failed.
-        _stmt("HeldAndFailed", ["s3:PutObject"], [scheduled_objects, failed_objects]),
+        # Paused email is parked in the schedule store (and taken out again when the pause was lifted while
+        # it was being parked: chalicelib.send.parking); failed email is kept for retry-failed.
+        _stmt("Parked", ["s3:PutObject", "s3:DeleteObject"], [scheduled_objects]),
+        _stmt("FailedCopies", ["s3:PutObject"], [failed_objects]),
         _stmt("HoldPaused", ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [schedule]),
         _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
     ]

@@ -369,7 +369,7 @@ def test_a_message_that_queues_nothing_starts_no_drain():
 def test_a_sender_region_the_stage_does_not_serve_is_refused_with_the_reason(plan):
     """The stage's configuration set and events topic are in its own region: email sent from another
     would go out with no event back (no bounce or complaint recorded, nothing suppressed)."""
-    p, sqs, tenants, _queues, _stats = _precompiler()
+    p, sqs, _tenants, _queues, _stats = _precompiler()
     msg = canonical()
     msg["userPlan"] = plan
     msg["sender"]["region"] = "eu-west-1"

@@ -116,6 +116,17 @@ def test_every_function_runs_under_the_name_the_code_invokes_and_its_own_role(st
     assert not allowed(created.functions[r.function_name("ses_events")].policies, "lambda:InvokeFunction", arn)
 
 
+def test_the_sender_may_take_back_email_it_parked_when_the_pause_was_lifted_meanwhile(stack):
+    """chalicelib.send.parking puts a batch it just parked back on the queue, and deletes it from the store,
+    when the pause ended while it parked: a refusal there left the batch parked until the next resume (the
+    per-function environment showed it, once the sender no longer shared the API's caches)."""
+    r = stack.settings.resources
+    send = stack.created.functions[r.function_name("send_emails")]
+    held = f"arn:aws:s3:::{r.payload_bucket.name}/scheduled/u/_held/batch.json.gz"
+    assert allowed(send.policies, "s3:PutObject", held) and allowed(send.policies, "s3:DeleteObject", held)
+    assert not allowed(send.policies, "s3:DeleteObject", f"arn:aws:s3:::{r.payload_bucket.name}/failed/u/c/x")
+
+
 def test_environment_timeout_and_event_sources_come_from_the_template(stack):
     r = stack.settings.resources
     send = stack.runner.functions[r.function_name("send_emails")]

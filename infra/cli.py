@@ -103,7 +103,7 @@ def _client_env(endpoint: str | None, stage: str) -> None:
     session = boto3.session.Session()
     region = session.region_name
     if not region:
-        raise SystemExit("moonsend: no AWS region: set AWS_REGION, or a region in your profile")
+        raise SystemExit("moonsend: no AWS region: set AWS_DEFAULT_REGION, or a region in your profile")
     os.environ.setdefault("AWS_REGION", region)
     try:
         account = session.client("sts").get_caller_identity()["Account"]
@@ -149,11 +149,12 @@ def cmd_send(args: argparse.Namespace) -> int:
     subject = args.subject if args.subject is not None else Path(args.subject_file).read_text()
     body = Path(args.body_file).read_text(encoding="utf-8")
     sender: dict[str, Any] = {
-        "region": args.region,
         "ratePerSecond": str(args.rate),
         "emailAddress": args.sender,
         "fromName": args.from_name or "",
     }
+    if args.region:
+        sender["region"] = args.region
     if args.api_key:
         sender.update(apiKey=args.api_key, apiSecret=args.api_secret or "")
     campaign_id = args.campaign_id or new_campaign_id()
@@ -778,7 +779,9 @@ def build_parser() -> argparse.ArgumentParser:
     send.add_argument("--rate", type=float, default=1.0, help="ratePerSecond")
     send.add_argument("--api-key", default=None, help="the tenant's SES access key id")
     send.add_argument("--api-secret", default=None, help="the tenant's SES secret key")
-    send.add_argument("--region", default="us-east-1")
+    send.add_argument(
+        "--region", default=None, help="sender.region: the tenant's SES region (default: none, the stage's own)"
+    )
     send.add_argument("--plan", choices=["free", "paid"], default=None)
     send.add_argument("--campaign-id", default=None)
     send.add_argument("--per-message", type=int, default=200, help="recipients per SNS message")

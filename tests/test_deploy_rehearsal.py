@@ -83,6 +83,16 @@ def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid
         missing = _operator(stack, "campaign", "pause", "--user", user, "--campaign", "c1", "--stage", STAGE)
         assert missing.returncode == 1 and f"no campaign 'c1' of '{user}'" in missing.stderr
 
+        # Email still queued is named, and the destroy refused, until it is drained or discarded on purpose.
+        sqs = stack.client("sqs")
+        free = sqs.get_queue_url(QueueName=r.free_queue.name)["QueueUrl"]
+        sqs.send_message(QueueUrl=free, MessageBody="{}")
+        refused = _operator(stack, "destroy", "--stage", STAGE, "--yes")
+        assert refused.returncode == 1 and _status(stack, "moonsend-dev") == "CREATE_COMPLETE"
+        assert f"queue {r.free_queue.name}: about 1 queued email message(s)" in refused.stderr
+        assert "--discard-email" in refused.stderr
+        sqs.purge_queue(QueueUrl=free)
+
         # Destroy keeps the data stack; the next deploy finds the tenant, and the key, where they were.
         _ok(_operator(stack, "destroy", "--stage", STAGE, "--yes"))
         assert _status(stack, "moonsend-dev") is None and _status(stack, "moonsend-dev-data") == "CREATE_COMPLETE"

@@ -1,13 +1,15 @@
 """The CloudFormation Chalice does not write, generated from the same definitions as the local stack.
 
-`chalice package --merge-template` merges this into Chalice's SAM template, so one stack holds the
-functions and everything they use: topics (with the policies that let CloudWatch alarms and SES publish
-to them), tables with TTL, the dead-letter and free-plan queues, the free queue's alarm, the payload
-bucket with its lifecycle rule, the SES configuration set whose event destination is the events topic,
-and the stage's secret for signed links, the events queue subscribed to the events topic, and the key the
-topics that AWS services publish to are encrypted with. It also edits Chalice's functions: the account id
-goes into their environment, and their SNS subscriptions and SQS event source refer to the topics and
-queue of this template (so CloudFormation creates a topic before subscribing to it).
+`chalice package --merge-template` merges `merge_template` into Chalice's SAM template, so the app's stack
+holds the functions and what they use and may be replaced: topics (with the policies that let CloudWatch
+alarms, SES and the stage's producer accounts publish to them), the dead-letter and free-plan queues, the
+free queue's alarm, the payload bucket with its lifecycle rule, the SES configuration set whose event
+destination is the events topic, the events queue subscribed to the events topic, and the key of the
+topics others publish to. It also edits Chalice's functions: the account id (and, for those that make
+links, the API's URL) goes into their environment, and their SNS subscriptions and SQS event sources refer
+to the topics and queues of this template (so CloudFormation creates a topic before subscribing to it).
+`data_template` is the data stack's: the tables (TTL, streams) and the stage's secret for signed links,
+which outlive the app's stack.
 """
 
 from __future__ import annotations

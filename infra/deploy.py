@@ -2,9 +2,11 @@
 
 In the manner of Chalice's deployer, each command first decides what to do, as a list of plain actions
 (a plan, printable and testable without AWS), then does it. `deploy` packages the stage (infra.package),
-uploads the bundle and deploys the template as one CloudFormation stack. `destroy` also removes what the
-stack does not own: the tenant queues and alarms created at run time, and the payload objects; the
-tables are kept (they hold the tenants' records) unless asked.
+uploads the bundle and each template, and deploys two CloudFormation stacks by the templates' URLs: the
+data stack (tables, the links' key) and the app's. `destroy` also removes what the app's stack does not
+own (the tenant queues and alarms created at run time, digests' schedules, the payload objects) and keeps
+the data stack unless asked; it names email still queued or scheduled, and the CLI refuses to lose it
+unless told to.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@
 the stage as `make deploy` does (infra.package, again only when an input changed), and deploys the
 template to the endpoint's CloudFormation (infra.local.cloudformation). The runtime then runs the
 functions as they were created: each sees its own environment, the template's (with `LOCAL_OVERRIDES`,
-the few values a local stack cannot take from the template; infra.local.environment), each function's calls are signed with its
-own role's credentials and refused by the endpoint where the role's policy does not allow them
-(infra.local.access), and its event sources are the template's SNS subscriptions and schedules.
+the few values a local stack cannot take from the template; infra.local.environment), each function's
+calls are signed with its own role's credentials and refused by the endpoint where the role's policy
+does not allow them (infra.local.access), and its event sources are the template's SNS subscriptions
+and schedules.
 Handlers run in this process, on the same code that is deployed.
 """
 

@@ -20,9 +20,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
-from infra.local import cfn_limits, cfn_transform, dynamodb_wire, sqs_wire
+from infra.local import cfn_limits, cfn_transform, dynamodb_wire, payload_limits, sqs_wire
 from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
@@ -215,6 +215,10 @@ class Gateway:
         if service == "sns" and self.sns is not None and environ.get("REQUEST_METHOD") == "POST":
             body = _read_body(environ)
             if b"Action=Publish" in body:
+                # SNS counts 256 KiB in bytes; moto in characters (infra/local/payload_limits.py).
+                refused = payload_limits.sns_refusal(dict(parse_qsl(body.decode("utf-8", "replace"))))
+                if refused is not None:
+                    return _respond(start_response, refused)
                 return self._sns_publish(environ, start_response, body)
         if service == "sts":
             # Each access key is its own account (as for SES): GetCallerIdentity answers with it.
@@ -299,6 +303,9 @@ class Gateway:
                 json.dumps({"message": "Could not parse request body into json"}).encode(),
             )
         kind = environ.get("HTTP_X_AMZ_INVOCATION_TYPE", "RequestResponse")
+        refused = payload_limits.lambda_refusal(kind, len(body))  # 6 MB, or 1 MB for an asynchronous event
+        if refused is not None:
+            return refused
         if kind == "Event":
             self.runner.invoke_async(fn, event)
             return 202, {"Content-Type": "application/json"}, b""

@@ -7,6 +7,7 @@ another tenth. GetItem, PutItem, UpdateItem, DeleteItem, Query and BatchGetItem 
 instead, by moto's own `DynamoHandler` methods (so validation, conditions, expressions and state are
 moto's) with the request's JSON as their input and their result written out as DynamoDB's JSON.
 
+Key sizes and counts moto does not check are refused first, as DynamoDB refuses them (`dynamodb_limits`).
 Anything this path does not vouch for returns None and goes to moto as before: other operations,
 requests carrying binary attributes (moto's parser decodes their base64; stored ones are read back
 here as base64), and errors that are not moto's own DynamoDB errors.
@@ -21,6 +22,8 @@ from typing import Any
 
 from moto.core.exceptions import JsonRESTError
 from moto.dynamodb.responses import DynamoHandler
+
+from infra.local import dynamodb_limits
 
 Response = tuple[int, dict[str, str], bytes]
 _HOT = {
@@ -66,6 +69,9 @@ def handle(target: str, region: str, account: str, body: bytes) -> Response | No
         return None
     if not isinstance(params, dict):
         return None
+    refused = dynamodb_limits.check(target.rpartition(".")[2], params, account, region)  # what moto lets through
+    if refused is not None:
+        return refused
     handler = _Handler(params, region, account)
     try:
         result = getattr(handler, method)()

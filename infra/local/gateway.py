@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from infra.local import cfn_limits, cfn_transform, dynamodb_wire, payload_limits, sqs_wire
+from infra.local import cfn_limits, cfn_transform, dynamodb_limits, dynamodb_wire, payload_limits, sqs_wire
 from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
@@ -283,11 +283,15 @@ class Gateway:
         # both pass. Writes to one item are serialised here, as the real service behaves; writes to
         # different items still run side by side.
         held = self._item_locks.hold(target, body) if target in _DYNAMODB_WRITES else contextlib.nullcontext()
+        account = dynamodb_wire.account_for(access_key)
         with held:
-            if self.fast_dynamodb:
-                answered = dynamodb_wire.handle(full_target, region, dynamodb_wire.account_for(access_key), body)
+            if self.fast_dynamodb:  # checks the key sizes and counts itself (dynamodb_limits)
+                answered = dynamodb_wire.handle(full_target, region, account, body)
                 if answered is not None:
                     return _respond(start_response, answered)
+            refused = dynamodb_limits.answer(target, body, account, region)  # the limits moto does not check
+            if refused is not None:
+                return _respond(start_response, refused)
             return list(self.moto_app(environ, start_response))
 
     # --- Lambda ------------------------------------------------------------------------------------

@@ -55,6 +55,7 @@ BENCHES = (
     ),
     Bench("digest_assembly", "Digests at volume (issue 23)", ("bench/digest_assembly.py",)),
     Bench("webhooks", "Webhook deliveries: cost per event and delay (issue 24)", ("bench/webhooks.py",)),
+    Bench("sweeper", "The sweeper: queues checked per second (issue 36)", ("bench/sweeper.py",)),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

@@ -172,6 +172,7 @@ def main() -> int:
     ap.add_argument("--workers", default="1,8,16,24,32")
     ap.add_argument("--client", default="fake,botocore")
     ap.add_argument("--serve", type=int, help=argparse.SUPPRESS)  # the stand-in's own process
+    ap.add_argument("--report", type=Path, help="also write the results as a Markdown table here (bench/run.py)")
     args = ap.parse_args()
     if args.serve:
         serve(args.serve, args.queues, args.latency_ms)
@@ -181,6 +182,10 @@ def main() -> int:
     print(f"{args.queues:,} queues, depth check {args.latency_ms} ms; 'in 50 s': queues a sweep checks in its time")
     header = ("client", "workers", "wall", "queues/s", "in 50 s", "CPU/check", "256 MB cap/s")
     print(f"{header[0]:<9} " + " ".join(f"{h:>{w}}" for h, w in zip(header[1:], (7, 8, 9, 9, 10, 12), strict=True)))
+    rows = [
+        "| client | workers | queues/s | checked in 50 s | CPU per check | checks/s at 256 MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for client in args.client.split(","):
         for r in run_client(client, args.queues, args.latency_ms, workers):
             cap = LAMBDA_256_MB_VCPU * 1000 / r["cpu_ms_per_check"]
@@ -188,6 +193,13 @@ def main() -> int:
                 f"{r['client']:<9} {r['workers']:>7} {r['wall_s']:>7}s {r['queues_per_s']:>9,} {r['in_50_s']:>9,}"
                 f" {r['cpu_ms_per_check']:>8} ms {cap:>12,.0f}"
             )
+            rows.append(
+                f"| {r['client']} | {r['workers']} | {r['queues_per_s']:,} | {r['in_50_s']:,} "
+                f"| {r['cpu_ms_per_check']} ms | {cap:,.0f} |"
+            )
+    if args.report:
+        intro = f"{args.queues:,} queues, a depth check of {args.latency_ms:g} ms each.\n\n"
+        args.report.write_text(intro + "\n".join(rows) + "\n")
     return 0
 
 

@@ -4,10 +4,23 @@ import zlib
 
 import pytest
 
-from chalicelib.core.contract import MAX_INFLATED_BYTES, MIME, QueuedEmail
+from chalicelib.core.contract import (
+    MAX_ADDRESS_LENGTH,
+    MAX_ID_LENGTH,
+    MAX_INFLATED_BYTES,
+    MAX_PARTITION_KEY_BYTES,
+    MAX_SORT_KEY_BYTES,
+    MIME,
+    QueuedEmail,
+    RejectedRecipient,
+)
+from chalicelib.core.digest_contract import MAX_DIGEST_ID_LENGTH
 from chalicelib.core.errors import MessageInvalid
-from chalicelib.core.fields import parse_rate
+from chalicelib.core.fields import is_email, is_id, parse_rate
 from chalicelib.core.message_parser import parse_precompile_message
+from chalicelib.digest.assembly import campaign_id
+from chalicelib.ingest.rejection import record_key, rejection_records
+from chalicelib.stores.ledger_model import message_key, pk_of
 from tests.conftest import canonical
 
 
@@ -242,3 +255,56 @@ def test_a_c1_control_character_in_the_sender_name_is_refused():
     msg["sender"]["fromName"] = "Acme\x9b31m"
     with pytest.raises(MessageInvalid, match=r"sender\.fromName: must not contain control characters"):
         parse_precompile_message(json.dumps(msg))
+
+
+def test_an_address_longer_than_any_address_is_rejected_saying_so():
+    req = parse_precompile_message(_with("recipient.email", "a" * 1090 + "@x.example"))
+    assert req.rejected[0].reason == "recipient.email: not an email address (longer than 254 characters: 1,100)"
+    assert (
+        parse_precompile_message(_with("recipient.email", "a" * 255))
+        .rejected[0]
+        .reason.endswith("(longer than 254 characters: 255)")
+    )
+
+
+@pytest.mark.parametrize(
+    ("email", "own"),
+    [
+        ("not an address", True),
+        ("x" * 254, True),
+        ("x" * 255, False),
+        ("a" * 1090 + "@x.example", False),
+        ("é" * 200, False),  # 200 characters, 400 bytes
+        ("😀" * 50_000, False),
+        ("İ" * 5000, False),  # lower-cases to two characters each
+    ],
+)
+def test_a_rejected_address_is_recorded_under_a_key_that_fits_the_ledger_and_is_the_same_for_every_copy(email, own):
+    key = record_key(email)
+    assert key is not None and key == record_key(email)
+    assert len(key.lower().encode()) <= MAX_SORT_KEY_BYTES
+    assert (key == email) is own
+    if not own:
+        assert key.startswith(email[:64] + f"... ({len(email.encode()):,} bytes, sha256 ")
+        assert key != record_key(email + "x")
+
+
+@pytest.mark.parametrize("email", [None, "", "tab\there", "nul\x00", "line\nbreak" * 200])
+def test_an_address_with_no_key_of_its_own_is_recorded_under_the_messages_digest_and_its_place(email):
+    assert record_key(email) is None
+    (record,) = rejection_records([RejectedRecipient(email, "recipients[2].email: not an email address")], "{}")
+    assert record[0] == f"{message_key('{}')}-recipients[2].email"
+
+
+def test_the_keys_composed_of_the_longest_ids_and_addresses_fit_dynamodbs_key_sizes():
+    """Ids are at most 128 ASCII characters and addresses 254: every key made of them stays under DynamoDB's
+    2,048 bytes (partition) and 1,024 (sort), composite ones included."""
+    user, campaign, digest = "u" * MAX_ID_LENGTH, "c" * MAX_ID_LENGTH, "d" * MAX_DIGEST_ID_LENGTH
+    address = "a" * 64 + "@" + "b" * 63 + "." + "c" * 63 + "." + "d" * 58 + ".co"
+    assert len(address) == MAX_ADDRESS_LENGTH
+    assert is_id(user) and is_id(campaign_id(digest, "20261125T1300Z")) and is_email(address)
+    partition = [pk_of(user, campaign), pk_of(user, campaign_id(digest, "20261125T1300Z")), f"i#{user}#{digest}#15"]
+    sort = [address.lower(), f"{address}#{'i' * MAX_ID_LENGTH}", f"{user}#{campaign}#{'0' * 64}"]
+    assert max(len(k.encode()) for k in partition) <= MAX_PARTITION_KEY_BYTES
+    assert max(len(k.encode()) for k in sort) <= MAX_SORT_KEY_BYTES
+    assert not is_id("x" * (MAX_ID_LENGTH + 1)) and not is_id("") and not is_id("_unattributed") and not is_id(None)

@@ -1,6 +1,7 @@
 """precompile_email's decisions, with in-process fakes for AWS."""
 
 import base64
+import hashlib
 import json
 import random
 import time
@@ -10,6 +11,7 @@ import pytest
 from chalicelib.core.config import Settings
 from tests.conftest import canonical
 from tests.fakes import FakeQueues, FakeS3, FakeSqs, FakeStats, FakeTenants, parts
+from tests.fakes.ledger import FakeLedger
 from tests.mail import html_of, queued_message
 
 
@@ -382,3 +384,48 @@ def test_a_sender_region_the_stage_does_not_serve_is_refused_with_the_reason(pla
     msg["sender"]["region"] = "us-east-1"  # its own region, or none: accepted
     msg["campaign"]["id"] = "camp-2"  # (the first campaign's recipient is recorded rejected: never queued again)
     assert p.handle(json.dumps(msg)).queued == 1
+
+
+class _KeySizedLedger(FakeLedger):
+    """The fake ledger, refusing what DynamoDB refuses: a key over its size (user#campaign, lower-cased address)."""
+
+    def _check(self, pk, rcpt):
+        if len(pk.encode()) > 2048 or len(rcpt.lower().encode()) > 1024:
+            raise RuntimeError(f"ValidationException: a key over its size ({len(rcpt.encode())} bytes)")
+
+    def recorded(self, user, campaign, emails):
+        emails = list(emails)
+        for e in emails:
+            self._check(f"{user}#{campaign}", e)
+        return super().recorded(user, campaign, emails)
+
+    def _row(self, user, campaign, email):
+        self._check(f"{user}#{campaign}", email)
+        return super()._row(user, campaign, email)
+
+
+def test_an_address_too_long_to_be_a_key_is_rejected_alone_and_recorded_under_a_key_of_its_own():
+    """A rejected address is looked up and recorded under its record's key, never as given: DynamoDB refuses
+    a sort key over 1,024 bytes, and that refusal failed the whole message, every valid recipient with it."""
+    ledger = _KeySizedLedger()
+    p = parts.precompiler(Settings.from_env({"MOONSEND_STAGE": "test"}), FakeSqs(), ledger=ledger)
+    long_address = "a" * 1090 + "@x.example"
+    msg = json.loads(_batched(3))
+    msg["recipients"].insert(1, {"email": long_address})
+    msg["recipients"].append({"email": "é" * 600})  # 1,200 bytes in 600 characters, not an address either
+    for _ in range(2):  # the second time as SNS redelivers it: nothing queued, nothing counted again
+        result = p.handle(json.dumps(msg))
+    assert result.queued == 0 and result.duplicates == 3
+    states = {rcpt: row.get("state") for (pk, rcpt), row in ledger.rows.items() if pk == "user-1#camp-1"}
+    assert [states[f"r{i}@example.org"] for i in range(3)] == ["queued"] * 3
+    (long_key,) = [k for k in states if k.startswith("a" * 64)]
+    assert (
+        long_key
+        == long_address[:64] + f"... (1,100 bytes, sha256 {hashlib.sha256(long_address.encode()).hexdigest()[:16]})"
+    )
+    assert ledger.rows[("user-1#camp-1", long_key)]["reason"] == (
+        "recipients[1].email: not an email address (longer than 254 characters: 1,100)"
+    )
+    (multibyte,) = [k for k in states if k.startswith("é")]
+    assert multibyte.startswith("é" * 64 + "... (1,200 bytes") and states[multibyte] == "rejected"
+    assert all(len(k.encode()) <= 1024 for k in states)

@@ -19,6 +19,14 @@ from chalicelib.core.errors import FieldError, MessageInvalid
 from chalicelib.core.resources import MAX_SCHEDULE_AHEAD_DAYS
 
 MAX_ID_LENGTH = 128
+# An address is at most 254 characters (RFC 5321's path limit less its brackets); ours are ASCII.
+MAX_ADDRESS_LENGTH = 254
+# DynamoDB's key sizes, in UTF-8 bytes. Every value that becomes a key is bounded where it enters so that the
+# keys composed of it stay under them: the ledger's `user#campaign` (at most 257 bytes) and a lower-cased
+# address (at most 254); a rejected address too long to be a key is recorded under a key of its own
+# (chalicelib.ingest.rejection); a cursor or a path id the API is given is checked before it is looked up.
+MAX_PARTITION_KEY_BYTES = 2048
+MAX_SORT_KEY_BYTES = 1024
 MAX_TEMPLATE_BYTES = 256 * 1024
 MAX_SUBJECT_TEMPLATE_BYTES = 2048
 MAX_RECIPIENTS_PER_MESSAGE = 1000

@@ -11,7 +11,7 @@ import math
 import re
 from typing import Any
 
-from chalicelib.core.contract import MAX_ID_LENGTH, MAX_RATE_PER_SECOND
+from chalicelib.core.contract import MAX_ADDRESS_LENGTH, MAX_ID_LENGTH, MAX_RATE_PER_SECOND
 from chalicelib.core.errors import FieldError
 
 # Control characters a header may not carry (tab, which is white space, aside), C1 ones included.
@@ -36,10 +36,15 @@ REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
 def is_email(value: object) -> bool:
     return (
         isinstance(value, str)
-        and len(value) <= 254
+        and len(value) <= MAX_ADDRESS_LENGTH
         and bool(EMAIL_RE.match(value))
         and (len(value.split("@", 1)[0]) <= 64)
     )
+
+
+def is_id(value: object) -> bool:
+    """An id as the contract takes it (a tenant's, a campaign's, a digest's, an endpoint's): what may be a key."""
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and bool(ID_RE.match(value))
 
 
 def id_field(d: dict[str, Any], key: str, path: str, errors: list[FieldError]) -> str:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from chalicelib.core.contract import (
-    MAX_ID_LENGTH,
+    MAX_ADDRESS_LENGTH,
     MAX_METADATA_BYTES,
     MAX_METADATA_DEPTH,
     MAX_RECIPIENTS_PER_MESSAGE,
@@ -31,12 +31,12 @@ from chalicelib.core.contract import (
 )
 from chalicelib.core.errors import FieldError, MessageInvalid
 from chalicelib.core.fields import (
-    ID_RE,
     METADATA_SIZE,
     REGION_RE,
     SURROGATE_ESCAPE,
     id_field,
     is_email,
+    is_id,
     lone_surrogate,
     object_field,
     parse_rate,
@@ -170,7 +170,7 @@ def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | 
     if not email:
         return RejectedRecipient(None, f"{_place(where)}.email: is required")
     if not is_email(email):
-        return RejectedRecipient(shown, f"{_place(where)}.email: not an email address")
+        return RejectedRecipient(shown, f"{_place(where)}.email: {_not_an_address(email)}")
     metadata = r.get("metadata", {})
     if metadata is None:
         metadata = {}
@@ -181,6 +181,13 @@ def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | 
     if not small and len(METADATA_SIZE.encode(metadata)) > MAX_METADATA_BYTES:
         return RejectedRecipient(shown, f"{_place(where)}.metadata: larger than {MAX_METADATA_BYTES} bytes")
     return Recipient(email=str(email), metadata=metadata)
+
+
+def _not_an_address(email: object) -> str:
+    """Why `email` is not an address, saying so when it is longer than any address can be."""
+    if isinstance(email, str) and len(email) > MAX_ADDRESS_LENGTH:
+        return f"not an email address (longer than {MAX_ADDRESS_LENGTH} characters: {len(email):,})"
+    return "not an email address"
 
 
 def check_recipient(r: object, where: str) -> Recipient | RejectedRecipient:
@@ -283,7 +290,6 @@ def envelope_ids(raw: str | bytes | dict[str, Any]) -> tuple[str | None, str | N
     try:
         d = json.loads(raw) if isinstance(raw, str | bytes) else raw
         user, camp = d.get("userId"), (d.get("campaign") or d.get("digest") or {}).get("id")
-        ok = lambda v: isinstance(v, str) and len(v) <= MAX_ID_LENGTH and bool(ID_RE.match(v))  # noqa: E731
-        return (user if ok(user) else None, camp if ok(camp) else None)
+        return (user if is_id(user) else None, camp if is_id(camp) else None)
     except (ValueError, AttributeError, TypeError, RecursionError):
         return None, None

@@ -31,7 +31,7 @@ from chalicelib.core.links import LinkSigner
 from chalicelib.core.message_parser import parse_precompile_message
 from chalicelib.core.mime import OutgoingEmail, compose
 from chalicelib.core.routing import queue_for
-from chalicelib.ingest.rejection import rejection_records, rejects_of_message
+from chalicelib.ingest.rejection import record_key, rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign, TemplateCache, template_variables
 from chalicelib.ingest.tracking import add_tracking
 from chalicelib.queueing.drain_starter import DrainStarter
@@ -182,12 +182,17 @@ class Precompiler:
         return PrecompileResult(r.given_user, r.given_campaign, rejected=r.rejected)
 
     def _new_recipients(self, job: _Job) -> None:
-        """The recipients the ledger has no record of: a redelivered message queues nothing again."""
+        """The recipients the ledger has no record of: a redelivered message queues nothing again.
+
+        A rejected recipient is looked up under the key its rejection is recorded under, never under its
+        address as given: an address of any length may be rejected, and a key over DynamoDB's size fails
+        the whole lookup, and with it every valid recipient of the message."""
         req = job.req
-        named = [r.email for r in req.recipients] + [r.email for r in req.rejected if r.email]
+        keyed = [(r, record_key(r.email)) for r in req.rejected]
+        named = [r.email for r in req.recipients] + [key for _, key in keyed if key is not None]
         job.known = self._ledger.recorded(req.user_id, req.campaign.id, named)
         job.fresh = [r for r in req.recipients if r.key not in job.known]
-        job.result.rejected = [r for r in req.rejected if not (r.email and r.email.lower() in job.known)]
+        job.result.rejected = [r for r, key in keyed if key is None or key.lower() not in job.known]
         job.result.duplicates = len(req.recipients) - len(job.fresh)
         job.result.known_rejected = {r.key for r in req.recipients if job.known.get(r.key) == REJECTED}
 

@@ -1,25 +1,34 @@
 """Where a rejection is recorded, so that every one is listed with its reason and recorded once.
 
 A recipient is recorded under its address when that can be a ledger key at all, even an invalid one;
-an entry with no usable address (not an object, no email) under the message's digest and its place in
-the message (the reason starts with it: `recipients[3]: ...`). A whole message that cannot be used
-goes, with a valid tenant and campaign id, into that campaign (each recipient it names, or the message
-under its digest); without them (not JSON, a hostile userId) there is no campaign to put it in, so it
-goes to the `_unattributed` tenant under the day's date (an id no tenant can have), where `moonsend
-status` counts it and `moonsend recipients --user _unattributed --campaign <date>` lists the reasons.
+an address longer than any address can be (over 254 bytes: it could be a 200 KB string, and the ledger's
+sort key takes 1,024 bytes) under its first 64 characters, its length and its digest (`aaaa... (1,100
+bytes, sha256 9f86d081884c7d65)`), the same for every copy of it, so that it is listed with its reason and
+recorded once; an entry with no usable address (not an object, no email, control characters) under the
+message's digest and its place in the message (the reason starts with it: `recipients[3]: ...`). A whole
+message that cannot be used goes, with a valid tenant and campaign id, into that campaign (each recipient
+it names, or the message under its digest); without them (not JSON, a hostile userId) there is no
+campaign to put it in, so it goes to the `_unattributed` tenant under the day's date (an id no tenant can
+have), where `moonsend status` counts it and `moonsend recipients --user _unattributed --campaign <date>`
+lists the reasons.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.core.contract import RejectedRecipient
+from chalicelib.core.contract import MAX_ADDRESS_LENGTH, RejectedRecipient
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.fields import is_email
 from chalicelib.core.message_parser import envelope_ids
 from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key, unattributed_day
+
+# How much of an address too long to be a key its record shows (4 bytes a character at most: far under
+# the sort key's 1,024 bytes).
+SHOWN_CHARACTERS = 64
 
 
 @dataclass(frozen=True)
@@ -50,8 +59,9 @@ def rejection_records(rejected: list[RejectedRecipient], raw: str) -> list[tuple
     records: list[tuple[str, str]] = []
     digest = ""  # the message's digest, computed once and only when needed
     for r in rejected:
-        if r.email is not None and _keyable(r.email):
-            records.append((r.email, r.reason))
+        key = record_key(r.email)
+        if key is not None:
+            records.append((key, r.reason))
             continue
         digest = digest or message_key(raw)
         records.append((f"{digest}-{r.reason.split(':', 1)[0]}", r.reason))
@@ -72,8 +82,15 @@ def _given_ids(raw: str | bytes | dict[str, Any]) -> str:
     return f" ({', '.join(shown)})" if shown else ""
 
 
-def _keyable(email: str) -> bool:
-    return bool(email) and len(email.encode("utf-8")) <= 254 and email.isprintable()
+def record_key(email: str | None) -> str | None:
+    """The ledger key a rejected recipient's address is recorded under, or None when it has none of its own."""
+    if not email or not email.isprintable():  # a lone surrogate is not printable either: never encoded
+        return None
+    size = len(email.encode("utf-8"))
+    if size <= MAX_ADDRESS_LENGTH:
+        return email
+    digest = hashlib.sha256(email.encode("utf-8")).hexdigest()[:16]
+    return f"{email[:SHOWN_CHARACTERS]}... ({size:,} bytes, sha256 {digest})"
 
 
 def _named_recipients(raw: str) -> list[str]:

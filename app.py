@@ -9,6 +9,7 @@ from chalice import Chalice, Rate, Response
 from chalice.app import CloudWatchEvent, DynamoDBEvent, SNSEvent, SQSEvent
 
 from chalicelib import wiring
+from chalicelib.control.tenant_api import UnreadableBody
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.errors import QueueNotOurs
@@ -63,9 +64,10 @@ def run_digest(event: dict[str, Any], context: Any) -> dict[str, Any]:
     starting_position="TRIM_HORIZON",
     maximum_batching_window_in_seconds=WEBHOOK_EVENTS_WINDOW_S,
 )
-def webhook_events(event: DynamoDBEvent) -> None:
-    """Make the ledger's changes (its stream) into webhook deliveries, for the endpoints that want them."""
-    wiring.container().webhook_fanout.handle(event.to_dict()["Records"])
+def webhook_events(event: DynamoDBEvent) -> dict[str, Any]:
+    """Make the ledger's changes (its stream) into webhook deliveries, for the endpoints that want them; the
+    answer names the records to give again (ReportBatchItemFailures), the others' go on."""
+    return wiring.container().webhook_fanout.batch(event.to_dict()["Records"])
 
 
 @app.on_sqs_message(queue=_resources.webhooks_queue.name, batch_size=WEBHOOKS_BATCH_SIZE)
@@ -158,12 +160,17 @@ def _authorization() -> str | None:
 
 
 def _json_body() -> dict[str, Any] | None:
-    """The request's JSON object, or None (no body, or not a JSON object: the routes' fields are optional)."""
+    """The request's JSON object, or None (no body, or not a JSON object: the routes' fields are optional).
+
+    Handed to the tenant API as a reader, called once the caller is authenticated: an anonymous request's
+    body is never parsed. JSON nested past what the parser reads raises UnreadableBody (a 400)."""
     raw = app.current_request.raw_body if app.current_request else b""
     try:
         body = json.loads(raw) if raw else None
     except ValueError:
         return None
+    except RecursionError as exc:
+        raise UnreadableBody("nested too deeply to read") from exc
     return body if isinstance(body, dict) else None
 
 
@@ -173,7 +180,7 @@ def _answer(answer: Any) -> Response:
 
 def _campaign_action(campaign_id: str, action: str) -> Response:
     api = wiring.container().tenant_api
-    return _answer(api.campaign_action(_authorization(), campaign_id, action, _json_body()))
+    return _answer(api.campaign_action(_authorization(), campaign_id, action, _json_body))
 
 
 @app.route("/campaigns/{campaign_id}/pause", methods=["POST"], content_types=_API_BODIES)
@@ -209,7 +216,7 @@ def campaign_recipients(campaign_id: str) -> Response:
 @app.route("/tenant/{action}", methods=["POST"], content_types=_API_BODIES)
 def tenant_action(action: str) -> Response:
     """`/tenant/pause` keeps all of the tenant's email from going out; `/tenant/resume` lifts a pause of its own."""
-    return _answer(wiring.container().tenant_api.tenant_action(_authorization(), action, _json_body()))
+    return _answer(wiring.container().tenant_api.tenant_action(_authorization(), action, _json_body))
 
 
 @app.route("/digests/{digest_id}", methods=["GET"])
@@ -226,7 +233,7 @@ def run_digest_now(digest_id: str) -> Response:
 
 def _webhooks(action: str, endpoint_id: str | None = None) -> Response:
     api = wiring.container().tenant_api
-    return _answer(api.webhooks(_authorization(), action, endpoint_id, _json_body()))
+    return _answer(api.webhooks(_authorization(), action, endpoint_id, _json_body))
 
 
 @app.route("/webhooks", methods=["POST"], content_types=_API_BODIES)

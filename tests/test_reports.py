@@ -7,7 +7,7 @@ import urllib.request
 import pytest
 
 from chalicelib.core.contract import Sender
-from chalicelib.feedback.reports import key_hash, new_key, owner_of
+from chalicelib.feedback.reports import Reports, key_hash, new_key, owner_of
 
 pytestmark = pytest.mark.e2e
 
@@ -49,3 +49,36 @@ def test_a_tenant_reads_its_campaign_report_and_another_tenants_key_gets_404(sta
     newer = c.reports.issue_key(f"a-{uid}")  # a new key replaces the old one
     assert _get(url, key_a)[0] == 404 and _get(url, newer)[0] == 200
     assert c.tenants.api_key_hash(f"a-{uid}") == key_hash(newer) != newer  # stored hashed, never in clear
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["msk__x", "msk_" + "YWFh" * 1000 + "_x", new_key("x" * 129), new_key("_unattributed"), "msk_4pyT_x", "msk_%%_x"],
+)
+def test_a_key_naming_an_id_no_tenant_can_have_names_nobody_and_is_never_looked_up(key):
+    """`msk__x` names "", which the tenant registry's GetItem refuses (an empty key) as it refuses an id over
+    the key's size: both answered 500 before. Nothing that cannot be an id is looked up."""
+    assert owner_of(key) is None
+
+    class Nothing:  # a registry or counter store that must not be asked
+        def __getattr__(self, name):
+            raise AssertionError(f"looked up: {name}")
+
+    reports = Reports(Nothing(), Nothing())
+    assert reports.authenticate(f"Bearer {key}") is None
+    assert reports.campaign(f"Bearer {key}", "spring").status == 404
+
+
+def test_a_campaign_id_no_campaign_can_have_is_a_404_without_a_look_up():
+    class Registry:
+        def api_key_hash(self, user_id):
+            return key_hash(key)
+
+    class Stats:
+        def get(self, user_id, campaign_id):
+            raise AssertionError(f"looked up {campaign_id[:20]}")
+
+    key = new_key("acme")
+    reports = Reports(Registry(), Stats())
+    for campaign in ("c" * 3000, "é" * 600, "..x"):
+        assert reports.campaign(f"Bearer {key}", campaign).status == 404

@@ -110,3 +110,32 @@ def test_signatures_are_the_specifications_hmac_and_verify_with_its_own_library(
     with pytest.raises(WebhookVerificationError):
         Webhook(new_secret()).verify(json.dumps({"a": 1}), signed)  # another endpoint's secret
     assert len(base64.b64decode(fresh.removeprefix("whsec_"))) == 32 and fresh != new_secret()
+
+
+def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endpoint_id_none_can_have():
+    from chalicelib.control.tenant_api import TenantApi, UnreadableBody
+    from chalicelib.control.webhook_registration import NO_ENDPOINT
+    from chalicelib.feedback.reports import Answer
+
+    class Reports:
+        def authenticate(self, authorization):
+            return "acme" if authorization == "Bearer good" else None
+
+    class Untouched:  # a store the request must not reach
+        def __getattr__(self, name):
+            raise AssertionError(f"reached: {name}")
+
+    api = TenantApi(Reports(), Untouched(), Untouched(), Untouched(), Untouched(), lambda *_: None, Untouched())
+    read = []
+
+    def body():
+        read.append(1)
+        raise UnreadableBody("nested too deeply to read")
+
+    assert api.webhooks(None, "add", None, body).status == 401
+    assert api.webhooks("Bearer msk__x", "add", None, body).status == 404
+    assert read == []  # an anonymous request's body is never parsed
+    assert api.webhooks("Bearer good", "add", None, body) == Answer(400, {"error": "body: nested too deeply to read"})
+    for endpoint_id in ("w" * 3000, "é" * 600, "..x", "a#b"):
+        for action in ("remove", "test", "replay"):
+            assert api.webhooks("Bearer good", action, endpoint_id) == NO_ENDPOINT

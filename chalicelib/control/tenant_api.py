@@ -1,7 +1,10 @@
 """The tenant's HTTP API for its campaigns and its sending, behind its API key (chalicelib.feedback.reports).
 
 Every route answers 401 without a key and the same 404 for a wrong key, another tenant's key or a
-campaign the tenant does not have, as the report does. Answers are JSON.
+campaign the tenant does not have, as the report does. Answers are JSON. A request is authenticated before
+its body is read (the body is handed in as a reader), and nothing it gives reaches a table's key unchecked:
+a path id that no campaign, digest or endpoint can have is a 404, a cursor longer than a key a 400, a body
+nested deeper than JSON can be read a 400.
 
     POST /campaigns/{id}/pause | resume | cancel
     POST /campaigns/{id}/retry-failed          body (optional): {"reasonContains": "..."}
@@ -24,8 +27,9 @@ from collections.abc import Callable
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
-from chalicelib.control.webhook_registration import WebhookRegistration
-from chalicelib.core.contract import iso_ms
+from chalicelib.control.webhook_registration import NO_ENDPOINT, WebhookRegistration
+from chalicelib.core.contract import MAX_SORT_KEY_BYTES, iso_ms
+from chalicelib.core.fields import is_id
 from chalicelib.digest.assembly import campaign_id as digest_campaign
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.status import DigestStatusReader
@@ -35,8 +39,40 @@ from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import STATES
 
 UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
+BAD_CURSOR = Answer(400, {"error": "after: not a cursor of this list (give the `next` of the page before)"})
 MAX_PAGE = 1000
 CAMPAIGN_ACTIONS = ("pause", "resume", "cancel", "retry-failed")
+
+
+class UnreadableBody(ValueError):
+    """A request body that is JSON, but not JSON this API can read (nested past the parser's depth)."""
+
+
+# The request's body as a JSON object, or None (no body, not a JSON object); read only once the caller is
+# authenticated. Raises UnreadableBody.
+BodyReader = Callable[[], dict[str, Any] | None]
+
+
+def no_body() -> dict[str, Any] | None:
+    return None
+
+
+def _read(body: BodyReader) -> dict[str, Any] | Answer | None:
+    try:
+        return body()
+    except UnreadableBody as exc:
+        return Answer(400, {"error": f"body: {exc}"})
+
+
+def _cursor(after: str | None) -> str | Answer | None:
+    """A page's `after`: at most a ledger sort key once lower-cased (an address, or a rejection's own key)."""
+    if not after:
+        return None
+    try:
+        size = len(after.lower().encode("utf-8"))
+    except UnicodeEncodeError:
+        return BAD_CURSOR
+    return after if size <= MAX_SORT_KEY_BYTES and after.isprintable() else BAD_CURSOR
 
 
 class TenantApi:
@@ -66,12 +102,12 @@ class TenantApi:
         user_id = self._reports.authenticate(authorization)
         if user_id is None:
             return NOT_FOUND
-        if campaign_id is not None and self._stats.get(user_id, campaign_id) is None:
+        if campaign_id is not None and (not is_id(campaign_id) or self._stats.get(user_id, campaign_id) is None):
             return NOT_FOUND
         return user_id
 
     def campaign_action(
-        self, authorization: str | None, campaign_id: str, action: str, body: dict[str, Any] | None = None
+        self, authorization: str | None, campaign_id: str, action: str, body: BodyReader = no_body
     ) -> Answer:
         if action not in CAMPAIGN_ACTIONS:
             return NOT_FOUND
@@ -79,7 +115,10 @@ class TenantApi:
         if isinstance(user, Answer):
             return user
         if action == "retry-failed":
-            needle = (body or {}).get("reasonContains")
+            given = _read(body)
+            if isinstance(given, Answer):
+                return given
+            needle = (given or {}).get("reasonContains")
             if needle is not None and (not isinstance(needle, str) or len(needle) > 200):
                 return Answer(400, {"error": "reasonContains: must be a string of at most 200 characters"})
             result = self._actions.retry_failed(user, campaign_id, needle or None)
@@ -102,7 +141,10 @@ class TenantApi:
             limit = 0
         if not 1 <= limit <= MAX_PAGE:
             return Answer(400, {"error": f"limit: a whole number from 1 to {MAX_PAGE}"})
-        entries, cursor = self._ledger.page(user, campaign_id, state=state, limit=limit, after=p.get("after"))
+        after = _cursor(p.get("after"))
+        if isinstance(after, Answer):
+            return after
+        entries, cursor = self._ledger.page(user, campaign_id, state=state, limit=limit, after=after)
         return Answer(
             200,
             {
@@ -123,12 +165,15 @@ class TenantApi:
             },
         )
 
-    def tenant_action(self, authorization: str | None, action: str, body: dict[str, Any] | None = None) -> Answer:
+    def tenant_action(self, authorization: str | None, action: str, body: BodyReader = no_body) -> Answer:
         user = self._owner(authorization)
         if isinstance(user, Answer):
             return user
         if action == "pause":
-            reason = (body or {}).get("reason") or "no reason given"
+            given = _read(body)
+            if isinstance(given, Answer):
+                return given
+            reason = (given or {}).get("reason") or "no reason given"
             if not isinstance(reason, str) or len(reason) > 200:
                 return Answer(400, {"error": "reason: a string of at most 200 characters"})
             done = self._actions.pause_tenant(user, reason, by_tenant=True)
@@ -142,6 +187,8 @@ class TenantApi:
         user = self._owner(authorization)
         if isinstance(user, Answer):
             return user
+        if not is_id(digest_id):
+            return NOT_FOUND
         status = self._digests.status(user, digest_id)
         return NOT_FOUND if status is None else Answer(200, status.as_dict())
 
@@ -152,6 +199,8 @@ class TenantApi:
         user = self._owner(authorization)
         if isinstance(user, Answer):
             return user
+        if not is_id(digest_id):
+            return NOT_FOUND
         ready = self._digests.ready(user, digest_id)  # not its status: that reads every item
         if ready is None:
             return NOT_FOUND
@@ -164,17 +213,22 @@ class TenantApi:
         period = period_of(now)
         return Answer(202, {"digest": digest_id, "period": period, "campaign": digest_campaign(digest_id, period)})
 
-    def webhooks(self, authorization: str | None, action: str, endpoint_id: str | None, body: Any) -> Answer:
+    def webhooks(
+        self, authorization: str | None, action: str, endpoint_id: str | None, body: BodyReader = no_body
+    ) -> Answer:
         """`add`, `list`, `remove`, `test` or `replay` the tenant's webhook endpoints."""
         user = self._owner(authorization)
         if isinstance(user, Answer):
             return user
         if action == "add":
-            return self._webhooks.add(user, body)
+            given = _read(body)
+            return given if isinstance(given, Answer) else self._webhooks.add(user, given)
         if action == "list":
             return self._webhooks.list(user)
         if endpoint_id is None:
             return NOT_FOUND
+        if not is_id(endpoint_id):
+            return NO_ENDPOINT
         if action == "remove":
             return self._webhooks.remove(user, endpoint_id)
         if action == "test":

@@ -15,10 +15,13 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.core.contract import MAX_ID_LENGTH
+from chalicelib.core.fields import is_id
 from chalicelib.stores.campaign_stats import COUNTERS, CampaignStats
 from chalicelib.stores.tenants import TenantRegistry
 
 PREFIX = "msk_"
+_ENCODED_ID_MAX = -(-MAX_ID_LENGTH * 4 // 3)  # base64 of the longest id: longer names none, not decoded
 
 
 def new_key(user_id: str) -> str:
@@ -31,14 +34,18 @@ def key_hash(key: str) -> str:
 
 
 def owner_of(key: str) -> str | None:
-    """The user id a key names (not yet checked)."""
+    """The user id a key names (not yet checked), if it names one a tenant can have: the id is looked up as
+    the tenant registry's key, which an empty or over-long one cannot be (`msk__x` names "")."""
     if not key.startswith(PREFIX) or key.count("_") < 2:
         return None
     who = key[len(PREFIX) :].split("_", 1)[0]
+    if len(who) > _ENCODED_ID_MAX:
+        return None
     try:
-        return base64.urlsafe_b64decode(who + "=" * (-len(who) % 4)).decode("utf-8")
+        user_id = base64.urlsafe_b64decode(who + "=" * (-len(who) % 4)).decode("utf-8")
     except (ValueError, UnicodeError):
         return None
+    return user_id if is_id(user_id) else None
 
 
 @dataclass(frozen=True)
@@ -78,7 +85,7 @@ class Reports:
         if not authorization:
             return Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
         user_id = self.authenticate(authorization)
-        if user_id is None:
+        if user_id is None or not is_id(campaign_id):  # an id no campaign can have is not a key to look up
             return NOT_FOUND
         counts = self._stats.get(user_id, campaign_id)
         if counts is None:

@@ -1,4 +1,6 @@
-"""The ledger in memory, with the same conditions as the DynamoDB one."""
+"""The ledger in memory, with the same conditions as the DynamoDB one, and DynamoDB's key sizes: a key over
+them is refused as the table refuses it (a ValidationException), so code that lets one reach the ledger
+fails its unit tests too, not only on the stricter local stack."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ import threading
 import time
 import uuid
 
+from botocore.exceptions import ClientError
+
 from chalicelib.stores.ledger_model import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
+from infra.local.dynamodb_limits import HASH_KEY_MAX_BYTES, HASH_TOO_LONG, RANGE_KEY_MAX_BYTES, RANGE_TOO_LONG
 
 OPEN = (None, QUEUED, SCHEDULED)
 
@@ -16,13 +21,26 @@ class FakeLedger:
         self.rows: dict[tuple[str, str], dict] = {}
         self.lock = threading.Lock()
 
+    @staticmethod
+    def _key(user, campaign, email):
+        """(pk, rcpt) as the table keys a recipient, refused as DynamoDB refuses a key over its size."""
+        pk, rcpt = f"{user}#{campaign}", email.lower()
+        for value, limit, message in (
+            (pk, HASH_KEY_MAX_BYTES, HASH_TOO_LONG),
+            (rcpt, RANGE_KEY_MAX_BYTES, RANGE_TOO_LONG),
+        ):
+            if len(value.encode("utf-8")) > limit:
+                error = {"Error": {"Code": "ValidationException", "Message": message}}
+                raise ClientError(error, "BatchGetItem")
+        return pk, rcpt
+
     def _row(self, user, campaign, email):
-        return self.rows.setdefault((f"{user}#{campaign}", email.lower()), {"email": email})
+        return self.rows.setdefault(self._key(user, campaign, email), {"email": email})
 
     def recorded(self, user, campaign, emails):
         out = {}
         for e in emails:
-            row = self.rows.get((f"{user}#{campaign}", e.lower()))
+            row = self.rows.get(self._key(user, campaign, e))
             if row is not None:
                 out[e.lower()] = row.get("state")
         return out
@@ -118,7 +136,7 @@ class FakeLedger:
                 row["claimed_until"] = 0
 
     def state(self, user, campaign, email):
-        return self.rows.get((f"{user}#{campaign}", email.lower()), {}).get("state")
+        return self.rows.get(self._key(user, campaign, email), {}).get("state")
 
     def final_count(self):
         return sum(1 for r in self.rows.values() if r.get("state") in FINAL)

@@ -1,7 +1,8 @@
 """Property tests of the message contract and the Liquid path: hostile input never crashes, always ends recorded.
 
 Hypothesis builds PrecompileEmail messages from the canonical one with any field replaced by any JSON
-value, hostile strings (lone surrogates, NULs, very long ids), recipients in both forms, and templates
+value, hostile strings (lone surrogates, NULs, very long ids, values at and past AWS's limits, code points
+SQS refuses), recipients in both forms, and templates
 made of Liquid fragments that are unbalanced, recursive, filter-heavy or huge. For every message,
 precompile_email must return (never raise), record something for it in the ledger, queue only valid
 JSON under SQS's size limit with no credentials, and do nothing more when the same message comes again.
@@ -36,11 +37,30 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 SQS_MAX_BYTES = 256 * 1024
 
+# At and past AWS's limits (DynamoDB's keys: 1,024 bytes sorted, 2,048 partition; counted in UTF-8, so a
+# multibyte string is over in fewer characters), and code points SQS refuses in a message (U+FFFE, U+FFFF,
+# C0 controls but tab, line feed and carriage return).
+AT_AWS_LIMITS = [
+    "a" * 1024,
+    "a" * 1025,
+    "é" * 512,
+    "é" * 513,
+    "a" * 2048,
+    "a" * 2049,
+    "€" * 700,
+    "\uffff",
+    "\ufffe",
+    "a\uffffb",
+    "\x01",
+    "\x1f\x7f",
+    "\U0010ffff",
+]
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=40),
     st.sampled_from(
         ["", " ", "\x00", "\ud800", "../../etc", "a" * 300, "é" * 70, "<script>", "{{", "%}", "null", "1e309"]
     ),
+    st.sampled_from(AT_AWS_LIMITS),
 )
 # Numbers and number-like text that make numeric filters raise (OverflowError, decimal's InvalidOperation).
 HOSTILE_NUMBERS = st.one_of(
@@ -108,6 +128,14 @@ METADATA = st.one_of(
 )
 EMAILS = st.one_of(
     st.sampled_from(["ann@example.org", "ANN@example.org", "bo@example.org", "bad", "a@b", "x@y.example"]),
+    st.sampled_from(  # addresses too long to be a key, in bytes or in characters, and one SQS refuses
+        [
+            "a" * 1090 + "@x.example",
+            "é" * 600 + "@example.org",
+            "a" * 64 + "@" + "b" * 250 + ".example",
+            "a\uffff@b.example",
+        ]
+    ),
     st.emails().map(str),
     JSON_VALUES,
 )

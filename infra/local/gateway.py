@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from infra.local import cfn_limits, cfn_transform, dynamodb_limits, dynamodb_wire, payload_limits, sqs_wire
+from infra.local import cfn_limits, cfn_transform, dynamodb_limits, dynamodb_wire, payload_limits, sqs_limits, sqs_wire
 from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
 from infra.local.ses import (
@@ -266,10 +266,32 @@ class Gateway:
         held = self._queue_lifecycle if action in _QUEUE_LIFECYCLE else contextlib.nullcontext()
         with held:
             if self.fast_sqs and target.startswith("AmazonSQS."):
-                answered = sqs_wire.handle(target, region, _read_body(environ))
+                answered = sqs_wire.handle(target, region, _read_body(environ))  # checks SQS's limits itself
                 if answered is not None:
                     return _respond(start_response, answered)
+            screened = sqs_limits.screen(  # SQS's limits moto does not check: characters, bytes
+                action, _read_body(environ), bool(target), lambda url: sqs_wire.max_message_bytes(region, url)
+            )
+            if screened.answer is not None:
+                return _respond(start_response, screened.answer)
+            if screened.body is not None:
+                return _respond(start_response, self._sqs_batch_rest(environ, screened))
             return list(self.moto_app(environ, start_response))
+
+    def _sqs_batch_rest(self, environ: dict[str, Any], screened: sqs_limits.Screened) -> Response:
+        """moto queues the entries SQS would take; the answer lists the others as failed."""
+        assert screened.body is not None
+        environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(screened.body), str(len(screened.body))
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured["status"], captured["headers"] = status, headers
+            return lambda _data: None
+
+        answer = b"".join(self.moto_app(environ, capture))
+        status = int(str(captured.get("status", "500")).split()[0])
+        headers = {k: v for k, v in captured.get("headers", []) if k.lower() != "content-length"}
+        return status, headers, sqs_limits.with_failed(answer, screened.failed) if status == 200 else answer
 
     # --- DynamoDB ----------------------------------------------------------------------------------
     def _dynamodb(

@@ -4,8 +4,9 @@ moto parses every request and serialises every response through a generic, model
 costs several milliseconds per call; at 10 messages per call that caps the local stack well below
 1,000 messages per second. SendMessage(Batch), ReceiveMessage and DeleteMessage(Batch) on standard
 queues are answered here instead, in SQS's JSON protocol, by calling the same moto backend methods
-(so validation and state are moto's). Anything unusual (FIFO queues, message attributes, parameters
-out of range, an error from the backend) returns None and goes to moto as before.
+(so validation and state are moto's), after SQS's limits that moto does not check (`sqs_limits`: the
+characters a body may hold, its size in bytes). Anything unusual (FIFO queues, message attributes,
+parameters out of range, an error from the backend) returns None and goes to moto as before.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from moto.sqs.models import sqs_backends
 
+from infra.local import sqs_limits
 from infra.local.fast_sqs import FastQueue
 
 Response = tuple[int, dict[str, str], bytes]
@@ -50,21 +52,37 @@ def handle(target: str, region: str, body: bytes) -> Response | None:
         return None
 
 
+def max_message_bytes(region: str, queue_url: str) -> int:
+    """The queue's MaximumMessageSize (SQS's 1 MiB for a queue moto does not know)."""
+    try:
+        account, name = queue_url.rstrip("/").split("/")[-2:]
+        return int(sqs_backends[account][region].queues[name].maximum_message_size)
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return sqs_limits.MAX_MESSAGE_BYTES
+
+
 def _send_batch(backend: Any, queue: FastQueue, p: dict[str, Any]) -> Response | None:
     entries = p.get("Entries") or []
     if not entries or any("MessageAttributes" in e or "MessageSystemAttributes" in e for e in entries):
         return None
+    verdict = sqs_limits.batch_verdict(p, int(queue.maximum_message_size))  # type: ignore[attr-defined]
+    if verdict.refusal is not None:
+        return verdict.refusal.json()
     keyed = {
-        str(i): {**e, "MessageAttributes": {}, "DelaySeconds": e.get("DelaySeconds")} for i, e in enumerate(entries)
+        str(i): {**e, "MessageAttributes": {}, "DelaySeconds": e.get("DelaySeconds")}
+        for i, e in enumerate(verdict.entries)
     }
-    messages, failed = backend.send_message_batch(queue.name, keyed)
+    messages, failed = backend.send_message_batch(queue.name, keyed) if keyed else ([], [])
     ok = [{"Id": m.user_id, "MessageId": m.id, "MD5OfMessageBody": m.body_md5} for m in messages]
-    return _ok({"Successful": ok, "Failed": failed})
+    return _ok({"Successful": ok, "Failed": [*failed, *verdict.failed]})
 
 
 def _send(backend: Any, queue: FastQueue, p: dict[str, Any]) -> Response | None:
     if "MessageAttributes" in p or "MessageSystemAttributes" in p or "MessageBody" not in p:
         return None
+    refusal = sqs_limits.send_refusal(p, int(queue.maximum_message_size))  # type: ignore[attr-defined]
+    if refusal is not None:
+        return refusal.json()
     m = backend.send_message(queue.name, p["MessageBody"], delay_seconds=p.get("DelaySeconds"))
     return _ok({"MessageId": m.id, "MD5OfMessageBody": m.body_md5})
 

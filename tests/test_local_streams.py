@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -15,8 +16,16 @@ from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import 
 from botocore.exceptions import ClientError
 from moto.dynamodb.models import dynamodb_backends
 
-from infra.local.cloudformation import StreamSource
-from infra.local.stream_poller import done_count, stream_record
+from infra.local.cloudformation import StackFunction, StreamSource, TemplateError
+from infra.local.lambda_runtime import LocalFunction
+from infra.local.stream_poller import (
+    AGE_EXCEEDED,
+    RETRIES_EXHAUSTED,
+    StreamPoller,
+    check_stream_mapping,
+    done_count,
+    stream_record,
+)
 
 
 def _streamed_table(stack: Any) -> tuple[Any, str, Any]:
@@ -90,3 +99,189 @@ def test_what_a_function_answers_decides_how_much_of_the_batch_is_done():
     assert done_count({"batchItemFailures": [{"itemIdentifier": "99"}]}, seq, True) == 0  # unknown: all again
     assert done_count({"batchItemFailures": "no"}, seq, True) == 0
     assert done_count({"batchItemFailures": [{"itemIdentifier": "12"}]}, seq, False) == 3  # not switched on
+
+
+# --- the mapping's error handling, with a fake function over a fake shard ---------------------------------
+
+NOW = 1_793_000_000.0
+ARN = "arn:aws:dynamodb:us-east-1:123456789012:table/ledger/stream/2026-11-24T00:00:00.000"
+QUEUE = "arn:aws:sqs:us-east-1:123456789012:moonsend-local-failed-invocations"
+
+
+class _Record:
+    def __init__(self, seq: int, created: float) -> None:
+        self.seq, self.created = seq, created
+
+    def to_json(self) -> dict[str, Any]:
+        change = {
+            "ApproximateCreationDateTime": self.created,
+            "Keys": {"pk": {"S": f"k{self.seq}"}},
+            "SequenceNumber": str(self.seq),
+            "SizeBytes": 10,
+            "StreamViewType": "NEW_AND_OLD_IMAGES",
+        }
+        return {"eventID": str(self.seq), "eventName": "INSERT", "eventSource": "aws:dynamodb", "dynamodb": change}
+
+
+class _Shard:
+    id = "shardId-00000001541626099285-f35f62ef"
+
+    def __init__(self, n: int, created: float = NOW) -> None:
+        self.items = [_Record(100 + i, created) for i in range(n)]
+        self.starting_sequence_number = 100
+
+
+class _Runner:
+    hurrying = False
+
+    def invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
+        return fn.handler(event, None)
+
+
+def _poller(handler: Any, shard: _Shard, **settings: Any) -> tuple[StreamPoller, list[list[str]], list[dict]]:
+    """A poller of `shard` for a function that records each batch it is given; and what went on-failure."""
+    seen: list[list[str]] = []
+
+    def function(event: dict[str, Any], _context: Any) -> Any:
+        numbers = [r["dynamodb"]["SequenceNumber"] for r in event["Records"]]
+        seen.append(numbers)
+        return handler(numbers)
+
+    sent: list[dict[str, Any]] = []
+    fn = LocalFunction("webhook_events", "moonsend-local-webhook_events", function)
+    source = StreamSource(ARN, fn.function_name, 4, 0, "TRIM_HORIZON", True, True, **settings)
+    poller = StreamPoller(
+        _Runner(),  # type: ignore[arg-type]
+        fn,
+        source,
+        lambda: shard,
+        "us-east-1",
+        on_failure=lambda _fn, queue, record: sent.append({"queue": queue, **record}),
+        clock=lambda: NOW,
+    )
+    return poller, seen, sent
+
+
+def _run(poller: StreamPoller, most: int = 100) -> None:
+    for _ in range(most):
+        if poller.poll_once() is None:
+            return
+    pytest.fail("the poller never finished the shard")
+
+
+def _raises_on(bad: str) -> Any:
+    def handler(numbers: list[str]) -> None:
+        if bad in numbers:
+            raise RuntimeError(f"record {bad}")
+
+    return handler
+
+
+def test_a_batch_that_raises_is_halved_until_the_bad_record_is_alone_then_retried_and_given_up():
+    shard = _Shard(8)
+    poller, seen, sent = _poller(_raises_on("103"), shard, bisect=True, max_retries=2, on_failure=QUEUE)
+    _run(poller)
+    # [100..103] raised: halved (no retry spent) to [100, 101], then [102, 103], halved to [102], then [103]
+    # alone: tried, and retried twice, then given up; the shard goes on past it.
+    assert seen == [
+        ["100", "101", "102", "103"],
+        ["100", "101"],
+        ["102", "103"],
+        ["102"],
+        ["103"],
+        ["103"],
+        ["103"],
+        ["104", "105", "106", "107"],
+    ]
+    (record,) = sent
+    assert record["queue"] == QUEUE and shard.items == []
+    assert record["requestContext"]["condition"] == RETRIES_EXHAUSTED
+    assert record["requestContext"]["approximateInvokeCount"] == 3
+    assert record["responseContext"] == {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"}
+    info = record["DDBStreamBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == ("103", "103", 1)
+    assert info["shardId"] == _Shard.id and info["streamArn"] == ARN
+    # As Lambda documents it, read by Powertools' model of a stream's on-failure destination record.
+    from aws_lambda_powertools.utilities.parser import parse
+    from aws_lambda_powertools.utilities.parser.models import DynamoDBStreamLambdaOnFailureDestinationModel
+
+    parsed = parse(
+        event={k: v for k, v in record.items() if k != "queue"}, model=DynamoDBStreamLambdaOnFailureDestinationModel
+    )
+    assert parsed.ddb_stream_batch_info.approximate_arrival_of_first_record.timestamp() == NOW
+
+
+def test_without_bisecting_the_whole_batch_is_retried_and_given_up_together():
+    poller, seen, sent = _poller(_raises_on("101"), _Shard(4), max_retries=1, on_failure=QUEUE)
+    _run(poller)
+    assert seen == [["100", "101", "102", "103"]] * 2
+    assert [(s["DDBStreamBatchInfo"]["startSequenceNumber"], s["DDBStreamBatchInfo"]["batchSize"]) for s in sent] == [
+        ("100", 4)
+    ]
+
+
+def test_a_reported_failure_is_retried_from_that_record_and_given_up_from_there():
+    def handler(numbers: list[str]) -> dict[str, Any]:
+        return {"batchItemFailures": [{"itemIdentifier": "102"}] if "102" in numbers else []}
+
+    poller, seen, sent = _poller(handler, _Shard(6), bisect=True, max_retries=1, on_failure=QUEUE)
+    _run(poller)
+    # 100 and 101 are done; the rest of the batch, from 102, failed once (it answered: not halved), is
+    # retried once alone, and given up; the shard goes on.
+    assert seen == [["100", "101", "102", "103"], ["102", "103"], ["104", "105"]]
+    (record,) = sent
+    assert "functionError" not in record["responseContext"]  # the function answered
+    info = record["DDBStreamBatchInfo"]
+    assert (info["startSequenceNumber"], info["endSequenceNumber"], info["batchSize"]) == ("102", "103", 2)
+    assert record["requestContext"]["approximateInvokeCount"] == 2
+
+
+def test_records_older_than_the_mappings_age_are_given_up_before_the_function_sees_them():
+    shard = _Shard(3, created=NOW - 7200)
+    shard.items.append(_Record(103, NOW))
+    poller, seen, sent = _poller(lambda numbers: None, shard, max_record_age_s=3600, on_failure=QUEUE)
+    _run(poller)
+    assert seen == [["103"]]
+    (record,) = sent
+    assert (
+        record["requestContext"]["condition"] == AGE_EXCEEDED
+        and record["requestContext"]["approximateInvokeCount"] == 0
+    )
+    assert record["DDBStreamBatchInfo"]["batchSize"] == 3
+
+
+def test_with_no_limits_a_failing_batch_is_retried_and_nothing_is_given_up():
+    poller, seen, sent = _poller(_raises_on("100"), _Shard(2))
+    for _ in range(20):
+        assert poller.poll_once() is True
+    assert len(seen) == 20 and sent == []
+
+
+def test_the_mappings_settings_are_checked_as_lambda_checks_them():
+    allow = {
+        "Effect": "Allow",
+        "Action": [
+            "dynamodb:DescribeStream",
+            "dynamodb:GetShardIterator",
+            "dynamodb:GetRecords",
+            "dynamodb:ListStreams",
+        ],
+        "Resource": "*",
+    }
+    send = {"Effect": "Allow", "Action": "sqs:SendMessage", "Resource": QUEUE}
+
+    def fn(*statements: dict[str, Any]) -> StackFunction:
+        policy = json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+        return StackFunction("F", "f", "app.f", 60, 128, {}, "arn:role", (policy,), None, 2)
+
+    base = StreamSource(ARN, "f", 100, 1, "TRIM_HORIZON", True, True, True, 10, 21600, QUEUE)
+    check_stream_mapping(base, fn(allow, send))
+    with pytest.raises(TemplateError, match="permissions to call SendMessage on " + QUEUE):
+        check_stream_mapping(base, fn(allow))
+    for bad, match in (
+        ({"max_retries": 10001}, "MaximumRetryAttempts"),
+        ({"max_record_age_s": 59}, "MaximumRecordAgeInSeconds"),
+        ({"on_failure": "arn:aws:lambda:us-east-1:123456789012:function:x"}, "not a queue"),
+    ):
+        with pytest.raises(TemplateError, match=match):
+            check_stream_mapping(replace(base, **bad), fn(allow, send))

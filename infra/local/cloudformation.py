@@ -146,6 +146,10 @@ class StreamSource:
     starting_position: str  # TRIM_HORIZON or LATEST
     reports_failures: bool
     enabled: bool
+    bisect: bool = False  # BisectBatchOnFunctionError
+    max_retries: int = -1  # MaximumRetryAttempts (-1: until the record expires)
+    max_record_age_s: int = -1  # MaximumRecordAgeInSeconds (-1: until the record expires)
+    on_failure: str | None = None  # DestinationConfig.OnFailure's ARN: where what is given up on is told
 
     @property
     def table_name(self) -> str:
@@ -166,6 +170,10 @@ def _event_source(props: dict[str, Any], by_arn: dict[str, str]) -> EventSource 
             starting_position=str(props.get("StartingPosition", "")),
             reports_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
             enabled=str(props.get("Enabled", True)).lower() != "false",
+            bisect=str(props.get("BisectBatchOnFunctionError", False)).lower() == "true",
+            max_retries=int(props.get("MaximumRetryAttempts", -1)),
+            max_record_age_s=int(props.get("MaximumRecordAgeInSeconds", -1)),
+            on_failure=props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination"),
         )
     if ":sqs:" not in arn:
         raise TemplateError(f"event source {arn}: the local stack polls SQS queues and DynamoDB streams only")

@@ -438,6 +438,14 @@ def _function_edits(r: Resources) -> dict[str, Any]:
     return out
 
 
+# The ledger stream's mapping gives up on a record rather than hold every tenant's events behind it for
+# the stream's 24 hours: retried at most this many times (a batch that raises is halved first, which
+# spends none of them), and never once it is older than this. What it gives up on goes to the on-failure
+# queue as Lambda's shard pointers; its events webhook_events has already parked for replay.
+STREAM_RETRIES = 10
+STREAM_MAX_RECORD_AGE_S = 6 * 3600
+
+
 def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, Any]:
     """Point Chalice's SNS subscriptions, SQS event sources and stream at this template's topics, queues
     and ledger table, after the merge (and mend one reference Chalice gets wrong).
@@ -446,7 +454,7 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
     CloudFormation create it first; a merge cannot replace that value (it merges dicts key by key), so
     the packaged template is edited here instead. Chalice has no setting for partial batch responses:
     they are switched on here too, or Lambda would take the handler's answer for success and delete the
-    records it names as failed."""
+    records it names as failed. Nor for a stream's retries, bisecting and on-failure destination."""
     r = resources_for("moonsend", stage, ACCOUNT)
     for fn, attr in SNS_HANDLERS.items():
         event = template["Resources"][fn]["Properties"]["Events"][f"{fn}SnsSubscription"]
@@ -462,6 +470,16 @@ def subscribe_to_own_topics(template: dict[str, Any], stage: str) -> dict[str, A
         (event,) = (e for e in template["Resources"][fn]["Properties"]["Events"].values() if e["Type"] == "DynamoDB")
         # The table is the data stack's: its stream's ARN is that stack's export.
         event["Properties"]["Stream"] = {"Fn::ImportValue": stream_export(r, getattr(r, attr))}
+        event["Properties"].update(
+            FunctionResponseTypes=["ReportBatchItemFailures"],
+            BisectBatchOnFunctionError=True,
+            MaximumRetryAttempts=STREAM_RETRIES,
+            MaximumRecordAgeInSeconds=STREAM_MAX_RECORD_AGE_S,
+            # No `Type`: SAM would add its own grant to the role; infra/iam.py gives the one it needs.
+            DestinationConfig={
+                "OnFailure": {"Destination": {"Fn::GetAtt": [r.failed_invocations_queue.logical_id, "Arn"]}}
+            },
+        )
     # Chalice 1.34 names the API function `APIHandler` but its log group `${ApiHandler}`.
     group = template["Resources"].get("ApiHandlerLogGroup", {}).get("Properties", {})
     if group.get("LogGroupName") == {"Fn::Sub": "/aws/lambda/${ApiHandler}"}:

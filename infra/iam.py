@@ -290,6 +290,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:DescribeTable"], [webhooks_table]),
         _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [parked_table]),
         put_deliveries,
+        # Lambda's stream poller puts the shard pointers of what it gave up on there, with the function's role.
+        _stmt("StreamOnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)]),
     ]
     deliver_webhooks = [
         # The endpoint read, and disabled when it asks (410) or keeps failing; deliveries parked for replay.

@@ -300,6 +300,16 @@ def test_subscriptions_refer_to_the_templates_own_topics(packaged):
     (stream,) = template["Resources"]["WebhookEvents"]["Properties"]["Events"].values()
     assert stream["Type"] == "DynamoDB" and "Fn::ImportValue" in stream["Properties"]["Stream"]
     assert stream["Properties"]["StartingPosition"] == "TRIM_HORIZON"
+    # A record that keeps failing holds every tenant's events behind it: failures reported per record,
+    # a batch that raises halved, retries and age bounded, and what is given up on told to the on-failure
+    # queue (its events are parked by webhook_events itself; Lambda sends only where they were).
+    assert stream["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert stream["Properties"]["BisectBatchOnFunctionError"] is True
+    assert stream["Properties"]["MaximumRetryAttempts"] == 10
+    assert stream["Properties"]["MaximumRecordAgeInSeconds"] == 6 * 3600
+    assert stream["Properties"]["DestinationConfig"] == {
+        "OnFailure": {"Destination": {"Fn::GetAtt": ["FailedInvocationsQueue", "Arn"]}}
+    }
 
 
 def test_the_ledger_streams_new_and_old_images(data):

@@ -10,6 +10,7 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -32,7 +33,8 @@ from chalicelib.webhooks.deliverer import (
     Outcome,
     WebhookDeliverer,
 )
-from chalicelib.webhooks.deliveries import MAX_PAYLOAD_BYTES, Delivery, deliveries
+from chalicelib.webhooks.deliveries import MAX_PAYLOAD_BYTES, Delivery, deliveries, sqs_safe
+from chalicelib.webhooks.delivery_queue import Unqueued
 from chalicelib.webhooks.events import WebhookEvent, ledger_events
 from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.signing import new_secret
@@ -140,9 +142,9 @@ def test_events_go_in_requests_of_the_endpoints_size_in_order_and_only_the_types
     assert [d.webhook_id for d in made] == [d.webhook_id for d in deliveries(endpoint, mixed, 0)]  # the same ids
     assert len({d.webhook_id for d in made}) == 3
     assert Delivery.from_message(made[0].to_message()) == made[0]
-    # Large events close a request before SQS's limit, whatever the endpoint allows.
+    # Large events close a request well before SQS's limit, whatever the endpoint allows.
     big = list(deliveries(_endpoint(max_events=100), _events(100, size=4000), 0))
-    assert len(big) > 1 and all(len(d.to_message().encode()) < 256 * 1024 for d in big)
+    assert len(big) > 1 and all(len(d.to_message().encode()) < 2 * MAX_PAYLOAD_BYTES + 1024 for d in big)
     assert all(len(d.payload.encode()) <= MAX_PAYLOAD_BYTES + 4100 for d in big)
 
 
@@ -179,12 +181,15 @@ class _Parked:
 
 
 class _Queue:
-    def __init__(self) -> None:
+    def __init__(self, refuse: Callable[[Delivery], Unqueued | None] = lambda d: None) -> None:
         self.put_deliveries: list[Delivery] = []
         self.hidden: list[tuple[str, int]] = []
+        self._refuse = refuse
 
-    def put(self, made: list[Delivery]) -> None:
-        self.put_deliveries.extend(made)
+    def put(self, made: list[Delivery]) -> list[Unqueued]:
+        refused = [(i, self._refuse(d)) for i, d in enumerate(made)]
+        self.put_deliveries.extend(d for d, (_i, r) in zip(made, refused, strict=True) if r is None)
+        return [Unqueued(i, r.code, r.permanent) for i, r in refused if r is not None]
 
     def retry_later(self, receipt: str, wait_s: int) -> None:
         self.hidden.append((receipt, wait_s))
@@ -385,9 +390,9 @@ def test_deliveries_go_ten_to_a_request_each_under_its_tenant_as_the_fair_queues
             {"QueueUrl": url, "Entries": ANY},
         )
         queue = DeliveryQueue(sqs, "moonsend-dev-webhook-deliveries")
-        queue.put(made)
+        assert queue.put(made) == []
         with pytest.raises(DeliveryNotQueued, match="InternalError"):
-            queue.put(made[:1])
+            queue.put_messages([(d.user_id, d.to_message()) for d in made[:1]])
         stub.assert_no_pending_responses()
 
 
@@ -427,7 +432,7 @@ def test_large_non_latin_deliveries_go_unescaped_in_requests_sqs_takes():
     made = list(deliveries(_endpoint(max_events=100), events, 0))
     messages = [(d.user_id, d.to_message()) for d in made]
     assert "ошибка" in messages[0][1]  # not \\uXXXX: that tripled a message
-    assert all(len(body.encode()) < 256 * 1024 for _u, body in messages)
+    assert all(len(body.encode()) < 2 * MAX_PAYLOAD_BYTES + 1024 for _u, body in messages)
     requests = _requests(messages)
     assert [m for r in requests for m in r] == messages
     assert all(len(r) <= SQS_BATCH and sum(len(b.encode()) for _u, b in r) <= MAX_REQUEST_BYTES for r in requests)
@@ -461,3 +466,99 @@ def test_a_delivery_that_keeps_raising_past_the_schedule_is_parked_not_left_to_e
 
     assert d.batch([record(2)]) == {"batchItemFailures": [{"itemIdentifier": "m"}]} and queue.hidden == [("r", 10)]
     assert d.batch([record(3)]) == {"batchItemFailures": []} and list(parked.rows.values()) == [message]
+
+
+def test_requests_are_packed_by_bytes_within_sqs_1_mib_where_ten_messages_would_be_over():
+    from chalicelib.webhooks.delivery_queue import MAX_REQUEST_BYTES, SQS_BATCH, _requests
+
+    quoted = '"' * 3000  # each `"` is two bytes in the payload, and four in its queue message
+    events = [
+        WebhookEvent("acme", "failed", {"id": f"evt_{i}", "type": "failed", "reason": quoted}) for i in range(400)
+    ]
+    messages = [(d.user_id, d.to_message()) for d in deliveries(_endpoint(max_events=100), events, 0)]
+    assert len(messages) > SQS_BATCH and all(len(b.encode()) > MAX_REQUEST_BYTES / SQS_BATCH for _u, b in messages)
+    requests = _requests(messages)
+    assert [m for r in requests for m in r] == messages
+    assert MAX_REQUEST_BYTES == 1_048_576 and all(
+        sum(len(b.encode()) for _u, b in r) <= MAX_REQUEST_BYTES for r in requests
+    )
+    assert max(len(r) for r in requests) < SQS_BATCH  # bytes, not the count, closed each request
+
+
+def test_code_points_sqs_refuses_are_escaped_so_the_json_reads_the_same_and_sqs_takes_it():
+    from infra.local.sqs_limits import refused_character
+
+    reason = "body, line 1, column 6: x.\uffff is undefined \ufffe \ud800 and the rest: ошибка 😀 \x7f"
+    (made,) = deliveries(
+        _endpoint(), [WebhookEvent("acme", "rejected", {"id": "evt_1", "type": "rejected", "reason": reason})], 0
+    )
+    assert "\\uffff" in made.payload and "\\ufffe" in made.payload and "\\ud800" in made.payload
+    assert "ошибка 😀" in made.payload  # everything else stays UTF-8
+    assert json.loads(made.payload)["data"]["events"][0]["reason"] == reason
+    message = made.to_message()
+    assert refused_character(message) is None and refused_character(made.payload) is None
+    assert Delivery.from_message(message) == made
+    # A message parked before (raw U+FFFF in it) is made safe on its way back to the queue.
+    raw = json.dumps({"userId": "acme", "endpointId": "e", "webhookId": "w", "payload": "\uffff"}, ensure_ascii=False)
+    assert refused_character(sqs_safe(raw)) is None and json.loads(sqs_safe(raw)) == json.loads(raw)
+    assert sqs_safe('{"a":"plain"}') == '{"a":"plain"}'
+
+
+def _fanout(endpoints: list[Endpoint], queue: _Queue | None = None, parked: _Parked | None = None) -> WebhookFanout:
+    return WebhookFanout(
+        _Endpoints(*endpoints),  # type: ignore[arg-type]
+        queue or _Queue(),  # type: ignore[arg-type]
+        parked or _Parked(),  # type: ignore[arg-type]
+        clock=lambda: 1793000000.0,
+    )
+
+
+def _sent(user: str, n: int) -> dict[str, Any]:
+    row = {**_row(state="sent", updated_at=n), "pk": f"{user}#spring", "rcpt": f"r{n}@x.org"}
+    return _record({**row, "state": "queued"}, row, seq=n)
+
+
+def test_a_delivery_sqs_refuses_for_what_it_is_is_parked_and_the_stream_goes_on():
+    bad, good = _endpoint(id="ep_bad", max_events=1), _endpoint(user_id="globex", id="ep_good", max_events=1)
+    queue = _Queue(lambda d: Unqueued(0, "InvalidMessageContents", True) if d.endpoint_id == "ep_bad" else None)
+    parked = _Parked()
+    fanout = _fanout([bad, good], queue, parked)
+    answer = fanout.batch([_sent("acme", 1), _sent("globex", 2)])
+    assert answer == {"batchItemFailures": []}  # sent again, it would be refused again: kept for replay
+    assert [d.endpoint_id for d in queue.put_deliveries] == ["ep_good"]
+    assert [k[0] for k in parked.rows] == ["ep_bad"]
+
+
+def test_what_a_retry_may_fix_fails_only_its_own_records_and_is_parked_in_case_lambda_gives_up():
+    a, b = _endpoint(id="ep_a", max_events=1), _endpoint(user_id="globex", id="ep_b", max_events=1)
+    queue = _Queue(lambda d: Unqueued(0, "ConnectTimeoutError", False) if d.user_id == "acme" else None)
+    parked = _Parked()
+    result = _fanout([a, b], queue, parked).handle([_sent("globex", 1), _sent("acme", 2), _sent("globex", 3)])
+    assert result.failed == ("2",) and result.queued == 2 and result.parked == 1
+    assert [k[0] for k in parked.rows] == ["ep_a"]
+
+
+class _FlakyEndpoints(_Endpoints):
+    def list(self, user_id: str) -> list[Endpoint]:
+        if user_id == "acme":
+            raise ConnectionError("DynamoDB unreachable")
+        return super().list(user_id)
+
+
+class _BrokenParked(_Parked):
+    def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
+        raise ConnectionError("DynamoDB unreachable")
+
+
+def test_a_tenant_whose_endpoints_cannot_be_read_fails_its_records_alone():
+    a, b = _endpoint(id="ep_a"), _endpoint(user_id="globex", id="ep_b")
+    queue = _Queue()
+    fanout = WebhookFanout(_FlakyEndpoints(a, b), queue, _Parked(), clock=lambda: 0.0)  # type: ignore[arg-type]
+    assert fanout.batch([_sent("acme", 7), _sent("globex", 8)]) == {"batchItemFailures": [{"itemIdentifier": "7"}]}
+    assert [d.user_id for d in queue.put_deliveries] == ["globex"]
+    # Nor parked, nor queued: the record is given again.
+    off = _endpoint(id="ep_off", disabled_reason="410", disabled_at=1.0)
+    refused = _Queue(lambda d: Unqueued(0, "InvalidMessageContents", True))
+    for q, endpoint in ((_Queue(), off), (refused, _endpoint())):
+        stuck = WebhookFanout(_Endpoints(endpoint), q, _BrokenParked(), clock=lambda: 0.0)  # type: ignore[arg-type]
+        assert stuck.handle([_sent("acme", 9)]).failed == ("9",)

@@ -311,3 +311,41 @@ def test_a_delivery_parked_again_while_a_replay_runs_stays_parked_for_the_next(s
     assert parked.remove(user, read) is False and parked.count(user, "ep_x") == 1
     (again,) = parked.parked(user, "ep_x")
     assert parked.remove(user, again) is True and parked.count(user, "ep_x") == 0
+
+
+def test_a_tenants_text_sqs_refuses_reaches_its_endpoint_escaped_and_stalls_no_other_tenants_webhooks(stack, uid):
+    """Issue 37, finding 1: a strict template's rejection reason carries U+FFFF (the template's own words),
+    which SQS refuses in a message. It must not hold the ledger's stream, and with it every tenant's
+    webhooks, and it reaches the tenant as JSON's \\uffff."""
+    strict_user, other_user = f"hooks-uffff-{uid}", f"hooks-bystander-{uid}"
+    strict_sender, strict_key = _sender(stack, strict_user)
+    other_sender, other_key = _sender(stack, other_user)
+    strict, other = Receiver(), Receiver()
+    strict.secret = _add(stack, strict_key, strict.url, eventTypes=["rejected"])["secret"]
+    other.secret = _add(stack, other_key, other.url, eventTypes=["sent"])["secret"]
+    try:
+        spec = CampaignSpec(
+            strict_user, strict_sender, "Hi", '<p>{{ x["\uffff"] }}</p>', "strict", options={"strict": True}
+        )
+        recipient = {"email": _simulator(uid)[2], "metadata": {"x": {}}}
+        # The producer's JSON as any SDK writes it (ASCII, \uffff escaped): the template holds U+FFFF.
+        bodies = [json.dumps(json.loads(m)) for m in messages(spec, [recipient])]
+        publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], bodies)
+
+        def rejected() -> bool:
+            counts = wiring.container().stats.get(strict_user, "strict")
+            return counts is not None and counts["rejected"] == 1
+
+        assert eventually(rejected, 30)
+
+        _campaign(stack, other_user, other_sender, "after", [_simulator(uid)[2]])
+        assert eventually(lambda: other.events("after") == [("sent", _simulator(uid)[2])], 30), other.events()
+
+        assert eventually(lambda: strict.events("strict") == [("rejected", _simulator(uid)[2])], 30), strict.events()
+        ((headers, body),) = strict.requests
+        assert "\\uffff" in body and "\uffff" not in body  # escaped: JSON text that reads the same
+        (event,) = Webhook(strict.secret).verify(body, headers)["data"]["events"]
+        assert "x.\uffff is undefined" in event["reason"]
+    finally:
+        strict.close()
+        other.close()

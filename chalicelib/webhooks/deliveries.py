@@ -8,12 +8,17 @@ every retry sends the same bytes under the same `webhook-id`:
 
 The `webhook-id` is a digest of the endpoint and the events' ids, so the same events made into a delivery
 twice (the ledger's stream delivers a record again) carry the same id as well.
+
+Events are UTF-8, except the code points SQS refuses in a message (`sqs_safe`): a tenant's text may hold
+U+FFFF (a strict template's own words in a rejection reason), which SQS would refuse on the delivery
+queue. Those are written as JSON's \\uXXXX, so the body is the same JSON text to any reader.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
@@ -21,9 +26,27 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.stores.webhooks import Endpoint
 from chalicelib.webhooks.events import WebhookEvent
 
-# A request's body at most (UTF-8): inside its queue message every `"` and `\` of it is escaped, which at
-# most doubles it, so a message stays under SQS's 256 KiB.
+# A request's body at most (UTF-8 bytes): inside its queue message every `"` and `\` of it is escaped,
+# which at most doubles it, so a message stays far under SQS's 1 MiB (and ten of them are packed into
+# SendMessageBatch requests by their bytes: chalicelib.webhooks.delivery_queue).
 MAX_PAYLOAD_BYTES = 96 * 1024
+
+# What SQS refuses in a message: anything outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD |
+# #x10000-#x10FFFF (lone surrogates among it). All of it is in the BMP, so one \uXXXX escape each.
+_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def sqs_safe(text: str) -> str:
+    """JSON text with each code point SQS refuses written as its \\uXXXX escape: the same JSON value, and
+    a message SQS takes. For JSON text only, where such code points can only be inside strings; and JSON
+    holds no raw control character, so ASCII JSON (which CPython knows at no cost) is safe as it is."""
+    if text.isascii():
+        return text
+    return _SQS_REFUSED.sub(_escape, text)
+
+
+def _escape(m: re.Match[str]) -> str:
+    return f"\\u{ord(m.group()):04x}"
 
 
 @dataclass(frozen=True)
@@ -68,7 +91,7 @@ def deliveries(endpoint: Endpoint, events: Iterable[WebhookEvent], now_ms: int) 
     for event in events:
         if not endpoint.wants(event.type):
             continue
-        text = json.dumps(event.data, separators=(",", ":"), ensure_ascii=False)
+        text = sqs_safe(json.dumps(event.data, separators=(",", ":"), ensure_ascii=False))
         n = len(text.encode("utf-8")) + 1
         if batch and (len(batch) >= endpoint.max_events or size + n > MAX_PAYLOAD_BYTES):
             yield _delivery(endpoint, batch, now_ms)

@@ -5,9 +5,17 @@ events, in the order the stream gave them, in requests of its size. A delivery f
 goes on the delivery queue; one for a disabled endpoint is parked for replay at once (no request is made
 to an endpoint that was disabled).
 
-A record that is not of the ledger's shape is logged and skipped: one strange record must not stop the
-stream behind it. A queue or table that fails raises, and Lambda gives the batch again (the same events
-make deliveries with the same ids).
+One tenant's trouble must not hold the stream, which carries every tenant's events:
+- A record that is not of the ledger's shape is logged and skipped.
+- A delivery SQS refuses for what it is (SenderFault: sent again, it is refused again) is parked for
+  replay, and its records count as done.
+- Anything that may pass on a retry (an endpoint table or the queue that failed, SQS's own fault) fails
+  only the records it came from: Lambda is told them (ReportBatchItemFailures) and gives the stream again
+  from the first of them (the same events make deliveries with the same event ids). A delivery the queue
+  did not take is parked as well, so that if Lambda gives up on its records (the mapping's retries and
+  age limit: infra/cfn.py), which sends its on-failure destination only where they were in the stream,
+  its events are still there to replay. A parked delivery whose retry went through is sent again by a
+  replay, under its own webhook-id: receivers drop repeats.
 """
 
 from __future__ import annotations
@@ -19,18 +27,22 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
-from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
+from chalicelib.stores.webhooks import Endpoint, ParkedDeliveries, WebhookEndpoints
 from chalicelib.webhooks.deliveries import Delivery, deliveries
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.events import WebhookEvent, ledger_events
+
+Sourced = tuple[int, WebhookEvent]  # an event and the place of its record in the batch
+Made = tuple[Delivery, frozenset[int]]  # a delivery and the places of the records its events came from
 
 
 @dataclass(frozen=True)
 class FanoutResult:
     events: int  # events the records made
     queued: int  # deliveries put on the queue
-    parked: int  # deliveries for disabled endpoints, parked
+    parked: int  # deliveries parked: for disabled endpoints, or not taken by the queue
     skipped: int  # records not of the ledger's shape
+    failed: tuple[str, ...] = ()  # sequence numbers of the records to be given again
 
 
 class WebhookFanout:
@@ -46,27 +58,74 @@ class WebhookFanout:
         self._parked = parked
         self._clock = clock
 
+    def batch(self, records: list[dict[str, Any]]) -> dict[str, Any]:
+        """Lambda's answer for a batch of the stream (ReportBatchItemFailures): the records to give again."""
+        return {"batchItemFailures": [{"itemIdentifier": n} for n in self.handle(records).failed]}
+
     def handle(self, records: list[dict[str, Any]]) -> FanoutResult:
         by_user, skipped = self._events(records)
         now = self._clock()
-        to_queue: list[Delivery] = []
-        to_park: list[Delivery] = []
+        failed: set[int] = set()
+        to_queue: list[Made] = []
+        to_park: list[Made] = []
         for user_id, events in by_user.items():
-            for endpoint in self._endpoints.list(user_id):
-                made = list(deliveries(endpoint, events, int(now * 1000)))
+            try:
+                endpoints = self._endpoints.list(user_id)
+            except Exception as exc:  # this tenant's records again; the others go on
+                log.warning("webhook endpoints not read", user=user_id, error=type(exc).__name__)
+                failed.update(i for i, _e in events)
+                continue
+            for endpoint in endpoints:
+                made = _made(endpoint, events, int(now * 1000))
                 (to_queue if endpoint.enabled else to_park).extend(made)
-        self._queue.put(to_queue)
-        for d in to_park:
-            self._parked.park(d.user_id, d.endpoint_id, d.webhook_id, d.to_message(), now)
-        result = FanoutResult(sum(len(e) for e in by_user.values()), len(to_queue), len(to_park), skipped)
-        if to_queue or to_park or skipped:
+        parked = sum(self._park(d, sources, now, failed) for d, sources in to_park)
+        queued, kept = self._queue_all(to_queue, now, failed)
+        result = FanoutResult(
+            sum(len(e) for e in by_user.values()),
+            queued,
+            parked + kept,
+            skipped,
+            tuple(_sequence_number(records[i]) for i in sorted(failed)),
+        )
+        if to_queue or to_park or skipped or failed:
             log.info("webhook deliveries made", **vars(result))
         return result
 
-    def _events(self, records: list[dict[str, Any]]) -> tuple[dict[str, list[WebhookEvent]], int]:
-        by_user: dict[str, list[WebhookEvent]] = defaultdict(list)
+    def _queue_all(self, made: list[Made], now: float, failed: set[int]) -> tuple[int, int]:
+        """The deliveries on the queue; (how many it took, how many it did not and were parked)."""
+        unqueued = self._queue.put([d for d, _sources in made])
+        kept = 0
+        for u in unqueued:
+            delivery, sources = made[u.index]
+            log.error(
+                "webhook delivery not queued",
+                user=delivery.user_id,
+                endpoint=delivery.endpoint_id,
+                webhook=delivery.webhook_id,
+                code=u.code,
+                permanent=u.permanent,
+            )
+            parked = self._park(delivery, sources, now, failed)
+            kept += parked
+            if not (u.permanent and parked):  # a retry may take it
+                failed.update(sources)
+        return len(made) - len(unqueued), kept
+
+    def _park(self, delivery: Delivery, sources: frozenset[int], now: float, failed: set[int]) -> bool:
+        """Keep it for replay; if the table fails, its records are given again."""
+        d = delivery
+        try:
+            self._parked.park(d.user_id, d.endpoint_id, d.webhook_id, d.to_message(), now)
+            return True
+        except Exception as exc:
+            log.warning("webhook delivery not parked", user=d.user_id, endpoint=d.endpoint_id, error=type(exc).__name__)
+            failed.update(sources)
+            return False
+
+    def _events(self, records: list[dict[str, Any]]) -> tuple[dict[str, list[Sourced]], int]:
+        by_user: dict[str, list[Sourced]] = defaultdict(list)
         skipped = 0
-        for record in records:
+        for i, record in enumerate(records):
             try:
                 events = ledger_events(record)
             except Exception as exc:  # any record we cannot read is skipped, never the stream
@@ -74,5 +133,22 @@ class WebhookFanout:
                 log.warning("ledger record skipped", error=type(exc).__name__, event=str(record.get("eventID")))
                 continue
             for event in events:
-                by_user[event.user_id].append(event)
+                by_user[event.user_id].append((i, event))
         return by_user, skipped
+
+
+def _made(endpoint: Endpoint, events: list[Sourced], now_ms: int) -> list[Made]:
+    """The endpoint's deliveries, each with the records its events came from (a delivery holds the next
+    `events` of those the endpoint wants, in order)."""
+    wanted = [(i, e) for i, e in events if endpoint.wants(e.type)]
+    out: list[Made] = []
+    start = 0
+    for delivery in deliveries(endpoint, [e for _i, e in wanted], now_ms):
+        out.append((delivery, frozenset(i for i, _e in wanted[start : start + delivery.events])))
+        start += delivery.events
+    return out
+
+
+def _sequence_number(record: dict[str, Any]) -> str:
+    """The record's identifier for Lambda ("": Lambda then gives the whole batch again)."""
+    return str(record.get("dynamodb", {}).get("SequenceNumber") or "")

@@ -411,3 +411,17 @@ def test_an_address_too_long_to_be_a_key_is_rejected_alone_and_recorded_under_a_
     (multibyte,) = [k for k in states if k.startswith("é")]
     assert multibyte.startswith("é" * 64 + "... (1,200 bytes") and states[multibyte] == "rejected"
     assert all(len(k.encode()) <= 1024 for k in states)
+
+
+def test_a_code_point_sqs_refuses_in_a_tenants_subject_is_queued_escaped_not_refused():
+    """SQS refuses U+FFFF (and U+FFFE, C0 controls) in a message: a template's literal one made the
+    recipient's entry fail ('enqueue: InvalidMessageContents'), so a tenant's own text lost its email."""
+    p, sqs, *_ = _precompiler()
+    msg = canonical()
+    msg["campaign"]["subject"] = "Hi \uffff{{ name }}\ufffe"
+    msg["campaign"]["tracking"] = False
+    result = p.handle(json.dumps(msg))
+    assert result.queued == 1 and result.rejected == []
+    (body,) = [e["MessageBody"] for _url, entries in sqs.batches for e in entries]
+    assert "\uffff" not in body and "\\uffff" in body  # escaped on the wire
+    assert json.loads(body)["campaign"]["subject"] == "Hi \uffffAnn\ufffe"  # the same text once read

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from chalicelib.core.errors import FieldError, MessageInvalid
 from chalicelib.core.resources import MAX_SCHEDULE_AHEAD_DAYS
+from chalicelib.core.sqs_text import sqs_safe
 
 MAX_ID_LENGTH = 128
 # An address is at most 254 characters (RFC 5321's path limit less its brackets); ours are ASCII.
@@ -169,7 +170,7 @@ class QueuedEmail:
         The envelope is the same for every recipient of a batch, so it is encoded once; per recipient
         only three strings are escaped (with the json module's C escaper) and joined. This was half of
         precompile's cost outside rendering. The output is what `json.dumps(..., separators=(",", ":"),
-        ensure_ascii=False)` gives for the same dict.
+        ensure_ascii=False)` gives for the same dict, with the code points SQS refuses escaped (`sqs_safe`).
         """
         campaign: dict[str, Any] = {"id": campaign_id}
         if deadline_ms is not None:
@@ -183,7 +184,8 @@ class QueuedEmail:
         key = f'"{content}":'
 
         def encode(subject: str, text: str, email: str, _q: Callable[[str], str] = _json_string) -> str:
-            return f'{prefix}{_q(subject)},{key}{_q(text)}}},"recipient":{{"email":{_q(email)}}}}}'
+            # SQS refuses some code points a tenant's text may hold (a literal U+FFFF in a subject): escaped.
+            return sqs_safe(f'{prefix}{_q(subject)},{key}{_q(text)}}},"recipient":{{"email":{_q(email)}}}}}')
 
         return encode
 

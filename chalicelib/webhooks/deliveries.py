@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from chalicelib.core.contract import iso_ms
+from chalicelib.core.sqs_text import sqs_safe
 from chalicelib.stores.webhooks import Endpoint
 from chalicelib.webhooks.events import WebhookEvent
 
@@ -30,23 +30,6 @@ from chalicelib.webhooks.events import WebhookEvent
 # which at most doubles it, so a message stays far under SQS's 1 MiB (and ten of them are packed into
 # SendMessageBatch requests by their bytes: chalicelib.webhooks.delivery_queue).
 MAX_PAYLOAD_BYTES = 96 * 1024
-
-# What SQS refuses in a message: anything outside #x9 | #xA | #xD | #x20-#xD7FF | #xE000-#xFFFD |
-# #x10000-#x10FFFF (lone surrogates among it). All of it is in the BMP, so one \uXXXX escape each.
-_SQS_REFUSED = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
-
-
-def sqs_safe(text: str) -> str:
-    """JSON text with each code point SQS refuses written as its \\uXXXX escape: the same JSON value, and
-    a message SQS takes. For JSON text only, where such code points can only be inside strings; and JSON
-    holds no raw control character, so ASCII JSON (which CPython knows at no cost) is safe as it is."""
-    if text.isascii():
-        return text
-    return _SQS_REFUSED.sub(_escape, text)
-
-
-def _escape(m: re.Match[str]) -> str:
-    return f"\\u{ord(m.group()):04x}"
 
 
 @dataclass(frozen=True)

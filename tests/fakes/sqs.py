@@ -1,6 +1,12 @@
-"""SQS in memory, as the drainer, the enqueuer and the parking see it."""
+"""SQS in memory, as the drainer, the enqueuer and the parking see it, refusing what SQS refuses (its
+characters and its 1 MiB in bytes) with the local stack's own decisions (infra.local.sqs_limits), so that a
+unit test meets the same limits as the stricter stack."""
 
 from __future__ import annotations
+
+from botocore.exceptions import ClientError
+
+from infra.local.sqs_limits import batch_verdict, send_refusal
 
 
 class FakeSqs:
@@ -41,18 +47,27 @@ class FakeSqs:
         self.visibility.append((ReceiptHandle, VisibilityTimeout))
 
     def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes=None):
+        params = {"MessageBody": MessageBody, "MessageAttributes": MessageAttributes or {}}
+        refused = send_refusal(params)
+        if refused is not None:
+            raise ClientError({"Error": {"Code": refused.code, "Message": refused.message}}, "SendMessage")
         self.requeued.append((MessageBody, DelaySeconds, MessageAttributes))
 
     def send_message_batch(self, QueueUrl, Entries):
-        self.batches.append((QueueUrl, Entries))
-        self.batched += [e["MessageBody"] for e in Entries if e["Id"] not in self.fail_ids]
-        ok = [{"Id": e["Id"]} for e in Entries if e["Id"] not in self.fail_ids]
+        verdict = batch_verdict({"Entries": Entries})
+        if verdict.refusal is not None:
+            error = {"Error": {"Code": verdict.refusal.code, "Message": verdict.refusal.message}}
+            raise ClientError(error, "SendMessageBatch")
+        refused = {f["Id"]: f for f in verdict.failed}
+        self.batches.append((QueueUrl, [e for e in Entries if e["Id"] not in refused]))
+        self.batched += [e["MessageBody"] for e in Entries if e["Id"] not in self.fail_ids and e["Id"] not in refused]
+        ok = [{"Id": e["Id"]} for e in Entries if e["Id"] not in self.fail_ids and e["Id"] not in refused]
         bad = [
             {"Id": e["Id"], "Code": "InvalidMessageContents", "Message": "no", "SenderFault": True}
             for e in Entries
             if e["Id"] in self.fail_ids
         ]
-        return {"Successful": ok, "Failed": bad}
+        return {"Successful": ok, "Failed": bad + list(refused.values())}
 
     def delete_message(self, QueueUrl, ReceiptHandle):
         self.deleted.append(ReceiptHandle)

@@ -15,6 +15,7 @@ from chalicelib.feedback.reports import new_key
 from chalicelib.stores.ledger_model import REJECTED, SENT
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
+from tests.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 
@@ -39,27 +40,10 @@ def _call(method, url, key=None, body=None, raw=None):
             return err.code, {"raw": text.decode("utf-8", "replace")}
 
 
-def _tenant(stack, uid):
-    key = f"AKIAH{uid}".upper()
-    stack.ses.configure(key, max_send_rate=50)
-    sender = {
-        "region": "us-east-1",
-        "apiKey": key,
-        "apiSecret": f"secret-{uid}",
-        "ratePerSecond": "50",
-        "emailAddress": f"news@{uid}.example",
-        "fromName": "News",
-    }
-    stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"]).create_email_identity(
-        EmailIdentity=sender["emailAddress"]
-    )
-    return sender
-
-
 def test_an_address_too_long_to_be_a_key_is_rejected_alone_and_its_messages_others_are_sent(stack, uid):
     user, long_address = f"long-{uid}", "a" * 1090 + "@x.example"
     assert len(long_address.encode()) == 1100
-    spec = CampaignSpec(user, _tenant(stack, uid), "Hi", "<p>Hi</p>", "c")
+    spec = CampaignSpec(user, _tenant(stack, uid, rate=50, ses_rate=50), "Hi", "<p>Hi</p>", "c")
     recipients = [{"email": f"r{i}@example.org"} for i in range(3)]
     recipients.insert(1, {"email": long_address})
     publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))

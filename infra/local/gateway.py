@@ -235,6 +235,17 @@ class Gateway:
             return self._sqs(environ, start_response, _region)
         return self.moto_app(environ, start_response)
 
+    def _moto_answer(self, environ: dict[str, Any]) -> tuple[str, list[tuple[str, str]], bytes]:
+        """moto's whole answer (status line, headers, body), for the gateway to act on before it answers."""
+        captured: dict[str, Any] = {}
+
+        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            captured["status"], captured["headers"] = status, headers
+            return lambda _data: None
+
+        body = b"".join(self.moto_app(environ, capture))
+        return str(captured.get("status", "500 Internal Server Error")), list(captured.get("headers", [])), body
+
     # --- CloudFormation ----------------------------------------------------------------------------
     def _cloudformation(
         self, environ: dict[str, Any], start_response: StartResponse, access_key: str
@@ -245,16 +256,11 @@ class Gateway:
         rewritten = self.cfn_transforms.rewrite(params, cfn_limits._account(environ, access_key))
         if rewritten is not None:
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(rewritten), str(len(rewritten))
-        status: dict[str, str] = {}
-
-        def capture(line: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            status["line"] = line
-            return start_response(line, headers, exc_info)
-
-        answer = list(self.moto_app(environ, capture))
-        if status.get("line", "").startswith("200"):
+        line, headers, answer = self._moto_answer(environ)
+        if line.startswith("200"):
             self.cfn_transforms.executed(params)
-        return answer
+        start_response(line, headers)
+        return [answer]
 
     # --- SQS ---------------------------------------------------------------------------------------
     def _sqs(self, environ: dict[str, Any], start_response: StartResponse, region: str) -> Iterable[bytes]:
@@ -282,15 +288,9 @@ class Gateway:
         """moto queues the entries SQS would take; the answer lists the others as failed."""
         assert screened.body is not None
         environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(screened.body), str(len(screened.body))
-        captured: dict[str, Any] = {}
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            captured["status"], captured["headers"] = status, headers
-            return lambda _data: None
-
-        answer = b"".join(self.moto_app(environ, capture))
-        status = int(str(captured.get("status", "500")).split()[0])
-        headers = {k: v for k, v in captured.get("headers", []) if k.lower() != "content-length"}
+        line, moto_headers, answer = self._moto_answer(environ)
+        status = int(line.split()[0])
+        headers = {k: v for k, v in moto_headers if k.lower() != "content-length"}
         return status, headers, sqs_limits.with_failed(answer, screened.failed) if status == 200 else answer
 
     # --- DynamoDB ----------------------------------------------------------------------------------
@@ -352,17 +352,11 @@ class Gateway:
     def _sns_publish(self, environ: dict[str, Any], start_response: StartResponse, body: bytes) -> Iterable[bytes]:
         """moto stores and answers the publish; its Lambda subscribers are invoked from here."""
         assert self.sns is not None
-        captured: dict[str, Any] = {}
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            captured["status"], captured["headers"] = status, headers
-            return lambda _data: None
-
-        chunks = b"".join(self.moto_app(environ, capture))
-        if str(captured.get("status", "500")).startswith("200"):
+        line, headers, chunks = self._moto_answer(environ)
+        if line.startswith("200"):
             for pub in accepted_publications(body, chunks):
                 self.sns.publish(pub)
-        start_response(captured["status"], captured["headers"])
+        start_response(line, headers)
         return [chunks]
 
     # --- SES -----------------------------------------------------------------------------------------
@@ -407,15 +401,8 @@ class Gateway:
             time.sleep(self.ses.latency_for(access_key))
             return _respond(start_response, refusal_response(send.version, refusal))
         time.sleep(self.ses.latency_for(access_key))
-        captured: dict[str, Any] = {}
-
-        def capture(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
-            captured["status"], captured["headers"] = status, headers
-            return lambda _data: None
-
-        chunks = b"".join(self.moto_app(environ, capture))
-        status = int(str(captured.get("status", "500")).split()[0])
-        if status == 200:
+        line, headers, chunks = self._moto_answer(environ)
+        if int(line.split()[0]) == 200:
             message_id = message_id_of(send.version, chunks)
             self.ses.record(admitted, send.raw_mime, send.to, message_id, account)
             self.ses.publish_send_event(access_key, send.configuration_set, send.raw_mime, send.to, message_id)
@@ -423,7 +410,7 @@ class Gateway:
                 self.ses.tenants.sent(account, send.tenant, send.bounces)
         else:
             self.ses.release(access_key, admitted)
-        start_response(captured["status"], captured["headers"])
+        start_response(line, headers)
         return [chunks]
 
     # --- admin ---------------------------------------------------------------------------------------

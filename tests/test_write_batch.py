@@ -20,14 +20,19 @@ def _writes(uid, addresses, *, only_new=True):
 
 
 def _requests(monkeypatch):
-    """Count DynamoDB requests made through the ledger's connection."""
+    """Count the DynamoDB requests this test's thread makes through pynamodb. The local stack's own
+    functions (sweeper, stream poller) run on other threads of this process and are not counted."""
     from pynamodb.connection.base import Connection
 
     calls = []
-    real = Connection._make_api_call
-    monkeypatch.setattr(
-        Connection, "_make_api_call", lambda self, op, kw, *a, **k: calls.append(op) or real(self, op, kw, *a, **k)
-    )
+    real, me = Connection._make_api_call, threading.get_ident()
+
+    def counted(self, op, kw, *a, **k):
+        if threading.get_ident() == me:
+            calls.append(op)
+        return real(self, op, kw, *a, **k)
+
+    monkeypatch.setattr(Connection, "_make_api_call", counted)
     return calls
 
 

@@ -57,6 +57,9 @@ def test_an_eventbridge_schedule_invokes_its_target_in_each_minute_it_fires_with
     schedules = ScheduleRunner(client, runner, prefix, runner.resolve)
     wed = datetime(2026, 11, 25, 13, 0, tzinfo=UTC).timestamp()
     assert schedules.fire_due(wed) == 1  # not the disabled one, nor another prefix's
+    # Each firing is an async invocation on its own worker: wait for one before the next, so the order of
+    # `events` is the order of firing and not of two threads' race.
+    assert runner.wait_idle(5)
     assert schedules.fire_due(wed + 60) == 0 and schedules.fire_due(wed + 86400) == 0  # 13:01; Thursday
     assert schedules.fire_due(wed + 7 * 86400) == 1  # a week later
     assert runner.wait_idle(5)

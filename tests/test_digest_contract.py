@@ -68,6 +68,29 @@ def test_retract_takes_one_id_or_a_list():
     assert parse_digest_message(msg).retract == ["a", "b"]
 
 
+def test_a_retraction_that_names_its_recipient_is_taken_for_every_recipient():
+    # An item is one event (a show), in every digest it is in: the recipient is redundant, not an error.
+    msg = {
+        "userId": "user-1",
+        "digest": {"id": "weekly-news"},
+        "retract": "show-533998b1",
+        "recipient": {"email": "ann@example.org"},
+    }
+    req = parse_digest_message(msg)
+    assert req.retract == ["show-533998b1"] and req.recipients == [] and req.rejected == []
+    del msg["recipient"]
+    msg["recipients"] = [{"email": "ann@example.org"}, {"email": "bob@example.org", "item": _event()["item"]}]
+    req = parse_digest_message(msg)
+    assert req.retract == ["show-533998b1"] and req.rejected == []
+    assert [r.recipient.email for r in req.recipients] == ["bob@example.org"]  # a recipient with items still gets them
+
+
+def test_a_recipient_without_an_item_and_no_retraction_is_still_refused():
+    msg = {"userId": "user-1", "digest": {"id": "weekly-news"}, "recipient": {"email": "ann@example.org"}}
+    with pytest.raises(MessageInvalid, match="item: is required with a recipient"):
+        parse_digest_message(msg)
+
+
 @pytest.mark.parametrize(
     ("change", "expected"),
     [

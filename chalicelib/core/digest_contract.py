@@ -232,12 +232,7 @@ def parse_digest_message(d: dict[str, Any]) -> DigestRequest:
         errors.append(FieldError("recipients", "give either recipient or recipients, not both"))
     if many is not None and (not isinstance(many, list) or not many or len(many) > MAX_RECIPIENTS_PER_MESSAGE):
         errors.append(FieldError("recipients", f"must be a list of 1 to {MAX_RECIPIENTS_PER_MESSAGE} recipients"))
-    if (
-        one is not None
-        and "item" not in d
-        and "items" not in d
-        and not (isinstance(one, dict) and ("item" in one or "items" in one))
-    ):
+    if one is not None and not retract and "item" not in d and "items" not in d and not _has_items(one):
         errors.append(FieldError("item", "is required with a recipient"))
     if errors or definition is None:
         raise MessageInvalid(errors)
@@ -253,11 +248,17 @@ def parse_digest_message(d: dict[str, Any]) -> DigestRequest:
     else:
         entries = [(r, f"recipients[{i}]") for i, r in enumerate(many or [])]
     for raw, where in entries:
+        if retract and not _has_items(raw):
+            continue  # the recipient a retraction names: redundant, a retraction is of the item in every digest
         checked = _recipient_items(raw, where)
         (rejected if isinstance(checked, RejectedRecipient) else good).append(checked)  # type: ignore[arg-type]
     if not good and not retract and not rejected and not definition.says_something:
         raise MessageInvalid([FieldError("digest", "an event needs items, retract, or the digest's definition")])
     return DigestRequest(user_id, sender, definition, good, retract, rejected)
+
+
+def _has_items(recipient: object) -> bool:
+    return isinstance(recipient, dict) and ("item" in recipient or "items" in recipient)
 
 
 def _retractions(d: dict[str, Any], errors: list[FieldError]) -> list[str]:

@@ -25,6 +25,9 @@ logger = Logger(
     use_rfc3339=True,
     utc=True,
 )
+# The stdlib logger Powertools configured (it names it after the service): levels and records by number go
+# to it directly, which is what Powertools' own untyped attribute forwarding would do.
+_records = logging.getLogger("moonsend")
 
 
 def _safe(key: str, value: Any) -> Any:
@@ -39,10 +42,10 @@ def set_level(level: str | int) -> None:
 
 
 def event(level: int, message: str, **fields: Any) -> None:
-    if not logger.isEnabledFor(level):
+    if not _records.isEnabledFor(level):
         return
     extra = {k: _safe(k, v) for k, v in fields.items() if v is not None}
-    logger.log(level, message, extra=extra, stacklevel=3)
+    _records.log(level, message, extra=extra, stacklevel=3)
 
 
 def debug(message: str, **fields: Any) -> None:

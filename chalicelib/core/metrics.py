@@ -69,7 +69,7 @@ def drain_record(
     m.add_metadata(key="queue", value=queue)
     if tenant:
         m.add_metadata(key="tenant", value=tenant)
-    return m.serialize_metric_set()
+    return dict(m.serialize_metric_set())
 
 
 def emit(record: dict[str, Any]) -> None:

@@ -53,7 +53,7 @@ class _Smtp(Compat32):
             and len(name) + 2 + len(value) <= MAX_HEADER_LINE
         ):
             return f"{name}: {value}{self.linesep}"
-        return str(super()._fold(name, value, sanitize))
+        return str(super()._fold(name, value, sanitize))  # type: ignore[misc]  # SMTP policy's own hook
 
 
 # Folded lines of at most 76 characters: a continuation line is a space and one encoded word, which
@@ -177,7 +177,9 @@ def _word_pieces(text: str) -> list[str]:
 
 def _utf8_pieces(text: str, max_bytes: int) -> list[str]:
     """`text` cut between characters into pieces of at most `max_bytes` of UTF-8."""
-    pieces, current, size = [], [], 0
+    pieces: list[str] = []
+    current: list[str] = []
+    size = 0
     for ch in text:
         n = len(ch.encode("utf-8"))
         if size + n > max_bytes and current:
@@ -233,7 +235,7 @@ def compose(email: OutgoingEmail) -> str:
     msg = MIMEMultipart("alternative", boundary=f"=_ms_{uuid.uuid4().hex[:24]}")
     msg["From"] = _from(email.from_name, email.from_address)
     msg["To"] = email.to
-    msg["Subject"] = _header(email.subject, "Subject")
+    msg["Subject"] = _header(email.subject, "Subject")  # type: ignore[assignment]  # compat32 takes a Header
     # Made once, when the email is composed: a copy sent again (which the ledger prevents) would carry the
     # same Message-ID, and mailbox providers show one.
     msg["Message-ID"] = make_msgid(domain=domain)

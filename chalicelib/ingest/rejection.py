@@ -74,7 +74,8 @@ def _given_ids(raw: str | bytes | dict[str, Any]) -> str:
     Ids are not secrets; the sender's keys are never echoed."""
     try:
         d = json.loads(raw) if isinstance(raw, str | bytes) else raw
-        campaign = d.get("campaign") if isinstance(d.get("campaign"), dict) else {}
+        campaign = d.get("campaign")
+        campaign = campaign if isinstance(campaign, dict) else {}
         given = [("userId", d.get("userId")), ("campaign.id", campaign.get("id"))]
     except (ValueError, AttributeError, TypeError, RecursionError):
         return ""
@@ -101,7 +102,8 @@ def _named_recipients(raw: str) -> list[str]:
         return []
     if not isinstance(d, dict):
         return []
-    items = d.get("recipients") if isinstance(d.get("recipients"), list) else [d.get("recipient")]
+    items = d.get("recipients")
+    items = items if isinstance(items, list) else [d.get("recipient")]
     out: list[str] = []
     for r in items:
         if isinstance(r, dict) and is_email(r.get("email")) and r["email"].lower() not in {e.lower() for e in out}:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from io import StringIO
 from typing import Any, NamedTuple, TextIO
 
-from liquid import BoundTemplate, Environment, RenderContext, StrictUndefined, Template, Undefined
+from liquid import BoundTemplate, Environment, RenderContext, StrictUndefined, Undefined
 from liquid.ast import BlockNode, Node
 from liquid.builtin.tags.for_tag import ForNode
 from liquid.builtin.tags.tablerow_tag import TablerowNode
@@ -151,7 +151,7 @@ class CompiledCampaign:
         return Rendered(subject=" ".join(subject.split()), body=body)
 
 
-def _render(template: Template, name: str, variables: Mapping[str, Any]) -> str:
+def _render(template: BoundTemplate, name: str, variables: Mapping[str, Any]) -> str:
     buffer = StringIO()
     try:
         # What BoundTemplate.render does, without its two copies of the variables: they are built
@@ -173,7 +173,7 @@ def _render(template: Template, name: str, variables: Mapping[str, Any]) -> str:
     return out
 
 
-def _parse(source: str, name: str, *, strict: bool, autoescape: bool) -> Template:
+def _parse(source: str, name: str, *, strict: bool, autoescape: bool) -> BoundTemplate:
     if not source.isascii():
         try:
             source.encode("utf-8")

@@ -18,7 +18,6 @@ from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import (
     EXPIRED,
     FAILED,
-    QUEUED,
     REJECTED,
     SENT,
     SUPPRESSED,
@@ -98,14 +97,14 @@ class Recorder:
         """Recipients whose email is on the queue. Counted all, recorded where the sender was not faster
         (its outcome is then already there, and `queued` would only go back in time)."""
         self._ledger.record_queued(user_id, campaign_id, emails)
-        self._counts.add(user_id, campaign_id, **{QUEUED: len(emails)})  # 0 too: precompile's count of the message
+        self._counts.add(user_id, campaign_id, queued=len(emails))  # 0 too: precompile's count of the message
         return len(emails)
 
     def released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Scheduled recipients whose email is now on the queue."""
         n = self._ledger.record_released(user_id, campaign_id, emails)
         if n:
-            self._counts.add(user_id, campaign_id, **{QUEUED: n})
+            self._counts.add(user_id, campaign_id, queued=n)
         return n
 
     def scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
@@ -127,7 +126,7 @@ class Recorder:
         SES's event often beats the sender's own record: expected, so DEBUG, not a warning."""
         if not self._ledger.record_sent_event(user_id, campaign_id, address, message_id):
             return False
-        self._counts.add(user_id, campaign_id, **{SENT: 1})
+        self._counts.add(user_id, campaign_id, sent=1)
         log.debug("sent, from SES's Send event", user=user_id, campaign=campaign_id, recipient=address)
         return True
 
@@ -160,6 +159,6 @@ class Recorder:
         first of each kind per recipient."""
         if not self._ledger.record_feedback(user_id, campaign_id, address, kind, detail, message_id):
             return False
-        self._counts.add(user_id, campaign_id, **{kind: 1})
+        self._counts.add(user_id, campaign_id, error=None, **{kind: 1})
         log.debug(kind, user=user_id, campaign=campaign_id, recipient=address)
         return True

@@ -9,6 +9,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from pynamodb.expressions.update import Action
+
 from chalicelib.stores.daily_cap import USAGE_RETENTION_S, UsageModel
 from chalicelib.stores.tables import bound
 
@@ -49,7 +51,7 @@ class Reputation:
     ) -> None:
         now = time.time() if now is None else now
         m = self._model
-        actions = [m.expires_at.set(int(now) + USAGE_RETENTION_S)]
+        actions: list[Action] = [m.expires_at.set(int(now) + USAGE_RETENTION_S)]
         for attr, n in ((m.sent, sent), (m.bounced, bounced), (m.complained, complained)):
             if n:
                 actions.append(attr.add(n))

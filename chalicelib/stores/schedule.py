@@ -54,7 +54,8 @@ class ScheduleModel(Model):
     queue = UnicodeAttribute(null=True)
     due_ms = NumberAttribute(null=True)
     deadline_ms = NumberAttribute(null=True)
-    count = NumberAttribute(null=True)
+    # Stored as "count"; named otherwise in Python, where `count` is the Model's own query method.
+    recipients = NumberAttribute(null=True, attr_name="count")
     body_key = UnicodeAttribute(null=True)
     cursor = UnicodeAttribute(null=True)  # on the cursor item: the minute released up to
 
@@ -131,8 +132,9 @@ class ScheduleStore:
             count=len(emails),
             body_key=key,
         )
-        fields = ("user_id", "campaign_id", "plan", "queue", "due_ms", "deadline_ms", "count", "body_key")
-        self._model(batch.bucket, batch.item, **{f: getattr(batch, f) for f in fields}).save()
+        fields = ("user_id", "campaign_id", "plan", "queue", "due_ms", "deadline_ms", "body_key")
+        row = self._model(batch.bucket, batch.item, recipients=batch.count, **{f: getattr(batch, f) for f in fields})
+        row.save()
         return batch
 
     def due(self, up_to_ms: int) -> Iterator[StoredBatch]:
@@ -214,6 +216,6 @@ def _batch(item: ScheduleModel) -> StoredBatch:
         queue=str(item.queue),
         due_ms=int(item.due_ms),
         deadline_ms=int(item.deadline_ms) if item.deadline_ms is not None else None,
-        count=int(item.count or 0),
+        count=int(item.recipients or 0),
         body_key=str(item.body_key),
     )

@@ -14,8 +14,11 @@ import ssl
 import threading
 import time
 from dataclasses import dataclass
+from typing import TypeVar
 
 from chalicelib.webhooks.url_policy import Target
+
+_Socket = TypeVar("_Socket", bound=socket.socket)  # a plain socket, or the TLS socket wrapping it
 
 TIMEOUT_S = 10.0
 # The whole request, however it is spent: a receiver that drips its answer a byte at a time, each within
@@ -43,7 +46,7 @@ class _Deadline:
         self.passed = False
         self.lock = threading.Lock()
 
-    def adopt(self, sock: socket.socket) -> socket.socket:
+    def adopt(self, sock: _Socket) -> _Socket:
         with self.lock:
             self.raw = sock
             if self.passed:

@@ -141,7 +141,7 @@ def inputs_digest() -> str:
     (Chalice's own among the dev ones: it writes the template) and the interpreter (its bytecode)."""
     files = [ROOT / n for n in ("app.py", "requirements.txt", "requirements-dev.txt", "pyproject.toml")]
     files.append(ROOT / ".chalice" / "config.json")
-    files += sorted((ROOT / "chalicelib").rglob("*.py"))
+    files += sorted((ROOT / "chalicelib").rglob("*.py")) + sorted((ROOT / "chalicelib").rglob("*.csv"))
     files += [ROOT / "infra" / name for name in ("cfn.py", "iam.py", "package.py")]
     h = hashlib.sha256(sys.version.encode())
     for f in files:

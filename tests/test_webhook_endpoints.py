@@ -139,3 +139,48 @@ def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endp
     for endpoint_id in ("w" * 3000, "é" * 600, "..x", "a#b"):
         for action in ("remove", "test", "replay"):
             assert api.webhooks("Bearer good", action, endpoint_id) == NO_ENDPOINT
+
+
+# Issue 38, finding 5: IANA's special-purpose registries, as the snapshot in the repository lists them.
+from chalicelib.webhooks import special_addresses  # noqa: E402
+
+_NOT_GLOBAL = [b for b in special_addresses.blocks() if not b.globally_reachable]
+
+
+def _inside_a_reachable_block(ip, block):
+    """Whether a more specific block that is globally reachable holds `ip` (192.0.0.9 inside 192.0.0.0/24)."""
+    return any(
+        ip in b.network and b.network.prefixlen > block.network.prefixlen and b.globally_reachable
+        for b in special_addresses.blocks()
+        if b.network.version == ip.version
+    )
+
+
+@pytest.mark.parametrize("block", _NOT_GLOBAL, ids=lambda b: str(b.network))
+def test_every_block_ianas_registries_say_is_not_globally_reachable_is_refused(block):
+    tried = 0
+    for ip in (block.network[0], block.network[block.network.num_addresses // 2], block.network[-1]):
+        if _inside_a_reachable_block(ip, block):
+            continue
+        tried += 1
+        with pytest.raises(ValueError, match="not a public address"):
+            url_policy.check("https://hook.example.com/", allow_loopback=False, resolver=_resolves_to(str(ip)))
+    assert tried
+
+
+def test_the_blocks_python_311_took_for_global_are_refused_and_the_snapshot_says_where_it_is_from():
+    refused = ("192.0.0.8", "192.88.99.1", "192.88.99.2", "3fff::1", "3fff:fff:ffff::1", "5f00::1", "100:0:0:1::1")
+    for address in refused:
+        with pytest.raises(ValueError, match="not a public address"):
+            url_policy.check("https://hook.example.com/", allow_loopback=False, resolver=_resolves_to(address))
+    listed = {str(b.network) for b in _NOT_GLOBAL}
+    assert {"192.0.0.8/32", "192.88.99.0/24", "3fff::/20", "5f00::/16", "2002::/16", "2001::/32"} <= listed
+    assert len(_NOT_GLOBAL) >= 35  # every row of both registries that is not globally reachable
+    for name in special_addresses.FILES:
+        text = (special_addresses.SNAPSHOT_DIR / name).read_text()
+        assert f"# source: https://www.iana.org/assignments/{name.removesuffix('-1.csv')}/{name}" in text
+    assert set(special_addresses.snapshot_dates().values()) == {"2026-07-18"}
+    # What the registries say is reachable stays so, where Python agrees: a more specific reservation
+    # (PCP anycast inside 192.0.0.0/24), the global NAT64 prefix carrying a public address, a public one.
+    for address in ("192.0.0.9", "64:ff9b::5db8:d822", "93.184.216.34", "2606:4700::1"):
+        assert url_policy.check("https://hook.example.com/", allow_loopback=False, resolver=_resolves_to(address))

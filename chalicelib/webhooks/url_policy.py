@@ -2,9 +2,11 @@
 connected to (a name that resolved to a public address at registration may resolve to 169.254.169.254 at
 delivery: DNS rebinding).
 
-On a deployed stage: `https`, no credentials in the URL, and every address the host resolves to global
-(not loopback, private, link-local, shared, reserved, multicast or unspecified, in IPv4 or IPv6, nor an
-IPv4 address mapped into IPv6). The local stack allows `http` and loopback too, for a receiver in a test.
+On a deployed stage: `https`, no credentials in the URL, and every address the host resolves to global:
+in no block IANA's special-purpose registries say is not globally reachable (a dated snapshot in the
+repository: chalicelib.webhooks.special_addresses), not multicast or IPv6 site-local, nor an IPv6 address
+that carries an IPv4 address which is not global (NAT64, IPv4-compatible). The local stack allows `http`
+and loopback too, for a receiver in a test.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
+
+from chalicelib.webhooks import special_addresses
 
 Resolver = Callable[[str, int], list[str]]
 
@@ -88,10 +92,17 @@ def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
 
 
 def _is_public(address: str) -> bool:
-    ip = _ip(address)
-    if ip.is_multicast or not ip.is_global:
-        return False
-    return not (isinstance(ip, ipaddress.IPv6Address) and ip in _SITE_LOCAL)
+    """Whether the address, and the IPv4 address it carries if it is an IPv6 one that does, are global: in
+    no block IANA's special-purpose registries say is not globally reachable (chalicelib.webhooks.
+    special_addresses, a dated snapshot), nor in one Python's `is_global` refuses (a second opinion),
+    multicast or IPv6 site-local (which are in other registries)."""
+    seen = ipaddress.ip_address(address.split("%", 1)[0])
+    for ip in {seen, _ip(address)}:
+        if special_addresses.not_globally_reachable(ip) is not None or ip.is_multicast or not ip.is_global:
+            return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip in _SITE_LOCAL:
+            return False
+    return True
 
 
 def _is_loopback(address: str) -> bool:

@@ -7,11 +7,12 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from infra.local.stack import LocalStack, StackConfig
+if TYPE_CHECKING:  # imported where a stack is made: the unit layer's process never loads moto or werkzeug
+    from infra.local.stack import LocalStack
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,6 +29,8 @@ TEST_DRAINER_MAX_RATE = 15
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    from infra.local.stack import LocalStack, StackConfig
+
     outbox = tmp_path_factory.mktemp("outbox")
     # The releaser's lead at 2 s (90 s on AWS), so that a campaign scheduled 8 s ahead goes through the
     # schedule store and the tests need not wait minutes. One drainer sends at most 15 a second here, so
@@ -124,3 +127,4 @@ def free_tenant(stack: LocalStack, user: str) -> dict[str, Any]:
     stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
     c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
     return sender
+

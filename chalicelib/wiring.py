@@ -61,6 +61,7 @@ from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import Suppressions
+from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
 from chalicelib.webhooks.deliverer import WebhookDeliverer
@@ -78,7 +79,8 @@ class Container:
     @cached_property
     def tenants(self) -> TenantRegistry:
         r = self.settings.resources
-        registry = TenantRegistry(r.tenants_table.name, self.settings.region)
+        secrets = TenantSecrets.of(r.tenant_secrets_alias, self.settings.region)
+        registry = TenantRegistry(r.tenants_table.name, self.settings.region, secrets)
         registry.warm()
         return registry
 

@@ -8,8 +8,8 @@ destination is the events topic, the events queue subscribed to the events topic
 topics others publish to. It also edits Chalice's functions: the account id (and, for those that make
 links, the API's URL) goes into their environment, and their SNS subscriptions and SQS event sources refer
 to the topics and queues of this template (so CloudFormation creates a topic before subscribing to it).
-`data_template` is the data stack's: the tables (TTL, streams) and the stage's secret for signed links,
-which outlive the app's stack.
+`data_template` is the data stack's: the tables (TTL, streams), the stage's secret for signed links and
+the KMS key of the tenants' SES secrets, which outlive the app's stack.
 """
 
 from __future__ import annotations
@@ -370,6 +370,45 @@ def _secret(r: Resources) -> dict[str, Any]:
     }
 
 
+TENANT_SECRETS_KEY = "TenantSecretsKey"
+
+
+def _tenant_secrets_key(r: Resources) -> dict[str, Any]:
+    """The key of the tenants' SES secrets (chalicelib.stores.tenant_secrets): kept with the tables whose
+    rows it encrypts (a new key could not decrypt them). The account administers it through IAM, as any
+    key; infra/iam.py lets precompile_email and send_emails use it, by its alias and for one tenant's
+    encryption context at a time, and no other function."""
+    return {
+        TENANT_SECRETS_KEY: {
+            "Type": "AWS::KMS::Key",
+            "DeletionPolicy": KEPT,
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {
+                "Description": f"{r.prefix}: each tenant's SES secret in the tenants table",
+                "EnableKeyRotation": True,
+                "KeyPolicy": {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Sid": "AccountAdministersThroughIam",
+                            "Effect": "Allow",
+                            "Principal": {"AWS": {"Fn::Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}},
+                            "Action": "kms:*",
+                            "Resource": "*",
+                        }
+                    ],
+                },
+            },
+        },
+        "TenantSecretsKeyAlias": {
+            "Type": "AWS::KMS::Alias",
+            "DeletionPolicy": KEPT,
+            "UpdateReplacePolicy": "Retain",
+            "Properties": {"AliasName": r.tenant_secrets_alias, "TargetKeyId": {"Ref": TENANT_SECRETS_KEY}},
+        },
+    }
+
+
 def _digest_scheduler(r: Resources) -> dict[str, Any]:
     """The role EventBridge Scheduler invokes run_digest with: each digest's schedule names it
     (chalicelib.digest.schedules). Trusted by Scheduler for this account's schedules only (the
@@ -504,8 +543,8 @@ def data_template(stage: str) -> dict[str, Any]:
     of every link already sent, where they were. Each resource is kept even if this stack is deleted,
     unless its first create failed (`RetainExceptOnCreate`)."""
     r = resources_for("moonsend", stage, ACCOUNT)
-    resources: dict[str, Any] = {**_tables(r), **_secret(r)}
-    outputs = {
+    resources: dict[str, Any] = {**_tables(r), **_secret(r), **_tenant_secrets_key(r)}
+    outputs: dict[str, Any] = {
         f"{t.logical_id}StreamArn": {
             "Value": {"Fn::GetAtt": [t.logical_id, "StreamArn"]},
             "Export": {"Name": stream_export(r, t)},
@@ -513,6 +552,8 @@ def data_template(stage: str) -> dict[str, Any]:
         for t in r.tables
         if t.stream
     }
+    # The app's functions find the key by its alias (infra/iam.py grants by it); its ARN for operators.
+    outputs["TenantSecretsKeyArn"] = {"Value": {"Fn::GetAtt": [TENANT_SECRETS_KEY, "Arn"]}}
     return {
         "AWSTemplateFormatVersion": "2010-09-09",
         "Description": f"moonsend ({stage}): the tenants' records and the links' key, kept across deploys",

@@ -264,13 +264,35 @@ def cmd_recipients(args: argparse.Namespace) -> int:
     return 0
 
 
+def _registry() -> Any:
+    """The tenant registry with the operator's credentials (after `_client_env`)."""
+    from chalicelib.core.config import Settings
+    from chalicelib.stores.tenant_secrets import TenantSecrets
+    from chalicelib.stores.tenants import TenantRegistry
+
+    settings = Settings.from_env()
+    r = settings.resources
+    secrets = TenantSecrets.of(r.tenant_secrets_alias, settings.region)
+    return TenantRegistry(r.tenants_table.name, settings.region, secrets)
+
+
+def cmd_seal_keys(args: argparse.Namespace) -> int:
+    """Encrypt every tenant's SES secret still stored in the clear (rows written before secrets were
+    encrypted; each is sealed at its next write anyway). Safe to run again: sealed rows are left as they are."""
+    _client_env(args.endpoint, args.stage)
+    registry = _registry()
+    users = registry.unsealed()
+    sealed = sum(registry.seal_stored(u) for u in users)
+    print(f"{sealed} tenant(s) had SES secrets stored in the clear: now encrypted with the stage's key")
+    return 0
+
+
 def cmd_tenant(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
-    from chalicelib.stores.tenants import TenantRegistry
 
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
-    registry = TenantRegistry(settings.resources.tenants_table.name, settings.region)
+    registry = _registry()
     if registry.get(args.user) is None:
         print(f"no tenant {args.user!r}", file=sys.stderr)
         return 1
@@ -911,6 +933,13 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     tn.add_argument("--stage", default="local")
     tn.set_defaults(func=cmd_tenant)
+
+    sk = sub.add_parser(
+        "seal-keys", help="encrypt the tenants' SES secrets stored in the clear before secrets were encrypted"
+    )
+    sk.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+    sk.add_argument("--stage", default="local")
+    sk.set_defaults(func=cmd_seal_keys)
 
     lk = sub.add_parser(
         "link-key",

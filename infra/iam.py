@@ -26,6 +26,7 @@ from chalicelib.core.resources import (
     Resources,
     resources_for,
 )
+from chalicelib.stores.tenant_secrets import CONTEXT_KEY as SECRET_CONTEXT_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = (
@@ -74,6 +75,19 @@ def _stmt(sid: str, actions: list[str], resources: list[str] | str) -> dict[str,
     return {"Sid": sid, "Effect": "Allow", "Action": sorted(set(actions)), "Resource": resources}
 
 
+def _tenant_secrets(r: Resources, actions: list[str]) -> dict[str, Any]:
+    """The stage's key of the tenants' SES secrets (chalicelib.stores.tenant_secrets), by its alias: its id
+    is the data stack's, unknown here. Only with a tenant named in the encryption context, which binds each
+    ciphertext to its tenant's row."""
+    return {
+        **_stmt("TenantSecrets", actions, "arn:aws:kms:*:*:key/*"),
+        "Condition": {
+            "ForAnyValue:StringEquals": {"kms:ResourceAliases": r.tenant_secrets_alias},
+            "Null": {f"kms:EncryptionContext:{SECRET_CONTEXT_KEY}": "false"},
+        },
+    }
+
+
 def policies(r: Resources) -> dict[str, dict[str, Any]]:
     """{function name: IAM policy document} for one stage."""
     tenant_queues = _queue(f"{r.tenant_queue_prefix}*")
@@ -100,6 +114,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     suppressions = tables["SuppressionsTable"]
     precompile = [
         _stmt("Registry", _READ + _WRITE, [tables["TenantsTable"]]),
+        # A message's keys compared with the registered ones (decrypted), new ones encrypted for the row.
+        _tenant_secrets(r, ["kms:Encrypt", "kms:Decrypt"]),
         _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE + ["dynamodb:BatchGetItem"], [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
@@ -124,6 +140,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     ]
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
+        _tenant_secrets(r, ["kms:Decrypt"]),  # the tenant's secret, to sign its SES calls with
         _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
@@ -253,7 +270,12 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     digest_rows = [*_READ, "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"]
     # A digest's run: its rows read, held, marked and pruned; its email through precompile's steps.
     run_digest = [
-        *(st for st in precompile if st["Sid"] not in ("Digests", "DigestSchedules", "PassSchedulerRole")),
+        # Not the tenants' secrets: a digest mails with its tenant's registered keys, never compared.
+        *(
+            st
+            for st in precompile
+            if st["Sid"] not in ("Digests", "DigestSchedules", "PassSchedulerRole", "TenantSecrets")
+        ),
         _stmt("Digests", digest_rows, [tables["DigestsTable"]]),
         _stmt("GoOn", ["lambda:InvokeFunction"], [digest_fn]),  # a run out of time continues itself
     ]

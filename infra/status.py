@@ -14,6 +14,7 @@ from rich.table import Table
 
 from chalicelib.core.config import Settings
 from chalicelib.stores.campaign_stats import CampaignCounts, CampaignStats
+from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from infra.terminal import cell, plain
 
@@ -57,7 +58,8 @@ def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
     stats = CampaignStats(r.campaigns_table.name, settings.region)
     campaigns = [c for c in stats.all() if user is None or c.user_id == user]
     campaigns.sort(key=lambda c: (c.user_id, c.campaign_id))
-    paused = TenantRegistry(r.tenants_table.name, settings.region).paused()
+    secrets = TenantSecrets.of(r.tenant_secrets_alias, settings.region)  # never used: pauses only
+    paused = TenantRegistry(r.tenants_table.name, settings.region, secrets).paused()
     paused = [(u, why) for u, why in paused if user is None or u == user]
     return Snapshot(sorted(queues, key=lambda q: q.name), campaigns, sorted(paused))
 

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core.contract import Sender
 from chalicelib.core.resources import FUNCTION_IDS, resources_for
+from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from infra.local.stack import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 
@@ -68,7 +69,8 @@ def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid
         assert [a["AlarmName"] for a in alarms] == [f"{r.free_queue.name}-not-empty"]
 
         # A tenant, as its first message would register it (no function runs in a rehearsed stage).
-        TenantRegistry(r.tenants_table.name, "us-east-1").accept(
+        secrets = TenantSecrets.of(r.tenant_secrets_alias, "us-east-1")  # a free tenant: never used
+        TenantRegistry(r.tenants_table.name, "us-east-1", secrets).accept(
             user, "free", Sender(f"news@{user}.example", "", None, None, None, 1.0), lambda _s: None
         )
         assert "new API key" in _ok(_operator(stack, "tenant", "key", "--user", user, "--stage", STAGE))

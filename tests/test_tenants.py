@@ -4,6 +4,7 @@ import pytest
 
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
+from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 
 ACCOUNTS = {"K1": "111111111111", "K2": "111111111111", "K3": "333333333333"}
@@ -19,7 +20,10 @@ def _sender(key=None, address="news@a.example", rate=5.0):
 
 @pytest.fixture
 def registry(stack):
-    return lambda: TenantRegistry(stack.settings.resources.tenants_table.name, stack.settings.region, cache_ttl_s=60)
+    s = stack.settings
+    return lambda: TenantRegistry(
+        s.resources.tenants_table.name, s.region, TenantSecrets.of(s.resources.tenant_secrets_alias, s.region), 60
+    )
 
 
 def test_first_keys_register_a_tenant_and_a_rotation_in_the_same_account_adds_a_version(registry, uid):

@@ -117,6 +117,9 @@ class PrecompileRequest:
     campaign: Campaign
     recipients: list[Recipient]
     rejected: list[RejectedRecipient]
+    # The sender is the registry's own, as registered (a digest's run): nothing to register or compare, and
+    # no secret in it (the registry hands out none); its email goes with the tenant's current keys.
+    registered: bool = False
 
 
 # The queued message's field for the composed email. Deflated: composed, an email is 1.3 to 5 times its

@@ -197,6 +197,11 @@ class Resources:
         return f"{self.prefix}/link-signing-key"
 
     @property
+    def tenant_secrets_alias(self) -> str:
+        """The KMS key (by its alias) that encrypts each tenant's SES secret in the tenants table."""
+        return f"alias/{self.prefix}-tenant-secrets"
+
+    @property
     def configuration_set(self) -> str:
         """The SES configuration set every email is sent with; its event destination is `events_topic`."""
         return f"{self.prefix}-events"

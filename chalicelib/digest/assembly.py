@@ -223,6 +223,7 @@ class DigestAssembly:
                     campaign=Campaign(id=cid, subject=definition.subject or "", body=definition.body or ""),
                     recipients=[_recipient(rows, plan) for rows, plan in mailing],
                     rejected=[],
+                    registered=True,  # the registry's own sender: its keys are not handed out, nor compared
                 )
                 result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
                 run.campaigns.add(cid)

@@ -46,6 +46,7 @@ from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions
+from chalicelib.stores.tenant_model import KeyVersion
 from chalicelib.stores.tenants import AccountOf, TenantRegistry
 
 # Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
@@ -211,10 +212,23 @@ class Precompiler:
             )
         if free:  # checked first: a refused address never becomes the tenant's registered From
             self._free_addresses.claim(req.user_id, req.sender.email_address, int(time.time() * 1000))
-        keys = self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
+        keys = (
+            self._registered_keys(req)
+            if req.registered
+            else self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
+        )
         sender = SenderSnapshot.of(req.plan, req.sender, None if free else keys)
         self._campaign_senders.fix(req.user_id, req.campaign.id, sender)
         return sender
+
+    def _registered_keys(self, req: PrecompileRequest) -> KeyVersion | None:
+        """The current keys of a tenant whose registered sender this request carries (a digest's run)."""
+        if req.plan == "free":
+            return None
+        tenant = self._tenants.get(req.user_id)
+        if tenant is None or tenant.current_keys is None:
+            raise SenderRefused(f"tenant {req.user_id} has no registered SES keys")
+        return tenant.current_keys
 
     def _drop_suppressed(self, job: _Job) -> None:
         if not job.fresh:

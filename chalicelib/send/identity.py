@@ -16,12 +16,14 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.send.ses_sender import SesSender
 from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.tenant_secrets import SecretUnreadable
 from chalicelib.stores.tenants import TenantRegistry
 
 # Why email on a tenant's own queue without keys fails rather than going out through the platform's account.
 NO_KEYS_REASON = (
     "no SES keys for this email: it was queued for the tenant's own SES account, whose keys are no longer "
-    "registered; email on a tenant's queue is never sent through the platform's account"
+    "registered (or whose stored secret KMS does not decrypt for this tenant); email on a tenant's queue is "
+    "never sent through the platform's account"
 )
 
 
@@ -52,7 +54,12 @@ class SendingIdentity:
             keys = fresh.sending_keys(version) if fresh else None
         if keys is None:
             return None
-        return Sender(from_address, from_name, region, keys.api_key, keys.api_secret, rate)
+        try:  # decrypted once per tenant key version and container (chalicelib.stores.tenant_secrets)
+            secret = self._tenants.secret_of(email.user_id, keys)
+        except SecretUnreadable as exc:
+            log.error("tenant's SES secret unreadable", user=email.user_id, reason=str(exc))
+            return None
+        return Sender(from_address, from_name, region, keys.api_key, secret, rate)
 
     def newer_keys(self, email: QueuedEmail, used: Sender) -> bool:
         """Whether the registry (read afresh) has other keys for this email than the ones AWS just refused."""

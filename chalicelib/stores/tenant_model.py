@@ -1,4 +1,9 @@
-"""A tenant as the registry stores it (its table item) and as the code reads it: settings and versioned keys."""
+"""A tenant as the registry stores it (its table item) and as the code reads it: settings and versioned keys.
+
+A key version's secret is stored encrypted (chalicelib.stores.tenant_secrets): `KeyVersion.sealed` is
+KMS's ciphertext, and only the registry, asked by a function allowed to decrypt, opens it. Rows written
+before secrets were encrypted hold them in the clear (`KeyVersion.plain`): they are read as they are, and
+encrypted at the tenant's next write (or by `moonsend tenant seal-keys`)."""
 
 from __future__ import annotations
 
@@ -21,11 +26,13 @@ class TenantModel(Model):
     from_name = UnicodeAttribute(default="")
     region = UnicodeAttribute(null=True)
     rate_per_second = NumberAttribute(null=True)
-    # Every registered key version: [{"version", "apiKey", "apiSecret", "account"}], oldest first.
+    # Every registered key version: [{"version", "apiKey", "sealedSecret", "account"}], oldest first (rows
+    # written before secrets were encrypted: "apiSecret" in the clear instead of "sealedSecret").
     key_versions = UnicodeAttribute(null=True)
     version = NumberAttribute(null=True)  # bumped by every settings write, the condition of the next
     updated_at = NumberAttribute(null=True)
-    # Before key versions: one pair of keys and the account learned for it (read as version 1).
+    # Before key versions: one pair of keys and the account learned for it (read as version 1). The secret
+    # is removed by the first write since secrets are encrypted; the key id stays (it is no secret).
     api_key = UnicodeAttribute(null=True)
     api_secret = UnicodeAttribute(null=True)
     ses_account_id = UnicodeAttribute(null=True)
@@ -41,28 +48,31 @@ class TenantModel(Model):
 
 @dataclass(frozen=True)
 class KeyVersion:
-    """One registered pair of SES keys and the AWS account STS said they belong to."""
+    """One registered pair of SES keys and the AWS account STS said they belong to.
+
+    The secret is `sealed` (KMS's ciphertext, bound to the tenant), or `plain` in a row written before
+    secrets were encrypted, until its next write seals it."""
 
     version: int
     api_key: str
-    api_secret: str
+    sealed: str | None
     account: str | None
+    plain: str | None = None
 
     def __repr__(self) -> str:  # the secret never reaches a log line through repr()
         return f"KeyVersion(version={self.version}, account={self.account!r}, ...)"
 
-    def matches(self, sender: Sender) -> bool:
-        return self.api_key == sender.api_key and self.api_secret == sender.api_secret
-
     def as_dict(self) -> dict[str, object]:
-        return {"version": self.version, "apiKey": self.api_key, "apiSecret": self.api_secret, "account": self.account}
+        """As stored: never the secret in the clear (a version is sealed before it is written)."""
+        assert self.sealed is not None, "a key version is sealed before it is written"
+        return {"version": self.version, "apiKey": self.api_key, "sealedSecret": self.sealed, "account": self.account}
 
 
 @dataclass(frozen=True)
 class Tenant:
     user_id: str
     plan: str
-    sender: Sender  # the latest registered settings, with the current keys
+    sender: Sender  # the latest registered settings, with the current key id (no secret)
     keys: tuple[KeyVersion, ...] = ()
     paused_reason: str | None = None
 
@@ -97,13 +107,26 @@ class Tenant:
 
 def read_keys(item: TenantModel) -> tuple[KeyVersion, ...]:
     if item.key_versions:
-        return tuple(
-            KeyVersion(int(k["version"]), str(k["apiKey"]), str(k["apiSecret"]), k.get("account"))
-            for k in json.loads(item.key_versions)
-        )
+        return tuple(_key_version(k) for k in json.loads(item.key_versions))
     if item.api_key and item.api_secret:
-        return (KeyVersion(1, item.api_key, item.api_secret, item.ses_account_id),)
+        return (KeyVersion(1, item.api_key, None, item.ses_account_id, plain=item.api_secret),)
     return ()
+
+
+def _key_version(k: dict[str, object]) -> KeyVersion:
+    sealed, plain = k.get("sealedSecret"), k.get("apiSecret")
+    return KeyVersion(
+        int(str(k["version"])),
+        str(k["apiKey"]),
+        str(sealed) if sealed else None,
+        str(k["account"]) if k.get("account") else None,
+        plain=str(plain) if plain and not sealed else None,
+    )
+
+
+def all_sealed(keys: tuple[KeyVersion, ...]) -> bool:
+    """Whether no key version holds its secret in the clear (a row to seal at its next write otherwise)."""
+    return all(k.sealed is not None for k in keys)
 
 
 def tenant_of(item: TenantModel) -> Tenant | None:
@@ -114,12 +137,14 @@ def tenant_of(item: TenantModel) -> Tenant | None:
     return Tenant(
         user_id=item.user_id,
         plan=item.plan,
+        # The registered settings, with the current key id but never the secret: the functions allowed to
+        # decrypt it ask the registry for it (TenantRegistry.secret_of).
         sender=Sender(
             email_address=item.email_address,
             from_name=item.from_name or "",
             region=item.region,
             api_key=current.api_key if current else None,
-            api_secret=current.api_secret if current else None,
+            api_secret=None,
             rate_per_second=float(item.rate_per_second),
         ),
         keys=keys,

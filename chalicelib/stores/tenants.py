@@ -10,11 +10,15 @@ before its first email goes out. Every write is conditional on the entry's versi
 never overwrite each other's newer settings with older ones.
 
 The sender reads the keys from here by the version the queued email names, which keeps tenant keys out
-of every queued message and every log line.
+of every queued message and every log line. Each secret is stored encrypted with the stage's KMS key
+(chalicelib.stores.tenant_secrets), bound to its tenant; `secret_of` decrypts it, which only the roles
+of precompile_email (to compare a message's keys with the registered ones) and send_emails (to sign SES
+calls) may do. A row written before secrets were encrypted is read as it is and sealed at its next write.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 import time
@@ -27,10 +31,11 @@ from chalicelib.core import log
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
 from chalicelib.stores.tables import bound, update_if, warm
-from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, read_keys, tenant_of
+from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_sealed, read_keys, tenant_of
+from chalicelib.stores.tenant_secrets import TenantSecrets
 
 # Older key versions are kept for email queued with them (and for their accounts' SES events), up to this
-# many (a version is about 150 bytes of the entry's 400 KB).
+# many (a version, its secret sealed, is about 400 bytes of the entry's 400 KB).
 MAX_KEY_VERSIONS = 100
 _WRITE_TRIES = 5
 
@@ -41,8 +46,9 @@ AccountOf = Callable[[Sender], str]
 class TenantRegistry:
     """Read and write tenants, with a short per-container cache for the sender's hot path."""
 
-    def __init__(self, table_name: str, region: str, cache_ttl_s: float = 30.0) -> None:
+    def __init__(self, table_name: str, region: str, secrets: TenantSecrets, cache_ttl_s: float = 30.0) -> None:
         self._model = bound(TenantModel, table_name, region)
+        self._secrets = secrets
         self._cache: dict[str, tuple[float, Tenant]] = {}
         self._ttl = cache_ttl_s
         self._lock = threading.Lock()
@@ -78,12 +84,12 @@ class TenantRegistry:
         current = keys[-1] if keys else None
         if current is not None and current.account is None:  # registered before accounts were learned
             try:
-                current = replace(current, account=account_of(_as_sender(current, sender.region)))
+                current = replace(current, account=account_of(self._as_sender(user_id, current, sender.region)))
                 keys = (*keys[:-1], current)
             except SenderRefused:  # deactivated since: no account to hold new keys to, they register afresh
                 log.warning("registered keys no longer accepted by AWS, replaced", user=user_id)
                 keys, current = keys[:-1], None
-        known = next((k for k in reversed(keys) if k.matches(sender)), None)
+        known = next((k for k in reversed(keys) if self._matches(user_id, k, sender)), None)
         if known is not None and (current is None or known.account == current.account):
             return known, keys
         account = known.account if known is not None and known.account else account_of(sender)
@@ -94,8 +100,57 @@ class TenantRegistry:
                 "(moonsend tenant move-keys)"
             )
         version = (current.version if current else 0) + 1
-        new = KeyVersion(version, sender.api_key or "", sender.api_secret or "", account)
+        new = KeyVersion(version, sender.api_key or "", self._secrets.seal(user_id, sender.api_secret or ""), account)
         return new, (*keys, new)[-MAX_KEY_VERSIONS:]
+
+    def secret_of(self, user_id: str, keys: KeyVersion) -> str:
+        """The secret of one of `user_id`'s key versions, decrypted (once per container: cached).
+
+        SecretUnreadable when KMS will not decrypt it for this tenant (a ciphertext of another row)."""
+        if keys.sealed is None:  # a row written before secrets were encrypted, not yet written since
+            return keys.plain or ""
+        return self._secrets.open(user_id, keys.sealed)
+
+    def _matches(self, user_id: str, keys: KeyVersion, sender: Sender) -> bool:
+        """Whether a message's keys are this version's. The key ids first: only a version with the message's
+        key id is decrypted (an access key id has one secret), so a message with new keys decrypts nothing."""
+        if keys.api_key != sender.api_key or not sender.api_secret:
+            return False
+        return hmac.compare_digest(self.secret_of(user_id, keys).encode(), sender.api_secret.encode())
+
+    def _as_sender(self, user_id: str, keys: KeyVersion, region: str | None) -> Sender:
+        return Sender("", "", region, keys.api_key, self.secret_of(user_id, keys), 0.0)
+
+    def _sealed(self, user_id: str, keys: tuple[KeyVersion, ...]) -> tuple[KeyVersion, ...]:
+        """Every version's secret encrypted: a row written before secrets were is sealed by its next write."""
+        return tuple(
+            k if k.sealed is not None else replace(k, sealed=self._secrets.seal(user_id, k.plain or ""), plain=None)
+            for k in keys
+        )
+
+    def seal_stored(self, user_id: str) -> bool:
+        """Encrypt the secrets a row written before secrets were encrypted holds in the clear (`moonsend
+        tenant seal-keys`). False when there was nothing to seal."""
+        for _ in range(_WRITE_TRIES):
+            item = self._item(user_id)
+            keys = read_keys(item) if item else ()
+            if item is None or (all_sealed(keys) and item.api_secret is None):
+                return False
+            tenant = tenant_of(item)
+            if tenant is None:  # keys with no settings: nothing reads them; the clear secret is removed
+                m = self._model
+                if update_if(m(user_id), [m.api_secret.remove()], m.user_id.exists()):
+                    return True
+                continue
+            if self._write(user_id, item, tenant.plan, tenant.sender, keys):
+                return True
+        raise RegistryConflict(f"tenant {user_id}: its registry entry changed {_WRITE_TRIES} times during one write")
+
+    def unsealed(self) -> list[str]:
+        """The user ids of rows still holding a secret in the clear (a scan: for the one-off command)."""
+        m = self._model
+        rows = m.scan(m.api_secret.exists() | m.key_versions.contains('"apiSecret"'))
+        return [t.user_id for t in rows]
 
     def replace_keys(self, user_id: str, sender: Sender, account_of: AccountOf) -> KeyVersion:
         """Register keys of any account as the tenant's current ones: the explicit move to another account.
@@ -107,10 +162,11 @@ class TenantRegistry:
             if item is None or tenant is None:
                 raise SenderRefused(f"tenant {user_id} has no registered sender: its first message registers it")
             keys = read_keys(item)
-            if keys and keys[-1].matches(sender) and keys[-1].account:
+            if keys and self._matches(user_id, keys[-1], sender) and keys[-1].account and all_sealed(keys):
                 return keys[-1]
             version = (keys[-1].version if keys else 0) + 1
-            new = KeyVersion(version, sender.api_key or "", sender.api_secret or "", account_of(sender))
+            sealed = self._secrets.seal(user_id, sender.api_secret or "")
+            new = KeyVersion(version, sender.api_key or "", sealed, account_of(sender))
             # Older versions with the same keys stay: email queued with them is still sent with them.
             keys = (*keys, new)[-MAX_KEY_VERSIONS:]
             moved = replace(tenant.sender, region=sender.region or tenant.sender.region)
@@ -139,12 +195,12 @@ class TenantRegistry:
         ]
         actions.append(m.region.set(sender.region) if sender.region else m.region.remove())
         if keys:
+            keys = self._sealed(user_id, keys)
             actions.append(m.key_versions.set(json.dumps([k.as_dict() for k in keys], separators=(",", ":"))))
-            # The current keys also where code from before key versions reads them, so that a rollback (or
-            # a container of the previous release during a deploy) still sends a paid tenant's email with
-            # its own keys, never through the platform's account.
+            # The current key id and account also where code from before key versions reads them; never the
+            # secret in the clear (removed from rows written before secrets were encrypted).
             current = keys[-1]
-            actions += [m.api_key.set(current.api_key), m.api_secret.set(current.api_secret)]
+            actions += [m.api_key.set(current.api_key), m.api_secret.remove()]
             actions.append(m.ses_account_id.set(current.account) if current.account else m.ses_account_id.remove())
         if item is None:
             condition = m.user_id.does_not_exist()
@@ -222,8 +278,6 @@ def _unchanged(item: TenantModel, plan: str, sender: Sender, keys: tuple[KeyVers
         and float(item.rate_per_second) == sender.rate_per_second
         and read_keys(item) == keys
         and (not keys or item.key_versions is not None)
+        and all_sealed(keys)
+        and item.api_secret is None
     )
-
-
-def _as_sender(keys: KeyVersion, region: str | None) -> Sender:
-    return Sender("", "", region, keys.api_key, keys.api_secret, 0.0)

@@ -3,6 +3,10 @@
 - An endpoint is one row, `<user>` / `<endpoint id>` (`ep_...`), its secret with it. The secret is stored
   because every request is signed with it; it is shown to the tenant once, when the endpoint is
   registered, and never logged or listed.
+- Beside them, `<user>` / `#count`: how many endpoints the tenant has. An endpoint is added in one
+  transaction with the count's increment, on the condition that the count is under the cap, and removed
+  in one with its decrement: the cap holds however many adds come at once (counted first and written
+  after, 20 adds at once left 12).
 - A parked delivery is one row, `<user>#<endpoint id>` / `<webhook id>`: a request that an endpoint was
   disabled for (or while disabled), kept PARKED_DAYS for `moonsend webhook replay`. Its own table, so that
   the functions that park deliveries can write there and never to the endpoints' secrets.
@@ -12,17 +16,20 @@ from __future__ import annotations
 
 import json
 import secrets
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError, DoesNotExist, UpdateError
+from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWriteError, UpdateError
 from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
 
 from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, PARKED_DAYS, EndpointRequest
-from chalicelib.stores.tables import bound, condition_failed
+from chalicelib.stores.tables import bound, condition_failed, response_code
 
 ENDPOINT_PREFIX = "ep_"
+COUNT_ROW = "#count"  # '#' begins no endpoint id
 
 
 class WebhookModel(Model):
@@ -39,6 +46,17 @@ class WebhookModel(Model):
     disabled_reason = UnicodeAttribute(null=True)
     disabled_at = NumberAttribute(null=True)
     tested_at = NumberAttribute(null=True)  # the last test request's time
+
+
+class EndpointCountModel(Model):
+    """The tenant's row `#count` of the endpoints' table."""
+
+    class Meta:
+        table_name = "unbound"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    endpoint_id = UnicodeAttribute(range_key=True)
+    endpoints = NumberAttribute()
 
 
 class ParkedModel(Model):
@@ -91,10 +109,10 @@ class TooManyEndpoints(Exception):
 class WebhookEndpoints:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(WebhookModel, table_name, region)
+        self._count = bound(EndpointCountModel, table_name, region)
 
     def add(self, user_id: str, request: EndpointRequest, secret: str, now: float) -> Endpoint:
-        if len(self.list(user_id)) >= MAX_ENDPOINTS_PER_TENANT:
-            raise TooManyEndpoints(f"at most {MAX_ENDPOINTS_PER_TENANT} endpoints per tenant")
+        self._start_count(user_id)
         endpoint_id = ENDPOINT_PREFIX + secrets.token_urlsafe(12)
         row = self._model(
             user_id,
@@ -105,23 +123,71 @@ class WebhookEndpoints:
             secret=secret,
             created_at=now,
         )
-        row.save(condition=self._model.endpoint_id.does_not_exist())
+        c = self._count
+        try:
+            with self._transaction() as tx:
+                tx.update(
+                    c(user_id, COUNT_ROW),
+                    actions=[c.endpoints.add(1)],
+                    condition=c.endpoints < MAX_ENDPOINTS_PER_TENANT,
+                )
+                tx.save(row, condition=self._model.endpoint_id.does_not_exist())
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons if response_code(exc) == "TransactionCanceledException" else []
+            # pynamodb sends puts before updates: the count's reason is the last.
+            if reasons and reasons[-1] is not None and reasons[-1].code == "ConditionalCheckFailed":
+                raise TooManyEndpoints(f"at most {MAX_ENDPOINTS_PER_TENANT} endpoints per tenant") from None
+            raise
         return _endpoint(row)
 
     def get(self, user_id: str, endpoint_id: str) -> Endpoint | None:
+        if not endpoint_id.startswith(ENDPOINT_PREFIX):  # the count's row is not an endpoint
+            return None
         try:
             return _endpoint(self._model.get(user_id, endpoint_id, consistent_read=True))
         except DoesNotExist:
             return None
 
     def list(self, user_id: str) -> list[Endpoint]:
-        return [_endpoint(row) for row in self._model.query(user_id, consistent_read=True)]
+        rows = self._model.query(user_id, self._model.endpoint_id.startswith(ENDPOINT_PREFIX), consistent_read=True)
+        return [_endpoint(row) for row in rows]
 
     def remove(self, user_id: str, endpoint_id: str) -> bool:
         if self.get(user_id, endpoint_id) is None:
             return False
-        self._model(user_id, endpoint_id).delete()
+        self._start_count(user_id)
+        c = self._count
+        try:
+            with self._transaction() as tx:
+                tx.delete(self._model(user_id, endpoint_id), condition=self._model.endpoint_id.exists())
+                tx.update(c(user_id, COUNT_ROW), actions=[c.endpoints.add(-1)])
+        except TransactWriteError as exc:
+            reasons = exc.cancellation_reasons if response_code(exc) == "TransactionCanceledException" else []
+            # pynamodb sends deletes before updates: the row's reason is the first.
+            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+                return False  # removed meanwhile, by another request
+            raise
         return True
+
+    def _transaction(self) -> TransactWrite:
+        # A token per transaction: botocore's retry of one that went through is not taken for a conflict.
+        return TransactWrite(connection=self._model._get_connection().connection, client_request_token=uuid.uuid4().hex)
+
+    def _start_count(self, user_id: str) -> None:
+        """The count's row, made from the endpoints there the first time it is needed (tenants whose endpoints
+        were added before it existed). Until it exists no add can pass (its condition needs the count), so
+        the endpoints counted here are all there are."""
+        c = self._count
+        try:
+            c.get(user_id, COUNT_ROW, consistent_read=True)
+            return
+        except DoesNotExist:
+            pass
+        try:
+            c(user_id, COUNT_ROW, endpoints=len(self.list(user_id))).save(condition=c.endpoint_id.does_not_exist())
+        except PutError as exc:
+            if not condition_failed(exc):  # made meanwhile by another request: that one counted
+                raise
 
     def disable(self, user_id: str, endpoint_id: str, reason: str, now: float) -> bool:
         """Stop delivering to it, saying why. True if this call disabled it (not already, and still there)."""

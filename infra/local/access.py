@@ -8,10 +8,15 @@ role's policy documents (those of the template, as moto's IAM holds them): an ex
 an Allow whose Action and Resource match, else the call is refused with the protocol's AccessDenied
 answer and the message AWS gives. Requests signed with any other key (the operator's, a tenant's SES
 keys) are not a role's and pass, as they would be decided in their own accounts.
+
+Conditions are evaluated for the keys the endpoint can tell from a request (`_CONDITION_KEYS`: a KMS
+key's aliases and the request's encryption context) with the operators the template's policies use;
+a condition on anything else fails closed (its Allow never applies, its Deny always does).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import html
 import json
@@ -72,6 +77,7 @@ class Call:
 
     checks: tuple[tuple[str, str], ...]
     operation: str
+    context: tuple[tuple[str, tuple[str, ...]], ...] = ()  # condition keys and their values (`_CONDITION_KEYS`)
 
     @property
     def action(self) -> str:
@@ -118,20 +124,62 @@ def _matches(statement: dict[str, Any], action: str, resource: str) -> bool:
     return not any(_pattern(r, False).fullmatch(resource) for r in _listed(statement.get("NotResource", [])))
 
 
+# The condition keys the endpoint tells from a request (KMS's: the key's aliases, the encryption context).
+_CONDITION_KEYS = ("kms:ResourceAliases", "kms:EncryptionContextKeys", "kms:EncryptionContext:")
+Context = tuple[tuple[str, tuple[str, ...]], ...]
+
+
+def _known_key(key: str) -> bool:
+    return any(key == k or (k.endswith(":") and key.startswith(k)) for k in _CONDITION_KEYS)
+
+
+def _clause(operator: str, values: tuple[str, ...] | None, wanted: list[str]) -> bool | None:
+    """One condition clause on one key (values: the request's, None when it has none); None when the
+    operator is not one this evaluator knows."""
+    qualifier, _, op = operator.rpartition(":")
+    if op == "Null":
+        return (values is None) == (str(wanted[0]).lower() == "true")
+    if op not in ("StringEquals", "StringLike"):
+        return None
+
+    def one(v: str) -> bool:
+        return any(v == w if op == "StringEquals" else _pattern(w, False).fullmatch(v) for w in wanted)
+
+    if qualifier == "ForAllValues":
+        return all(one(v) for v in values or ())
+    if qualifier in ("ForAnyValue", ""):
+        return any(one(v) for v in values or ())
+    return None
+
+
+def _condition(condition: dict[str, Any], context: Context) -> bool | None:
+    """Whether every clause holds (IAM ANDs them); None when one cannot be evaluated here."""
+    values = dict(context)
+    for operator, clauses in condition.items():
+        for key, wanted in clauses.items():
+            if not _known_key(key):
+                return None
+            holds = _clause(operator, values.get(key), _listed(wanted))
+            if holds is not True:
+                return holds
+    return True
+
+
 @functools.lru_cache(maxsize=65536)
-def allowed(policies: tuple[str, ...], action: str, resource: str) -> bool:
+def allowed(policies: tuple[str, ...], action: str, resource: str, context: Context = ()) -> bool:
     """Whether identity policies allow `action` on `resource`: an explicit Deny wins, then any Allow.
 
-    A statement with a Condition is not evaluated here: its Allow never applies and its Deny always
-    does (the template's policies have none; failing closed keeps a future one from passing unseen)."""
+    A statement's Condition is evaluated on `context` (the request's condition keys); one this evaluator
+    cannot evaluate fails closed: its Allow never applies and its Deny always does."""
     allow = False
     for doc in policies:
         for st in _listed(json.loads(doc)["Statement"]):
             if not _matches(st, action, resource):
                 continue
-            if st["Effect"] == "Deny":
+            holds = _condition(st["Condition"], context) if "Condition" in st else True
+            if st["Effect"] == "Deny" and holds is not False:
                 return False
-            allow = allow or "Condition" not in st
+            allow = allow or (st["Effect"] == "Allow" and holds is True)
     return allow
 
 
@@ -218,12 +266,42 @@ def describe(service: str, environ: dict[str, Any], body: bytes, region: str, ac
     if prefix == "dynamodb" and operation in ("TransactWriteItems", "TransactGetItems"):
         return Call(_transaction(params, region, account), operation)
     action = f"{prefix}:{_ACTION.get((prefix, operation), operation)}"
+    if prefix == "kms":
+        key_arn, context = _kms(params, region, account)
+        return Call(((action, key_arn),), operation, context)
     resources = _resources(prefix, operation, params, region, account) or ["*"]
     checks = [(action, r) for r in resources]
     role = params.get("Target", {}).get("RoleArn") if isinstance(params.get("Target"), dict) else None
     if prefix == "scheduler" and role:  # the role given to Scheduler must be the caller's to pass
         checks.append(("iam:PassRole", str(role)))
     return Call(tuple(checks), operation)
+
+
+def _kms(p: dict[str, Any], region: str, account: str) -> tuple[str, Context]:
+    """A KMS call's key (named by id, ARN or alias; for a Decrypt without one, the ciphertext's) as the
+    resource, and its condition keys: the key's aliases and the request's encryption context. Read from
+    moto's KMS in this process (the key a ciphertext names is in moto's own ciphertext format)."""
+    from moto.kms.models import kms_backends
+    from moto.kms.utils import _deserialize_ciphertext_blob
+
+    backend = kms_backends[account][region]
+    key_id = ""
+    try:
+        if p.get("KeyId"):
+            key_id = backend.any_id_to_key_id(str(p["KeyId"]))
+        elif p.get("CiphertextBlob"):
+            key_id = _deserialize_ciphertext_blob(base64.b64decode(p["CiphertextBlob"])).key_id
+    except Exception:  # not a key or ciphertext of ours: KMS itself answers it
+        key_id = ""
+    key = backend.keys.get(key_id)
+    aliases = tuple(sorted(key.aliases)) if key is not None else ()
+    ec = p.get("EncryptionContext") if isinstance(p.get("EncryptionContext"), dict) else {}
+    context: list[tuple[str, tuple[str, ...]]] = [(f"kms:EncryptionContext:{k}", (str(v),)) for k, v in ec.items()]
+    if aliases:
+        context.append(("kms:ResourceAliases", aliases))
+    if ec:
+        context.append(("kms:EncryptionContextKeys", tuple(sorted(ec))))
+    return f"arn:aws:kms:{region}:{account}:key/{key_id or '*'}", tuple(sorted(context))
 
 
 def _reputation_entity(method: str, path: str) -> tuple[str, dict[str, str]]:
@@ -399,7 +477,7 @@ class AccessControl:
             return None
         call = describe(service, environ, body, self.region, self.account)
         for action, resource in call.checks:
-            if not allowed(role.policies, action, resource):
+            if not allowed(role.policies, action, resource, call.context):
                 with self._lock:
                     seen = (role.session, action, resource) in self.denied
                     self.denied.append((role.session, action, resource))

@@ -4,6 +4,7 @@ What is kept is what AWS would still hold after our process went away:
 - moto's data: DynamoDB tables and their items (ledger, tenants, counters, schedule store...), SQS queues
   with every message in the state it was in (visible, in flight until its visibility timeout, delayed),
   S3 objects, CloudWatch alarms, SES identities, EventBridge Scheduler's schedules (a digest's);
+- moto's KMS keys: the data stack's key of the tenants' SES secrets (the tenants' rows hold its ciphertexts);
 - the SES stand-in's accounts (limits, the last day's sends, keys added to an account, event destinations);
 - the asynchronous events Lambda had accepted and not run: SNS deliveries, SES events, drains handing on.
 
@@ -31,7 +32,7 @@ from typing import Any
 
 FORMAT = 1
 # moto's services whose data is kept; the others are made again from the template at each start.
-SERVICES = ("dynamodb", "sqs", "s3", "cloudwatch", "ses", "sesv2", "scheduler")
+SERVICES = ("dynamodb", "sqs", "s3", "cloudwatch", "ses", "sesv2", "scheduler", "kms")
 STATE_FILE = "stack.pickle"
 
 _LOCK_TYPE = type(threading.Lock())
@@ -150,6 +151,8 @@ def restore(state: SavedState) -> None:
                 live = live_accounts[account][region]
                 if service == "dynamodb":
                     _restore_tables(live, saved)
+                elif service == "kms":
+                    _restore_keys(live, saved)
                 else:
                     _merge(live, saved)
 
@@ -163,6 +166,17 @@ def _merge(live: Any, saved: Any) -> None:
             current.update(value)
         else:
             live.__dict__[name] = value
+
+
+def _restore_keys(live: Any, saved: Any) -> None:
+    """The saved KMS keys. A key this start made again under an alias a saved key has (the data stack's key
+    of the tenants' secrets) is dropped: the alias goes on naming the key the tenants' rows were encrypted
+    with, and the stack's key is the same key across a restart, as the data stack's key is on AWS."""
+    kept = {alias for key in saved.keys.values() for alias in key.aliases}
+    for key_id, key in list(live.keys.items()):
+        if kept & set(key.aliases):
+            del live.keys[key_id]
+    _merge(live, saved)
 
 
 def _restore_tables(live: Any, saved: Any) -> None:

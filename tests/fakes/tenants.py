@@ -1,4 +1,6 @@
-"""The tenant registry in memory: tenants as given, keys accepted as the producer sends them."""
+"""The tenant registry in memory: tenants as given, keys accepted as the producer sends them.
+
+No KMS here: a key version's `sealed` secret is the secret itself."""
 
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ class FakeTenants:
     def accept(self, user_id, plan, sender, account_of):
         self.remembered.append((user_id, plan, sender))
         return KeyVersion(1, sender.api_key, sender.api_secret, "111111111111") if sender.has_own_account else None
+
+    def secret_of(self, user_id, keys):
+        return keys.sealed if keys.sealed is not None else keys.plain
 
     def pause(self, user_id, reason):
         self.paused_now.append((user_id, reason))

@@ -76,6 +76,13 @@ def deliver_webhooks(event: SQSEvent) -> dict[str, Any]:
     return wiring.container().webhook_deliverer.batch(event.to_dict()["Records"])
 
 
+@app.lambda_function(name="webhook_jobs")
+def webhook_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Replay or delete an endpoint's parked deliveries in the background, continuing itself when time runs short."""
+    runner = wiring.container().webhook_job_runner
+    return runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
+
+
 @app.on_sqs_message(
     queue=_resources.events_queue.name,
     batch_size=EVENTS_BATCH_SIZE,
@@ -175,7 +182,8 @@ def _json_body() -> dict[str, Any] | None:
 
 
 def _answer(answer: Any) -> Response:
-    return Response(body=answer.body, status_code=answer.status, headers={"Cache-Control": "no-store"})
+    headers = {"Cache-Control": "no-store", **(getattr(answer, "headers", None) or {})}
+    return Response(body=answer.body, status_code=answer.status, headers=headers)
 
 
 def _campaign_action(campaign_id: str, action: str) -> Response:

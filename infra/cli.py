@@ -428,11 +428,14 @@ def cmd_digest(args: argparse.Namespace) -> int:
     last = status.last_run or {}
     summary = f", {last.get('emails', 0)} email(s), {last.get('items_mailed', 0)} item(s)" if last else ""
     print(f"  last run: {d['lastRunAt']}{summary}{' (running now)' if status.running else ''}")
-    print(f"  recipients pending: {status.recipients_pending} of {status.recipients} with items")
+    more = "" if status.counts_complete else "+"  # the status stopped reading: at least these
+    print(f"  recipients pending: {status.recipients_pending}{more} of {status.recipients}{more} with items")
     print(
-        f"  items stored: {status.items_stored} ({status.items_pending} pending, "
-        f"{status.items_expired} past the window, {status.items_retracted} retracted)"
+        f"  items stored: {status.items_stored}{more} ({status.items_pending}{more} pending, "
+        f"{status.items_expired}{more} past the window, {status.items_retracted}{more} retracted)"
     )
+    for failure in last.get("failures") or []:
+        print(f"  last run failed for {failure['recipient']} ({failure['step']}): {failure['reason']}")
     return 0
 
 

@@ -284,7 +284,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     put_deliveries = _stmt("PutDeliveries", ["sqs:GetQueueUrl", "sqs:SendMessage"], [webhooks_queue])
     api.extend(
         [
-            _stmt("DigestStatus", [*_READ, "dynamodb:Query"], [tables["DigestsTable"]]),
+            # A status reads a digest's rows; a run asked for is claimed on its definition (its rate limit).
+            _stmt("DigestStatus", [*_READ, "dynamodb:Query", "dynamodb:UpdateItem"], [tables["DigestsTable"]]),
             # Registered, listed, removed; enabled again with its parked deliveries put back (replay).
             _stmt(
                 "WebhookEndpoints",

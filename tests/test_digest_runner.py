@@ -1,21 +1,27 @@
 """run_digest's invocation: the scheduled time decides the period; a run out of time goes on in another."""
 
-from chalicelib.digest.assembly import DigestNotReady, DigestRun, period_of
+from chalicelib.digest.assembly import DigestBusy, DigestNotReady, DigestRun, period_of
 from chalicelib.digest.runner import CONTINUE_WITH_S, DigestRunner
 
 
 class Assembly:
-    def __init__(self, unfinished=False, not_ready=False):
+    def __init__(self, unfinished=False, not_ready=False, busy=False, waiting=None):
         self.calls = []
-        self._unfinished, self._not_ready = unfinished, not_ready
+        self._unfinished, self._not_ready, self._busy, self._waiting = unfinished, not_ready, busy, waiting
 
     def run(self, user_id, digest_id, scheduled_at=None, time_left=None, after=None):
         self.calls.append((user_id, digest_id, scheduled_at, time_left(), after))
         if self._not_ready:
             raise DigestNotReady("no definition")
+        if self._busy:
+            raise DigestBusy("another run is under way; this one is noted")
         run = DigestRun(user_id, digest_id, period_of(scheduled_at), emails=3, unfinished=self._unfinished)
         run.resume_after = "bob@example.org" if self._unfinished else None
         return run
+
+    def next_waiting(self, user_id, digest_id, period):
+        waiting, self._waiting = self._waiting, None
+        return waiting
 
 
 def _runner(assembly):
@@ -59,3 +65,23 @@ def test_a_run_asked_for_without_a_time_is_for_now_and_bad_input_or_no_definitio
         assert out["ran"] is False and out["reason"]
     out = _runner(Assembly(not_ready=True))[0].handle({"userId": "a", "digestId": "w"}, "fn", lambda: 600_000)
     assert out == {"ran": False, "reason": "no definition"}
+
+
+def test_a_run_finding_the_digest_busy_ends_answered_so_lambda_does_not_retry_it():
+    runner, invoked = _runner(Assembly(busy=True))
+    event = {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"}
+    out = runner.handle(event, "moonsend-dev-run_digest", lambda: 600_000)
+    assert out["ran"] is False and out["busy"] is True and "noted" in out["reason"] and invoked == []
+
+
+def test_a_finished_run_starts_the_run_that_found_it_busy_and_an_unfinished_one_leaves_it_to_its_continuation():
+    waiting = 1795615200.0  # 2026-11-25T14:00:00Z, noted by a run that found the digest held
+    runner, invoked = _runner(Assembly(waiting=waiting))
+    event = {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"}
+    runner.handle(event, "moonsend-dev-run_digest", lambda: 600_000)
+    assert invoked == [
+        ("moonsend-dev-run_digest", {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T14:00:00.000Z"})
+    ]
+    runner, invoked = _runner(Assembly(unfinished=True, waiting=waiting))
+    runner.handle(event, "moonsend-dev-run_digest", lambda: 100_000)
+    assert [e.get("after") for _, e in invoked] == ["bob@example.org"]  # the continuation only

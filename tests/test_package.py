@@ -65,9 +65,37 @@ def test_the_data_stack_keeps_the_tables_and_the_links_key_unless_its_first_crea
         v["Type"] in ("AWS::DynamoDB::Table", "AWS::SecretsManager::Secret") for v in template["Resources"].values()
     )
     # The ledger's stream reaches the app's stack as the data stack's export.
-    (export,) = [o["Export"]["Name"] for o in data["Outputs"].values()]
+    (export,) = [o["Export"]["Name"] for o in data["Outputs"].values() if "Export" in o]
     (stream,) = template["Resources"]["WebhookEvents"]["Properties"]["Events"].values()
     assert stream["Properties"]["Stream"] == {"Fn::ImportValue": export}
+
+
+def test_the_tenants_secrets_key_is_the_data_stacks_and_only_the_sender_and_precompile_may_use_it(packaged, data):
+    """The key outlives the app's stack with the rows it encrypts; a role that only tracks queues (the jobs)
+    reads the tenants table but may not decrypt what it holds."""
+    stage, _report, template = packaged
+    r = resources_for("moonsend", stage, "${AWS::AccountId}")
+    key, alias = data["Resources"]["TenantSecretsKey"], data["Resources"]["TenantSecretsKeyAlias"]
+    assert key["Type"] == "AWS::KMS::Key" and key["Properties"]["EnableKeyRotation"] is True
+    assert alias["Properties"] == {"AliasName": r.tenant_secrets_alias, "TargetKeyId": {"Ref": "TenantSecretsKey"}}
+    assert not any(v["Type"] == "AWS::KMS::Alias" for v in template["Resources"].values())
+    granted = {}
+    for role_id, res in template["Resources"].items():
+        if res["Type"] != "AWS::IAM::Role":
+            continue
+        for policy in res["Properties"].get("Policies", []):
+            for st in policy["PolicyDocument"]["Statement"]:
+                actions = st["Action"] if isinstance(st["Action"], list) else [st["Action"]]
+                if any(a.startswith("kms:") for a in actions):
+                    granted[role_id] = (sorted(actions), st["Condition"])
+    condition = {
+        "ForAnyValue:StringEquals": {"kms:ResourceAliases": r.tenant_secrets_alias},
+        "Null": {"kms:EncryptionContext:moonsend:tenant": "false"},
+    }
+    assert granted == {
+        "PrecompileEmailRole": (["kms:Decrypt", "kms:Encrypt"], condition),
+        "SendEmailsRole": (["kms:Decrypt"], condition),
+    }
 
 
 def test_each_function_logs_only_to_its_own_log_group_which_the_stack_makes_with_retention(packaged):

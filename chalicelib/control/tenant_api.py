@@ -12,7 +12,8 @@ nested deeper than JSON can be read a 400.
     POST /tenant/pause                         body (optional): {"reason": "..."}
     POST /tenant/resume
     GET  /digests/{id}                         its schedule, last and next run, recipients and items pending
-    POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async)
+    POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async;
+                                               429 with Retry-After while one runs or within 5 minutes of one)
     POST /webhooks                             {"url", "eventTypes", "maxEventsPerRequest"}: 201, its secret once
     GET  /webhooks                             the tenant's endpoints (never their secrets)
     DELETE /webhooks/{id}
@@ -208,6 +209,10 @@ class TenantApi:
             return Answer(
                 409, {"error": "the digest cannot run: its subject, body, schedule and window are not all given"}
             )
+        wait = self._digests.claim_run(user, digest_id)
+        if wait is not None:
+            error = "a run of this digest is under way, or one was asked for or ran too recently: retry later"
+            return Answer(429, {"error": error, "retryAfterSeconds": wait}, {"Retry-After": str(wait)})
         now = self._clock()
         self._start_digest_run(user, digest_id, now)
         period = period_of(now)

@@ -9,17 +9,23 @@ The pipe, in the order that makes it exactly once (docs/digests.md):
    `<digest id>-<period>`: the ledger, the tenant's rate and queue, suppression, unsubscribe, tracking and
    reports all apply, and the ledger drops a recipient already queued for the period (a run repeated, a
    crash after queueing).
-4. The items are marked mailed and the assembly closed; an item stored since step 1 is in neither, so it
-   goes into the next period's email.
+4. The items the ledger accepted (queued, or already) are marked mailed and the assembly closed; an item
+   stored since step 1 is in neither, so it goes into the next period's email. A recipient the ledger has
+   rejected for the period (now, or before a crash) has its assembly closed with nothing marked.
+
+A recipient's writes failing (steps 2 and 4, and dropping its expired items) are that recipient's alone: the
+run goes on and its last run says who and why (`failures`); an assembly left open is finished by the next.
+A run holds at most MAIL_BATCH_BYTES of items planned (and one recipient's email over it) before it mails.
 """
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from itertools import repeat
 from typing import Any, Protocol
@@ -34,6 +40,12 @@ from chalicelib.stores.tenants import TenantRegistry
 
 # Recipients per request through the pipeline (precompile's batch: its ledger look-up, its queue batches).
 MAIL_BATCH = 500
+# The bytes of items (their JSON) a run holds planned before it mails them: 500 recipients with 50 items of
+# 8 KB would be 200 MB of JSON, and three times that as Python objects and rendered emails. At most this,
+# and one recipient's email more (maxItems of 8 KB: 4 MB), is held at once: about 3 x 36 MB in the process.
+MAIL_BATCH_BYTES = 32 * 1024 * 1024
+# The failures a run's record names (each also logged); the count says how many there were.
+FAILURES_KEPT = 10
 # Recipients' state writes (an assembly opened, items marked) sent at once: each is one conditional
 # UpdateItem of its own item, so they do not contend.
 STATE_WRITERS = 16
@@ -54,7 +66,8 @@ class DigestNotReady(Exception):
 
 
 class DigestBusy(Exception):
-    """Another run of the digest holds it (raised, so that a scheduled invocation is retried)."""
+    """Another run of the digest holds it: this one's time is noted on the digest, and the holder starts a
+    run for it when it ends (chalicelib.digest.runner), so the invocation ends, not retried by Lambda."""
 
 
 @dataclass
@@ -71,6 +84,8 @@ class DigestRun:
     items_retracted: int = 0
     busy: int = 0  # recipients with another period's assembly open (finished by the next run)
     refused: int = 0  # recipients the pipeline refused (recorded with why): their items wait for the next run
+    failed: int = 0  # recipients whose writes failed: left for the next run (`failures` says why)
+    failures: list[dict[str, str]] = field(default_factory=list)  # the first FAILURES_KEPT of them
     unfinished: bool = False  # stopped for time: the rest of the period is for a continuation
     resume_after: str | None = None  # where it stopped: the last recipient done (its continuation's `after`)
     campaigns: set[str] = field(default_factory=set)
@@ -79,6 +94,35 @@ class DigestRun:
         d = {k: v for k, v in self.__dict__.items() if k != "campaigns"}
         d["campaigns"] = sorted(self.campaigns)
         return d
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A recipient planned for mailing, holding what its email and its settling need and nothing more (its
+    rows, with every stored item, are let go): `size` is the bytes of its items and metadata."""
+
+    key: str
+    recipient: Recipient
+    last_period: str | None
+    open_ids: frozenset[str]
+    state_keep: frozenset[str]  # markers a state row kept before issue 38, of items still stored
+    plan: RecipientPlan
+    size: int
+
+    @classmethod
+    def of(cls, rows: RecipientDigest, plan: RecipientPlan) -> Planned:
+        recipient = rows.recipient
+        size = sum(len(i.to_json()) for i in plan.items) + len(json.dumps(recipient.metadata)) + 256
+        size += sum(len(i) for i in rows.open_ids)
+        return cls(
+            rows.key,
+            recipient,
+            rows.last_period,
+            rows.open_ids,
+            rows.state_mailed & plan.stored_ids,
+            replace(plan, stored_ids=frozenset()),
+            size,
+        )
 
 
 def period_of(when: float) -> str:
@@ -115,15 +159,32 @@ class DigestAssembly:
         definition = self._definition(user_id, digest_id)
         run = DigestRun(user_id, digest_id, period)
         token = uuid.uuid4().hex
-        self._hold(run, token)
+        when = scheduled_at if scheduled_at is not None else now
+        self._hold(run, token, when)
         try:
-            return self._run(run, definition, token, now, time_left or (lambda: float("inf")), after)
+            return self._run(run, definition, token, now, time_left or (lambda: float("inf")), after, when)
         finally:
             self._store.release_run(user_id, digest_id, token)
 
-    def _hold(self, run: DigestRun, token: str) -> None:
-        if not self._store.hold_run(run.user_id, run.digest_id, token, self._clock(), HOLD_S):
-            raise DigestBusy(f"digest {run.digest_id} of {run.user_id}: another run is under way")
+    def _hold(self, run: DigestRun, token: str, when: float) -> None:
+        """Take (or renew) the digest's hold; held by another run, this one's time is noted for that run to
+        start when it ends, and DigestBusy says so."""
+        for _ in range(3):  # the hold freed between our two writes: try it again
+            now = self._clock()
+            if self._store.hold_run(run.user_id, run.digest_id, token, now, HOLD_S):
+                return
+            if self._store.note_waiting(run.user_id, run.digest_id, when, now):
+                break
+        raise DigestBusy(
+            f"digest {run.digest_id} of {run.user_id}: another run is under way; this one ({run.period}) "
+            "is noted and starts when it ends"
+        )
+
+    def next_waiting(self, user_id: str, digest_id: str, period: str) -> float | None:
+        """After a run of `period` ended (its hold released): the scheduled time of a run that found it busy,
+        to be started now; None if none, or if this run's period was as late (it mailed what that would)."""
+        waiting = self._store.take_waiting(user_id, digest_id)
+        return waiting if waiting is not None and period_of(waiting) > period else None
 
     def _run(
         self,
@@ -133,12 +194,14 @@ class DigestAssembly:
         now: float,
         time_left: Callable[[], float],
         after: str | None,
+        when: float,
     ) -> DigestRun:
         user_id, digest_id, period = run.user_id, run.digest_id, run.period
         retracted = self._store.retracted(user_id, digest_id)
         window_s = float(definition.window_s or 0)
         max_items = definition.max_items or DEFAULT_MAX_ITEMS
-        planned: list[tuple[RecipientDigest, RecipientPlan]] = []
+        planned: list[Planned] = []
+        held = 0  # bytes of the planned recipients' items
         flushed_at = time.monotonic()
         with ThreadPoolExecutor(max_workers=STATE_WRITERS, thread_name_prefix="digest") as pool:
             for rows in self._store.recipients(user_id, digest_id, after=after):
@@ -147,17 +210,23 @@ class DigestAssembly:
                 self._drop(run, rows, skipped.expired)
                 run.items_retracted += skipped.retracted
                 if plan is not None:
-                    planned.append((rows, plan))
-                # A flush point: a full batch, or FLUSH_S since the last (recipients with nothing new are
-                # read without mailing, and the hold must be renewed and the time checked all the same).
-                if len(planned) < MAIL_BATCH and time.monotonic() - flushed_at < FLUSH_S:
+                    entry = Planned.of(rows, plan)
+                    planned.append(entry)
+                    held += entry.size
+                done = rows.key
+                del rows  # its items, all of them, let go before the next recipient's are read
+                # A flush point: a full batch (in recipients or in bytes), or FLUSH_S since the last
+                # (recipients with nothing new are read without mailing, and the hold must be renewed and
+                # the time checked all the same).
+                full = len(planned) >= MAIL_BATCH or held >= MAIL_BATCH_BYTES
+                if not full and time.monotonic() - flushed_at < FLUSH_S:
                     continue
                 self._mail(run, definition, self._opened(run, planned, pool), pool)
-                planned, flushed_at = [], time.monotonic()
+                planned, held, flushed_at = [], 0, time.monotonic()
                 if time_left() <= 0:
-                    run.unfinished, run.resume_after = True, rows.key  # everything up to it is done
+                    run.unfinished, run.resume_after = True, done  # everything up to it is done
                     break
-                self._hold(run, token)  # renewed; lost (another run took it after ours lapsed): stop
+                self._hold(run, token, when)  # renewed; lost (another run took it after ours lapsed): stop
             self._mail(run, definition, self._opened(run, planned, pool), pool)
         self._store.record_run(user_id, digest_id, now, run.as_dict())
         log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
@@ -172,37 +241,47 @@ class DigestAssembly:
 
     def _drop(self, run: DigestRun, rows: RecipientDigest, expired: frozenset[str]) -> None:
         """Items past the window, never mailed: deleted now (TTL would within days), and counted."""
-        if expired:
+        if not expired:
+            return
+        try:
             self._store.drop_items(run.user_id, run.digest_id, rows.key, expired)
-            run.items_expired += len(expired)
+        except Exception as exc:  # this recipient's trouble: TTL deletes them, the run goes on
+            _failed(run, rows.key, "drop", exc)
+            return
+        run.items_expired += len(expired)
 
-    def _opened(
-        self, run: DigestRun, planned: list[tuple[RecipientDigest, RecipientPlan]], pool: ThreadPoolExecutor
-    ) -> list[tuple[RecipientDigest, RecipientPlan]]:
+    def _opened(self, run: DigestRun, planned: list[Planned], pool: ThreadPoolExecutor) -> list[Planned]:
         """The planned recipients whose items are noted on their state before their email is queued (an
         open one is already). One conditional write each, sent side by side: in sequence, their round
-        trips would be most of a run's time."""
+        trips would be most of a run's time. One that fails is left out of this run (recorded)."""
 
-        def open_one(entry: tuple[RecipientDigest, RecipientPlan]) -> bool:
-            rows, plan = entry
-            if plan.resumed:
+        def open_one(entry: Planned) -> bool | Exception:
+            if entry.plan.resumed:
                 return True
-            ids = [i.id for i in plan.items]
-            return self._store.open_assembly(
-                run.user_id, run.digest_id, rows.key, plan.period, ids, plan.keep_until, rows.last_period
-            )
+            ids = [i.id for i in entry.plan.items]
+            try:
+                return self._store.open_assembly(
+                    run.user_id,
+                    run.digest_id,
+                    entry.key,
+                    entry.plan.period,
+                    ids,
+                    entry.plan.keep_until,
+                    entry.last_period,
+                )
+            except Exception as exc:  # this recipient's alone
+                return exc
 
         opened = list(pool.map(open_one, planned))
+        for entry, outcome in zip(planned, opened, strict=True):
+            if isinstance(outcome, Exception):
+                _failed(run, entry.key, "open", outcome)
         # Refused: another run is between its steps 2 and 4 for them, or mailed them since we read their rows.
-        run.busy += opened.count(False)
-        return [entry for entry, ok in zip(planned, opened, strict=True) if ok]
+        run.busy += sum(1 for outcome in opened if outcome is False)
+        return [entry for entry, outcome in zip(planned, opened, strict=True) if outcome is True]
 
     def _mail(
-        self,
-        run: DigestRun,
-        definition: DigestDefinition,
-        batch: list[tuple[RecipientDigest, RecipientPlan]],
-        pool: ThreadPoolExecutor,
+        self, run: DigestRun, definition: DigestDefinition, batch: list[Planned], pool: ThreadPoolExecutor
     ) -> None:
         """Each period's emails through the pipeline, then their items marked mailed."""
         if not batch:
@@ -210,10 +289,10 @@ class DigestAssembly:
         tenant = self._tenants.get(run.user_id, fresh=True)
         if tenant is None:
             raise DigestNotReady(f"digest {run.digest_id}: tenant {run.user_id} has no sender registered")
-        for period in sorted({plan.period for _, plan in batch}):
-            group = [(rows, plan) for rows, plan in batch if plan.period == period]
+        for period in sorted({entry.plan.period for entry in batch}):
+            group = [entry for entry in batch if entry.plan.period == period]
             refused: set[str] = set()
-            mailing = [(rows, plan) for rows, plan in group if plan.items]
+            mailing = [entry for entry in group if entry.plan.items]
             if mailing:
                 cid = campaign_id(run.digest_id, period)
                 request = PrecompileRequest(
@@ -221,9 +300,8 @@ class DigestAssembly:
                     plan=tenant.plan,
                     sender=tenant.sender,
                     campaign=Campaign(id=cid, subject=definition.subject or "", body=definition.body or ""),
-                    recipients=[_recipient(rows, plan) for rows, plan in mailing],
+                    recipients=[_recipient(entry) for entry in mailing],
                     rejected=[],
-                    registered=True,  # the registry's own sender: its keys are not handed out, nor compared
                 )
                 result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
                 run.campaigns.add(cid)
@@ -231,23 +309,27 @@ class DigestAssembly:
                 # pipeline then counts them as duplicates, and they were never queued).
                 refused = {r.email.lower() for r in result.rejected if r.email} | result.known_rejected
             # Those with nothing left to send (a resumed assembly) are only closed.
-            rows_of, plans = [rows for rows, _ in group], [plan for _, plan in group]
-            for settled in pool.map(self._settle, repeat(run), rows_of, plans, repeat(period), repeat(refused)):
+            for settled in pool.map(self._settle, repeat(run), group, repeat(period), repeat(refused)):
                 settled.add_to(run)
 
-    def _settle(
-        self, run: DigestRun, rows: RecipientDigest, plan: RecipientPlan, period: str, refused: set[str]
-    ) -> Settled:
+    def _settle(self, run: DigestRun, entry: Planned, period: str, refused: set[str]) -> Settled:
         """Queued (or already, or suppressed, each recorded by the pipeline): its items marked mailed.
-        Refused (a template error, the daily cap, a queue that would not take it): recorded with the reason
-        by the pipeline, and its items left for the next run."""
+        Refused (a template error, the daily cap, a queue that would not take it), now or by the ledger
+        before a crash (a resumed assembly whose email the ledger has rejected): recorded with the reason by
+        the pipeline, and its items left for the next run. The markers follow what the ledger accepted.
+        A write that fails leaves the assembly open (the next run finishes it) and is recorded."""
+        plan = entry.plan
         ids = [i.id for i in plan.items]
-        if rows.key in refused and not plan.resumed:
-            self._store.close_assembly(run.user_id, run.digest_id, rows.key, period)
-            return Settled(refused=1)
-        marked = set(ids) | (rows.open_ids if plan.resumed else set())
-        keep = rows.mailed & plan.stored_ids  # markers of items still stored
-        self._store.mark_mailed(run.user_id, run.digest_id, rows.key, period, marked, keep, plan.keep_until)
+        try:
+            if entry.key in refused:
+                self._store.close_assembly(run.user_id, run.digest_id, entry.key, period)
+                return Settled(refused=1)
+            marked = set(ids) | (entry.open_ids if plan.resumed else set())
+            self._store.mark_mailed(
+                run.user_id, run.digest_id, entry.key, period, marked, entry.state_keep, plan.keep_until
+            )
+        except Exception as exc:  # this recipient's alone: its assembly stays open
+            return Settled(failure=_failure(entry.key, "mark", exc))
         return Settled(
             emails=1 if ids else 0,
             resumed=int(plan.resumed),
@@ -265,6 +347,7 @@ class Settled:
     items_mailed: int = 0
     items_waiting: int = 0
     refused: int = 0
+    failure: dict[str, str] | None = None
 
     def add_to(self, run: DigestRun) -> None:
         run.emails += self.emails
@@ -272,11 +355,29 @@ class Settled:
         run.items_mailed += self.items_mailed
         run.items_waiting += self.items_waiting
         run.refused += self.refused
+        if self.failure is not None:
+            _note(run, self.failure)
 
 
-def _recipient(rows: RecipientDigest, plan: RecipientPlan) -> Recipient:
+def _failure(key: str, step: str, exc: Exception) -> dict[str, str]:
+    return {"recipient": key, "step": step, "reason": f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def _failed(run: DigestRun, key: str, step: str, exc: Exception) -> None:
+    _note(run, _failure(key, step, exc))
+
+
+def _note(run: DigestRun, failure: dict[str, str]) -> None:
+    """A recipient's failure: counted, named in the run's record (the first few), logged (every one)."""
+    run.failed += 1
+    if len(run.failures) < FAILURES_KEPT:
+        run.failures.append(failure)
+    log.error("digest recipient failed", user=run.user_id, digest=run.digest_id, **failure)
+
+
+def _recipient(entry: Planned) -> Recipient:
     """The recipient with its metadata, `items` (newest first) and `items_total` for the templates."""
-    recipient = rows.recipient
+    recipient, plan = entry.recipient, entry.plan
     metadata = {**recipient.metadata, "items": [_shown(i) for i in plan.items], "items_total": plan.items_total}
     return Recipient(recipient.email, metadata)
 

@@ -3,6 +3,9 @@
 Scheduler invokes it with the digest and the time the run was scheduled for; `moonsend digest run` and the
 tenant API invoke it with the time of asking. The period comes from that time, never from the clock of the
 invocation, so a retried or continued run mails for the same period (the ledger keeps it exactly once).
+
+A run that finds another holding the digest ends (answered, not raised: Lambda would retry it twice and
+then count it failed): its time is noted on the digest, and the run holding it starts it when it ends.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import iso_ms, parse_instant
-from chalicelib.digest.assembly import DigestAssembly, DigestNotReady
+from chalicelib.digest.assembly import DigestAssembly, DigestBusy, DigestNotReady
 from chalicelib.digest.schedules import run_input
 
 # A run stops taking batches with this much of its Lambda time left, and goes on in a fresh invocation.
@@ -54,8 +57,8 @@ class DigestRunner:
         self._clock = clock
 
     def handle(self, event: object, function_name: str, remaining_ms: Callable[[], int]) -> dict[str, Any]:
-        """Run the digest for its period. DigestBusy is raised (Lambda retries the invocation, by when the
-        other run has ended or its hold lapsed); a digest not ready is logged and not retried."""
+        """Run the digest for its period. Busy (another run holds it) or not ready, it is answered, not
+        raised: the busy one is noted, and started by the run holding it when that ends."""
         try:
             request = parse_run_input(event, self._clock())
         except ValueError as exc:
@@ -72,8 +75,19 @@ class DigestRunner:
         except DigestNotReady as exc:
             log.warning("digest not run", user=request.user_id, digest=request.digest_id, reason=str(exc))
             return {"ran": False, "reason": str(exc)}
+        except DigestBusy as exc:
+            log.info("digest busy", user=request.user_id, digest=request.digest_id, reason=str(exc))
+            return {"ran": False, "busy": True, "reason": str(exc)}
         if run.unfinished:
             at = iso_ms(int(request.scheduled_at * 1000))
             event = {**run_input(request.user_id, request.digest_id, at), "after": run.resume_after}
             self._invoke_async(function_name, event)
-        return {"ran": True, **run.as_dict()}
+            return {"ran": True, **run.as_dict()}
+        # Finished: a run that found this one holding the digest meanwhile goes now (its continuation,
+        # when this one is unfinished, holds the digest first and starts it at its own end).
+        waiting = self._assembly.next_waiting(request.user_id, request.digest_id, run.period)
+        if waiting is not None:
+            self._invoke_async(
+                function_name, run_input(request.user_id, request.digest_id, iso_ms(int(waiting * 1000)))
+            )
+        return {"ran": True, **run.as_dict(), "started_waiting": waiting is not None}

@@ -2,12 +2,13 @@
 
 Counted from the stored rows with the run's own planning (chalicelib.digest.plan), so that "pending" means
 what the next run would mail: recipients with at least one unmailed item in the window, not retracted.
-Reading every row costs one Query page per 1 MB of items (about 2,000 items): a status of a digest with
-100,000 stored items reads about 50 pages.
+A status reads at most STATUS_MAX_ROWS rows (a few Query pages, whatever the digest holds): past them the
+counts stop and say so (`countsComplete` false, "10000+" in the terminal), lower bounds of the real ones.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +19,13 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.core.digest_contract import DEFAULT_MAX_ITEMS
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.plan import plan_recipient
-from chalicelib.stores.digests import DigestStore
+from chalicelib.stores.digests import DigestStore, ReadBudget
+
+# The rows a status reads at most (a recipient's state and markers are rows too): 10,000 items of 8 KB
+# are 80 Query pages of 1 MB, small ones 5 or so. A run reads them all; a status need not.
+STATUS_MAX_ROWS = 10_000
+# A run asked for through the API reads every row of the digest: one per digest per this, none while one runs.
+RUN_ASK_INTERVAL_S = 300.0
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class DigestStatus:
     items_pending: int  # unmailed, applicable, in the window (at most maxItems of them per email)
     items_expired: int  # past the window, not yet dropped
     items_retracted: int  # retracted before they were mailed
+    counts_complete: bool = True  # False: STATUS_MAX_ROWS read, the counts above are at least these
 
     def as_dict(self) -> dict[str, Any]:
         def iso(at: float | None) -> str | None:
@@ -61,6 +69,7 @@ class DigestStatus:
             "itemsPending": self.items_pending,
             "itemsExpired": self.items_expired,
             "itemsRetracted": self.items_retracted,
+            "countsComplete": self.counts_complete,
         }
 
 
@@ -75,6 +84,12 @@ class DigestStatusReader:
         state = self._store.state(user_id, digest_id)
         return None if state is None else state.definition.complete
 
+    def claim_run(self, user_id: str, digest_id: str) -> int | None:
+        """A run asked for through the API: None when it may start now (claimed), else the whole seconds
+        until one may be asked (a run under way, or one asked or run in the last RUN_ASK_INTERVAL_S)."""
+        wait = self._store.claim_asked_run(user_id, digest_id, self._clock(), RUN_ASK_INTERVAL_S)
+        return None if wait is None else math.ceil(wait)
+
     def status(self, user_id: str, digest_id: str) -> DigestStatus | None:
         """The digest's status, or None if the tenant has no such digest."""
         state = self._store.state(user_id, digest_id)
@@ -84,7 +99,8 @@ class DigestStatusReader:
         window_s, max_items = float(d.window_s or 0), d.max_items or DEFAULT_MAX_ITEMS
         retracted = self._store.retracted(user_id, digest_id)
         recipients = pending = stored = items_pending = expired = withdrawn = 0
-        for rows in self._store.recipients(user_id, digest_id):
+        budget = ReadBudget(STATUS_MAX_ROWS + 1)  # one more: spent, there are more than STATUS_MAX_ROWS
+        for rows in self._store.recipients(user_id, digest_id, budget=budget):
             recipients += 1
             stored += len(rows.items)
             plan, skipped = plan_recipient(rows, period_of(now), now, window_s, max_items, retracted)
@@ -110,6 +126,7 @@ class DigestStatusReader:
             items_pending=items_pending,
             items_expired=expired,
             items_retracted=withdrawn,
+            counts_complete=not budget.spent,
         )
 
 

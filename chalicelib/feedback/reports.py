@@ -52,6 +52,7 @@ def owner_of(key: str) -> str | None:
 class Answer:
     status: int
     body: dict[str, Any]
+    headers: dict[str, str] | None = None  # beside Cache-Control (a 429's Retry-After)
 
 
 NOT_FOUND = Answer(404, {"error": "not found"})

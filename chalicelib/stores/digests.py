@@ -8,9 +8,14 @@ One DynamoDB table, rows told apart by their partition key's prefix:
   so an item sent twice is stored once, and storing it is one write: a burst of 100,000 items is 4,000
   BatchWriteItem requests, spread over `SHARDS` partitions per digest (a partition takes 1,000 writes a
   second), so one tenant's burst never takes another's capacity.
-- `i#...#<shard>` / `<address>#`: the recipient's state, which sorts before its items: the ids already mailed
-  (the seed's "flushed" markers) and the assembly under way (`open_period`, `open_ids`), so that a crash
-  between queueing and marking repeats the same email, never another.
+- `i#...#<shard>` / `<address>#`: the recipient's state, which sorts before its items: the last period
+  mailed and the assembly under way (`open_period`, `open_ids`), so that a crash between queueing and
+  marking repeats the same email, never another.
+- `i#...#<shard>` / `<address>#!<period>`: the ids mailed in that period (the seed's "flushed" markers), one
+  row per email, between the state and the items (`!` sorts below every character an id starts with). A
+  row holds at most maxItems ids (500 of at most 128 characters: 64 KB, under DynamoDB's 400 KB item) and
+  expires (TTL) with its newest item's longest window: a busy reader's markers grow in rows, each bounded,
+  never in one item that outgrows 400 KB.
 - `x#<user>#<digest>` / `<item id>`: a retracted item, for as long as the window.
 
 Storage grows with recipients and their items in the window, not with recipients times content, and old
@@ -36,6 +41,7 @@ from chalicelib.stores.tables import bound, update_if
 
 SHARDS = 16
 _STATE = ""  # the state row's item id: `<address>#` sorts before `<address>#<any item id>`
+_MARKERS = "!"  # a marker row's item id starts so: after the state row, before every item (ids start alnum)
 
 
 class DigestModel(Model):
@@ -57,13 +63,16 @@ class DigestModel(Model):
     last_run = UnicodeAttribute(null=True)  # JSON: what the last run did
     running_until = NumberAttribute(null=True)  # a run's hold on the digest (epoch seconds), renewed as it goes
     running_token = UnicodeAttribute(null=True)
+    waiting_at = NumberAttribute(null=True)  # a run that found the digest busy: its scheduled time, run next
+    asked_at = NumberAttribute(null=True)  # the last run asked for through the API (its rate limit)
     # item rows
     email = UnicodeAttribute(null=True)  # as given (the key is lower-cased)
     item = UnicodeAttribute(null=True)  # Item JSON
     at = NumberAttribute(null=True)
     metadata = UnicodeAttribute(null=True)  # JSON, as of this item
-    # state rows
+    # marker rows (and, before issue 38, state rows: read, pruned, never added to)
     mailed = UnicodeSetAttribute(null=True)
+    # state rows
     open_period = UnicodeAttribute(null=True)
     open_ids = UnicodeSetAttribute(null=True)
 
@@ -81,10 +90,11 @@ class RecipientDigest:
 
     key: str  # lower-cased address
     items: list[StoredItem] = field(default_factory=list)
-    mailed: frozenset[str] = frozenset()
+    mailed: frozenset[str] = frozenset()  # every marker: the marker rows' and the state row's own
     last_period: str | None = None
     open_period: str | None = None
     open_ids: frozenset[str] = frozenset()
+    state_mailed: frozenset[str] = frozenset()  # markers kept on the state row itself (before issue 38)
 
     @property
     def recipient(self) -> Recipient:
@@ -102,6 +112,46 @@ class DigestState:
     last_run_at: float | None = None
     last_run: dict[str, Any] | None = None
     running_until: float | None = None
+    asked_at: float | None = None
+    waiting_at: float | None = None
+
+
+# Rows a status's Query page asks for at most (DynamoDB's own page is 1 MB whatever this says).
+QUERY_PAGE = 2000
+
+
+class ReadBudget:
+    """How many rows a reading may still take; `spent` once it took them all (what it counted is then a
+    lower bound)."""
+
+    def __init__(self, rows: int) -> None:
+        self.rows_left = rows
+        self.read = 0
+
+    @property
+    def spent(self) -> bool:
+        return self.rows_left <= 0
+
+    def take(self) -> None:
+        self.rows_left -= 1
+        self.read += 1
+
+
+def _add_row(current: RecipientDigest, item_id: str, row: DigestModel) -> None:
+    """One of a recipient's rows, read in key order: its state, then its markers, then its items."""
+    if item_id == _STATE:
+        current.state_mailed = frozenset(row.mailed or ())
+        current.mailed = current.mailed | current.state_mailed
+        current.last_period = row.last_period
+        current.open_period = row.open_period
+        current.open_ids = frozenset(row.open_ids or ())
+    elif item_id.startswith(_MARKERS):
+        current.mailed = current.mailed | frozenset(row.mailed or ())
+    else:
+        item = Item.from_json(row.item or "{}")
+        if item.id in current.mailed and item.id not in current.open_ids:
+            item = Item(item.id, item.type, item.at, {})  # never shown again: its data not held
+        current.items.append(StoredItem(item, row.email or current.key, json.loads(row.metadata or "{}")))
 
 
 def shard_of(address_key: str) -> int:
@@ -166,7 +216,9 @@ class DigestStore:
             int(row.max_items) if row.max_items is not None else None,
         )
         last_run = json.loads(row.last_run) if row.last_run else None
-        return DigestState(definition, row.scheduled, row.last_run_at, last_run, row.running_until)
+        return DigestState(
+            definition, row.scheduled, row.last_run_at, last_run, row.running_until, row.asked_at, row.waiting_at
+        )
 
     def mark_scheduled(self, user_id: str, digest_id: str, expression: str) -> None:
         """The digest's schedule was put with `expression` (an event giving it again puts nothing)."""
@@ -184,6 +236,50 @@ class DigestStore:
     def release_run(self, user_id: str, digest_id: str, token: str) -> None:
         m = self._model
         update_if(m(_def_pk(user_id), digest_id), [m.running_until.remove()], m.running_token == token)
+
+    def note_waiting(self, user_id: str, digest_id: str, scheduled_at: float, now: float) -> bool:
+        """A run that found the digest held: its scheduled time noted for the holder to start when it ends
+        (the latest such time wins: a later period mails whatever an earlier one would have). False when
+        the hold is gone meanwhile (the caller takes it itself)."""
+        m = self._model
+        row = m(_def_pk(user_id), digest_id)
+        later = m.waiting_at.does_not_exist() | (m.waiting_at < scheduled_at)
+        held = m.running_until.exists() & (m.running_until >= now)
+        if update_if(row, [m.waiting_at.set(scheduled_at)], m.sk.exists() & held & later):
+            return True
+        state = self.state(user_id, digest_id)  # not later than the one noted, or the hold gone
+        held_now = state is not None and state.running_until is not None and state.running_until >= now
+        return held_now and state is not None and (state.waiting_at or 0) >= scheduled_at
+
+    def take_waiting(self, user_id: str, digest_id: str) -> float | None:
+        """The scheduled time a busy run noted (see note_waiting), taken off the digest: its caller runs it.
+        Asked after the hold is released, so that a run noting itself meanwhile is never missed."""
+        state = self.state(user_id, digest_id)
+        if state is None or state.waiting_at is None:
+            return None
+        m = self._model
+        taken = update_if(m(_def_pk(user_id), digest_id), [m.waiting_at.remove()], m.waiting_at == state.waiting_at)
+        return float(state.waiting_at) if taken else None
+
+    def claim_asked_run(self, user_id: str, digest_id: str, now: float, interval_s: float) -> float | None:
+        """A run asked for through the API, at most one per `interval_s` and none while one runs: None when
+        claimed, else the seconds until one may be asked (for Retry-After)."""
+        m = self._model
+        row = m(_def_pk(user_id), digest_id)
+        idle = m.running_until.does_not_exist() | (m.running_until < now)
+        rested = m.asked_at.does_not_exist() | (m.asked_at <= now - interval_s)
+        ran = m.last_run_at.does_not_exist() | (m.last_run_at <= now - interval_s)
+        if update_if(row, [m.asked_at.set(now)], m.sk.exists() & idle & rested & ran):
+            return None
+        state = self.state(user_id, digest_id)
+        if state is None:
+            return float(interval_s)
+        until = max(
+            state.running_until or 0.0,
+            (state.asked_at or -interval_s) + interval_s,
+            (state.last_run_at or -interval_s) + interval_s,
+        )
+        return max(1.0, until - now)
 
     def record_run(self, user_id: str, digest_id: str, at: float, what: dict[str, Any]) -> None:
         self._model(_def_pk(user_id), digest_id).update(
@@ -233,33 +329,39 @@ class DigestStore:
     def retracted(self, user_id: str, digest_id: str) -> frozenset[str]:
         return frozenset(r.sk for r in self._model.query(_retract_pk(user_id, digest_id), consistent_read=True))
 
-    def recipients(self, user_id: str, digest_id: str, after: str | None = None) -> Iterator[RecipientDigest]:
-        """Every recipient with rows in the digest, shard by shard, its state and items together; with
-        `after` (a recipient's address key), those that come after it in this order only."""
+    def recipients(
+        self, user_id: str, digest_id: str, after: str | None = None, budget: ReadBudget | None = None
+    ) -> Iterator[RecipientDigest]:
+        """Every recipient with rows in the digest, shard by shard, its state, markers and items together;
+        with `after` (a recipient's address key), those that come after it in this order only; with
+        `budget`, no more rows than it allows (the last recipient then perhaps in part).
+
+        An item already marked mailed is read without its data (the markers sort before the items): only
+        its id and time matter to what comes next, and a busy reader has thousands of them."""
         first = shard_of(after) if after is not None else 0
         for shard in range(first, SHARDS):
+            if budget is not None and budget.spent:
+                return
             # A recipient's rows are `<address>#...`; every row after the last of `after`'s sorts above this
             # (ids are ASCII, an address holds no character below `#` where another continues it).
             condition = self._model.sk > f"{after}#\U0010ffff" if after is not None and shard == first else None
             current: RecipientDigest | None = None
             rows = self._model.query(
-                _items_pk(user_id, digest_id, shard), range_key_condition=condition, consistent_read=True
+                _items_pk(user_id, digest_id, shard),
+                range_key_condition=condition,
+                consistent_read=True,
+                limit=budget.rows_left if budget is not None else None,
+                page_size=min(budget.rows_left, QUERY_PAGE) if budget is not None else None,
             )
             for row in rows:
+                if budget is not None:
+                    budget.take()
                 key, _, item_id = row.sk.rpartition("#")
                 if current is None or current.key != key:
                     if current is not None and current.items:
                         yield current
                     current = RecipientDigest(key)
-                if item_id == _STATE:
-                    current.mailed = frozenset(row.mailed or ())
-                    current.last_period = row.last_period
-                    current.open_period = row.open_period
-                    current.open_ids = frozenset(row.open_ids or ())
-                else:
-                    current.items.append(
-                        StoredItem(Item.from_json(row.item or "{}"), row.email or key, json.loads(row.metadata or "{}"))
-                    )
+                _add_row(current, item_id, row)
             if current is not None and current.items:
                 yield current
 
@@ -302,21 +404,32 @@ class DigestStore:
         key: str,
         period: str,
         ids: Iterable[str],
-        keep: Iterable[str],
+        state_keep: Iterable[str],
         keep_until: float,
     ) -> None:
-        """The period's items mailed and its assembly closed; ids no longer stored (`keep` names those that
-        are) are dropped from the markers, so they stay as small as the window; the row expires (TTL) at
-        `keep_until`, when every item it names has left the window."""
-        row = self._state_row(user_id, digest_id, key)
+        """The period's items mailed and its assembly closed, in that order (a crash between leaves the
+        assembly open: the next run marks the same ids again, the same row).
+
+        The ids go on a marker row of their own (`<address>#!<period>`: at most maxItems ids), expiring
+        (TTL) at `keep_until`, when every item it names has left the window. The markers a state row kept
+        before issue 38 are only pruned (`state_keep`: those whose items are still stored)."""
+        marked = set(ids)
         m = self._model
-        mailed = set(ids) | set(keep)
+        pk = _items_pk(user_id, digest_id, shard_of(key))
+        if marked:
+            markers = m(pk, f"{key}#{_MARKERS}{period}")
+            markers.update(actions=[m.mailed.set(marked), m.expires_at.set(int(keep_until) + 1)])
+        kept = set(state_keep)
         actions = [
-            m.mailed.set(mailed),
+            m.mailed.set(kept) if kept else m.mailed.remove(),
             m.last_period.set(period),
             m.open_period.remove(),
             m.open_ids.remove(),
             m.expires_at.set(int(keep_until) + 1),
         ]
         # Closed meanwhile by another run (which resumed it): that one marked it.
-        update_if(row, actions, m.open_period.does_not_exist() | (m.open_period == period))
+        update_if(
+            self._state_row(user_id, digest_id, key),
+            actions,
+            m.open_period.does_not_exist() | (m.open_period == period),
+        )

@@ -1,0 +1,208 @@
+"""A digest's owners and bounds (issue 38) on the local stack's DynamoDB: a busy reader's markers, one
+recipient's failure, a crash between the pipeline's record and the markers, a run that finds the digest
+busy, a run asked for over HTTP, and how much a status reads.
+
+The runs are the assembly run_digest runs, called here so that each test picks its periods and its faults;
+where the pipeline's answer is not what is tested, a stand-in accepts every email.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from chalicelib import wiring
+from chalicelib.core.contract import Recipient
+from chalicelib.core.digest_contract import DigestDefinition, Item
+from chalicelib.digest import status as status_module
+from chalicelib.digest.assembly import DigestAssembly
+from chalicelib.digest.runner import DigestRunner
+from chalicelib.digest.status import DigestStatusReader
+from chalicelib.ingest.precompile import PrecompileResult
+from tests.conftest import free_tenant
+
+pytestmark = pytest.mark.e2e
+
+WEEK = 7 * 86400.0
+BODY = "{% for item in items %}<p>{{ item.id }}</p>{% endfor %}"
+ANN, BOB = "ann@example.org", "bob@example.org"
+
+
+def _tenant(stack, uid, max_items=50, body=BODY):
+    """A registered tenant with the weekly digest defined; its user id and the app's objects."""
+    user = f"bounds-{uid}"
+    free_tenant(stack, user)
+    c = wiring.container()
+    c.digests.define(user, DigestDefinition("weekly", "Your week", body, "cron(0 13 ? * WED *)", WEEK, max_items))
+    return user, c
+
+
+def _add(c, user, address, *item_ids, at=None):
+    at = at if at is not None else time.time() - 3600
+    c.digests.add_items(user, "weekly", WEEK, [(Recipient(address, {}), Item(i, "T", at, {})) for i in item_ids])
+
+
+class Accepting:
+    """The pipeline's stand-in: every email accepted (queued)."""
+
+    def __init__(self):
+        self.requests = []
+
+    def handle_request(self, request):
+        self.requests.append({r.email: [i["id"] for i in r.metadata["items"]] for r in request.recipients})
+        return PrecompileResult(request.user_id, request.campaign.id)
+
+
+def _assembly(c, mailer=None, store=None, clock=None):
+    return DigestAssembly(store or c.digests, c.tenants, mailer or Accepting(), clock or time.time)
+
+
+def test_a_busy_readers_markers_stay_bounded_and_every_period_mails_on(stack, uid):
+    # 3,500 items of 128-character ids for one reader, 500 mailed a period: their markers (about 460 KB)
+    # would not fit DynamoDB's 400 KB item; kept as one set on the reader's state, a run failed from then on.
+    user, c = _tenant(stack, uid, max_items=500)
+    now = time.time()
+    ids = [f"{n:05d}-" + "x" * 122 for n in range(3500)]
+    c.digests.add_items(
+        user, "weekly", WEEK, [(Recipient(ANN, {}), Item(i, "T", now - 7200 + n, {})) for n, i in enumerate(ids)]
+    )
+    mailed: list[str] = []
+    for k in range(7):
+        _add(c, user, BOB, f"bob-{k}")
+        mailer = Accepting()
+        at = now + k * 3600
+        run = _assembly(c, mailer, clock=lambda at=at: at).run(user, "weekly", scheduled_at=at)
+        assert (run.emails, run.items_mailed, run.as_dict().get("failed", 0)) == (2, 501, 0), run.as_dict()
+        (request,) = mailer.requests
+        assert request[BOB] == [f"bob-{k}"]
+        mailed += request[ANN]
+    assert sorted(mailed) == ids  # each once
+    rows = {r.key: r for r in c.digests.recipients(user, "weekly")}
+    assert rows[ANN].mailed == frozenset(ids)  # every marker read back, from rows of 500 ids each
+    later = now + 7 * 3600
+    assert _assembly(c, clock=lambda: later).run(user, "weekly", scheduled_at=later).emails == 0
+
+
+def test_one_recipients_failing_write_is_its_own_the_run_goes_on_and_its_status_says_why(stack, uid):
+    user, c = _tenant(stack, uid)
+    _add(c, user, ANN, "a-1")
+    _add(c, user, BOB, "b-1")
+    store = c.digests
+
+    class TooBigForAnn:  # the store, its write of ann's markers refused as DynamoDB refuses a 400 KB item
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def mark_mailed(self, user_id, digest_id, key, *args):
+            if key == ANN:
+                raise RuntimeError("Item size to update has exceeded the maximum allowed size")
+            return store.mark_mailed(user_id, digest_id, key, *args)
+
+    now = time.time()
+    run = _assembly(c, store=TooBigForAnn(), clock=lambda: now).run(user, "weekly", scheduled_at=now)
+    assert (run.emails, run.failed) == (1, 1)  # bob's went, and was marked
+    (failure,) = run.failures
+    assert failure["recipient"] == ANN and failure["step"] == "mark" and "maximum allowed size" in failure["reason"]
+    last = DigestStatusReader(store).status(user, "weekly").as_dict()["lastRun"]
+    assert last["failed"] == 1 and last["failures"] == [failure]
+    # The next run finishes ann's assembly (left open) under its own period: nothing lost, nothing twice.
+    mailer, nxt = Accepting(), now + 3600
+    again = _assembly(c, mailer, clock=lambda: nxt).run(user, "weekly", scheduled_at=nxt)
+    assert (again.resumed, again.failed, mailer.requests) == (1, 0, [{ANN: ["a-1"]}])
+
+
+def test_a_crash_after_the_pipeline_refused_an_email_marks_none_of_its_items(stack, uid):
+    user, c = _tenant(stack, uid, body="{{ items_total | divided_by: 0 }}")  # fails for every recipient
+    _add(c, user, ANN, "one")
+    precompiler = c.precompiler
+
+    class CrashAfterTheLedger:  # the pipeline records the refusal in the ledger, then the run dies
+        def handle_request(self, request):
+            result = precompiler.handle_request(request)
+            assert result.rejected
+            raise RuntimeError("killed after the pipeline's record")
+
+    first = time.time()
+    with pytest.raises(RuntimeError):
+        _assembly(c, CrashAfterTheLedger(), clock=lambda: first).run(user, "weekly", scheduled_at=first)
+    c.digests.define(user, DigestDefinition("weekly", body=BODY))  # put right
+    nxt = first + 3600
+    resumed = _assembly(c, precompiler, clock=lambda: nxt).run(user, "weekly", scheduled_at=nxt)
+    assert (resumed.resumed, resumed.refused, resumed.items_mailed) == (0, 1, 0)  # the ledger had refused it
+    ((rows),) = c.digests.recipients(user, "weekly")
+    assert "one" not in rows.mailed and rows.open_period is None
+    final = _assembly(c, precompiler, clock=lambda: nxt + 60).run(user, "weekly", scheduled_at=nxt)
+    assert (final.emails, final.items_mailed) == (1, 1)  # its item, in the next email
+
+
+def test_a_run_finding_the_digest_busy_ends_and_the_holder_starts_it_when_it_ends(stack, uid):
+    user, c = _tenant(stack, uid)
+    _add(c, user, ANN, "one")
+    now = time.time()
+    assert c.digests.hold_run(user, "weekly", "another-run", now, 90)
+    invoked = []
+    runner = DigestRunner(_assembly(c), lambda fn, event: invoked.append(event))
+    later = "2030-01-01T13:00:00.000Z"
+    out = runner.handle({"userId": user, "digestId": "weekly", "scheduledAt": later}, "run_digest", lambda: 900_000)
+    assert out["ran"] is False and out["busy"] is True and invoked == []  # answered: Lambda retries nothing
+    c.digests.release_run(user, "weekly", "another-run")
+    # The holder (a run of an earlier period, here) ends: it starts the run that found it busy.
+    earlier = {"userId": user, "digestId": "weekly", "scheduledAt": "2029-12-31T13:00:00Z"}
+    assert runner.handle(earlier, "run_digest", lambda: 900_000)["ran"] is True
+    assert invoked == [{"userId": user, "digestId": "weekly", "scheduledAt": later}]
+    assert runner.handle(earlier, "run_digest", lambda: 900_000)["ran"] and len(invoked) == 1  # taken once
+
+
+def _post(url, key):
+    req = urllib.request.Request(url, data=b"", method="POST", headers={"Authorization": f"Bearer {key}"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            return resp.status, dict(resp.headers), json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), json.loads(err.read() or b"{}")
+
+
+def test_runs_asked_for_over_http_are_limited_per_digest_with_retry_after(stack, uid):
+    user, c = _tenant(stack, uid)
+    c.digests.define(user, DigestDefinition("daily", "Today", BODY, "cron(0 13 * * ? *)", WEEK, 50))
+    key = c.reports.issue_key(user)
+    status, _, started = _post(f"{stack.api_url}/digests/weekly/run", key)
+    assert status == 202, started
+    status, headers, body = _post(f"{stack.api_url}/digests/weekly/run", key)
+    assert status == 429 and 1 <= int(headers["Retry-After"]) <= 300 and body["retryAfterSeconds"] > 0
+    # Another digest of the tenant is its own: free, until a run holds it.
+    assert c.digests.hold_run(user, "daily", "a-run", time.time(), 90)
+    status, headers, _ = _post(f"{stack.api_url}/digests/daily/run", key)
+    assert status == 429 and 1 <= int(headers["Retry-After"]) <= 90
+    c.digests.release_run(user, "daily", "a-run")
+    assert _post(f"{stack.api_url}/digests/daily/run", key)[0] == 202
+
+
+def test_a_status_reads_a_bounded_number_of_rows_and_says_its_counts_are_lower_bounds(stack, uid, monkeypatch):
+    user, c = _tenant(stack, uid)
+    for name in ("ann", "bob", "cat"):
+        _add(c, user, f"{name}@example.org", *(f"{name}-{n}" for n in range(60)))
+    client = c.digests._model._get_connection().connection.client
+    me, read = threading.get_ident(), []
+
+    def count(parsed, **_):
+        if threading.get_ident() == me:
+            read.append(parsed.get("Count", 0))
+
+    client.meta.events.register("after-call.dynamodb.Query", count)
+    try:
+        whole = DigestStatusReader(c.digests).status(user, "weekly")
+        all_rows = sum(read)
+        monkeypatch.setattr(status_module, "STATUS_MAX_ROWS", 40, raising=False)
+        read.clear()
+        bounded = DigestStatusReader(c.digests).status(user, "weekly")
+    finally:
+        client.meta.events.unregister("after-call.dynamodb.Query", count)
+    assert whole.items_stored == 180 and all_rows >= 180 and whole.as_dict().get("countsComplete", True) is True
+    assert sum(read) <= 41 and 0 < bounded.items_stored <= 41  # not every row: 41 of them
+    assert bounded.as_dict()["countsComplete"] is False  # and it says its counts are at least these

@@ -55,6 +55,7 @@ from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.platform_identities import PlatformIdentities
 from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Limits, Reputation
@@ -175,7 +176,12 @@ class Container:
 
     @cached_property
     def free_addresses(self) -> FreeAddresses:
-        return FreeAddresses(self.settings.resources.tenants_table.name, self.settings.region)
+        return FreeAddresses(self.settings.resources.tenants_table.name, self.settings.region, self.platform_identities)
+
+    @cached_property
+    def platform_identities(self) -> PlatformIdentities:
+        region = self.settings.region  # free-plan email goes out from the stage's region only
+        return PlatformIdentities(lambda: aws.client("sesv2", region))
 
     @cached_property
     def campaign_senders(self) -> CampaignSenders:

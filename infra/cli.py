@@ -293,6 +293,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     registry = _registry()
+    if args.action == "assign-from":  # also before the tenant's first message: its first send may need it
+        return _assign_from(args, registry)
     if registry.get(args.user) is None:
         print(f"no tenant {args.user!r}", file=sys.stderr)
         return 1
@@ -304,7 +306,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         key = Reports(registry, stats).issue_key(args.user)
         print(f"{args.user}: new API key (shown once; the previous key stops working):\n{key}")
         return 0
-    if args.action in ("keys", "move-keys", "assign-from"):
+    if args.action in ("keys", "move-keys"):
         return _tenant_sender(args, registry)
     actions = _container().actions
     if args.action == "pause":
@@ -315,23 +317,43 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     return 0 if done.ok else 1
 
 
-def _tenant_sender(args: argparse.Namespace, registry: Any) -> int:
-    """The tenant's key versions, an explicit move to another AWS account, a free-plan From address."""
+def _assign_from(args: argparse.Namespace, registry: Any) -> int:
+    """A free-plan From address given to the tenant, whoever had it: checked to be an address, and the
+    identity of the platform's SES account that covers it said (none: SES refuses its email until one is
+    verified). A tenant not registered yet may be given one: its first message may be from it."""
     import time
 
-    from chalicelib.core.contract import Sender
-    from chalicelib.core.errors import SenderRefused
+    from chalicelib.core.fields import is_email, is_id
     from infra.terminal import plain
 
+    if not is_id(args.user):
+        print(f"assign-from: {plain(args.user)!r} is not a tenant id", file=sys.stderr)
+        return 2
+    if not args.address or not is_email(args.address):
+        print(f"assign-from: --address {plain(args.address or '')!r} is not an email address", file=sys.stderr)
+        return 2
     container = _container()
-    if args.action == "assign-from":
-        if not args.address:
-            print("assign-from needs --address", file=sys.stderr)
-            return 2
-        previous = container.free_addresses.assign(args.user, args.address, int(time.time() * 1000))
-        was = f" (it was {plain(previous)}'s)" if previous and previous != args.user else ""
-        print(f"{args.user}: {plain(args.address)} is now its free-plan From address{was}")
-        return 0
+    coverage = container.platform_identities.covering(args.address)
+    previous = container.free_addresses.assign(args.user, args.address, int(time.time() * 1000))
+    was = f" (it was {plain(previous)}'s)" if previous and previous != args.user else ""
+    new = "" if registry.get(args.user) is not None else " (no message from this tenant yet)"
+    print(f"{args.user}{new}: {plain(args.address)} is now its free-plan From address{was}")
+    print(f"covered in the platform's SES account by {coverage.describe()}")
+    if not (coverage.own or coverage.domain):
+        print(
+            f"warning: SES refuses email from {plain(args.address)} until the address or its domain is verified "
+            "in the platform's SES account",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _tenant_sender(args: argparse.Namespace, registry: Any) -> int:
+    """The tenant's key versions, an explicit move to another AWS account."""
+    from chalicelib.core.contract import Sender
+    from chalicelib.core.errors import SenderRefused
+
+    container = _container()
     if args.action == "move-keys":
         # From the environment, never the command line: arguments are visible to every user of the machine.
         key, secret = os.environ.get("MOONSEND_NEW_API_KEY"), os.environ.get("MOONSEND_NEW_API_SECRET")
@@ -599,7 +621,8 @@ def _aws_clients(region: str | None) -> dict[str, Any]:
     import boto3
 
     session = boto3.session.Session(region_name=region)
-    names = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler", "secretsmanager")
+    names: tuple[str, ...] = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler")
+    names += ("secretsmanager", "sesv2")  # sesv2: which identity covers the smoke's From
     return {n: session.client(n) for n in names}
 
 
@@ -730,17 +753,40 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
     account = clients["sts"].get_caller_identity()["Account"]
     outputs = clients["cloudformation"].describe_stacks(StackName=stack_name(stage))["Stacks"][0]["Outputs"]
     topic = next(o["OutputValue"] for o in outputs if o["OutputKey"] == "PrecompileEmailTopicArn")
+    region = clients["sns"].meta.region_name
+    settings = Settings.from_env({"MOONSEND_STAGE": stage, "MOONSEND_ACCOUNT_ID": account, "AWS_REGION": region})
+    refused = _smoke_sender(settings, clients["sesv2"], sender)
+    if refused:
+        print(f"moonsend smoke: {refused}", file=sys.stderr)
+        return 2
     campaign = f"smoke-{uuid.uuid4().hex[:8]}"
     for message in smoke_messages(sender, campaign):
         clients["sns"].publish(TopicArn=topic, Message=json.dumps(message))
     wanted = simulator_addresses(campaign)
     print(f"published campaign {campaign} to {', '.join(wanted)}; waiting for the ledger ...")
-    region = clients["sns"].meta.region_name
-    settings = Settings.from_env({"MOONSEND_STAGE": stage, "MOONSEND_ACCOUNT_ID": account, "AWS_REGION": region})
     seen = wait_for_outcomes(settings, campaign, timeout_s=timeout, poll_s=5 if stage != "local" else 0.5)
     for address, state in seen.items():
         print(f"{address:<40} {state}")
     return 0 if all(seen[a] == want for a, want in wanted.items()) else 1
+
+
+def _smoke_sender(settings: Any, ses: Any, sender: str) -> str | None:
+    """The smoke's From made `moonsend-smoke`'s: an address covered only by the platform's domain identity
+    is claimed by no free tenant's first send, so the operator running the smoke assigns it, unless
+    another tenant has it (the smoke then stops and says whose it is)."""
+    from chalicelib.stores.free_senders import FreeAddresses
+    from chalicelib.stores.platform_identities import PlatformIdentities
+    from infra.deploy import SMOKE_TENANT
+
+    identities = PlatformIdentities(lambda: ses)
+    addresses = FreeAddresses(settings.resources.tenants_table.name, settings.region, identities)
+    owner = addresses.owner(sender)
+    if owner not in (None, SMOKE_TENANT):
+        return f"{sender} is the free-plan From address of {owner}: give the smoke an address of its own"
+    coverage = identities.covering(sender) if owner is None else None
+    if coverage is not None and coverage.domain and not coverage.own:
+        addresses.assign(SMOKE_TENANT, sender, int(time.time() * 1000))
+    return None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -277,11 +277,14 @@ def _deploy_stack(cfn: Any, name: str, url: str) -> None:
     cfn.get_waiter(waiter).wait(StackName=name, WaiterConfig={"Delay": 10, "MaxAttempts": 180})
 
 
+SMOKE_TENANT = "moonsend-smoke"
+
+
 def smoke_messages(sender_address: str, campaign_id: str) -> list[dict[str, Any]]:
     """A free-plan campaign to the SES mailbox simulator: one message, three recipients."""
     return [
         {
-            "userId": "moonsend-smoke",
+            "userId": SMOKE_TENANT,
             "userPlan": "free",
             "sender": {"ratePerSecond": "1", "emailAddress": sender_address, "fromName": "moonsend smoke test"},
             "campaign": {
@@ -304,7 +307,7 @@ def wait_for_outcomes(
     deadline = time.time() + timeout_s
     wanted = simulator_addresses(campaign_id)
     while True:
-        seen = {a: (ledger.get("moonsend-smoke", campaign_id, a) or _Nothing).state for a in wanted}
+        seen = {a: (ledger.get(SMOKE_TENANT, campaign_id, a) or _Nothing).state for a in wanted}
         if all(seen[a] == want for a, want in wanted.items()) or time.time() > deadline:
             return seen
         time.sleep(poll_s)

@@ -137,6 +137,9 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             [f"arn:aws:scheduler:*:*:schedule/default/{r.digest_schedule_prefix}*"],
         ),
         _stmt("PassSchedulerRole", ["iam:PassRole"], [f"arn:aws:iam::*:role/{r.digest_scheduler_role}"]),
+        # A free-plan From address nobody has yet is claimed only if it has an identity of its own
+        # (chalicelib.stores.platform_identities).
+        _stmt("PlatformIdentities", ["ses:GetEmailIdentity"], ["arn:aws:ses:*:*:identity/*"]),
     ]
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),

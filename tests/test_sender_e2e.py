@@ -210,3 +210,100 @@ def test_a_tenants_ses_events_from_another_account_stay_untrusted_after_a_messag
     }
     assert parse_event(forged).user_id == user  # the forged record names the tenant as a real one would
     assert wiring.container().ses_events.handle(json.dumps(forged)) == "untrusted"
+
+
+def _platform_domain(stack, uid):
+    """A domain verified in the platform's SES account, as the platform's own is (`billing@`, `security@`)."""
+    domain = f"platform-{uid}.example"
+    stack.client("sesv2").create_email_identity(EmailIdentity=domain)
+    return domain
+
+
+def _free(address, name="N"):
+    return {"region": "us-east-1", "ratePerSecond": "5", "emailAddress": address, "fromName": name}
+
+
+def test_no_free_tenant_claims_an_address_covered_only_by_the_platforms_domain_identity(stack, uid):
+    # The finding: the first free tenant to send as `billing@<the platform's domain>` made it its own,
+    # and its SES tenant was associated with the platform's domain identity.
+    domain = _platform_domain(stack, uid)
+    first, second = f"first-{uid}", f"second-{uid}"
+    news, billing = f"news@{domain}", f"billing@{domain}"
+    stack.client("sesv2").create_email_identity(EmailIdentity=news)  # an identity of its own
+    _publish(stack, _message(first, _free(news), "c", ["a@example.org"]))
+    _publish(stack, _message(second, _free(billing), "c", ["b@example.org"]))
+    _publish(stack, _message(first, _free(billing), "d", ["c@example.org"]))
+    assert stack.wait_until_drained(60)
+    assert _reasons(first, "c") == {"a@example.org": ("sent", None)}  # its own identity: claimed on first send
+    assert wiring.container().free_addresses.owner(news) == first
+    for user, campaign, email in ((second, "c", "b@example.org"), (first, "d", "c@example.org")):
+        state, reason = _reasons(user, campaign)[email]
+        assert state == "rejected"
+        assert reason == (
+            f"sender.emailAddress: {billing} is covered only by the platform's domain identity {domain}, not by "
+            "an identity of its own, so no free tenant claims it by sending: an operator assigns it first "
+            f"(moonsend tenant assign-from --user {user} --address {billing})"
+        )
+    assert wiring.container().free_addresses.owner(billing) is None
+    sent = [(s["userId"], s["campaignId"]) for s in read_sends(stack.config.outbox) if s["userId"] in (first, second)]
+    assert sent == [(first, "c")]
+
+
+def test_an_address_no_identity_covers_is_refused_before_it_reaches_ses(stack, uid):
+    user, address = f"nowhere-{uid}", f"hello@nowhere-{uid}.example"
+    _publish(stack, _message(user, _free(address), "c", ["a@example.org"]))
+    assert stack.wait_until_drained(60)
+    state, reason = _reasons(user, "c")["a@example.org"]
+    assert state == "rejected"
+    assert reason.startswith(
+        f"sender.emailAddress: {address} is not verified in the platform's SES account (neither the address nor "
+        "its domain)"
+    )
+    assert wiring.container().free_addresses.owner(address) is None
+
+
+def test_after_assign_from_a_domain_covered_address_sends_for_that_tenant_only(stack, uid, capsys, monkeypatch):
+    from infra import cli
+    from infra.cli import main
+
+    monkeypatch.setattr(cli, "_container", wiring.container)  # this session's objects (see test_webhooks_e2e)
+    domain = _platform_domain(stack, uid)
+    billing, owner, other = f"billing@{domain}", f"billing-{uid}", f"other-{uid}"
+    common = ["--endpoint", stack.endpoint, "--stage", "local"]
+    # Before its first message: the tenant is not registered yet, and the assignment is what lets it send.
+    assert main(["tenant", "assign-from", "--user", owner, "--address", billing.upper(), *common]) == 0
+    out = capsys.readouterr().out
+    assert f"{owner} (no message from this tenant yet): {billing.upper()} is now its free-plan From address" in out
+    assert f"covered in the platform's SES account by only the domain identity {domain}" in out
+    _publish(stack, _message(owner, _free(billing), "c", ["a@example.org"]))
+    _publish(stack, _message(other, _free(billing), "c", ["b@example.org"]))
+    assert stack.wait_until_drained(60)
+    assert _reasons(owner, "c") == {"a@example.org": ("sent", None)}
+    assert _reasons(other, "c")["b@example.org"] == (
+        "rejected",
+        f"sender.emailAddress: {billing} is the From address of another tenant on the free plan "
+        "(an operator can assign it: moonsend tenant assign-from)",
+    )
+    assert [s["userId"] for s in read_sends(stack.config.outbox) if s["userId"] in (owner, other)] == [owner]
+
+
+def test_assign_from_refuses_a_malformed_address_and_says_which_identity_covers_it(stack, uid, capsys, monkeypatch):
+    from infra import cli
+    from infra.cli import main
+
+    monkeypatch.setattr(cli, "_container", wiring.container)
+    user, common = f"assigned-{uid}", ["--endpoint", stack.endpoint, "--stage", "local"]
+    for bad in ("not an address", "a@b@c.example", "x" * 250 + "@example.org", ""):
+        assert main(["tenant", "assign-from", "--user", user, "--address", bad, *common]) == 2
+        assert "is not an email address" in capsys.readouterr().err
+        assert wiring.container().free_addresses.owner(bad or "-") is None
+    own = f"own@{uid}.example"
+    stack.client("sesv2").create_email_identity(EmailIdentity=own)
+    assert main(["tenant", "assign-from", "--user", user, "--address", own, *common]) == 0
+    assert f"covered in the platform's SES account by its own verified identity {own}" in capsys.readouterr().out
+    nowhere = f"hello@nowhere-{uid}.example"
+    assert main(["tenant", "assign-from", "--user", user, "--address", nowhere, *common]) == 0
+    printed = capsys.readouterr()
+    assert "by no verified identity (neither the address nor its domain)" in printed.out
+    assert f"SES refuses email from {nowhere} until the address or its domain is verified" in printed.err
+    assert wiring.container().free_addresses.owner(nowhere) == user  # assigned all the same: verified later

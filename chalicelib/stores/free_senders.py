@@ -1,9 +1,12 @@
 """Which free-plan tenant a From address belongs to.
 
 Free-plan email goes out through the platform's SES account, where SES cannot tell tenants apart: without
-this, one free tenant could send From another's address. An address belongs to the first tenant that
-sends from it on the free plan (claimed with a conditional write), or to the tenant an operator assigns
-it to (`moonsend tenant assign-from`); another tenant's message From it is refused with the reason.
+this, one free tenant could send From another's address. An address belongs to the tenant an operator
+assigns it to (`moonsend tenant assign-from`), or, when it has a verified identity of its own in the
+platform's SES account (chalicelib.stores.platform_identities), to the first tenant that sends from it on
+the free plan (claimed with a conditional write). An address covered only by a domain identity of the
+platform's account (`billing@`, `security@` of the platform's own domain) is claimed by nobody: it is
+refused until an operator assigns it. Another tenant's message From an address is refused with the reason.
 
 Claims live in the tenants table under `_from:<address, lower-cased>`, an id no tenant can have (tenant
 ids start with a letter or digit). Paid tenants send through their own SES accounts, whose verified
@@ -17,6 +20,7 @@ from pynamodb.exceptions import DoesNotExist, PutError
 from pynamodb.models import Model
 
 from chalicelib.core.errors import SenderRefused
+from chalicelib.stores.platform_identities import Coverage, PlatformIdentities
 from chalicelib.stores.tables import bound, condition_failed
 
 KEY_PREFIX = "_from:"
@@ -36,9 +40,26 @@ def _key(address: str) -> str:
     return KEY_PREFIX + address.lower()
 
 
+def unclaimable(user_id: str, coverage: Coverage) -> str:
+    """Why a free tenant may not claim an address nobody has: it has no verified identity of its own."""
+    fix = f"moonsend tenant assign-from --user {user_id} --address {coverage.address}"
+    if coverage.domain:
+        return (
+            f"sender.emailAddress: {coverage.address} is covered only by the platform's domain identity "
+            f"{coverage.domain_name}, not by an identity of its own, so no free tenant claims it by sending: "
+            f"an operator assigns it first ({fix})"
+        )
+    return (
+        f"sender.emailAddress: {coverage.address} is not verified in the platform's SES account (neither the "
+        "address nor its domain): an operator verifies the address as an identity of its own, or its domain "
+        f"and then assigns it ({fix})"
+    )
+
+
 class FreeAddresses:
-    def __init__(self, table_name: str, region: str) -> None:
+    def __init__(self, table_name: str, region: str, identities: PlatformIdentities) -> None:
         self._model = bound(FreeAddressModel, table_name, region)
+        self._identities = identities
 
     def owner(self, address: str) -> str | None:
         try:
@@ -47,12 +68,18 @@ class FreeAddresses:
             return None
 
     def claim(self, user_id: str, address: str, now_ms: int) -> None:
-        """The address is `user_id`'s (claimed now if nobody has it); SenderRefused if it is another's.
+        """The address is `user_id`'s (claimed now if nobody has it and it has a verified identity of its
+        own); SenderRefused if it is another's, or nobody's and covered by no identity of its own.
 
         One consistent read per message (the claim is read, never cached: an operator's reassignment
-        applies to the next message), and one write the first time."""
+        applies to the next message). An address nobody has costs the identity look-up (one or two SES
+        reads, kept a minute per container) and, when it is claimed, one write: once claimed, a message
+        costs no SES request."""
         owner = self.owner(address)
         if owner is None:
+            coverage = self._identities.covering(address)
+            if not coverage.own:
+                raise SenderRefused(unclaimable(user_id, coverage))
             try:
                 self._model(_key(address), owner=user_id, claimed_at=now_ms).save(
                     condition=self._model.user_id.does_not_exist()

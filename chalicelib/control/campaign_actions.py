@@ -23,9 +23,8 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
-from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
-from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.schedule import ScheduleStore
+from chalicelib.stores.campaign_control import CANCELLED, PAUSED
+from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenants import TenantRegistry
@@ -44,13 +43,13 @@ class CampaignActions:
     def __init__(
         self,
         settings: Settings,
-        control: CampaignControl,
+        control: ControlSwitch,
         releaser: Releaser,
         parked: ParkedEmail,
         retry: RetryFailed,
         tenants: TenantRegistry,
-        store: ScheduleStore,
-        stats: CampaignStats,
+        store: RescheduleStore,
+        stats: CampaignSchedule,
         ses_tenants: SesTenants,
     ) -> None:
         self._settings = settings

@@ -27,10 +27,10 @@ from chalicelib.core.routing import queue_for
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
+from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import FAILED, QUEUED
+from chalicelib.stores.ports import Counts, RetryLedger
 from chalicelib.stores.recorder import Recorder
 
 
@@ -54,8 +54,8 @@ class RetryFailed:
     def __init__(
         self,
         settings: Settings,
-        ledger: Ledger,
-        stats: CampaignStats,
+        ledger: RetryLedger,
+        stats: Counts,
         copies: FailedCopies,
         email_queue: EmailQueue,
         drains: DrainStarter,

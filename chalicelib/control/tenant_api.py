@@ -35,9 +35,8 @@ from chalicelib.digest.assembly import campaign_id as digest_campaign
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.status import DigestStatusReader
 from chalicelib.feedback.reports import NOT_FOUND, Answer, Reports
-from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import STATES
+from chalicelib.stores.ports import CountsReader, LedgerPages
 
 UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
 BAD_CURSOR = Answer(400, {"error": "after: not a cursor of this list (give the `next` of the page before)"})
@@ -81,8 +80,8 @@ class TenantApi:
         self,
         reports: Reports,
         actions: CampaignActions,
-        ledger: Ledger,
-        stats: CampaignStats,
+        ledger: LedgerPages,
+        stats: CountsReader,
         digests: DigestStatusReader,
         start_digest_run: Callable[[str, str, float], None],
         webhooks: WebhookRegistration,

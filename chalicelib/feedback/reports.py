@@ -17,7 +17,8 @@ from typing import Any
 
 from chalicelib.core.contract import MAX_ID_LENGTH
 from chalicelib.core.fields import is_id
-from chalicelib.stores.campaign_stats import COUNTERS, CampaignStats
+from chalicelib.stores.campaign_stats import COUNTERS
+from chalicelib.stores.ports import CountsReader
 from chalicelib.stores.tenants import TenantRegistry
 
 PREFIX = "msk_"
@@ -59,7 +60,7 @@ NOT_FOUND = Answer(404, {"error": "not found"})
 
 
 class Reports:
-    def __init__(self, tenants: TenantRegistry, stats: CampaignStats) -> None:
+    def __init__(self, tenants: TenantRegistry, stats: CountsReader) -> None:
         self._tenants = tenants
         self._stats = stats
 

@@ -40,12 +40,11 @@ from typing import Any
 from chalicelib.core import log
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import verdict
-from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
-from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.campaign_stats import BufferedStats
+from chalicelib.stores.ports import Counts, LedgerRecords, ReputationCounts, SuppressionAdd
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.reputation import Reputation
 from chalicelib.stores.ses_tenants import SesTenants
-from chalicelib.stores.suppression import BOUNCE, COMPLAINT, Suppressions
+from chalicelib.stores.suppression import BOUNCE, COMPLAINT
 from chalicelib.stores.tenants import TenantRegistry
 
 
@@ -90,12 +89,12 @@ def parse_event(raw: str | dict[str, Any]) -> SesEvent:
 class SesEvents:
     def __init__(
         self,
-        ledger: Ledger,
-        stats: CampaignStats,
-        suppressions: Suppressions,
+        ledger: LedgerRecords,
+        stats: Counts,
+        suppressions: SuppressionAdd,
         tenants: TenantRegistry,
         platform_account: str,
-        reputation: Reputation,
+        reputation: ReputationCounts,
         ses_tenants: SesTenants,
         region: str,
     ) -> None:

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from chalicelib.core import log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ports import Counts, LedgerRecords, SuppressionAdd
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.suppression import UNSUBSCRIBE, Suppressions
+from chalicelib.stores.suppression import UNSUBSCRIBE
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">
@@ -41,7 +40,7 @@ NOT_FOUND = _page(404, "Link not found", "<p>This link is not valid.</p>")
 
 
 class Unsubscribes:
-    def __init__(self, links: LinkSigner, suppressions: Suppressions, ledger: Ledger, stats: CampaignStats) -> None:
+    def __init__(self, links: LinkSigner, suppressions: SuppressionAdd, ledger: LedgerRecords, stats: Counts) -> None:
         self._links = links
         self._suppressions = suppressions
         self._recorder = Recorder(ledger, stats)

@@ -38,14 +38,12 @@ from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_sender import CampaignSenders, SenderSnapshot
-from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
-from chalicelib.stores.daily_cap import DailyCap, batch_id, cap_reason
+from chalicelib.stores.campaign_stats import BufferedStats
+from chalicelib.stores.daily_cap import batch_id, cap_reason
 from chalicelib.stores.free_senders import FreeAddresses
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
+from chalicelib.stores.ports import DailyShare, IntakeCounts, IntakeLedger, SchedulePut, SuppressionCheck
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.schedule import ScheduleStore
-from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_model import KeyVersion
 from chalicelib.stores.tenants import AccountOf, TenantRegistry
 
@@ -101,15 +99,15 @@ class Precompiler:
         tenants: TenantRegistry,
         email_queue: EmailQueue,
         drains: DrainStarter,
-        stats: CampaignStats,
-        ledger: Ledger,
+        stats: IntakeCounts,
+        ledger: IntakeLedger,
         campaign_senders: CampaignSenders,
         free_addresses: FreeAddresses,
         account_of: AccountOf,
-        daily_cap: DailyCap,
-        suppressions: Suppressions,
+        daily_cap: DailyShare,
+        suppressions: SuppressionCheck,
         links: LinkSigner,
-        schedule: ScheduleStore,
+        schedule: SchedulePut,
     ) -> None:
         self._settings = settings
         self._templates = templates

@@ -22,8 +22,7 @@ from dataclasses import dataclass
 from chalicelib.core import html_scan, log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.ports import Counts, LedgerRecords
 from chalicelib.stores.recorder import Recorder
 
 _BODY_END = re.compile(r"</body\s*>", re.I)
@@ -71,7 +70,7 @@ class Redirect:
 
 
 class Tracking:
-    def __init__(self, links: LinkSigner, ledger: Ledger, stats: CampaignStats) -> None:
+    def __init__(self, links: LinkSigner, ledger: LedgerRecords, stats: Counts) -> None:
         self._links = links
         self._recorder = Recorder(ledger, stats)
 

@@ -28,11 +28,10 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
-from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import FAILED, FINAL, Entry
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.ports import Counts, SenderLedger
 from chalicelib.stores.recorder import Recorder
 
 RECHECK_S = 6 * 3600  # a dead letter already looked at is looked at again after this
@@ -59,8 +58,8 @@ class DeadLetters:
         self,
         settings: Settings,
         sqs: Any,
-        ledger: Ledger,
-        stats: CampaignStats,
+        ledger: SenderLedger,
+        stats: Counts,
         payloads: PayloadStore,
         failed_copies: FailedCopies,
         queue_name: str,

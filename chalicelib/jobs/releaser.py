@@ -26,12 +26,10 @@ from chalicelib.core.contract import MAX_DELAY_S, expired_reason
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
-from chalicelib.stores.campaign_control import CampaignControl
-from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
+from chalicelib.stores.ports import ControlState, LedgerRecords, ReleaserCounts, ReleaseStore
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.schedule import ScheduleStore, StoredBatch
+from chalicelib.stores.schedule import StoredBatch
 
 CANCELLED_REASON = "campaign cancelled before its scheduled time"
 
@@ -50,10 +48,10 @@ class Releaser:
     def __init__(
         self,
         settings: Settings,
-        store: ScheduleStore,
-        ledger: Ledger,
-        stats: CampaignStats,
-        control: CampaignControl,
+        store: ReleaseStore,
+        ledger: LedgerRecords,
+        stats: ReleaserCounts,
+        control: ControlState,
         email_queue: EmailQueue,
         start_drain: Callable[[str, int | None], None],
     ) -> None:

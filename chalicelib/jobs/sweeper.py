@@ -32,7 +32,7 @@ from chalicelib.core import log
 from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.routing import is_our_queue
-from chalicelib.stores.lease import Leases
+from chalicelib.stores.ports import LeaseHolders
 
 # Checks at once: each mostly waits on its round trip, and boto3's clients are thread-safe with a pool
 # of 64 connections (chalicelib.core.aws), more than these and their drain starts use. More would not
@@ -69,7 +69,7 @@ class Sweeper:
         self,
         settings: Settings,
         sqs: Any,
-        leases: Leases,
+        leases: LeaseHolders,
         start: Callable[[str], None],
         *,
         workers: int = WORKERS,

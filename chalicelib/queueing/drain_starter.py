@@ -21,7 +21,7 @@ from typing import Protocol
 
 from chalicelib.core import log
 from chalicelib.core.drainer_shares import lease_key
-from chalicelib.stores.lease import Leases
+from chalicelib.stores.ports import LeaseHolders
 
 # How long a queue seen with a drainer (or given one) is taken to still have it. A drain ends only after
 # two empty long polls, so email put on its queue within this is received by it.
@@ -37,7 +37,7 @@ class StartDrain(Protocol):
 class DrainStarter:
     def __init__(
         self,
-        leases: Leases,
+        leases: LeaseHolders,
         start_drain: StartDrain,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.queueing.enqueuer import EnqueueFailure, Enqueuer, Outgoing
-from chalicelib.queueing.tenant_queues import TenantQueues
+from chalicelib.queueing.ports import QueueRegistry
 from chalicelib.stores.payloads import PayloadStore
 
 
 class EmailQueue:
-    def __init__(self, queues: TenantQueues, enqueuer: Enqueuer, payloads: PayloadStore) -> None:
+    def __init__(self, queues: QueueRegistry, enqueuer: Enqueuer, payloads: PayloadStore) -> None:
         self._queues = queues
         self._enqueuer = enqueuer
         self._payloads = payloads

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from chalicelib.core import log
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.schedule import ScheduleStore, StoredBatch
+from chalicelib.stores.ports import ParkingStore
+from chalicelib.stores.schedule import StoredBatch
 
 # The campaign id of a paused free-plan tenant's parked batches, which mix campaigns (ids may not start with `_`).
 PARKED_TENANT_CAMPAIGN = "_held"
@@ -27,7 +28,7 @@ def parked_bucket(user_id: str, campaign_id: str | None = None) -> str:
 
 class ParkedEmail:
     def __init__(
-        self, store: ScheduleStore, email_queue: EmailQueue, start_drain: Callable[[str, int | None], None]
+        self, store: ParkingStore, email_queue: EmailQueue, start_drain: Callable[[str, int | None], None]
     ) -> None:
         self._store = store
         self._email_queue = email_queue

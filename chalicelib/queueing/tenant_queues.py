@@ -18,7 +18,8 @@ from botocore.exceptions import ClientError
 from chalicelib.core.config import Settings
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import alarm_name
-from chalicelib.stores.queue_activity import QueueActivity, utc_day
+from chalicelib.stores.ports import QueueTouch
+from chalicelib.stores.queue_activity import utc_day
 
 ALARM_PERIOD_S = 60
 
@@ -75,7 +76,7 @@ def plan_tenant_queue(settings: Settings, queue_name: str, user_id: str) -> Queu
 
 
 class TenantQueues:
-    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueActivity) -> None:
+    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueTouch) -> None:
         self._settings = settings
         self._sqs = sqs
         self._cw = cloudwatch

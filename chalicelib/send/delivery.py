@@ -33,17 +33,16 @@ from chalicelib.core.mime import OutgoingEmail, compose, dated
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.send.identity import NO_KEYS_REASON, SendingIdentity
 from chalicelib.send.outcomes import Outcome, Verdict
+from chalicelib.send.ports import SesSend
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
-from chalicelib.send.ses_sender import SesSender
-from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
+from chalicelib.stores.campaign_control import CANCELLED, PAUSED
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim, Entry
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.ports import ControlState, LedgerClaims, SuppressionCheck
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.ses_tenants import SesTenants
-from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenants import TenantRegistry
 
@@ -65,16 +64,16 @@ class Delivery:
         settings: Settings,
         tenants: TenantRegistry,
         identity: SendingIdentity,
-        ledger: Ledger,
+        ledger: LedgerClaims,
         recorder: Recorder,
-        ses: SesSender,
+        ses: SesSend,
         ses_tenants: SesTenants,
         pacings: Pacings,
         sent_ahead: SentAhead,
         payloads: PayloadStore,
-        suppressions: Suppressions,
+        suppressions: SuppressionCheck,
         links: LinkSigner,
-        control: CampaignControl,
+        control: ControlState,
         failed_copies: FailedCopies,
     ) -> None:
         self._settings = settings

@@ -35,18 +35,15 @@ from chalicelib.send.identity import SendingIdentity
 from chalicelib.send.message_actions import THROTTLES_ATTRIBUTE, MessageActions
 from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Outcome, Verdict
 from chalicelib.send.parking import Parking
+from chalicelib.send.ports import SesSending
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
-from chalicelib.send.ses_sender import SesSender
-from chalicelib.stores.campaign_control import CampaignControl
-from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
+from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.ports import ControlState, Counts, ReputationAdd, SenderLedger, SuppressionCheck
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.reputation import Reputation
 from chalicelib.stores.ses_tenants import SesTenants
-from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenants import TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
@@ -89,15 +86,15 @@ class Drainer:
         settings: Settings,
         sqs: Any,
         tenants: TenantRegistry,
-        stats: CampaignStats,
-        ses: SesSender,
+        stats: Counts,
+        ses: SesSending,
         ses_tenants: SesTenants,
-        ledger: Ledger,
+        ledger: SenderLedger,
         payloads: PayloadStore,
-        suppressions: Suppressions,
+        suppressions: SuppressionCheck,
         links: LinkSigner,
-        reputation: Reputation,
-        control: CampaignControl,
+        reputation: ReputationAdd,
+        control: ControlState,
         failed_copies: FailedCopies,
         parked: ParkedEmail,
         drains: DrainStarter,

@@ -14,7 +14,7 @@ import math
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
-from chalicelib.send.ses_sender import SesSender
+from chalicelib.send.ports import SesQuota
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenant_secrets import SecretUnreadable
 from chalicelib.stores.tenants import TenantRegistry
@@ -28,7 +28,7 @@ NO_KEYS_REASON = (
 
 
 class SendingIdentity:
-    def __init__(self, settings: Settings, tenants: TenantRegistry, ses: SesSender) -> None:
+    def __init__(self, settings: Settings, tenants: TenantRegistry, ses: SesQuota) -> None:
         self._settings = settings
         self._tenants = tenants
         self._ses = ses

@@ -15,13 +15,14 @@ from chalicelib.core import log
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.message_actions import MessageActions
 from chalicelib.send.outcomes import Outcome, Verdict
-from chalicelib.stores.campaign_control import PAUSED, CampaignControl
+from chalicelib.stores.campaign_control import PAUSED
+from chalicelib.stores.ports import ControlState
 from chalicelib.stores.tenants import TenantRegistry
 
 
 class Parking:
     def __init__(
-        self, parked: ParkedEmail, control: CampaignControl, tenants: TenantRegistry, actions: MessageActions
+        self, parked: ParkedEmail, control: ControlState, tenants: TenantRegistry, actions: MessageActions
     ) -> None:
         self._parked = parked
         self._control = control

@@ -10,12 +10,15 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
 from chalicelib.stores.tables import bound, warm
+
+if TYPE_CHECKING:  # the ports module reads this one's CampaignCounts
+    from chalicelib.stores.ports import Counts
 
 # What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
@@ -179,7 +182,7 @@ class BufferedStats:
     are flushed every `interval_s` and when a drain ends.
     """
 
-    def __init__(self, stats: CampaignStats, interval_s: float = 1.0) -> None:
+    def __init__(self, stats: Counts, interval_s: float = 1.0) -> None:
         self._stats = stats
         self._interval = interval_s
         self._pending: dict[tuple[str, str], dict[str, int]] = {}

@@ -5,17 +5,17 @@ keep one for a recipient it records failed (chalicelib.jobs.dead_letters)."""
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 from urllib.parse import quote
 
 from chalicelib.core.contract import QueuedEmail
+from chalicelib.core.ports import S3Objects
 from chalicelib.core.resources import FAILED_PREFIX
 
 
 class FailedCopies:
     """The queued form of each failed email, kept for retry-failed."""
 
-    def __init__(self, s3: Any, bucket: str) -> None:
+    def __init__(self, s3: S3Objects, bucket: str) -> None:
         self._s3 = s3
         self._bucket = bucket
 

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from chalicelib.core.contract import utf8_size
+from chalicelib.core.ports import S3Objects
 from chalicelib.core.resources import QUEUED_PREFIX
 
 POINTER_KEY = "moonsendPayload"
@@ -21,7 +22,7 @@ DEFAULT_THRESHOLD_BYTES = 256 * 1024
 
 
 class PayloadStore:
-    def __init__(self, s3: Any, bucket: str, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES) -> None:
+    def __init__(self, s3: S3Objects, bucket: str, threshold_bytes: int = DEFAULT_THRESHOLD_BYTES) -> None:
         self._s3 = s3
         self._bucket = bucket
         self.threshold_bytes = threshold_bytes

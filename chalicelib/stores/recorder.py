@@ -11,10 +11,7 @@ write). The counter of a state has the state's name (`sent`, `failed`, ...: chal
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from chalicelib.core import log
-from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import (
     EXPIRED,
     FAILED,
@@ -26,20 +23,15 @@ from chalicelib.stores.ledger_model import (
     message_key,
     unattributed_day,
 )
+from chalicelib.stores.ports import Counts, LedgerRecords
 
 # The states whose reason becomes the campaign's `lastError` (what went wrong): a cancel, a suppression found
 # when queueing, a send, are not errors.
 _ERRORS = frozenset({FAILED, REJECTED, EXPIRED, SUPPRESSED})
 
 
-class Counts(Protocol):
-    def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None: ...
-
-    def flush(self) -> None: ...
-
-
 class Recorder:
-    def __init__(self, ledger: Ledger, counts: Counts) -> None:
+    def __init__(self, ledger: LedgerRecords, counts: Counts) -> None:
         self._ledger = ledger
         self._counts = counts
 

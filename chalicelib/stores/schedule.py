@@ -23,7 +23,6 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import quote
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -31,6 +30,7 @@ from pynamodb.exceptions import DoesNotExist
 from pynamodb.models import Model
 
 from chalicelib.core.contract import iso_ms
+from chalicelib.core.ports import S3Objects
 from chalicelib.core.resources import SCHEDULED_PREFIX
 from chalicelib.stores.tables import bound, warm
 
@@ -83,7 +83,7 @@ def _minute_ms(bucket: str) -> int:
 
 
 class ScheduleStore:
-    def __init__(self, table_name: str, region: str, s3: Any, bucket_name: str) -> None:
+    def __init__(self, table_name: str, region: str, s3: S3Objects, bucket_name: str) -> None:
         self._model = bound(ScheduleModel, table_name, region)
         self._s3 = s3
         self._bucket_name = bucket_name

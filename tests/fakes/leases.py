@@ -5,16 +5,17 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterable
 
 from chalicelib.stores.lease import Lease
 
 
 class FakeLeases:
-    def __init__(self, held=()):
+    def __init__(self, held: Iterable[str] = ()) -> None:
         self.held = set(held)
         self.reads = 0
 
-    def holder(self, queue):
+    def holder(self, queue: str) -> Lease | None:
         self.reads += 1
         return Lease(queue, "token", 2**62) if queue in self.held else None
 
@@ -22,12 +23,12 @@ class FakeLeases:
 class MemoryLeases:
     """Leases with the DynamoDB store's conditions (absent or expired to take; the token to renew or drop)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._items: dict[str, Lease] = {}
         self._lock = threading.Lock()
         self.taken: list[str] = []  # lease keys, each time one was taken
 
-    def acquire(self, queue, hold_ms):
+    def acquire(self, queue: str, hold_ms: int) -> Lease | None:
         now = time.time() * 1000
         with self._lock:
             held = self._items.get(queue)
@@ -38,20 +39,22 @@ class MemoryLeases:
             self.taken.append(queue)
             return lease
 
-    def renew(self, queue, token, hold_ms):
+    def renew(self, queue: str, token: str, hold_ms: int) -> Lease | None:
+        """Under a new token, as the store renews: a continuation delivered twice renews once."""
         with self._lock:
             held = self._items.get(queue)
             if held is None or held.token != token:
                 return None
-            lease = self._items[queue] = Lease(queue, token, int(time.time() * 1000 + hold_ms), held.quiet_from_ms)
+            expires = int(time.time() * 1000 + hold_ms)
+            lease = self._items[queue] = Lease(queue, uuid.uuid4().hex, expires, held.quiet_from_ms)
             return lease
 
-    def drop(self, lease, quiet_from_ms=None):
+    def drop(self, lease: Lease, quiet_from_ms: int | None = None) -> None:
         with self._lock:
             if self._items.get(lease.queue, lease).token == lease.token:
                 self._items[lease.queue] = Lease(lease.queue, "released", 0, quiet_from_ms)
 
-    def holder(self, queue):
+    def holder(self, queue: str) -> Lease | None:
         with self._lock:
             held = self._items.get(queue)
         return held if held is not None and held.expires_ms >= time.time() * 1000 else None

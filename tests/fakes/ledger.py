@@ -7,10 +7,12 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.stores.ledger_model import FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
+from chalicelib.stores.ledger_model import FAILED, FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
 from infra.local.dynamodb_limits import HASH_KEY_MAX_BYTES, HASH_TOO_LONG, RANGE_KEY_MAX_BYTES, RANGE_TOO_LONG
 
 OPEN = (None, QUEUED, SCHEDULED)
@@ -18,11 +20,11 @@ OPEN = (None, QUEUED, SCHEDULED)
 
 class FakeLedger:
     def __init__(self) -> None:
-        self.rows: dict[tuple[str, str], dict] = {}
+        self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
 
     @staticmethod
-    def _key(user, campaign, email):
+    def _key(user: str, campaign: str, email: str) -> tuple[str, str]:
         """(pk, rcpt) as the table keys a recipient, refused as DynamoDB refuses a key over its size."""
         pk, rcpt = f"{user}#{campaign}", email.lower()
         for value, limit, message in (
@@ -34,18 +36,18 @@ class FakeLedger:
                 raise ClientError(error, "BatchGetItem")
         return pk, rcpt
 
-    def _row(self, user, campaign, email):
+    def _row(self, user: str, campaign: str, email: str) -> dict[str, Any]:
         return self.rows.setdefault(self._key(user, campaign, email), {"email": email})
 
-    def recorded(self, user, campaign, emails):
-        out = {}
+    def recorded(self, user: str, campaign: str, emails: Iterable[str]) -> dict[str, str | None]:
+        out: dict[str, str | None] = {}
         for e in emails:
             row = self.rows.get(self._key(user, campaign, e))
             if row is not None:
                 out[e.lower()] = row.get("state")
         return out
 
-    def _record(self, user, campaign, email, state, reason=None):
+    def _record(self, user: str, campaign: str, email: str, state: str, reason: str | None = None) -> bool:
         with self.lock:
             row = self._row(user, campaign, email)
             if row.get("state"):
@@ -53,16 +55,35 @@ class FakeLedger:
             row.update(state=state, reason=reason)
             return True
 
-    def record_queued(self, user, campaign, emails):
+    def record_queued(self, user: str, campaign: str, emails: list[str]) -> int:
         return sum(self._record(user, campaign, e, QUEUED) for e in emails)
 
-    def record_rejected(self, user, campaign, rejected):
+    def record_rejected(self, user: str, campaign: str, rejected: list[tuple[str, str]]) -> int:
         return sum(self._record(user, campaign, e, REJECTED, r) for e, r in rejected)
 
-    def record_scheduled(self, user, campaign, emails):
+    def record_scheduled(self, user: str, campaign: str, emails: list[str]) -> int:
         return sum(self._record(user, campaign, e, SCHEDULED) for e in emails)
 
-    def record_unsent(self, user, campaign, state, emails, reason):
+    def record_released(self, user: str, campaign: str, emails: list[str]) -> int:
+        n = 0
+        with self.lock:
+            for e in emails:
+                row = self.rows.get(self._key(user, campaign, e), {})
+                if row.get("state") == SCHEDULED:
+                    row.update(state=QUEUED, reason=None)
+                    n += 1
+        return n
+
+    def reopen(self, user: str, campaign: str, email: str) -> bool:
+        """A failed recipient queued again (the store also retakes a retry that went stale; not modelled)."""
+        with self.lock:
+            row = self._row(user, campaign, email)
+            if row.get("state") != FAILED:
+                return False
+            row.update(state=QUEUED, reason=None)
+            return True
+
+    def record_unsent(self, user: str, campaign: str, state: str, emails: list[str], reason: str) -> int:
         n = 0
         with self.lock:
             for e in emails:
@@ -72,10 +93,12 @@ class FakeLedger:
                     n += 1
         return n
 
-    def record_suppressed(self, user, campaign, suppressed):
+    def record_suppressed(self, user: str, campaign: str, suppressed: list[tuple[str, str]]) -> int:
         return sum(self._record(user, campaign, e, "suppressed", r) for e, r in suppressed)
 
-    def record_feedback(self, user, campaign, email, kind, detail, message_id=None):
+    def record_feedback(
+        self, user: str, campaign: str, email: str, kind: str, detail: str, message_id: str | None = None
+    ) -> bool:
         with self.lock:
             row = self._row(user, campaign, email)
             if row.get(f"{kind}_at"):
@@ -86,7 +109,7 @@ class FakeLedger:
             row["feedback"] = f"{kind}: {detail}"
             return True
 
-    def claim(self, user, campaign, email, hold_s):
+    def claim(self, user: str, campaign: str, email: str, hold_s: float) -> Claim | Entry:
         now = time.time()
         with self.lock:
             row = self._row(user, campaign, email)
@@ -104,7 +127,7 @@ class FakeLedger:
                 claimed_until=int(until * 1000) if until else None,
             )
 
-    def finish(self, claim, state, *, message_id=None, reason=None):
+    def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool:
         with self.lock:
             row = self.rows[(claim.pk, claim.rcpt)]
             if row.get("claim_token") != claim.token or row.get("state") not in OPEN:
@@ -112,7 +135,7 @@ class FakeLedger:
             row.update(state=state, message_id=message_id, reason=reason, claimed_until=0)
             return True
 
-    def record_sent_event(self, user, campaign, email, message_id):
+    def record_sent_event(self, user: str, campaign: str, email: str, message_id: str) -> bool:
         with self.lock:
             row = self._row(user, campaign, email)
             if row.get("state") not in OPEN:
@@ -120,23 +143,40 @@ class FakeLedger:
             row.update(state="sent", message_id=message_id, reason="recorded from SES's Send event")
             return True
 
-    def record_failed_event(self, user, campaign, email, message_id, reason):
+    def record_failed_event(self, user: str, campaign: str, email: str, message_id: str, reason: str) -> str | None:
         with self.lock:
             row = self._row(user, campaign, email)
             before = row.get("state")
             if before not in OPEN and not (before == "sent" and row.get("message_id") == message_id):
                 return None
             row.update(state="failed", reason=reason)
-            return before or QUEUED
+            return str(before or QUEUED)
 
-    def unclaim(self, claim):
+    def entries(
+        self, user: str, campaign: str, state: str | None = None, *, states: tuple[str, ...] = ()
+    ) -> Iterator[Entry]:
+        wanted = (state,) if state else states
+        for (pk, _rcpt), row in sorted(self.rows.items()):
+            if pk == f"{user}#{campaign}" and (not wanted or row.get("state") in wanted):
+                until = row.get("claimed_until")
+                yield Entry(
+                    row["email"],
+                    row.get("state"),
+                    row.get("reason"),
+                    row.get("message_id"),
+                    row.get("updated_at"),
+                    claimed_until=int(until * 1000) if until else None,
+                )
+
+    def unclaim(self, claim: Claim) -> None:
         with self.lock:
             row = self.rows[(claim.pk, claim.rcpt)]
             if row.get("claim_token") == claim.token:
                 row["claimed_until"] = 0
 
-    def state(self, user, campaign, email):
-        return self.rows.get(self._key(user, campaign, email), {}).get("state")
+    def state(self, user: str, campaign: str, email: str) -> str | None:
+        state = self.rows.get(self._key(user, campaign, email), {}).get("state")
+        return None if state is None else str(state)
 
-    def final_count(self):
+    def final_count(self) -> int:
         return sum(1 for r in self.rows.values() if r.get("state") in FINAL)

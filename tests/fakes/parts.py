@@ -6,6 +6,8 @@ so a unit under test is always whole: no test runs a drainer or a precompiler wi
 
 from __future__ import annotations
 
+from typing import Any
+
 from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
 from chalicelib.ingest.precompile import Precompiler
@@ -14,7 +16,21 @@ from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
+from chalicelib.queueing.ports import QueueRegistry
 from chalicelib.send.drainer import Drainer
+from chalicelib.send.ports import SesSending
+from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.ports import (
+    ControlState,
+    Counts,
+    DailyShare,
+    IntakeCounts,
+    IntakeLedger,
+    ParkingStore,
+    ReputationAdd,
+    SenderLedger,
+    SuppressionCheck,
+)
 from tests.fakes.control import FakeControl
 from tests.fakes.daily_cap import FakeCap
 from tests.fakes.leases import FakeLeases
@@ -34,33 +50,33 @@ def links() -> LinkSigner:
     return LinkSigner(b"unit-test-link-secret", "https://moonsend.test")
 
 
-class Starts(list):
+class Starts(list[tuple[Any, ...]]):
     """start_drain: the drains asked for, as (queue, start at), or (queue, start at, slot) for slots above 0."""
 
-    def __call__(self, queue, at=None, slot=0):
-        self.append((queue, at) if slot == 0 else (queue, at, slot))
+    def __call__(self, queue_name: str, start_at_ms: int | None = None, slot: int = 0) -> None:
+        self.append((queue_name, start_at_ms) if slot == 0 else (queue_name, start_at_ms, slot))
 
 
-def email_queue(sqs, payload_store=None, queues=None) -> EmailQueue:
+def email_queue(sqs: Any, payload_store: PayloadStore | None = None, queues: QueueRegistry | None = None) -> EmailQueue:
     return EmailQueue(queues or FakeQueues(), Enqueuer(sqs, sleep=lambda _s: None), payload_store or payloads())
 
 
 def drainer(
     settings: Settings,
-    sqs,
-    ses,
-    tenants,
+    sqs: Any,
+    ses: SesSending,
+    tenants: Any,
     *,
-    stats=None,
-    ledger=None,
-    payload_store=None,
-    suppressions=None,
-    control=None,
-    schedule=None,
-    reputation=None,
-    queues=None,
-    drains=None,
-    ses_tenants=None,
+    stats: Counts | None = None,
+    ledger: SenderLedger | None = None,
+    payload_store: PayloadStore | None = None,
+    suppressions: SuppressionCheck | None = None,
+    control: ControlState | None = None,
+    schedule: ParkingStore | None = None,
+    reputation: ReputationAdd | None = None,
+    queues: QueueRegistry | None = None,
+    drains: DrainStarter | None = None,
+    ses_tenants: Any = None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
@@ -85,18 +101,18 @@ def drainer(
 
 def precompiler(
     settings: Settings,
-    sqs,
+    sqs: Any,
     *,
-    tenants=None,
-    queues=None,
-    stats=None,
-    ledger=None,
-    payload_store=None,
-    daily_cap=None,
-    suppressions=None,
-    schedule=None,
-    campaign_senders=None,
-    drains=None,
+    tenants: Any = None,
+    queues: QueueRegistry | None = None,
+    stats: IntakeCounts | None = None,
+    ledger: IntakeLedger | None = None,
+    payload_store: PayloadStore | None = None,
+    daily_cap: DailyShare | None = None,
+    suppressions: SuppressionCheck | None = None,
+    schedule: ParkingStore | None = None,
+    campaign_senders: Any = None,
+    drains: DrainStarter | None = None,
 ) -> Precompiler:
     return Precompiler(
         settings,

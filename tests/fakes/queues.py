@@ -2,24 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class FakeQueues:
     """TenantQueues.ensure: every queue exists; which were asked for is kept."""
 
-    def __init__(self):
-        self.ensured = []
+    def __init__(self) -> None:
+        self.ensured: list[tuple[str, str]] = []
 
-    def ensure(self, name, user_id):
-        self.ensured.append((name, user_id))
-        return f"https://sqs/{name}"
+    def ensure(self, queue_name: str, user_id: str) -> str:
+        self.ensured.append((queue_name, user_id))
+        return f"https://sqs/{queue_name}"
 
 
 class FakeQueueActivity:
-    def __init__(self, retired=()):
-        self.retired = set(retired)
-        self.touched = []
+    """QueueActivity.touch: True (recreate the queue) the first time a `retired` tenant's queue is used."""
 
-    def touch(self, user_id, day):
+    def __init__(self, retired: Iterable[str] = ()) -> None:
+        self.retired = set(retired)
+        self.touched: list[tuple[str, str]] = []
+
+    def touch(self, user_id: str, day: str) -> bool:
         self.touched.append((user_id, day))
         if user_id in self.retired:
             self.retired.discard(user_id)

@@ -2,53 +2,61 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
+from chalicelib.core.contract import Sender
 from chalicelib.send.ses_sender import SendQuota
 
 
 class FakeSes:
-    def __init__(self, outcomes=None):
-        self.sent = []
-        self.tenants = []  # the SES tenant each send went through (None: the tenant's own account)
-        self.raws = {}  # recipient -> the raw message last sent to them
-        self.outcomes = outcomes or {}
+    def __init__(self, outcomes: Mapping[str, Exception] | None = None) -> None:
+        self.sent: list[tuple[str | None, str, str, bool]] = []
+        self.tenants: list[str | None] = []  # the SES tenant each send went through (None: the tenant's own account)
+        self.raws: dict[str, bytes] = {}  # recipient -> the raw message last sent to them
+        self.outcomes = dict(outcomes or {})
         self.account_sending = True  # GetAccount's SendingEnabled
 
-    def quota(self, sender, platform=False):
+    def quota(self, sender: Sender, platform: bool = False) -> SendQuota:
         return SendQuota(1000.0, 50000.0, 0.0)
 
-    def send(self, sender, to, raw, platform=False, tenant=None):
+    def send(
+        self, sender: Sender, to: str, raw_mime: bytes, platform: bool = False, tenant: str | None = None
+    ) -> str:
         error = self.outcomes.get(to)
         if error:
             raise error
         self.sent.append((sender.api_key, sender.email_address, to, platform))
         self.tenants.append(tenant)
-        self.raws[to] = raw
+        self.raws[to] = raw_mime
         return f"ses-{len(self.sent)}"
 
-    def sending_enabled(self, sender, platform=False):
+    def sending_enabled(self, sender: Sender, platform: bool = False) -> bool:
         return self.account_sending
 
-    def account_of(self, sender):
+    def account_of(self, sender: Sender) -> str:
         return "111111111111"
 
 
 class FakeSesTenants:
-    """SES tenants of the platform's account: each user's is `ses-<user>`; `statuses` says SES's view."""
+    """SES tenants of the platform's account: each user's is `ses-<user>`; `statuses` says SES's view.
 
-    def __init__(self, statuses=None):
-        self.statuses = statuses or {}  # user -> TenantStatus
-        self.ensured = []
-        self.forgotten = []
+    Not yet behind a port: chalicelib.stores.ses_tenants is being changed (its status type is `Any` here)."""
 
-    def ensure(self, user_id, from_address, region):
+    def __init__(self, statuses: Mapping[str, Any] | None = None) -> None:
+        self.statuses = dict(statuses or {})  # user -> TenantStatus
+        self.ensured: list[tuple[str, str, str]] = []
+        self.forgotten: list[str] = []
+
+    def ensure(self, user_id: str, from_address: str, region: str) -> str:
         self.ensured.append((user_id, from_address, region))
         return f"ses-{user_id}"
 
-    def name_of(self, user_id):
+    def name_of(self, user_id: str) -> str:
         return f"ses-{user_id}"
 
-    def forget(self, user_id):
+    def forget(self, user_id: str) -> None:
         self.forgotten.append(user_id)
 
-    def status(self, user_id, region, max_age_s=60.0):
+    def status(self, user_id: str, region: str, *, max_age_s: float = 60.0) -> Any:
         return self.statuses.get(user_id)

@@ -11,37 +11,45 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
 class _Message:
     id: str
     body: str
-    attributes: dict = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
     visible_at: float = 0.0
     receives: int = 0
     handle: str | None = None
 
 
 class SharedSqs:
-    def __init__(self, bodies=(), visibility_s=300.0, time_scale=0.01, tags=None):
-        self._ids = itertools.count()
+    def __init__(
+        self,
+        bodies: Iterable[str] = (),
+        visibility_s: float = 300.0,
+        time_scale: float = 0.01,
+        tags: Mapping[str, str] | None = None,
+    ) -> None:
+        self._ids: Iterator[int] = itertools.count()
         self._lock = threading.Lock()
         self._messages: dict[str, _Message] = {}
         self._visibility_s = visibility_s
         self._scale = time_scale
-        self._tags = tags or {}
+        self._tags = dict(tags or {})
         self.received = 0
         self.deleted: list[str] = []  # bodies, in the order they were deleted
         for b in bodies:
             self._add(b, 0.0)
 
-    def _add(self, body, delay_s):
+    def _add(self, body: str, delay_s: float) -> None:
         i = str(next(self._ids))
         self._messages[i] = _Message(i, body, visible_at=time.monotonic() + delay_s * self._scale)
 
-    def add(self, bodies):
+    def add(self, bodies: Iterable[str]) -> None:
         with self._lock:
             for b in bodies:
                 self._add(b, 0.0)
@@ -56,21 +64,21 @@ class SharedSqs:
         with self._lock:
             return len(self._messages)
 
-    def get_queue_url(self, QueueName):
+    def get_queue_url(self, QueueName: str) -> dict[str, Any]:
         return {"QueueUrl": f"https://sqs/{QueueName}"}
 
-    def list_queue_tags(self, QueueUrl):
+    def list_queue_tags(self, QueueUrl: str) -> dict[str, Any]:
         return {"Tags": dict(self._tags)}
 
-    def get_queue_attributes(self, QueueUrl, AttributeNames):
+    def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
         now = time.monotonic()
         with self._lock:
             visible = sum(1 for m in self._messages.values() if m.visible_at <= now)
         return {"Attributes": {"ApproximateNumberOfMessages": str(visible)}}
 
-    def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
+    def receive_message(self, QueueUrl: str, MaxNumberOfMessages: int, **_kw: Any) -> dict[str, Any]:
         now = time.monotonic()
-        out = []
+        out: list[dict[str, Any]] = []
         with self._lock:
             for m in self._messages.values():
                 if len(out) == MaxNumberOfMessages:
@@ -90,19 +98,20 @@ class SharedSqs:
             self.received += len(out)
         return {"Messages": out} if out else {}
 
-    def _current(self, handle):
+    def _current(self, handle: str) -> _Message | None:
         m = self._messages.get(handle.split("/")[0])
         return m if m is not None and m.handle == handle else None
 
-    def delete_message(self, QueueUrl, ReceiptHandle):
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:
         with self._lock:
             m = self._current(ReceiptHandle)
             if m is not None:
                 del self._messages[m.id]
                 self.deleted.append(m.body)
 
-    def delete_message_batch(self, QueueUrl, Entries):
-        ok, bad = [], []
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
+        ok: list[str] = []
+        bad: list[str] = []
         for e in Entries:
             with self._lock:
                 m = self._current(e["ReceiptHandle"])
@@ -115,12 +124,18 @@ class SharedSqs:
             "Failed": [{"Id": i, "Code": "ReceiptHandleIsInvalid", "SenderFault": True} for i in bad],
         }
 
-    def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
+    def change_message_visibility(self, QueueUrl: str, ReceiptHandle: str, VisibilityTimeout: int) -> None:
         with self._lock:
             m = self._current(ReceiptHandle)
             if m is not None:
                 m.visible_at = time.monotonic() + VisibilityTimeout * self._scale
 
-    def send_message(self, QueueUrl, MessageBody, DelaySeconds=0, MessageAttributes=None):
+    def send_message(
+        self,
+        QueueUrl: str,
+        MessageBody: str,
+        DelaySeconds: int = 0,
+        MessageAttributes: dict[str, Any] | None = None,
+    ) -> None:
         with self._lock:
             self._add(MessageBody, DelaySeconds)

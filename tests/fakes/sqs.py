@@ -4,6 +4,9 @@ unit test meets the same limits as the stricter stack."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from botocore.exceptions import ClientError
 
 from infra.local.sqs_limits import batch_verdict, send_refusal
@@ -14,8 +17,10 @@ class FakeSqs:
 
     `fail_ids`: SendMessageBatch entry ids SQS refuses (the caller's fault), as for an oversized body."""
 
-    def __init__(self, bodies=(), receives=1, sent_ms=None, fail_ids=()):
-        self.waiting = [
+    def __init__(
+        self, bodies: Iterable[str] = (), receives: int = 1, sent_ms: int | None = None, fail_ids: Iterable[str] = ()
+    ) -> None:
+        self.waiting: list[dict[str, Any]] = [
             {
                 "MessageId": str(i),
                 "ReceiptHandle": f"rh{i}",
@@ -25,35 +30,44 @@ class FakeSqs:
             }
             for i, b in enumerate(bodies)
         ]
-        self.deleted, self.visibility, self.requeued = [], [], []
-        self.batches, self.batched = [], []
+        self.deleted: list[str] = []  # receipt handles
+        self.visibility: list[tuple[str, int]] = []
+        self.requeued: list[tuple[str, int, dict[str, Any] | None]] = []
+        self.batches: list[tuple[str, list[dict[str, Any]]]] = []
+        self.batched: list[str] = []  # bodies sent in batches
         self.fail_ids = set(fail_ids)
 
-    def get_queue_url(self, QueueName):
+    def get_queue_url(self, QueueName: str) -> dict[str, Any]:
         return {"QueueUrl": f"https://sqs/{QueueName}"}
 
-    def get_queue_attributes(self, QueueUrl, AttributeNames):
+    def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
         return {"Attributes": {"ApproximateNumberOfMessages": str(len(self.waiting))}}
 
-    def receive_message(self, QueueUrl, MaxNumberOfMessages, **_kw):
+    def receive_message(self, QueueUrl: str, MaxNumberOfMessages: int, **_kw: Any) -> dict[str, Any]:
         out, self.waiting = self.waiting[:MaxNumberOfMessages], self.waiting[MaxNumberOfMessages:]
         return {"Messages": out} if out else {}
 
-    def delete_message_batch(self, QueueUrl, Entries):
+    def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         self.deleted += [e["ReceiptHandle"] for e in Entries]
         return {"Successful": [{"Id": e["Id"]} for e in Entries], "Failed": []}
 
-    def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
+    def change_message_visibility(self, QueueUrl: str, ReceiptHandle: str, VisibilityTimeout: int) -> None:
         self.visibility.append((ReceiptHandle, VisibilityTimeout))
 
-    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes=None):
-        params = {"MessageBody": MessageBody, "MessageAttributes": MessageAttributes or {}}
+    def send_message(
+        self,
+        QueueUrl: str,
+        MessageBody: str,
+        DelaySeconds: int,
+        MessageAttributes: dict[str, Any] | None = None,
+    ) -> None:
+        params: dict[str, Any] = {"MessageBody": MessageBody, "MessageAttributes": MessageAttributes or {}}
         refused = send_refusal(params)
         if refused is not None:
             raise ClientError({"Error": {"Code": refused.code, "Message": refused.message}}, "SendMessage")
         self.requeued.append((MessageBody, DelaySeconds, MessageAttributes))
 
-    def send_message_batch(self, QueueUrl, Entries):
+    def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> dict[str, Any]:
         verdict = batch_verdict({"Entries": Entries})
         if verdict.refusal is not None:
             error = {"Error": {"Code": verdict.refusal.code, "Message": verdict.refusal.message}}
@@ -69,5 +83,5 @@ class FakeSqs:
         ]
         return {"Successful": ok, "Failed": bad + list(refused.values())}
 
-    def delete_message(self, QueueUrl, ReceiptHandle):
+    def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:
         self.deleted.append(ReceiptHandle)

@@ -1,0 +1,298 @@
+"""The stores' ports: what the domain asks of each store, as a `typing.Protocol`.
+
+Where they live: a port is declared beside the adapter that implements it (as Powertools for AWS Lambda keeps
+its idempotency port, `persistence/base.py`, beside its DynamoDB layer), so the stores' ports are here, the
+SES sender's in chalicelib.send.ports and the AWS clients' (S3, SQS) in chalicelib.core.ports. A consumer
+imports the port it needs from one known path; the concrete store and the fake in tests/fakes both satisfy
+it structurally, and mypy checks both where they are handed to a consumer (chalicelib.wiring for the
+store, tests/fakes/parts.py for the fake) and in tests/contract, which also runs each port's behaviour
+against both.
+
+Sized to use: a port has the methods its consumers call and no more. A store with consumers that want
+different parts of it has several ports (the ledger: recording, claiming, reading), and a consumer that
+hands the store on to another one (the drainer gives its ledger to the delivery and to the recorder)
+takes a port that joins theirs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Protocol
+
+from chalicelib.stores.campaign_stats import CampaignCounts
+from chalicelib.stores.daily_cap import Share
+from chalicelib.stores.lease import Lease
+from chalicelib.stores.ledger_model import Claim, Entry
+from chalicelib.stores.reputation import Limits, Window
+from chalicelib.stores.schedule import StoredBatch
+
+# --- the ledger (chalicelib.stores.ledger) ---------------------------------------------------------------
+
+
+class LedgerRecords(Protocol):
+    """Every transition of a recipient's state: what chalicelib.stores.recorder.Recorder writes.
+
+    One port, not one per transition: the recorder is the one consumer, and it is the one place every stage
+    records through (so that no stage writes a state and forgets its counter)."""
+
+    def record_queued(self, user_id: str, campaign_id: str, emails: list[str]) -> int: ...
+
+    def record_rejected(self, user_id: str, campaign_id: str, rejected: list[tuple[str, str]]) -> int: ...
+
+    def record_suppressed(self, user_id: str, campaign_id: str, suppressed: list[tuple[str, str]]) -> int: ...
+
+    def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int: ...
+
+    def record_released(self, user_id: str, campaign_id: str, emails: list[str]) -> int: ...
+
+    def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int: ...
+
+    def reopen(self, user_id: str, campaign_id: str, email: str) -> bool: ...
+
+    def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool: ...
+
+    def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool: ...
+
+    def record_failed_event(
+        self, user_id: str, campaign_id: str, email: str, message_id: str, reason: str
+    ) -> str | None: ...
+
+    def record_feedback(
+        self, user_id: str, campaign_id: str, email: str, kind: str, detail: str, message_id: str | None = None
+    ) -> bool: ...
+
+
+class LedgerClaims(Protocol):
+    """The right to send to one recipient (chalicelib.send.delivery.Delivery)."""
+
+    def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry: ...
+
+    def unclaim(self, claim: Claim) -> None: ...
+
+
+class SenderLedger(LedgerClaims, LedgerRecords, Protocol):
+    """The sender's and the dead-letter job's: claim a recipient, record its outcome."""
+
+
+class IntakeLedger(LedgerRecords, Protocol):
+    """Precompile's: which recipients are already recorded (a redelivered message queues none again)."""
+
+    def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]: ...
+
+
+class RetryLedger(LedgerRecords, Protocol):
+    """Retry-failed's: the failed (and stale retried) recipients of a campaign."""
+
+    def entries(
+        self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
+    ) -> Iterator[Entry]: ...
+
+
+class LedgerPages(Protocol):
+    """The tenant API's recipient listing, a page at a time."""
+
+    def page(
+        self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
+    ) -> tuple[list[Entry], str | None]: ...
+
+
+# --- the drain leases (chalicelib.stores.lease) ------------------------------------------------------------
+
+
+class LeaseHolders(Protocol):
+    """Whether a queue has a live drainer: the drain starter, the sweeper and the idle-queue job ask only this."""
+
+    def holder(self, queue: str) -> Lease | None: ...
+
+
+class DrainLeases(LeaseHolders, Protocol):
+    """The drain chain's (chalicelib.send.drain_chain): take, hand on and give up a queue's lease."""
+
+    def acquire(self, queue: str, hold_ms: int) -> Lease | None: ...
+
+    def renew(self, queue: str, token: str, hold_ms: int) -> Lease | None: ...
+
+    def drop(self, lease: Lease, quiet_from_ms: int | None = None) -> None: ...
+
+
+# --- the suppression list (chalicelib.stores.suppression) --------------------------------------------------
+
+
+class SuppressionCheck(Protocol):
+    """Precompile's and the sender's: which of these addresses may not be sent to, and why."""
+
+    def check(self, user_id: str, emails: Iterable[str]) -> dict[str, str]: ...
+
+
+class SuppressionAdd(Protocol):
+    """SES's events and unsubscribes: suppress an address (for one tenant, or with None for all)."""
+
+    def add(self, user_id: str | None, email: str, source: str, reason: str) -> bool: ...
+
+
+# --- campaign control (chalicelib.stores.campaign_control) -------------------------------------------------
+
+
+class ControlState(Protocol):
+    """Whether a campaign is paused or cancelled: the sender, the parking and the releaser read only this."""
+
+    def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None: ...
+
+
+class ControlSwitch(ControlState, Protocol):
+    """The campaign actions': pause, cancel, resume (and read the state back fresh)."""
+
+    def set(self, user_id: str, campaign_id: str, state: str | None) -> None: ...
+
+
+# --- the free plan's daily cap (chalicelib.stores.daily_cap) -----------------------------------------------
+
+
+class DailyShare(Protocol):
+    """Precompile's, its one consumer: a batch's share of the day's cap, and the cap (for the reason)."""
+
+    @property
+    def cap(self) -> int: ...
+
+    def share(self, user_id: str, wanted: int, batch: str, now: float | None = None) -> Share: ...
+
+
+# --- the campaign counters (chalicelib.stores.campaign_stats) ----------------------------------------------
+
+
+class Counts(Protocol):
+    """The counters' writer: CampaignStats writes each call, BufferedStats gathers them (the recorder's)."""
+
+    def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class ScheduleNotes(Protocol):
+    """A campaign's time, deadline and schedule-store minutes, kept beside its counters."""
+
+    def note_schedule(
+        self,
+        user_id: str,
+        campaign_id: str,
+        scheduled_at_ms: int | None,
+        deadline_ms: int | None,
+        bucket: str | None = None,
+    ) -> None: ...
+
+
+class ScheduleBuckets(Protocol):
+    """The schedule-store minutes holding a campaign's batches."""
+
+    def schedule_buckets(self, user_id: str, campaign_id: str) -> list[str]: ...
+
+
+class IntakeCounts(Counts, ScheduleNotes, Protocol):
+    """Precompile's: counts, and the schedule of a scheduled campaign."""
+
+
+class ReleaserCounts(Counts, ScheduleBuckets, Protocol):
+    """The releaser's: counts, and a cancelled campaign's minutes."""
+
+
+class CampaignSchedule(ScheduleNotes, ScheduleBuckets, Protocol):
+    """The campaign actions' (reschedule): a campaign's minutes, read and written."""
+
+
+class CountsReader(Protocol):
+    """Reports and the tenant API: a campaign's counters."""
+
+    def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None: ...
+
+
+# --- reputation (chalicelib.stores.reputation) --------------------------------------------------------------
+
+
+class ReputationAdd(Protocol):
+    """The sender's (chalicelib.send.sent_ahead): count sends ahead of them."""
+
+    def add(
+        self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None
+    ) -> None: ...
+
+
+class ReputationCounts(ReputationAdd, Protocol):
+    """SES's events' (the guard): count bounces and complaints, and read the window against the limits."""
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def window(self, user_id: str, now: float | None = None) -> Window: ...
+
+
+# --- the schedule store (chalicelib.stores.schedule) --------------------------------------------------------
+
+
+class SchedulePut(Protocol):
+    """Precompile's: keep a batch until it is due."""
+
+    def put(
+        self,
+        *,
+        user_id: str,
+        campaign_id: str,
+        plan: str,
+        queue: str,
+        due_ms: int,
+        deadline_ms: int | None,
+        emails: list[tuple[str, str]],
+        bucket: str | None = None,
+    ) -> StoredBatch: ...
+
+
+class ScheduleBodies(Protocol):
+    """A stored batch's emails, and forgetting the batch once they are on their queue."""
+
+    def emails(self, batch: StoredBatch) -> list[tuple[str, str]]: ...
+
+    def remove(self, batch: StoredBatch, *, keep_body: bool = False) -> None: ...
+
+
+class ParkingStore(SchedulePut, ScheduleBodies, Protocol):
+    """Parked email's (chalicelib.queueing.parked_email): a paused campaign's email, kept in a partition."""
+
+    def parked(self, bucket: str) -> list[StoredBatch]: ...
+
+
+class ReleaseStore(ScheduleBodies, Protocol):
+    """The releaser's: what is due, and how far it has released."""
+
+    def due(self, up_to_ms: int) -> Iterator[StoredBatch]: ...
+
+    def advance(self, up_to_ms: int) -> None: ...
+
+    def of_campaign(self, user_id: str, campaign_id: str, buckets: list[str]) -> list[StoredBatch]: ...
+
+
+class RescheduleStore(Protocol):
+    """The campaign actions' (reschedule): a campaign's batches, moved to another time."""
+
+    def of_campaign(self, user_id: str, campaign_id: str, buckets: list[str]) -> list[StoredBatch]: ...
+
+    def move(self, batch: StoredBatch, due_ms: int, deadline_ms: int | None) -> StoredBatch: ...
+
+
+# --- each tenant queue's activity (chalicelib.stores.queue_activity) ---------------------------------------
+
+
+class QueueTouch(Protocol):
+    """The queue's writer (chalicelib.queueing.tenant_queues): mark a queue used today; True when it was retired."""
+
+    def touch(self, user_id: str, day: str) -> bool: ...
+
+
+class QueueRetirement(Protocol):
+    """The idle-queue job's: which queues are idle, and claiming, finishing or retrying their removal."""
+
+    def idle(self, before_day: str) -> Iterator[tuple[str, str]]: ...
+
+    def stale_retirements(self) -> Iterator[str]: ...
+
+    def retire(self, user_id: str, day: str) -> bool: ...
+
+    def gone(self, user_id: str) -> None: ...

@@ -1,4 +1,5 @@
-"""One drainer per queue: the lease, and the chain of invocations that carries it."""
+"""One drainer per queue: the chain of invocations that carries the lease. The lease's own rules, the same for
+MemoryLeases, are in tests/contract/test_lease_contract.py."""
 
 import contextlib
 import json
@@ -13,33 +14,6 @@ from chalicelib import wiring
 from chalicelib.send import drain_chain
 from chalicelib.send.drainer import DrainResult
 from chalicelib.send.triggers import DrainRequest, parse_trigger
-from chalicelib.stores.lease import Leases
-
-
-def test_only_one_of_many_concurrent_takers_gets_the_lease(stack, uid):
-    leases = wiring.container().leases
-    with ThreadPoolExecutor(16) as pool:
-        got = list(pool.map(lambda _: leases.acquire(f"q-{uid}", 60_000), range(24)))
-    assert sum(g is not None for g in got) == 1
-
-
-def test_a_lease_is_renewed_by_its_holder_dropped_or_retaken_after_it_expires(stack, uid):
-    leases: Leases = wiring.container().leases
-    first = leases.acquire(f"q-{uid}", 60_000)
-    assert first and leases.acquire(f"q-{uid}", 60_000) is None
-    assert leases.renew(f"q-{uid}", "not-the-token", 60_000) is None
-    renewed = leases.renew(f"q-{uid}", first.token, 60_000)
-    assert renewed
-    leases.drop(first)  # the token before the renewal drops nothing
-    assert leases.holder(f"q-{uid}").token == renewed.token
-    leases.drop(renewed)
-    short = leases.acquire(f"q-{uid}", 1)
-    assert short and leases.holder(f"q-{uid}") in (None, short)
-    time.sleep(0.01)
-    retaken = leases.acquire(f"q-{uid}", 60_000)  # the holder died: its lease expired
-    assert retaken and retaken.token != short.token
-    leases.drop(short)  # a stale holder cannot drop the new lease
-    assert leases.holder(f"q-{uid}").token == retaken.token
 
 
 class FakeContext:

@@ -20,9 +20,7 @@ class FakeSes:
     def quota(self, sender: Sender, platform: bool = False) -> SendQuota:
         return SendQuota(1000.0, 50000.0, 0.0)
 
-    def send(
-        self, sender: Sender, to: str, raw_mime: bytes, platform: bool = False, tenant: str | None = None
-    ) -> str:
+    def send(self, sender: Sender, to: str, raw_mime: bytes, platform: bool = False, tenant: str | None = None) -> str:
         error = self.outcomes.get(to)
         if error:
             raise error

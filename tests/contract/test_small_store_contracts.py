@@ -1,0 +1,245 @@
+"""The smaller stores' contracts (chalicelib.stores.ports), each on its fake and on the DynamoDB store:
+suppressions, campaign control, the daily cap, the counters' schedule notes, reputation, the schedule store,
+and the tenant queues' activity."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Protocol
+
+import pytest
+
+from chalicelib.stores.campaign_control import CampaignControl
+from chalicelib.stores.campaign_stats import CampaignStats
+from chalicelib.stores.daily_cap import DailyCap, Share
+from chalicelib.stores.ports import (
+    CampaignSchedule,
+    ControlSwitch,
+    Counts,
+    DailyShare,
+    ParkingStore,
+    QueueTouch,
+    ReputationCounts,
+    SuppressionAdd,
+    SuppressionCheck,
+)
+from chalicelib.stores.queue_activity import QueueActivity
+from chalicelib.stores.reputation import DAY_S, Limits, Reputation, Window
+from chalicelib.stores.schedule import ScheduleStore
+from chalicelib.stores.suppression import Suppressions
+from tests.contract.conftest import real_container
+from tests.fakes.control import FakeControl
+from tests.fakes.daily_cap import FakeCap
+from tests.fakes.queues import FakeQueueActivity
+from tests.fakes.reputation import FakeReputation
+from tests.fakes.schedule import FakeSchedule
+from tests.fakes.stats import FakeStats
+from tests.fakes.suppressions import FakeSuppressions
+
+
+def _settings(request: pytest.FixtureRequest) -> Any:
+    return real_container(request).settings
+
+
+# --- suppressions ------------------------------------------------------------------------------------------
+
+
+class SuppressionList(SuppressionCheck, SuppressionAdd, Protocol):
+    """Both suppression ports."""
+
+
+def suppressions_of(side: str, request: pytest.FixtureRequest) -> SuppressionList:
+    if side == "fake":
+        return FakeSuppressions()
+    store: Suppressions = real_container(request).suppressions
+    return store
+
+
+class TestSuppressionContract:
+    def test_a_tenants_suppression_blocks_that_tenant_only_and_is_added_once(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        s = suppressions_of(side, request)
+        assert s.check(f"u{uid}", ["a@example.org"]) == {}
+        assert s.add(f"u{uid}", "A@Example.org", "complaint", "abuse") is True
+        assert s.add(f"u{uid}", "a@example.org", "complaint", "abuse") is False
+        assert set(s.check(f"u{uid}", ["a@EXAMPLE.org", "b@example.org"])) == {"a@example.org"}
+        assert s.check(f"other{uid}", ["a@example.org"]) == {}
+
+    def test_a_platform_suppression_blocks_every_tenant_and_says_why(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        s = suppressions_of(side, request)
+        assert s.add(None, f"gone-{uid}@example.org", "bounce", "no such user") is True
+        for user in (f"u{uid}", f"other{uid}"):
+            why = s.check(user, [f"gone-{uid}@example.org"])[f"gone-{uid}@example.org"]
+            assert "bounce" in why and "no such user" in why
+
+
+# --- campaign control --------------------------------------------------------------------------------------
+
+
+def control_of(side: str, request: pytest.FixtureRequest) -> ControlSwitch:
+    if side == "fake":
+        return FakeControl()
+    store: CampaignControl = real_container(request).control
+    return store
+
+
+class TestControlContract:
+    def test_pause_cancel_and_resume_are_read_back_and_nothing_else_is_taken(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        c = control_of(side, request)
+        assert c.state(f"u{uid}", "c1", fresh=True) is None
+        c.set(f"u{uid}", "c1", "paused")
+        assert c.state(f"u{uid}", "c1", fresh=True) == "paused"
+        c.set(f"u{uid}", "c1", "cancelled")
+        assert c.state(f"u{uid}", "c1") == "cancelled"  # a set clears the cache
+        c.set(f"u{uid}", "c1", None)
+        assert c.state(f"u{uid}", "c1", fresh=True) is None
+        with pytest.raises(ValueError):
+            c.set(f"u{uid}", "c1", "stopped")
+
+
+# --- the daily cap -----------------------------------------------------------------------------------------
+
+
+def cap_of(side: str, request: pytest.FixtureRequest, cap: int) -> DailyShare:
+    if side == "fake":
+        return FakeCap(cap=cap)
+    s = _settings(request)
+    store = DailyCap(s.resources.usage_table.name, s.region, cap)
+    return store
+
+
+class TestDailyCapContract:
+    def test_a_batch_is_counted_once_and_the_cap_shared_in_order(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        cap = cap_of(side, request, 5)
+        assert cap.cap == 5
+        assert cap.share(f"u{uid}", 3, "b1") == Share(3)
+        assert cap.share(f"u{uid}", 3, "b1") == Share(3, repeated=True)  # a redelivery: the same, counted once
+        assert cap.share(f"u{uid}", 4, "b2") == Share(2)
+        assert cap.share(f"u{uid}", 1, "b3") == Share(0)  # the cap is reached: nothing recorded for it
+        assert cap.share(f"u{uid}", 1, "b3") == Share(0)
+        assert cap.share(f"u{uid}", 4, "b2") == Share(2, repeated=True)
+
+
+# --- the counters' schedule notes --------------------------------------------------------------------------
+
+
+class Counters(CampaignSchedule, Counts, Protocol):
+    """What FakeStats stands in for."""
+
+
+def stats_of(side: str, request: pytest.FixtureRequest) -> Counters:
+    if side == "fake":
+        return FakeStats()
+    store: CampaignStats = real_container(request).stats
+    return store
+
+
+class TestCountersContract:
+    def test_a_campaigns_schedule_minutes_are_kept_once_each_in_order(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        stats = stats_of(side, request)
+        assert stats.schedule_buckets(f"u{uid}", "c1") == []
+        stats.note_schedule(f"u{uid}", "c1", 1_000, 2_000, "2026-12-01T08:01")
+        stats.note_schedule(f"u{uid}", "c1", 1_000, 2_000, "2026-12-01T08:00")
+        stats.note_schedule(f"u{uid}", "c1", 1_000, 2_000, "2026-12-01T08:01")
+        stats.note_schedule(f"u{uid}", "c1", 1_000, 2_000)
+        assert stats.schedule_buckets(f"u{uid}", "c1") == ["2026-12-01T08:00", "2026-12-01T08:01"]
+        assert stats.schedule_buckets(f"u{uid}", "c2") == []
+
+    def test_an_unknown_counter_is_refused(self, side: str, request: pytest.FixtureRequest, uid: str) -> None:
+        stats = stats_of(side, request)
+        stats.add(f"u{uid}", "c1", sent=1, error="x")
+        with pytest.raises(ValueError):
+            stats.add(f"u{uid}", "c1", sends=1)
+
+
+# --- reputation --------------------------------------------------------------------------------------------
+
+
+def reputation_of(side: str, request: pytest.FixtureRequest) -> ReputationCounts:
+    if side == "fake":
+        return FakeReputation()
+    s = _settings(request)
+    store = Reputation(s.resources.usage_table.name, s.region, Limits())
+    return store
+
+
+class TestReputationContract:
+    def test_the_window_sums_the_last_days_and_forgets_older_ones(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        rep = reputation_of(side, request)
+        now = time.time()
+        assert rep.limits == Limits()
+        assert rep.window(f"u{uid}", now) == Window(7, 0, 0, 0)
+        rep.add(f"u{uid}", sent=300, now=now)
+        rep.add(f"u{uid}", bounced=2, complained=1, now=now - 2 * DAY_S)
+        rep.add(f"u{uid}", sent=1000, bounced=900, now=now - 8 * DAY_S)  # outside the week
+        assert rep.window(f"u{uid}", now) == Window(7, 300, 2, 1)
+
+
+# --- the schedule store ------------------------------------------------------------------------------------
+
+
+def schedule_of(side: str, request: pytest.FixtureRequest) -> ParkingStore:
+    if side == "fake":
+        return FakeSchedule()
+    store: ScheduleStore = real_container(request).schedule
+    return store
+
+
+class TestScheduleContract:
+    def test_a_batch_is_kept_in_its_partition_once_and_forgotten_when_removed(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        store = schedule_of(side, request)
+        bucket = f"held#{uid}"
+        emails = [("b@example.org", '{"b": 1}'), ("a@example.org", '{"a": 1}')]
+        first, again = (
+            store.put(
+                user_id=f"u{uid}",
+                campaign_id="c1",
+                plan="free",
+                queue="q",
+                due_ms=1_000,
+                deadline_ms=None,
+                emails=e,
+                bucket=bucket,
+            )
+            for e in (emails, list(reversed(emails)))
+        )
+        assert again.item == first.item and (first.bucket, first.count) == (bucket, 2)
+        assert store.parked(bucket) == [first]
+        assert store.emails(first) == list(reversed(emails))
+        store.remove(first)
+        assert store.parked(bucket) == []
+
+
+# --- each tenant queue's activity --------------------------------------------------------------------------
+
+
+class TestQueueActivityContract:
+    def test_a_used_queue_is_touched_and_a_retired_one_is_recreated_once(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        user, day = f"u{uid}", "2026-12-01"
+        activity: QueueTouch
+        if side == "fake":
+            activity = FakeQueueActivity(retired=[user])
+        else:
+            s = _settings(request)
+            store = QueueActivity(s.resources.tenants_table.name, s.region)
+            assert store.touch(user, "2026-11-01") is False  # in use: nothing to recreate
+            assert store.retire(user, "2026-11-01") is True
+            store.gone(user)
+            activity = store
+        assert activity.touch(user, day) is True  # retired: recreate it first
+        assert activity.touch(user, day) is False

@@ -309,11 +309,19 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     if args.action in ("keys", "move-keys"):
         return _tenant_sender(args, registry)
     actions = _container().actions
+    from infra.terminal import plain
+
+    # An operator's own pause by default, or the tenant's at its request; a resume lifts every owner's pause
+    # by default, or only `--owner`'s (docs/operations.md, "Who pauses a tenant").
+    owner = None if args.owner in (None, "all") else args.owner
     if args.action == "pause":
-        done = actions.pause_tenant(args.user, args.reason, by_tenant=False)
+        if args.owner not in (None, "operator", "tenant"):
+            print("pause --owner: operator or tenant (the guard and SES pause by themselves)", file=sys.stderr)
+            return 2
+        done = actions.pause_tenant(args.user, args.reason, by_tenant=False, owner=owner)
     else:
-        done = actions.resume_tenant(args.user, by_tenant=False)
-    print(f"{args.user}: {done.message}", file=sys.stdout if done.ok else sys.stderr)
+        done = actions.resume_tenant(args.user, by_tenant=False, owner=owner)
+    print(f"{args.user}: {plain(done.message)}", file=sys.stdout if done.ok else sys.stderr)
     return 0 if done.ok else 1
 
 
@@ -977,6 +985,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tn.add_argument("--user", required=True)
     tn.add_argument("--reason", default="no reason given")
+    tn.add_argument(
+        "--owner",
+        choices=["tenant", "operator", "guard", "ses", "all"],
+        default=None,
+        help="pause: whose pause it is (operator, the default, or tenant: one the tenant may lift); resume: lift "
+        "only this owner's pause (all, the default: every owner's; ses: only once SES has lifted its own)",
+    )
     tn.add_argument("--address", help="assign-from: the From address")
     tn.add_argument("--region", help="move-keys: the SES region of the new keys")
     tn.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)

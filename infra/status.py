@@ -14,6 +14,7 @@ from rich.table import Table
 
 from chalicelib.core.config import Settings
 from chalicelib.stores.campaign_stats import CampaignCounts, CampaignStats
+from chalicelib.stores.pauses import LIFTED_BY, OWNER_NAMES, Pause
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from infra.terminal import cell, plain
@@ -31,7 +32,7 @@ class QueueDepth:
 class Snapshot:
     queues: list[QueueDepth]
     campaigns: list[CampaignCounts]
-    paused: list[tuple[str, str]] = field(default_factory=list)  # (tenant, why)
+    paused: list[tuple[str, Pause]] = field(default_factory=list)  # (tenant, one of its pauses)
 
 
 def queue_depths(settings: Settings, sqs: Any) -> list[QueueDepth]:
@@ -59,17 +60,21 @@ def snapshot(settings: Settings, sqs: Any, user: str | None = None) -> Snapshot:
     campaigns = [c for c in stats.all() if user is None or c.user_id == user]
     campaigns.sort(key=lambda c: (c.user_id, c.campaign_id))
     secrets = TenantSecrets.of(r.tenant_secrets_alias, settings.region)  # never used: pauses only
-    paused = TenantRegistry(r.tenants_table.name, settings.region, secrets).paused()
-    paused = [(u, why) for u, why in paused if user is None or u == user]
-    return Snapshot(sorted(queues, key=lambda q: q.name), campaigns, sorted(paused))
+    paused = TenantRegistry(r.tenants_table.name, settings.region, secrets).pauses()
+    rows = [(u, p) for u, pauses in paused for p in pauses if user is None or u == user]
+    return Snapshot(sorted(queues, key=lambda q: q.name), campaigns, sorted(rows, key=lambda r: r[0]))
 
 
 def paused_table(s: Snapshot) -> Table:
-    t = Table(title="Paused tenants (their email is parked: `moonsend tenant resume --user ...`)")
-    t.add_column("tenant")
-    t.add_column("why")
-    for user, why in s.paused:
-        t.add_row(cell(user), cell(why))
+    """Every pause of every paused tenant: its email is held while any stands (each lifted by its owner)."""
+    t = Table(
+        title="Paused tenants (their email is parked while any pause stands: `moonsend tenant resume --user ...`)"
+    )
+    for column in ("tenant", "paused by", "since", "why", "lifted by"):
+        t.add_column(column)
+    for user, p in s.paused:
+        since = time.strftime("%Y-%m-%d %H:%M", time.gmtime(p.at_ms / 1000)) if p.at_ms else ""
+        t.add_row(cell(user), OWNER_NAMES[p.owner], since, cell(p.reason), LIFTED_BY[p.owner])
     return t
 
 

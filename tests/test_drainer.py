@@ -19,6 +19,7 @@ from chalicelib.core.errors import (
 from chalicelib.core.mime import OutgoingEmail, compose
 from chalicelib.send.identity import NO_KEYS_REASON
 from chalicelib.stores.ledger_model import UNATTRIBUTED, Entry, message_key, unattributed_day
+from chalicelib.stores.pauses import GUARD, SES, Pause
 from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
 from tests.fakes import (
@@ -277,7 +278,7 @@ def test_a_recipient_suppressed_after_it_was_queued_is_recorded_and_not_sent():
 
 def _paused(user, key=None):
     t = tenant(user, key)
-    return Tenant(t.user_id, t.plan, t.sender, t.keys, "reputation guard: bounce rate 6.0% ...")
+    return Tenant(t.user_id, t.plan, t.sender, t.keys, (Pause(GUARD, "reputation guard: bounce rate 6.0% ..."),))
 
 
 class TaggedSqs(FakeSqs):
@@ -728,6 +729,7 @@ def test_a_tenant_ses_paused_is_paused_here_with_ses_cause_its_email_held_and_th
     paused = TenantStatus("ses-careless", "DISABLED", "The bounce rate exceeded 10%", "arn:standard")
     result, tenants, ledger, store = _free_drain(_ses_refuses("a@example.org"), FakeSesTenants({"careless": paused}))
     assert tenants.paused_now == [("careless", paused.reason)] and result.stopped_reason is None
+    assert tenants.pause_owners == [SES]  # SES's pause: lifted once SES lifts its own
     assert result.sent == 1 and ledger.state("careless", "c1", "a@example.org") is None  # held, never failed
     assert [(b.bucket, store.emails(b)[0][0]) for b in store.batches] == [("held#careless", "a@example.org")]
 

@@ -3,6 +3,7 @@
 import json
 
 from chalicelib.feedback.ses_events import SesEvents, parse_event
+from chalicelib.stores.pauses import SES
 from infra.local.ses import send_event
 from tests.fakes import FakeLedger, FakeReputation, FakeStats, FakeSuppressions, FakeTenants
 from tests.fakes.ses import FakeSesTenants
@@ -252,7 +253,7 @@ def test_a_bounce_from_the_platforms_account_has_the_guard_read_ses_status_and_p
         "us-east-1",
     )
     assert events.handle(_record(BOUNCE, account=PLATFORM)) == "recorded bounced"
-    assert tenants.paused_now == [("acme", paused.reason)]
+    assert tenants.paused_now == [("acme", paused.reason)] and tenants.pause_owners == [SES]
     # From a tenant's own account, SES's tenants of the platform's account say nothing about it.
     own = FakeTenants(_acme())
     events = SesEvents(

@@ -139,8 +139,8 @@ def test_ses_pausing_one_free_tenant_holds_its_email_and_no_other_tenants(stack,
     states = {e.state for e in c.ledger.entries(careless, "spring")}
     assert "failed" not in states
     # `moonsend status` shows it paused, with SES's reason; the careful tenant is not paused.
-    paused = dict(snapshot(stack.settings, stack.client("sqs")).paused)
-    assert paused.get(careless) == reason and careful not in paused
+    paused = {(u, p.owner): p.reason for u, p in snapshot(stack.settings, stack.client("sqs")).paused}
+    assert paused.get((careless, "ses")) == reason and not any(u == careful for u, _ in paused)
     # SES's own view, read by the sender: its SES tenant is disabled by SES, the other's is not.
     ses = stack.client("sesv2")
     assert ses.get_tenant(TenantName=name)["Tenant"]["SendingStatus"] == "DISABLED"

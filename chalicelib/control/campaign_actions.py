@@ -6,10 +6,11 @@
 - cancel: unsent email is recorded `cancelled` (scheduled batches now; queued and parked email by the
   sender as it meets it);
 - retry-failed: chalicelib.control.retry;
-- pause or resume a whole tenant: its queue is not drained while paused (a free-plan tenant's email is
-  parked like a paused campaign's). A tenant may resume only a pause of its own: a pause by the reputation
-  guard or an operator is lifted by an operator. Nobody resumes a tenant whose SES tenant SES still has
-  paused (its sends would be refused): SES's cause is given instead.
+- pause or resume a whole tenant: its queue is not drained while any pause stands (a free-plan tenant's
+  email is parked like a paused campaign's). Each pause has an owner (chalicelib.stores.pauses): the
+  tenant lifts only its own, and hears whose pauses still hold its email; an operator lifts one owner's or
+  all. Nobody lifts SES's pause of a tenant whose SES tenant SES still has paused (its sends would be
+  refused): SES's cause is given instead.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED
+from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
 from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.tenant_model import Tenant
@@ -37,6 +39,7 @@ class Done:
     ok: bool
     message: str
     count: int = 0
+    pauses: tuple[Pause, ...] = ()  # a tenant's pauses standing after the action (chalicelib.stores.pauses)
 
 
 class CampaignActions:
@@ -111,13 +114,20 @@ class CampaignActions:
     def retry_failed(self, user_id: str, campaign_id: str, reason_contains: str | None = None) -> RetryResult:
         return self._retry.run(user_id, campaign_id, reason_contains)
 
-    def pause_tenant(self, user_id: str, reason: str, *, by_tenant: bool) -> Done:
-        why = f"{TENANT_PAUSE_PREFIX}: {reason}" if by_tenant else f"paused by an operator: {reason}"
+    def pause_tenant(self, user_id: str, reason: str, *, by_tenant: bool, owner: str | None = None) -> Done:
+        """The tenant's own pause (`by_tenant`), or an operator's: its own by default, or the tenant's at its
+        request (`owner`). Another owner's pause standing already changes nothing of this one."""
+        owner = TENANT if by_tenant else owner or OPERATOR
+        if owner not in (TENANT, OPERATOR):
+            return Done(False, f"an operator pauses as the tenant or as an operator, not as {OWNER_NAMES[owner]}")
+        why = f"{TENANT_PAUSE_PREFIX}: {reason}" if owner == TENANT else f"paused by an operator: {reason}"
         if self._tenants.get(user_id, fresh=True) is None:
             return Done(False, f"no tenant {user_id!r}")
-        if not self._tenants.pause(user_id, why):
-            return Done(True, "paused already")
-        return Done(True, "paused: its email is parked until resumed")
+        paused = self._tenants.pause(user_id, owner, why)
+        held = self._pauses(user_id)
+        if not paused:
+            return Done(True, f"paused already by {OWNER_NAMES[owner]}{_also(held, owner)}", pauses=held)
+        return Done(True, f"paused: its email is parked until resumed{_also(held, owner)}", pauses=held)
 
     def _ses_pause(self, tenant: Tenant) -> str | None:
         """Why SES keeps a free-plan tenant's SES tenant paused, if it does (a paid tenant sends from its own
@@ -132,17 +142,67 @@ class CampaignActions:
             return None
         return status.reason if status is not None and status.paused else None
 
-    def resume_tenant(self, user_id: str, *, by_tenant: bool) -> Done:
+    def resume_tenant(self, user_id: str, *, by_tenant: bool, owner: str | None = None) -> Done:
+        """Lift the tenant's own pause (`by_tenant`), or as an operator one owner's pause (`owner`) or all.
+
+        The tenant stays paused while another owner's pause stands, and the answer says whose. SES's pause
+        is lifted only once SES has lifted its own; SES's status is read when its pause would be lifted or
+        nothing else would hold the tenant (a pause SES set without us knowing is then recorded as SES's)."""
         tenant = self._tenants.get(user_id, fresh=True)
         if tenant is None:
             return Done(False, f"no tenant {user_id!r}")
-        if not tenant.paused_reason:
+        if not tenant.pauses:
             return Done(True, "not paused")
-        if by_tenant and not tenant.paused_reason.startswith(TENANT_PAUSE_PREFIX):
-            return Done(False, f"paused by moonsend ({tenant.paused_reason}): ask support to resume")
-        held = self._ses_pause(tenant)
-        if held:
-            return Done(False, f"not resumed: {held}")
-        self._tenants.resume(user_id)
-        n = self._parked.unpark(user_id)
-        return Done(True, f"resumed: parked email goes out within a minute ({n} parked from the free plan's queue)", n)
+        owners = {TENANT} if by_tenant else set(OWNERS) if owner is None else {owner}
+        lifting = [p for p in tenant.pauses if p.owner in owners]
+        if not lifting:
+            return _not_paused_by(tenant.pauses, by_tenant, owner)
+        ses_held = None
+        if any(p.owner == SES for p in lifting) or len(lifting) == len(tenant.pauses):
+            ses_held = self._ses_pause(tenant)
+        if ses_held:
+            owners.discard(SES)
+            self._tenants.pause(user_id, SES, ses_held)
+        lifted = self._tenants.resume(user_id, owners) if owners else ()
+        held = self._pauses(user_id)
+        if not held:
+            n = self._parked.unpark(user_id)
+            return Done(
+                True, f"resumed: parked email goes out within a minute ({n} parked from the free plan's queue)", n
+            )
+        if ses_held and not by_tenant and (owner is None or owner == SES):
+            return Done(False, f"not resumed: {ses_held}{_lifted(lifted)}", pauses=held)
+        if by_tenant:
+            why = f"your pause is lifted, but your email stays held: paused by {held_by(held)}; ask support to resume"
+        else:
+            why = f"{_names(lifted)} pause lifted, but its email stays held: paused by {held_by(held)}"
+        return Done(True, why, pauses=held)
+
+    def _pauses(self, user_id: str) -> tuple[Pause, ...]:
+        tenant = self._tenants.get(user_id, fresh=True)
+        return tenant.pauses if tenant else ()
+
+
+def _not_paused_by(held: tuple[Pause, ...], by_tenant: bool, owner: str | None) -> Done:
+    if by_tenant:
+        return Done(
+            False,
+            f"not paused by you: your email is held, paused by {held_by(held)}; ask support to resume",
+            pauses=held,
+        )
+    name = OWNER_NAMES.get(owner or "", owner)
+    return Done(True, f"not paused by {name}; its email stays held: paused by {held_by(held)}", pauses=held)
+
+
+def _also(held: tuple[Pause, ...], owner: str) -> str:
+    others = [p for p in held if p.owner != owner]
+    return f" (also paused by {held_by(others)})" if others else ""
+
+
+def _names(lifted: tuple[Pause, ...]) -> str:
+    """`the reputation guard's and the tenant's`"""
+    return " and ".join(f"{OWNER_NAMES[p.owner]}'s" for p in lifted) or "no"
+
+
+def _lifted(lifted: tuple[Pause, ...]) -> str:
+    return f" ({_names(lifted)} pause lifted)" if lifted else ""

@@ -10,7 +10,7 @@ nested deeper than JSON can be read a 400.
     POST /campaigns/{id}/retry-failed          body (optional): {"reasonContains": "..."}
     GET  /campaigns/{id}/recipients?state=failed&limit=100&after=<cursor>
     POST /tenant/pause                         body (optional): {"reason": "..."}
-    POST /tenant/resume
+    POST /tenant/resume                        lifts the tenant's own pause; answers every pause still standing
     GET  /digests/{id}                         its schedule, last and next run, recipients and items pending
     POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async;
                                                429 with Retry-After while one runs or within 5 minutes of one)
@@ -181,7 +181,11 @@ class TenantApi:
             done = self._actions.resume_tenant(user, by_tenant=True)
         else:
             return NOT_FOUND
-        return Answer(200 if done.ok else 409, {"ok": done.ok, "message": done.message})
+        # Whether its email is still held, and by whom: a resume lifts only the tenant's own pause.
+        pauses = [p.as_dict() for p in done.pauses]
+        return Answer(
+            200 if done.ok else 409, {"ok": done.ok, "message": done.message, "paused": bool(pauses), "pauses": pauses}
+        )
 
     def digest_status(self, authorization: str | None, digest_id: str) -> Answer:
         user = self._owner(authorization)

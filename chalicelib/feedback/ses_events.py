@@ -41,6 +41,7 @@ from chalicelib.core import log
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.campaign_stats import BufferedStats
+from chalicelib.stores.pauses import GUARD, SES
 from chalicelib.stores.ports import Counts, LedgerRecords, ReputationCounts, SuppressionAdd
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.ses_tenants import SesTenants
@@ -200,7 +201,7 @@ class SesEvents:
         platform's account, also if SES has paused its SES tenant (read at most once a minute)."""
         self._reputation.add(user, **counts)
         why = verdict(self._reputation.window(user), self._reputation.limits)
-        if why and self._tenants.pause(user, f"reputation guard: {why}"):
+        if why and self._tenants.pause(user, GUARD, f"reputation guard: {why}"):
             log.warning("tenant paused by the reputation guard", user=user, reason=why)
         if why or event.sending_account != self._platform_account:
             return
@@ -211,7 +212,7 @@ class SesEvents:
         except Exception as exc:  # the event is recorded; the sender finds SES's pause at its next send
             log.warning("SES tenant status unknown", user=user, error=type(exc).__name__)
             return
-        if status is not None and status.paused and self._tenants.pause(user, status.reason):
+        if status is not None and status.paused and self._tenants.pause(user, SES, status.reason):
             log.warning("tenant paused by SES", user=user, reason=status.reason)
 
 

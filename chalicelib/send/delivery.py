@@ -39,6 +39,7 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim, Entry
+from chalicelib.stores.pauses import SES
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.ports import ControlState, LedgerClaims, SuppressionCheck
 from chalicelib.stores.recorder import Recorder
@@ -267,7 +268,7 @@ class Delivery:
             return Outcome.QUOTA_REACHED
         else:  # SES's status lags its refusal, or could not be read: the refusal named this tenant
             reason = f"SES refused sending for SES tenant {self._ses_tenants.name_of(email.user_id)}: {exc}"
-        if self._tenants.pause(email.user_id, reason):
+        if self._tenants.pause(email.user_id, SES, reason):
             log.warning("tenant paused by SES", user=email.user_id, reason=reason)
         return Outcome.TENANT_PAUSED
 

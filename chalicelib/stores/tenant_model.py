@@ -14,6 +14,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
 from chalicelib.core.contract import Sender
+from chalicelib.stores.pauses import Pause, pauses_of, summary
 
 
 class TenantModel(Model):
@@ -36,7 +37,16 @@ class TenantModel(Model):
     api_key = UnicodeAttribute(null=True)
     api_secret = UnicodeAttribute(null=True)
     ses_account_id = UnicodeAttribute(null=True)
-    # Set by the reputation guard (or an operator): the sender parks the tenant's email while set.
+    # Each owner's pause, its reason and since when (chalicelib.stores.pauses): the tenant's email is held
+    # while any is set. `paused_reason` has every standing reason, for code from before owners.
+    pause_tenant = UnicodeAttribute(null=True)
+    pause_tenant_at = NumberAttribute(null=True)
+    pause_operator = UnicodeAttribute(null=True)
+    pause_operator_at = NumberAttribute(null=True)
+    pause_guard = UnicodeAttribute(null=True)
+    pause_guard_at = NumberAttribute(null=True)
+    pause_ses = UnicodeAttribute(null=True)
+    pause_ses_at = NumberAttribute(null=True)
     paused_reason = UnicodeAttribute(null=True)
     paused_at = NumberAttribute(null=True)
     api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of the tenant's API key (chalicelib.feedback.reports)
@@ -74,7 +84,12 @@ class Tenant:
     plan: str
     sender: Sender  # the latest registered settings, with the current key id (no secret)
     keys: tuple[KeyVersion, ...] = ()
-    paused_reason: str | None = None
+    pauses: tuple[Pause, ...] = ()  # each owner's standing pause (chalicelib.stores.pauses)
+
+    @property
+    def paused_reason(self) -> str | None:
+        """Why its email is held (every owner's reason), or None when no pause stands."""
+        return summary(self.pauses)
 
     @property
     def current_keys(self) -> KeyVersion | None:
@@ -148,5 +163,5 @@ def tenant_of(item: TenantModel) -> Tenant | None:
             rate_per_second=float(item.rate_per_second),
         ),
         keys=keys,
-        paused_reason=item.paused_reason,
+        pauses=pauses_of(item),
     )

@@ -22,14 +22,16 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
+from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
 
 from chalicelib.core import log
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
+from chalicelib.stores.pauses import MAX_REASON, OWNERS, Pause, pauses_of, summary
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_sealed, read_keys, tenant_of
 from chalicelib.stores.tenant_secrets import TenantSecrets
@@ -213,27 +215,74 @@ class TenantRegistry:
         self._forget(user_id)
         return True
 
-    def pause(self, user_id: str, reason: str) -> bool:
-        """Hold the tenant's email. False if it was paused already (the first reason stays)."""
-        m = self._model
-        paused = update_if(
-            m(user_id),
-            [m.paused_reason.set(reason[:500]), m.paused_at.set(int(time.time() * 1000))],
-            m.user_id.exists() & m.paused_reason.does_not_exist(),
-        )
-        if paused:
-            self._forget(user_id)
-        return paused
+    def pause(self, user_id: str, owner: str, reason: str) -> bool:
+        """Hold the tenant's email by `owner`'s pause. False if `owner` has paused it already (its first reason
+        stays) or there is no such tenant; another owner's pause changes nothing of it."""
+        for _ in range(_WRITE_TRIES):
+            item = self._item(user_id)
+            if item is None:
+                return False
+            held = pauses_of(item)
+            if any(p.owner == owner for p in held):
+                return False
+            new = Pause(owner, reason[:MAX_REASON], int(time.time() * 1000))
+            # An item from before owners gets its one pause written with the owner it was given.
+            if self._write_pauses(user_id, item, (*held, new)):
+                return True
+        raise RegistryConflict(f"tenant {user_id}: its pauses changed {_WRITE_TRIES} times during one write")
 
-    def resume(self, user_id: str) -> None:
+    def resume(self, user_id: str, owners: Collection[str] = OWNERS) -> tuple[Pause, ...]:
+        """Lift the pauses of these owners (every owner's by default): the pauses lifted, none if none stood.
+        The tenant stays paused while another owner's pause stands."""
+        for _ in range(_WRITE_TRIES):
+            item = self._item(user_id)
+            if item is None:
+                return ()
+            held = pauses_of(item)
+            lifted = tuple(p for p in held if p.owner in owners)
+            if not lifted:
+                return ()
+            if self._write_pauses(user_id, item, tuple(p for p in held if p not in lifted)):
+                return lifted
+        raise RegistryConflict(f"tenant {user_id}: its pauses changed {_WRITE_TRIES} times during one write")
+
+    def _write_pauses(self, user_id: str, item: TenantModel, pauses: tuple[Pause, ...]) -> bool:
+        """Store exactly these pauses if the item's are still as read; False when another writer came first."""
         m = self._model
-        m(user_id).update(actions=[m.paused_reason.remove(), m.paused_at.remove()], condition=m.user_id.exists())
+        standing = {p.owner: p for p in pauses}
+        actions: list[Any] = []
+        for owner in OWNERS:
+            reason, at = getattr(m, f"pause_{owner}"), getattr(m, f"pause_{owner}_at")
+            p = standing.get(owner)
+            actions += [reason.set(p.reason), at.set(p.at_ms or 0)] if p else [reason.remove(), at.remove()]
+        if pauses:
+            first = min(p.at_ms or 0 for p in pauses)
+            actions += [m.paused_reason.set(summary(pauses) or ""), m.paused_at.set(first)]
+        else:
+            actions += [m.paused_reason.remove(), m.paused_at.remove()]
+        condition = m.user_id.exists()
+        for owner in OWNERS:
+            attr = getattr(m, f"pause_{owner}")
+            read = getattr(item, f"pause_{owner}")
+            condition &= attr.does_not_exist() if read is None else attr == read
+        legacy = item.paused_reason
+        condition &= m.paused_reason.does_not_exist() if legacy is None else m.paused_reason == legacy
+        if not update_if(m(user_id), actions, condition):
+            return False
         self._forget(user_id)
+        return True
 
     def paused(self) -> list[tuple[str, str]]:
-        """(user id, reason) of every paused tenant (a scan: for status and operators, not hot paths)."""
+        """(user id, every reason) of every paused tenant (a scan: for status and operators, not hot paths)."""
+        return [(user, summary(pauses) or "") for user, pauses in self.pauses()]
+
+    def pauses(self) -> list[tuple[str, tuple[Pause, ...]]]:
+        """(user id, its pauses) of every paused tenant (a scan: for status and operators, not hot paths)."""
         m = self._model
-        return [(t.user_id, t.paused_reason or "") for t in m.scan(m.paused_reason.exists())]
+        condition = m.paused_reason.exists()
+        for owner in OWNERS:
+            condition |= getattr(m, f"pause_{owner}").exists()
+        return [(t.user_id, pauses_of(t)) for t in m.scan(condition) if pauses_of(t)]
 
     def set_api_key_hash(self, user_id: str, digest: str) -> None:
         m = self._model

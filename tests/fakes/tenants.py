@@ -11,7 +11,8 @@ class FakeTenants:
     def __init__(self, *tenants):
         self.by_id = {t.user_id: t for t in tenants}
         self.remembered = []
-        self.paused_now = []
+        self.paused_now = []  # (user, reason) of each pause asked for
+        self.pause_owners = []  # and who asked
 
     def get(self, user_id, fresh=False):
         return self.by_id.get(user_id)
@@ -23,6 +24,7 @@ class FakeTenants:
     def secret_of(self, user_id, keys):
         return keys.sealed if keys.sealed is not None else keys.plain
 
-    def pause(self, user_id, reason):
+    def pause(self, user_id, owner, reason):
         self.paused_now.append((user_id, reason))
+        self.pause_owners.append(owner)
         return True

@@ -1,0 +1,177 @@
+"""A tenant's pauses have owners: each is lifted by its owner or an operator, and the tenant is paused while
+any stands (chalicelib.stores.pauses, docs/operations.md "Who pauses a tenant")."""
+
+import json
+
+from chalicelib import wiring
+from chalicelib.core.contract import Sender
+from chalicelib.feedback.ses_events import SesEvents
+from chalicelib.stores.pauses import GUARD, OPERATOR, SES, TENANT, Pause
+from tests.test_campaign_control import _call
+from tests.test_ses_events import BOUNCE, _record
+
+
+def _free_tenant(uid: str, name: str) -> str:
+    c = wiring.container()
+    user = f"{name}-{uid}"
+    c.tenants.accept(user, "free", Sender(f"news@{name}.example", "N", None, None, None, 1.0), c.ses.account_of)
+    return user
+
+
+def _bounces_past_the_guards_limit(user: str) -> None:
+    """16 permanent bounces of 300 sends (5.3%): the reputation guard pauses the tenant, as in production."""
+    c = wiring.container()
+    c.reputation.add(user, sent=300)
+    events = SesEvents(
+        c.ledger,
+        c.stats,
+        c.suppressions,
+        c.tenants,
+        c.settings.account_id,
+        c.reputation,
+        c.ses_tenants,
+        c.settings.region,
+    )
+    for i in range(16):
+        record = json.loads(_record(BOUNCE, account=c.settings.account_id))
+        record["mail"]["destination"] = [f"gone{i}@x.io"]
+        record["bounce"]["bouncedRecipients"][0]["emailAddress"] = f"gone{i}@x.io"
+        for h in record["mail"]["headers"]:
+            if h["name"] == "X-Moonsend-Tenant":
+                h["value"] = user
+        assert events.handle(json.dumps(record)) == "recorded bounced"
+
+
+def _owners(user: str) -> list[str]:
+    tenant = wiring.container().tenants.get(user, fresh=True)
+    return [p.owner for p in tenant.pauses]
+
+
+def test_a_tenant_that_paused_itself_cannot_lift_the_guards_pause_by_resuming(stack, uid):
+    c = wiring.container()
+    user = _free_tenant(uid, "blaster")
+    key = c.reports.issue_key(user)
+    assert _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "after the blast"})[0] == 200
+    _bounces_past_the_guards_limit(user)  # the guard's verdict while the tenant's own pause stands
+
+    status, body = _call("POST", f"{stack.api_url}/tenant/resume", key)
+    still = c.tenants.get(user, fresh=True).paused_reason or "not paused"
+    assert still.startswith("reputation guard: bounce rate 5.3%")  # still paused: by the guard
+    assert _owners(user) == [GUARD]
+    assert status == 200 and body["paused"] is True
+    assert (
+        "your email stays held: paused by the reputation guard (reputation guard: bounce rate 5.3%" in body["message"]
+    )
+    assert "ask support" in body["message"]
+    assert [(p["by"], p["liftedBy"]) for p in body["pauses"]] == [("guard", "an operator")]
+    # Asked again: nothing of its own to lift, and it is told by whom its email is held.
+    status, body = _call("POST", f"{stack.api_url}/tenant/resume", key)
+    assert status == 409 and "not paused by you" in body["message"] and "the reputation guard" in body["message"]
+    assert _owners(user) == [GUARD]
+
+    # An operator lifts the guard's pause (and only it: the tenant's own, set again, stays).
+    assert _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "again"})[1]["paused"] is True
+    done = c.actions.resume_tenant(user, by_tenant=False, owner=GUARD)
+    assert done.ok and "the reputation guard's pause lifted" in done.message and _owners(user) == [TENANT]
+    status, body = _call("POST", f"{stack.api_url}/tenant/resume", key)
+    assert status == 200 and body["paused"] is False and body["message"].startswith("resumed")
+    assert c.tenants.get(user, fresh=True).paused_reason is None
+
+
+def test_each_owner_pausing_twice_keeps_its_first_reason_and_lifting_one_keeps_the_others(stack, uid):
+    tenants = wiring.container().tenants
+    user = _free_tenant(uid, "owners")
+    assert tenants.pause(user, GUARD, "reputation guard: first")
+    assert not tenants.pause(user, GUARD, "reputation guard: second")  # paused already: the first reason stays
+    assert tenants.pause(user, OPERATOR, "paused by an operator: audit")
+    assert tenants.pause(user, SES, "SES paused sending for SES tenant x: bounces")
+    assert not tenants.pause(f"nobody-{uid}", TENANT, "paused by the tenant: x")  # no such tenant
+    tenant = tenants.get(user, fresh=True)
+    assert [(p.owner, p.reason) for p in tenant.pauses] == [
+        (OPERATOR, "paused by an operator: audit"),
+        (GUARD, "reputation guard: first"),
+        (SES, "SES paused sending for SES tenant x: bounces"),
+    ]
+    assert tenant.paused_reason == (
+        "paused by an operator: audit; reputation guard: first; SES paused sending for SES tenant x: bounces"
+    )
+    assert [p.owner for p in tenants.resume(user, {GUARD})] == [GUARD]
+    assert tenants.resume(user, {GUARD}) == ()  # lifted already
+    assert tenants.resume(user, {TENANT}) == ()  # the tenant had none
+    assert _owners(user) == [OPERATOR, SES]
+    assert (user, "paused by an operator: audit; SES paused sending for SES tenant x: bounces") in tenants.paused()
+    assert sorted(p.owner for p in tenants.resume(user)) == [OPERATOR, SES]  # every owner's
+    assert tenants.get(user, fresh=True).pauses == () and tenants.resume(user) == ()
+    assert all(u != user for u, _ in tenants.pauses())
+
+
+def test_pausing_or_resuming_twice_answers_the_same_and_changes_nothing(stack, uid):
+    actions = wiring.container().actions
+    user = _free_tenant(uid, "twice")
+    first = actions.pause_tenant(user, "holiday", by_tenant=True)
+    again = actions.pause_tenant(user, "other", by_tenant=True)
+    assert first.ok and again.ok and again.message == "paused already by the tenant"
+    assert [p.reason for p in again.pauses] == ["paused by the tenant: holiday"]
+    assert actions.pause_tenant(user, "audit", by_tenant=False).message.startswith("paused: its email is parked")
+    assert actions.pause_tenant(user, "audit 2", by_tenant=False).message.startswith("paused already by an operator")
+    assert _owners(user) == [TENANT, OPERATOR]
+    done = actions.resume_tenant(user, by_tenant=False, owner=OPERATOR)
+    assert done.ok and _owners(user) == [TENANT]
+    again = actions.resume_tenant(user, by_tenant=False, owner=OPERATOR)
+    assert again.ok and again.message.startswith("not paused by an operator") and _owners(user) == [TENANT]
+    assert actions.resume_tenant(user, by_tenant=False).message.startswith("resumed")
+    assert actions.resume_tenant(user, by_tenant=False).message == "not paused"
+
+
+def test_a_pause_stored_before_owners_holds_and_belongs_to_the_owner_its_reason_names(stack, uid):
+    c = wiring.container()
+    table = stack.client("dynamodb")
+    cases = {
+        "paused by the tenant: holiday": TENANT,
+        "paused by an operator: audit": OPERATOR,
+        "reputation guard: bounce rate 6.0% over the last 7 days (18 of 300) is above 5.0%": GUARD,
+        "SES paused sending for SES tenant moonsend-local-x: bounces": SES,
+        "SES refused sending for SES tenant moonsend-local-x: SendingPaused": SES,
+        "set by hand in the console": OPERATOR,  # names no owner: only an operator lifts it
+    }
+    users = {}
+    for i, (reason, owner) in enumerate(cases.items()):
+        user = users[reason] = _free_tenant(uid, f"old{i}")
+        table.update_item(  # as the release before owners wrote it
+            TableName=stack.settings.resources.tenants_table.name,
+            Key={"user_id": {"S": user}},
+            UpdateExpression="SET paused_reason = :r, paused_at = :t",
+            ExpressionAttributeValues={":r": {"S": reason}, ":t": {"N": "1700000000000"}},
+        )
+        tenant = c.tenants.get(user, fresh=True)
+        assert tenant.pauses == (Pause(owner, reason, 1700000000000),) and tenant.paused_reason == reason
+
+    guard = users["reputation guard: bounce rate 6.0% over the last 7 days (18 of 300) is above 5.0%"]
+    refused = c.actions.resume_tenant(guard, by_tenant=True)
+    assert not refused.ok and "the reputation guard" in refused.message and _owners(guard) == [GUARD]
+    own = users["paused by the tenant: holiday"]
+    assert c.tenants.pause(own, GUARD, "reputation guard: now")  # the old pause is kept, with its owner
+    assert _owners(own) == [TENANT, GUARD]
+    assert c.actions.resume_tenant(own, by_tenant=True).ok and _owners(own) == [GUARD]
+
+
+def test_an_operator_pauses_and_resumes_by_owner_from_the_command_line(stack, uid, capsys, monkeypatch):
+    from infra import cli
+    from infra.cli import main
+
+    monkeypatch.setattr(cli, "_container", wiring.container)  # this session's objects (see test_webhooks_e2e)
+    user = _free_tenant(uid, "cli")
+    common = ["--user", user, "--endpoint", stack.endpoint, "--stage", "local"]
+    tenants = wiring.container().tenants
+    assert tenants.pause(user, GUARD, "reputation guard: bounce rate")
+    assert main(["tenant", "pause", "--owner", "tenant", "--reason", "asked by phone", *common]) == 0
+    assert "also paused by the reputation guard" in capsys.readouterr().out
+    assert main(["tenant", "pause", "--owner", "guard", *common]) == 2  # the guard pauses by itself
+    assert main(["tenant", "resume", "--owner", "guard", *common]) == 0
+    out = capsys.readouterr().out
+    assert "the reputation guard's pause lifted, but its email stays held: paused by the tenant" in out
+    assert _owners(user) == [TENANT]
+    assert main(["tenant", "pause", *common]) == 0  # an operator's own, by default
+    assert _owners(user) == [TENANT, OPERATOR]
+    assert main(["tenant", "resume", *common]) == 0  # every owner's, by default
+    assert "resumed" in capsys.readouterr().out and _owners(user) == []

@@ -64,10 +64,12 @@ from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
+from chalicelib.stores.webhook_jobs import Job, WebhookJobs
 from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
 from chalicelib.webhooks.deliverer import WebhookDeliverer
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.fanout import WebhookFanout
+from chalicelib.webhooks.jobs import WebhookJobRunner, job_event
 from chalicelib.webhooks.test_delivery import WebhookTester
 
 
@@ -320,8 +322,25 @@ class Container:
         local = self._webhooks_to_loopback
         tester = WebhookTester(self.webhook_endpoints, allow_loopback=local)
         return WebhookRegistration(
-            self.webhook_endpoints, tester, self.parked_deliveries, self.delivery_queue, allow_loopback=local
+            self.webhook_endpoints,
+            tester,
+            self.parked_deliveries,
+            self.webhook_jobs,
+            self.start_webhook_job,
+            allow_loopback=local,
         )
+
+    @cached_property
+    def webhook_jobs(self) -> WebhookJobs:
+        return WebhookJobs(self.settings.resources.parked_deliveries_table.name, self.settings.region)
+
+    @cached_property
+    def webhook_job_runner(self) -> WebhookJobRunner:
+        return WebhookJobRunner(self.webhook_jobs, self.parked_deliveries, self.delivery_queue, self.invoke_async)
+
+    def start_webhook_job(self, job: Job) -> None:
+        """Invoke webhook_jobs asynchronously with a job (a replay or a removal's parked deliveries)."""
+        self.invoke_async(self.settings.resources.function_name("webhook_jobs"), job_event(job))
 
     @cached_property
     def parked_deliveries(self) -> ParkedDeliveries:

@@ -494,10 +494,32 @@ def cmd_webhook(args: argparse.Namespace) -> int:
     else:
         answer = registration.test(args.user, args.id)
     ok = answer.status < 300 and answer.body.get("ok", True)
+    if ok and "job" in answer.body and not args.no_wait:
+        answer = _wait_for_job(registration, args.user, args.id, answer, args.wait_s)
+        ok = answer.status < 300
     print(json.dumps(answer.body, indent=2), file=sys.stdout if ok else sys.stderr)
     if args.action == "add" and ok:
         print("the secret is shown this once: keep it where your receiver verifies signatures", file=sys.stderr)
     return 0 if ok else 1
+
+
+def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, wait_s: float) -> Any:
+    """The answer of a replay or a removal once its background job is done (webhook_jobs), its progress on
+    stderr meanwhile: `replayed` (or `deleted`) is how many parked deliveries it handled. A job still running
+    after `wait_s` is shown as it is (exit status 1); `webhook list` shows it until it is done."""
+    from chalicelib.feedback.reports import Answer
+
+    deadline = time.monotonic() + wait_s
+    job = registration.job(user, endpoint_id)
+    while job is not None and job.state == "running" and time.monotonic() < deadline:
+        print(f"{job.kind}: {job.done} parked deliveries done", file=sys.stderr)
+        time.sleep(1.0)
+        job = registration.job(user, endpoint_id)
+    if job is None:  # done long ago and expired: nothing to show but what was answered
+        return answer
+    count = {"replayed" if job.kind == "replay" else "deleted": job.done}
+    body = {**answer.body, "job": job.public(time.time()), **count}
+    return Answer(answer.status if job.state == "done" else 504, body)
 
 
 def cmd_link_key(args: argparse.Namespace) -> int:
@@ -972,6 +994,8 @@ def build_parser() -> argparse.ArgumentParser:
     wh.add_argument("--events", help="add: the event types, comma-separated (default: all)")
     wh.add_argument("--max-events", type=int, default=1, help="add: events per request (1-100)")
     wh.add_argument("--id", help="remove, test, replay: the endpoint's id")
+    wh.add_argument("--no-wait", action="store_true", help="replay, remove: show the background job and return at once")
+    wh.add_argument("--wait-s", type=float, default=900.0, help="replay, remove: how long to wait for the job")
     wh.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     wh.add_argument("--stage", default="local")
     wh.set_defaults(func=cmd_webhook)

@@ -40,6 +40,7 @@ FUNCTIONS = (
     "run_digest",
     "webhook_events",
     "deliver_webhooks",
+    "webhook_jobs",
     "api_handler",
 )
 
@@ -284,6 +285,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     ]
     webhooks_table, webhooks_queue = tables["WebhooksTable"], _queue(r.webhooks_queue.name)
     parked_table = tables["ParkedDeliveriesTable"]
+    jobs_fn = f"arn:aws:lambda:*:*:function:{r.function_name('webhook_jobs')}"
     put_deliveries = _stmt("PutDeliveries", ["sqs:GetQueueUrl", "sqs:SendMessage"], [webhooks_queue])
     api.extend(
         [
@@ -295,12 +297,15 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
                 [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
                 [webhooks_table],
             ),
-            # Replay reads a disabled endpoint's parked deliveries and deletes them once queued again.
+            # A disabled endpoint's parked deliveries counted (up to a bound); a replay or a removal started as
+            # a job (a row of that table, which the listing reads) and run by webhook_jobs, in the background.
             _stmt(
-                "ParkedDeliveries", ["dynamodb:Query", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [parked_table]
+                "ParkedDeliveries",
+                ["dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DescribeTable"],
+                [parked_table],
             ),
-            put_deliveries,
             _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
+            _stmt("StartWebhookJobs", ["lambda:InvokeFunction"], [jobs_fn]),
         ]
     )
     # The ledger's stream, read by Lambda's poller as the function's role (what AWS documents it needs).
@@ -335,6 +340,24 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             [webhooks_queue],
         ),
     ]
+    # An endpoint's parked deliveries replayed or deleted, a page at a time, its job's row advanced after each
+    # (chalicelib.webhooks.jobs); never the endpoints' table, where the secrets are.
+    webhook_jobs = [
+        _stmt(
+            "ParkedDeliveries",
+            [
+                "dynamodb:Query",
+                "dynamodb:GetItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:BatchWriteItem",
+                "dynamodb:DescribeTable",
+            ],
+            [parked_table],
+        ),
+        put_deliveries,
+        _stmt("GoOn", ["lambda:InvokeFunction"], [jobs_fn]),  # a job out of time continues itself
+    ]
     docs = {
         "precompile_email": precompile,
         "send_emails": send,
@@ -346,6 +369,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "run_digest": run_digest,
         "webhook_events": webhook_events,
         "deliver_webhooks": deliver_webhooks,
+        "webhook_jobs": webhook_jobs,
         "api_handler": api,
     }
     # Lambda puts an async event that failed every attempt on the on-failure queue with the function's

@@ -160,6 +160,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "ReconcileDeadLettersRole",
         "WebhookEventsRole",
         "DeliverWebhooksRole",
+        "WebhookJobsRole",
         "ApiHandlerRole",
     }
 
@@ -254,6 +255,29 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     }
     assert deliverer_queues == {deliveries}
     assert not {"ses:SendEmail", "lambda:InvokeFunction", "sqs:SendMessage"} & actions("DeliverWebhooksRole")
+    # webhook_jobs replays and deletes parked deliveries: it never touches the endpoints' table (their secrets),
+    # puts deliveries on their queue only, and invokes only itself (a job out of time goes on).
+    assert writes_endpoints("WebhookJobsRole") == set() and not any(
+        endpoints_table in st["Resource"]
+        for st in roles["WebhookJobsRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    )
+    jobs_statements = roles["WebhookJobsRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    assert {r for st in jobs_statements if "sqs:SendMessage" in st["Action"] for r in st["Resource"]} == {
+        deliveries,
+        f"arn:aws:sqs:*:*:moonsend-{_stage}-failed-invocations",
+    }
+    assert [st["Resource"] for st in jobs_statements if "lambda:InvokeFunction" in st["Action"]] == [
+        [f"arn:aws:lambda:*:*:function:moonsend-{_stage}-webhook_jobs"]
+    ]
+    assert "ses:SendEmail" not in actions("WebhookJobsRole")
+    # The API starts jobs; it no longer puts deliveries on the queue or deletes parked ones itself.
+    api_statements = roles["ApiHandlerRole"]["Properties"]["Policies"][0]["PolicyDocument"]["Statement"]
+    assert not any(deliveries in st["Resource"] for st in api_statements)
+    parked_table = f"arn:aws:dynamodb:*:*:table/moonsend-{_stage}-parked-deliveries"
+    assert not any(
+        parked_table in st["Resource"] and {"dynamodb:DeleteItem", "dynamodb:BatchWriteItem"} & set(st["Action"])
+        for st in api_statements
+    )
     # SES tenants: only the sender creates them and associates resources; the guard and the API read status.
     assert {r for r in roles if "ses:CreateTenant" in actions(r)} == {"SendEmailsRole"}
     assert {r for r in roles if "ses:GetReputationEntity" in actions(r)} == {
@@ -275,7 +299,7 @@ def test_every_function_is_told_the_account_id(packaged):
     """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
     _stage, _report, template = packaged
     functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert len(functions) == len(FUNCTION_IDS) == 11
+    assert len(functions) == len(FUNCTION_IDS) == 12
     for name, fn in functions.items():
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 

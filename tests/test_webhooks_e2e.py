@@ -68,7 +68,7 @@ def test_a_tenant_registers_tests_and_removes_an_endpoint_and_its_receiver_verif
     status, listed = _call("GET", base, key)
     assert status == 200 and [e["id"] for e in listed["endpoints"]] == [endpoint]
     assert "secret" not in json.dumps(listed)  # shown once, never listed
-    assert _call("GET", base, other)[1] == {"endpoints": []}  # another tenant sees none of them
+    assert _call("GET", base, other)[1] == {"endpoints": [], "jobs": []}  # another tenant sees none of them
     assert _call("POST", f"{base}/{endpoint}/test", other)[0] == 404
     assert _call("DELETE", f"{base}/{endpoint}", other)[0] == 404
 
@@ -237,12 +237,15 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_its_events_wait_for_repl
         assert _call("POST", f"{base}/{added['id']}/replay", other)[0] == 404
         receiver.statuses = [200]
         status, replayed = _call("POST", f"{base}/{added['id']}/replay", key)
-        assert status == 200 and replayed["replayed"] == 2 and replayed["enabled"] is True
+        assert status == 202 and replayed["enabled"] is True and replayed["job"]["kind"] == "replay"
+        # The replay runs in the background (webhook_jobs); the listing shows how far it got.
+        assert eventually(lambda: _call("GET", base, key)[1]["jobs"][0]["state"] == "done")
+        assert _call("GET", base, key)[1]["jobs"][0]["done"] == 2
         expected = [("sent", bounce), ("sent", ok)]
         assert eventually(lambda: receiver.events() == expected), receiver.events()
         assert attempts[0] in receiver.accepted  # the first delivery, under the id it always had
 
-        # The CLI replays too (nothing is parked now).
+        # The CLI replays too, and waits for its job (nothing is parked now).
         from infra import cli
         from infra.cli import main
 

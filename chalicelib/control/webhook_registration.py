@@ -4,18 +4,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chalicelib.core.webhook_contract import parse_endpoint
 from chalicelib.feedback.reports import Answer
-from chalicelib.stores.webhooks import Parked, ParkedDeliveries, TooManyEndpoints, WebhookEndpoints
+from chalicelib.stores.webhook_jobs import REMOVE, REPLAY, Job, WebhookJobs
+from chalicelib.stores.webhooks import Endpoint, ParkedDeliveries, TooManyEndpoints, WebhookEndpoints
 from chalicelib.webhooks import url_policy
-from chalicelib.webhooks.delivery_queue import SQS_BATCH, DeliveryQueue
 from chalicelib.webhooks.signing import new_secret
 from chalicelib.webhooks.test_delivery import WebhookTester
 
 NO_ENDPOINT = Answer(404, {"error": "no such webhook endpoint"})
 TEST_INTERVAL_S = 10.0
+# A listing counts a disabled endpoint's parked deliveries up to this many (`parked`; past it,
+# `parkedIsLowerBound` is true: "10,000+"), and reads at most PARKED_COUNT_PAGES of DynamoDB's 1 MB pages
+# for it (deliveries of many events are large: the count is then a lower bound below PARKED_COUNT_BOUND).
+# The endpoints are counted at once, so a listing takes about one endpoint's count.
+PARKED_COUNT_BOUND = 10_000
+PARKED_COUNT_PAGES = 10
 
 
 class WebhookRegistration:
@@ -24,16 +31,20 @@ class WebhookRegistration:
         endpoints: WebhookEndpoints,
         tester: WebhookTester,
         parked: ParkedDeliveries,
-        queue: DeliveryQueue,
+        jobs: WebhookJobs,
+        run_job: Callable[[Job], None],
         *,
         allow_loopback: bool,
         resolver: url_policy.Resolver = url_policy.resolve,
         clock: Callable[[], float] = time.time,
+        count_bound: int = PARKED_COUNT_BOUND,
     ) -> None:
         self._endpoints = endpoints
         self._tester = tester
         self._parked = parked
-        self._queue = queue
+        self._jobs = jobs
+        self._run_job = run_job  # webhook_jobs invoked asynchronously with the job
+        self._count_bound = count_bound
         self._allow_loopback = allow_loopback
         self._resolver = resolver
         self._clock = clock
@@ -50,43 +61,53 @@ class WebhookRegistration:
         return Answer(201, {**endpoint.public(), "secret": secret})
 
     def list(self, user_id: str) -> Answer:
+        """The tenant's endpoints, each disabled one with its parked deliveries counted up to a bound, and
+        the tenant's background jobs (replays, removals) with how far each got."""
+        endpoints = self._endpoints.list(user_id)
+        disabled = [e for e in endpoints if not e.enabled]
+        counts: dict[str, tuple[int, bool]] = {}
+        if disabled:
+            with ThreadPoolExecutor(max_workers=len(disabled)) as pool:
+                found = pool.map(lambda e: self._count(user_id, e), disabled)
+                counts = dict(zip([e.id for e in disabled], found, strict=True))
         listed = []
-        for e in self._endpoints.list(user_id):
+        for e in endpoints:
             # Parked deliveries are counted for a disabled endpoint (what a replay would send).
-            parked = self._parked.count(user_id, e.id) if not e.enabled else 0
-            listed.append({**e.public(), "parked": parked})
-        return Answer(200, {"endpoints": listed})
+            parked, more = counts.get(e.id, (0, False))
+            listed.append({**e.public(), "parked": parked, "parkedIsLowerBound": more})
+        now = self._clock()
+        return Answer(200, {"endpoints": listed, "jobs": [j.public(now) for j in self._jobs.list(user_id)]})
+
+    def _count(self, user_id: str, endpoint: Endpoint) -> tuple[int, bool]:
+        return self._parked.count_upto(user_id, endpoint.id, self._count_bound, PARKED_COUNT_PAGES)
 
     def remove(self, user_id: str, endpoint_id: str) -> Answer:
+        """Remove the endpoint now; its parked deliveries are deleted in the background (a job the listing
+        shows), when there are any."""
         if not self._endpoints.remove(user_id, endpoint_id):
             return NO_ENDPOINT
-        for parked in self._parked.parked(user_id, endpoint_id):
-            self._parked.remove(user_id, parked)
-        return Answer(200, {"removed": endpoint_id})
+        if not self._parked.count_upto(user_id, endpoint_id, 1, 1)[0]:
+            return Answer(200, {"removed": endpoint_id})
+        job, _ = self._jobs.start(user_id, endpoint_id, REMOVE, self._clock())
+        self._run_job(job)
+        return Answer(200, {"removed": endpoint_id, "job": job.public(self._clock())})
 
     def replay(self, user_id: str, endpoint_id: str) -> Answer:
-        """Enable the endpoint again and put its parked deliveries back on the queue (each with its own
-        webhook-id, so a receiver that had one already drops it)."""
+        """Enable the endpoint again and start putting its parked deliveries back on the queue, in the
+        background (each under its own webhook-id, so a receiver that had one already drops it): 202 with the
+        job, which the listing shows until it is done. A replay asked for while one runs is that one."""
         if not self._endpoints.enable(user_id, endpoint_id):
             return NO_ENDPOINT
-        replayed = 0
-        page: list[Parked] = []
-        for row in self._parked.parked(user_id, endpoint_id):
-            page.append(row)
-            if len(page) == SQS_BATCH:
-                replayed += self._requeue(user_id, page)
-                page = []
-        replayed += self._requeue(user_id, page)
+        job, started = self._jobs.start(user_id, endpoint_id, REPLAY, self._clock())
+        if started:
+            self._run_job(job)
         endpoint = self._endpoints.get(user_id, endpoint_id)
-        return Answer(200, {**(endpoint.public() if endpoint else {"id": endpoint_id}), "replayed": replayed})
+        body = endpoint.public() if endpoint else {"id": endpoint_id}
+        return Answer(202, {**body, "job": job.public(self._clock())})
 
-    def _requeue(self, user_id: str, rows: list[Parked]) -> int:
-        # On the queue first, then off the table: a crash between leaves a copy parked, never none. A row
-        # parked again meanwhile (its delivery failed again) is left for the next replay.
-        self._queue.put_messages([(user_id, row.body) for row in rows])
-        for row in rows:
-            self._parked.remove(user_id, row)
-        return len(rows)
+    def job(self, user_id: str, endpoint_id: str) -> Job | None:
+        """The endpoint's job (the CLI waits for it)."""
+        return self._jobs.get(user_id, endpoint_id)
 
     def test(self, user_id: str, endpoint_id: str) -> Answer:
         """One signed request now; at most one per endpoint every TEST_INTERVAL_S (429 otherwise), so that the

@@ -33,6 +33,7 @@ FUNCTION_IDS = {
     "RunDigest": "run_digest",
     "WebhookEvents": "webhook_events",
     "DeliverWebhooks": "deliver_webhooks",
+    "WebhookJobs": "webhook_jobs",
     "APIHandler": "api_handler",
 }
 # The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail

@@ -258,7 +258,47 @@ class ParkedDeliveries:
             yield Parked(endpoint_id, row.webhook_id, row.body, float(row.parked_at))
 
     def count(self, user_id: str, endpoint_id: str) -> int:
+        """Every row counted (tests; a tenant's listing counts up to a bound: count_upto)."""
         return self._model.count(_parked_pk(user_id, endpoint_id), consistent_read=True)
+
+    def count_upto(self, user_id: str, endpoint_id: str, bound: int, max_pages: int) -> tuple[int, bool]:
+        """How many are parked, counted up to `bound` rows or `max_pages` of DynamoDB's pages (a page reads
+        at most 1 MB), and whether there may be more than that (the count is then a lower bound). The rows'
+        bodies are read to be counted, so pages, not rows, are what a count of large deliveries costs."""
+        connection = self._model._get_connection()
+        counted, start = 0, None
+        for _ in range(max_pages):
+            page = connection.query(
+                _parked_pk(user_id, endpoint_id),
+                consistent_read=True,
+                exclusive_start_key=start,
+                limit=bound + 1 - counted,
+                select="COUNT",
+            )
+            counted += int(page.get("Count", 0))
+            start = page.get("LastEvaluatedKey")
+            if counted > bound:
+                return bound, True
+            if start is None:
+                return counted, False
+        return counted, True
+
+    def page(self, user_id: str, endpoint_id: str, after: str | None, limit: int) -> tuple[list[Parked], bool]:
+        """Up to `limit` parked deliveries whose key is past `after`, in key order, and whether there may be
+        more. A key is a webhook id: a delivery parked again under one a job has passed is not read again."""
+        m = self._model
+        condition = m.webhook_id > after if after is not None else None
+        rows = list(
+            m.query(_parked_pk(user_id, endpoint_id), condition, consistent_read=True, limit=limit, page_size=limit)
+        )
+        parked = [Parked(endpoint_id, r.webhook_id, r.body, float(r.parked_at)) for r in rows]
+        return parked, len(parked) == limit
+
+    def delete(self, user_id: str, rows: list[Parked]) -> None:
+        """Delete the rows whatever they hold now (an endpoint removed: none of them is wanted)."""
+        with self._model.batch_write() as batch:
+            for row in rows:
+                batch.delete(self._model(_parked_pk(user_id, row.endpoint_id), row.webhook_id))
 
     def remove(self, user_id: str, parked: Parked) -> bool:
         """Delete the row as it was read: not if it was parked again since (a replayed delivery that failed

@@ -83,13 +83,6 @@ def webhook_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
 
 
-@app.lambda_function(name="webhook_jobs")
-def webhook_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Replay or delete an endpoint's parked deliveries in the background, continuing itself when time runs short."""
-    runner = wiring.container().webhook_job_runner
-    return runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
-
-
 @app.on_sqs_message(
     queue=_resources.events_queue.name,
     batch_size=EVENTS_BATCH_SIZE,

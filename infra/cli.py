@@ -90,7 +90,7 @@ def _client_env(endpoint: str | None, stage: str) -> None:
     elif stage == "local":
         os.environ.setdefault("AWS_ENDPOINT_URL", DEFAULT_ENDPOINT)
     if stage == "local":
-        from infra.local.stack import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+        from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 
         os.environ.setdefault("AWS_ACCESS_KEY_ID", PLATFORM_ACCESS_KEY)
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", PLATFORM_SECRET_KEY)

@@ -15,6 +15,14 @@ if TYPE_CHECKING:  # imported where a stack is made: the unit layer's process ne
     from infra.local.stack import LocalStack
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The unit layer first (in whatever order pytest-randomly chose within it): in a run of every layer in
+    one process, its tests then run before any local stack patches the process (tests/unit/conftest.py)."""
+    unit = Path(__file__).parent / "unit"
+    items[:] = sorted(items, key=lambda item: not item.path.is_relative_to(unit))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def quiet_logs() -> Iterator[None]:
     """The handlers' INFO lines (one per email) would fill pytest's captured output: warnings up only."""

@@ -16,7 +16,7 @@ from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.ses_events import parse_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import eventually, read_sends
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 

@@ -7,8 +7,8 @@ from chalicelib import wiring
 from chalicelib.core.contract import Sender
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.stores.pauses import GUARD, OPERATOR, SES, TENANT, Pause
-from tests.test_campaign_control import _call
-from tests.test_ses_events import BOUNCE, _record
+from tests.e2e.test_campaign_control import _call
+from tests.unit.test_ses_events import BOUNCE, _record
 
 
 def _free_tenant(uid: str, name: str) -> str:

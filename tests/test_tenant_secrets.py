@@ -12,7 +12,7 @@ from chalicelib.stores.tenants import TenantRegistry
 from infra.cli import main as moonsend
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import as_function, read_sends
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_pipeline_e2e import _tenant
 
 ACCOUNT = "111111111111"
 

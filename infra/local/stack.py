@@ -54,6 +54,7 @@ from infra.local.cloudformation import CreatedStack, EventSource, StreamSource
 from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
+from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 from infra.local.scheduler import Scheduler
 from infra.local.schedules import ScheduleRunner
 from infra.local.ses import SesStandIn
@@ -62,8 +63,6 @@ from infra.local.sqs_poller import SqsPoller, check_mapping
 from infra.local.stream_poller import StreamPoller, check_stream_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
-PLATFORM_ACCESS_KEY = "AKIAMOONSENDPLATFORM"
-PLATFORM_SECRET_KEY = "moonsend-local-platform-secret"
 DEFAULT_PORT = 4566
 # What the functions' environment takes from the local stack rather than from the template, and why.
 LOCAL_OVERRIDES = {

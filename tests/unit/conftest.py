@@ -2,7 +2,8 @@
 
 No local stack, no moto, no socket: `make test` runs this layer in a process of its own (and it passes with
 networking off: `unshare -n`), so none of the local stack's process-wide patches can be active while product
-code is under test. The checks below hold the layer to that."""
+code is under test. The checks below hold the layer to that. In a run of every layer in one process (plain
+`pytest`), tests/conftest.py puts this layer first, before any stack is started."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def _patches_of_the_world() -> list[str]:
     return found
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="package", autouse=True)
 def the_world_is_unpatched() -> Iterator[None]:
     assert _patches_of_the_world() == [], "the unit layer runs in a process with no local stack"
     yield

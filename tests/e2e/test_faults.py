@@ -14,7 +14,7 @@ from infra.local.ses import Refused
 from infra.local.sns_delivery import accepted_publications
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_pipeline_e2e import _tenant
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:moonsend-local-PrecompileEmail"
 

@@ -105,7 +105,7 @@ def _track_with(links):
 def test_tracked_email_through_the_local_api_redirects_and_counts_and_tracking_false_leaves_links(stack, uid):
     from chalicelib import wiring
     from infra.producer import CampaignSpec, messages, publish
-    from tests.test_pipeline_e2e import _tenant
+    from tests.e2e.test_pipeline_e2e import _tenant
 
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"

@@ -11,9 +11,9 @@ import time
 import boto3
 import pytest
 
-from infra.local.stack import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 from tests.conftest import read_sends
-from tests.test_cli import _free_port
+from tests.e2e.test_cli import _free_port
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_the_first_email_to_a_tenant_whose_queue_is_new_goes_out_within_two_seconds_of_the_publish():

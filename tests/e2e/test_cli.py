@@ -246,7 +246,7 @@ def test_sigterm_stops_the_stack_cleanly(running):
 
 
 def test_readme_quick_start_is_the_two_make_commands():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
     quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "make demo" in quick and "make test" in quick
 

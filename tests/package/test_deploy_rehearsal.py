@@ -22,10 +22,10 @@ from chalicelib.core.contract import Sender
 from chalicelib.core.resources import FUNCTION_IDS, resources_for
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
-from infra.local.stack import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 STAGE = "dev"
 
 

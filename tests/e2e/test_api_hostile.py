@@ -15,7 +15,7 @@ from chalicelib.feedback.reports import new_key
 from chalicelib.stores.ledger_model import REJECTED, SENT
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 

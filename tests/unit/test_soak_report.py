@@ -12,7 +12,7 @@ import pytest
 
 @pytest.fixture(scope="module")
 def soak() -> ModuleType:
-    path = Path(__file__).resolve().parents[1] / "bench" / "soak.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "soak.py"
     spec = importlib.util.spec_from_file_location("soak_under_test", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

@@ -7,9 +7,7 @@ Powertools' own data class (not by our code)."""
 from __future__ import annotations
 
 import json
-import socket
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -22,7 +20,6 @@ from standardwebhooks.webhooks import Webhook
 from chalicelib.core.config import Settings
 from chalicelib.core.webhook_contract import EVENT_TYPES, RETRY_SCHEDULE_S
 from chalicelib.stores.webhooks import Endpoint
-from chalicelib.webhooks import client
 from chalicelib.webhooks.client import Answer
 from chalicelib.webhooks.deliverer import (
     DELIVERED,
@@ -314,44 +311,6 @@ def test_the_fanout_skips_a_record_it_cannot_read_and_parks_for_a_disabled_endpo
     assert [k[0] for k in parked.rows] == ["ep_off"]
 
 
-class _Listener:
-    """A TCP server on loopback whose `_serve` runs in a thread of its own."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen()
-        self.port = self.sock.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        raise NotImplementedError
-
-
-class _DripServer(_Listener):
-    """Answers a request one byte every half second, for ever: each read is within any timeout."""
-
-    def _serve(self) -> None:
-        conn, _ = self.sock.accept()
-        conn.recv(65536)
-        try:
-            for byte in b"HTTP/1.1 200 OK\r\n" + b"x-drip: " + b"a" * 10000:
-                conn.send(bytes([byte]))
-                time.sleep(0.5)
-        except OSError:
-            pass
-
-
-def test_a_receiver_that_drips_its_answer_is_cut_off_at_the_deadline():
-    server = _DripServer()
-    target = Target("http", "127.0.0.1", server.port, "/", ("127.0.0.1",))
-    started = time.monotonic()
-    answer = client.post(target, {}, "{}", timeout_s=1.0, deadline_s=2.0)
-    took = time.monotonic() - started
-    assert answer.status is None and answer.error == "TimeoutError"
-    assert took < 10  # each byte came within the read timeout: only the deadline ends it
-
-
 def test_the_retry_schedule_is_configurable_within_sqss_limits():
     assert Settings.from_env({}).webhook_retry_s == RETRY_SCHEDULE_S
     assert Settings.from_env({"MOONSEND_WEBHOOK_RETRY_S": "1,2"}).webhook_retry_s == (1, 2)
@@ -394,32 +353,6 @@ def test_deliveries_go_ten_to_a_request_each_under_its_tenant_as_the_fair_queues
         with pytest.raises(DeliveryNotQueued, match="InternalError"):
             queue.put_messages([(d.user_id, d.to_message()) for d in made[:1]])
         stub.assert_no_pending_responses()
-
-
-class _SilentTls(_Listener):
-    """Takes the TCP connection and never answers the TLS handshake."""
-
-    def __init__(self) -> None:
-        self.held: list[socket.socket] = []
-        super().__init__()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.held.append(conn)  # read nothing, answer nothing
-
-
-def test_a_receiver_that_never_finishes_the_tls_handshake_is_cut_off_at_the_deadline():
-    server = _SilentTls()
-    target = Target("https", "localhost", server.port, "/", ("127.0.0.1",))
-    started = time.monotonic()
-    answer = client.post(target, {}, "{}", timeout_s=30.0, deadline_s=1.0)
-    took = time.monotonic() - started
-    assert answer.status is None and answer.error == "TimeoutError"
-    assert took < 15  # not the 30 s read timeout: the deadline cut the handshake
 
 
 def test_large_non_latin_deliveries_go_unescaped_in_requests_sqs_takes():

@@ -14,8 +14,8 @@ from moto.sqs.models import sqs_backends
 from chalicelib import wiring
 from chalicelib.feedback.ses_events import SesEvents
 from infra.local.sqs_poller import sqs_record
-from tests.test_feedback_e2e import OK, _campaign
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_feedback_e2e import OK, _campaign
+from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ the old flat folder grew tangled, so this test reads every import.
 import ast
 import pathlib
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent / "chalicelib"
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "chalicelib"
 LAYER = {
     "core": 0,
     "stores": 1,

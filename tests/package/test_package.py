@@ -14,7 +14,7 @@ from infra.deploy import deploy_plan, destroy_plan, smoke_messages
 from infra.package import package
 
 pytestmark = pytest.mark.package
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module", params=["dev", "prod"])

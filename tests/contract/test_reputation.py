@@ -11,7 +11,7 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.reputation import Limits, Window
 from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts
 from tests.test_drainer import SETTINGS, queued, tenant
-from tests.test_ses_events import BOUNCE, _record
+from tests.unit.test_ses_events import BOUNCE, _record
 
 LIMITS = Limits()
 

@@ -359,7 +359,7 @@ def test_a_tenant_above_one_drainers_rate_is_drained_by_several_within_its_rate(
     from infra.producer import CampaignSpec, messages, publish
     from infra.status import max_in_window
     from tests.conftest import TEST_DRAINER_MAX_RATE, read_sends
-    from tests.test_pipeline_e2e import _tenant
+    from tests.e2e.test_pipeline_e2e import _tenant
 
     rate = 40  # 15 + 15 + 10 on the test stack
     assert drainers_for(rate, TEST_DRAINER_MAX_RATE) == 3

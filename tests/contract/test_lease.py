@@ -188,7 +188,7 @@ def test_a_stalled_queue_is_picked_up_by_the_sweeper(stack, uid):
     """Messages arrive while the alarm is already in ALARM: no notification, so only the sweeper helps."""
     from chalicelib.core.contract import QueuedEmail, Sender
     from tests.conftest import read_sends
-    from tests.test_pipeline_e2e import _tenant
+    from tests.e2e.test_pipeline_e2e import _tenant
 
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"

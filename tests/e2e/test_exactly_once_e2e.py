@@ -11,7 +11,7 @@ from chalicelib.stores.ledger_model import Entry
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import container_of, read_sends
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 

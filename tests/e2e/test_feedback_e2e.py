@@ -5,7 +5,7 @@ import pytest
 from chalicelib import wiring
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import eventually, read_sends
-from tests.test_pipeline_e2e import _tenant
+from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 

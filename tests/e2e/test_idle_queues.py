@@ -12,7 +12,7 @@ from chalicelib.core.errors import QueueRetiring
 from chalicelib.core.routing import alarm_name, tenant_queue_name
 from chalicelib.stores.queue_activity import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
 from tests.conftest import as_function, eventually
-from tests.test_campaign_control import _publish, _sent, _tenant
+from tests.e2e.test_campaign_control import _publish, _sent, _tenant
 
 pytestmark = pytest.mark.e2e
 

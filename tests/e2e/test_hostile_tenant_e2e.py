@@ -17,7 +17,7 @@ from chalicelib import wiring
 from infra.producer import CampaignSpec, messages, publish
 from infra.webhook_receiver import WebhookReceiver as Receiver
 from tests.conftest import eventually, read_sends
-from tests.test_webhooks_e2e import _add, _sender, _simulated, _simulator
+from tests.e2e.test_webhooks_e2e import _add, _sender, _simulated, _simulator
 
 pytestmark = pytest.mark.e2e
 

@@ -302,7 +302,7 @@ def test_one_click_unsubscribes_and_the_tenants_next_campaign_skips_the_address(
     from chalicelib import wiring
     from infra.producer import CampaignSpec, messages, publish
     from tests.conftest import read_sends
-    from tests.test_pipeline_e2e import _tenant
+    from tests.e2e.test_pipeline_e2e import _tenant
 
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"
@@ -378,7 +378,7 @@ def _link_key_command(stack, *args):
 def test_links_sent_before_a_rotation_still_unsubscribe_and_the_new_key_works_at_once(stack, uid):
     from chalicelib import wiring
     from infra.local.stack import _link_secret
-    from tests.test_pipeline_e2e import _tenant
+    from tests.e2e.test_pipeline_e2e import _tenant
 
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"

@@ -35,7 +35,7 @@ def browser():
 def test_a_person_opens_the_link_from_a_sent_email_confirms_and_is_unsubscribed(stack, uid, browser):
     from chalicelib import wiring
     from infra.producer import CampaignSpec, messages, publish
-    from tests.test_pipeline_e2e import _tenant
+    from tests.e2e.test_pipeline_e2e import _tenant
 
     sender = _tenant(stack, uid, rate=20, ses_rate=20)
     user = f"tenant-{uid}"

@@ -26,10 +26,8 @@ from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED
 from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
-from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore
-from chalicelib.stores.ses_tenants import SesTenants
+from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore, SesTenantStatus, TenantPauses
 from chalicelib.stores.tenant_model import Tenant
-from chalicelib.stores.tenants import TenantRegistry
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
 
@@ -50,10 +48,10 @@ class CampaignActions:
         releaser: Releaser,
         parked: ParkedEmail,
         retry: RetryFailed,
-        tenants: TenantRegistry,
+        tenants: TenantPauses,
         store: RescheduleStore,
         stats: CampaignSchedule,
-        ses_tenants: SesTenants,
+        ses_tenants: SesTenantStatus,
     ) -> None:
         self._settings = settings
         self._control = control

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
@@ -28,9 +28,9 @@ from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign
 from chalicelib.stores.digests import DigestStore
-from chalicelib.stores.free_senders import FreeAddresses
+from chalicelib.stores.ports import FromClaim, TenantRegistration
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.tenants import AccountOf, TenantRegistry
+from chalicelib.stores.tenants import AccountOf
 
 
 @dataclass
@@ -48,8 +48,8 @@ class DigestIntake:
         self,
         store: DigestStore,
         schedules: DigestSchedules,
-        tenants: TenantRegistry,
-        free_addresses: FreeAddresses,
+        tenants: TenantRegistration,
+        free_addresses: FromClaim,
         account_of: AccountOf,
         recorder: Callable[[], Recorder],
         clock: Callable[[], float] = time.time,
@@ -131,7 +131,7 @@ class DigestIntake:
             return False
         return True
 
-    def _schedule(self, req: DigestRequest, result: DigestIntakeResult) -> str | bool | None:
+    def _schedule(self, req: DigestRequest, result: DigestIntakeResult) -> str | Literal[False] | None:
         """The digest's schedule put, before anything is stored, when this event gives one it was not yet
         put with (an item event that repeats the definition, as most do, costs a read): the expression put,
         None when there was nothing to put, False when Scheduler refused it (the event is refused, nothing

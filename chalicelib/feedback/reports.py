@@ -18,8 +18,7 @@ from typing import Any
 from chalicelib.core.contract import MAX_ID_LENGTH
 from chalicelib.core.fields import is_id
 from chalicelib.stores.campaign_stats import COUNTERS
-from chalicelib.stores.ports import CountsReader
-from chalicelib.stores.tenants import TenantRegistry
+from chalicelib.stores.ports import ApiKeyHashes, CountsReader
 
 PREFIX = "msk_"
 _ENCODED_ID_MAX = -(-MAX_ID_LENGTH * 4 // 3)  # base64 of the longest id: longer names none, not decoded
@@ -60,7 +59,7 @@ NOT_FOUND = Answer(404, {"error": "not found"})
 
 
 class Reports:
-    def __init__(self, tenants: TenantRegistry, stats: CountsReader) -> None:
+    def __init__(self, tenants: ApiKeyHashes, stats: CountsReader) -> None:
         self._tenants = tenants
         self._stats = stats
 

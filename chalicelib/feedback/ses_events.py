@@ -42,11 +42,16 @@ from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.pauses import GUARD, SES
-from chalicelib.stores.ports import Counts, LedgerRecords, ReputationCounts, SuppressionAdd
+from chalicelib.stores.ports import (
+    Counts,
+    LedgerRecords,
+    ReputationCounts,
+    SesTenantStatus,
+    SuppressionAdd,
+    TenantGuard,
+)
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT
-from chalicelib.stores.tenants import TenantRegistry
 
 
 @dataclass(frozen=True)
@@ -93,10 +98,10 @@ class SesEvents:
         ledger: LedgerRecords,
         stats: Counts,
         suppressions: SuppressionAdd,
-        tenants: TenantRegistry,
+        tenants: TenantGuard,
         platform_account: str,
         reputation: ReputationCounts,
-        ses_tenants: SesTenants,
+        ses_tenants: SesTenantStatus,
         region: str,
     ) -> None:
         self._ledger = ledger

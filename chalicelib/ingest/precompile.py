@@ -37,15 +37,23 @@ from chalicelib.ingest.tracking import add_tracking
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.campaign_sender import CampaignSenders, SenderSnapshot
+from chalicelib.stores.campaign_sender import SenderSnapshot
 from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.daily_cap import batch_id, cap_reason
-from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
-from chalicelib.stores.ports import DailyShare, IntakeCounts, IntakeLedger, SchedulePut, SuppressionCheck
+from chalicelib.stores.ports import (
+    DailyShare,
+    FromClaim,
+    IntakeCounts,
+    IntakeLedger,
+    SchedulePut,
+    SenderFix,
+    SuppressionCheck,
+    TenantRegistration,
+)
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenant_model import KeyVersion
-from chalicelib.stores.tenants import AccountOf, TenantRegistry
+from chalicelib.stores.tenants import AccountOf
 
 # Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
 # queued under it). A recipient expired by the sender did take one: counted as not, the cap errs by one.
@@ -96,13 +104,13 @@ class Precompiler:
         self,
         settings: Settings,
         templates: TemplateCache,
-        tenants: TenantRegistry,
+        tenants: TenantRegistration,
         email_queue: EmailQueue,
         drains: DrainStarter,
         stats: IntakeCounts,
         ledger: IntakeLedger,
-        campaign_senders: CampaignSenders,
-        free_addresses: FreeAddresses,
+        campaign_senders: SenderFix,
+        free_addresses: FromClaim,
         account_of: AccountOf,
         daily_cap: DailyShare,
         suppressions: SuppressionCheck,

@@ -27,6 +27,7 @@ from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
+from chalicelib.core.ports import SqsDeadLetters
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, FINAL, Entry
@@ -57,7 +58,7 @@ class DeadLetters:
     def __init__(
         self,
         settings: Settings,
-        sqs: Any,
+        sqs: SqsDeadLetters,
         ledger: SenderLedger,
         stats: Counts,
         payloads: PayloadStore,

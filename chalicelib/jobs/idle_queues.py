@@ -29,6 +29,7 @@ from botocore.exceptions import ClientError
 from chalicelib.core import log
 from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
+from chalicelib.core.ports import SqsQueueRemoval
 from chalicelib.core.routing import alarm_name, tenant_queue_name
 from chalicelib.stores.ports import LeaseHolders, QueueRetirement
 from chalicelib.stores.queue_activity import DAY_S, utc_day
@@ -43,7 +44,9 @@ class CleanupReport:
 class IdleQueueCleanup:
     """The scheduled job: retire the queues idle for `idle_days`, and finish crashed retirements."""
 
-    def __init__(self, settings: Settings, activity: QueueRetirement, sqs: Any, cloudwatch: Any, leases: LeaseHolders) -> None:
+    def __init__(
+        self, settings: Settings, activity: QueueRetirement, sqs: SqsQueueRemoval, cloudwatch: Any, leases: LeaseHolders
+    ) -> None:
         self._settings = settings
         self._activity = activity
         self._sqs = sqs

@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
 
 from botocore.exceptions import ClientError
 
 from chalicelib.core import log
 from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
+from chalicelib.core.ports import SqsQueueListing
 from chalicelib.core.routing import is_our_queue
 from chalicelib.stores.ports import LeaseHolders
 
@@ -68,7 +68,7 @@ class Sweeper:
     def __init__(
         self,
         settings: Settings,
-        sqs: Any,
+        sqs: SqsQueueListing,
         leases: LeaseHolders,
         start: Callable[[str], None],
         *,

@@ -9,11 +9,12 @@ entry SQS had in fact queued is a second copy on the queue, which the ledger's c
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from chalicelib.core.contract import utf8_size
+from chalicelib.core.ports import SqsBatchSend
 
 MAX_BATCH_ENTRIES = 10
 MAX_BATCH_BYTES = 1024 * 1024
@@ -52,7 +53,7 @@ def batches(messages: Sequence[Outgoing]) -> list[list[Outgoing]]:
 
 
 class Enqueuer:
-    def __init__(self, sqs: Any, sleep: Any = time.sleep) -> None:
+    def __init__(self, sqs: SqsBatchSend, sleep: Callable[[float], None] = time.sleep) -> None:
         self._sqs = sqs
         self._sleep = sleep
         self.calls = 0

@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core.config import Settings
+from chalicelib.core.ports import SqsQueueCreation
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import alarm_name
 from chalicelib.stores.ports import QueueTouch
@@ -76,7 +77,7 @@ def plan_tenant_queue(settings: Settings, queue_name: str, user_id: str) -> Queu
 
 
 class TenantQueues:
-    def __init__(self, settings: Settings, sqs: Any, cloudwatch: Any, activity: QueueTouch) -> None:
+    def __init__(self, settings: Settings, sqs: SqsQueueCreation, cloudwatch: Any, activity: QueueTouch) -> None:
         self._settings = settings
         self._sqs = sqs
         self._cw = cloudwatch

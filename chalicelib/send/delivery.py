@@ -41,11 +41,9 @@ from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim, Entry
 from chalicelib.stores.pauses import SES
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import ControlState, LedgerClaims, SuppressionCheck
+from chalicelib.stores.ports import ControlState, LedgerClaims, SesTenantSetup, SuppressionCheck, TenantGuard
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.tenant_model import Tenant
-from chalicelib.stores.tenants import TenantRegistry
 
 # A claim older than this whose message came back belongs to a sender that died (a send takes seconds;
 # the message is back only after its visibility timeout).
@@ -63,12 +61,12 @@ class Delivery:
     def __init__(
         self,
         settings: Settings,
-        tenants: TenantRegistry,
+        tenants: TenantGuard,
         identity: SendingIdentity,
         ledger: LedgerClaims,
         recorder: Recorder,
         ses: SesSend,
-        ses_tenants: SesTenants,
+        ses_tenants: SesTenantSetup,
         pacings: Pacings,
         sent_ahead: SentAhead,
         payloads: PayloadStore,
@@ -103,9 +101,11 @@ class Delivery:
             return Verdict(claim.outcome, email, body, claim.claim_until_ms)
         tenant = self._tenants.get(email.user_id)
         why = self._suppression(email, suppressed, via_s3=body is not message["Body"])
-        outcome, drainers = self._gate(email, claim, tenant, why), 1
-        if outcome is None:
-            outcome, drainers = self._send(queue_name, slot, email, claim, tenant, message)
+        gate = self._gate(email, claim, tenant, why)
+        if isinstance(gate, Tenant):
+            outcome, drainers = self._send(queue_name, slot, email, claim, gate, message)
+        else:
+            outcome, drainers = gate, 1
         sent_at = message.get("Attributes", {}).get("SentTimestamp")
         lag = int(time.time() * 1000) - int(sent_at) if outcome is Outcome.SENT and sent_at else None
         return Verdict(outcome, email, body, lag_ms=lag, drainers=drainers)
@@ -148,8 +148,11 @@ class Delivery:
             return self._suppressions.check(email.user_id, [email.recipient_email]).get(key[1])
         return None
 
-    def _gate(self, email: QueuedEmail, claim: Claim, tenant: Tenant | None, suppressed: str | None) -> Outcome | None:
-        """Whether it may be sent at all: not suppressed, its tenant known and not paused, its campaign going."""
+    def _gate(
+        self, email: QueuedEmail, claim: Claim, tenant: Tenant | None, suppressed: str | None
+    ) -> Outcome | Tenant:
+        """Whether it may be sent at all: not suppressed, its tenant known and not paused, its campaign going.
+        The outcome when it may not (a tenant the registry does not know is failed); else the tenant to send as."""
         if suppressed:
             return self._record(claim, email, SUPPRESSED, suppressed, Outcome.SUPPRESSED)
         if tenant is None:
@@ -157,7 +160,8 @@ class Delivery:
         if tenant.paused_reason:
             self._ledger.unclaim(claim)
             return Outcome.TENANT_PAUSED
-        return self._campaign_says(email, claim)
+        stopped = self._campaign_says(email, claim)
+        return tenant if stopped is None else stopped
 
     def _campaign_says(self, email: QueuedEmail, claim: Claim) -> Outcome | None:
         """EXPIRED, CANCELLED (recorded) or CAMPAIGN_PAUSED (claim given back) if the campaign is stopped."""

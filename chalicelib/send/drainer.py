@@ -26,6 +26,7 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.links import LinkSigner
+from chalicelib.core.ports import SqsDrain
 from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.queueing.drain_starter import RECENTLY_S, DrainStarter
 from chalicelib.queueing.parked_email import ParkedEmail
@@ -41,10 +42,16 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import ControlState, Counts, ReputationAdd, SenderLedger, SuppressionCheck
+from chalicelib.stores.ports import (
+    ControlState,
+    Counts,
+    ReputationAdd,
+    SenderLedger,
+    SenderTenants,
+    SesTenantSetup,
+    SuppressionCheck,
+)
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.ses_tenants import SesTenants
-from chalicelib.stores.tenants import TenantRegistry
 
 EMPTY_POLLS_TO_FINISH = 2
 # Another copy's business: the drain did not handle this tenant's email (its metrics dimension).
@@ -84,11 +91,11 @@ class Drainer:
     def __init__(
         self,
         settings: Settings,
-        sqs: Any,
-        tenants: TenantRegistry,
+        sqs: SqsDrain,
+        tenants: SenderTenants,
         stats: Counts,
         ses: SesSending,
-        ses_tenants: SesTenants,
+        ses_tenants: SesTenantSetup,
         ledger: SenderLedger,
         payloads: PayloadStore,
         suppressions: SuppressionCheck,

@@ -15,9 +15,9 @@ from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.send.ports import SesQuota
+from chalicelib.stores.ports import TenantKeys
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenant_secrets import SecretUnreadable
-from chalicelib.stores.tenants import TenantRegistry
 
 # Why email on a tenant's own queue without keys fails rather than going out through the platform's account.
 NO_KEYS_REASON = (
@@ -28,7 +28,7 @@ NO_KEYS_REASON = (
 
 
 class SendingIdentity:
-    def __init__(self, settings: Settings, tenants: TenantRegistry, ses: SesQuota) -> None:
+    def __init__(self, settings: Settings, tenants: TenantKeys, ses: SesQuota) -> None:
         self._settings = settings
         self._tenants = tenants
         self._ses = ses

@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core import log
 from chalicelib.core.contract import MAX_DELAY_S
+from chalicelib.core.ports import SqsMessageActions
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.send.outcomes import Outcome, Verdict
 from chalicelib.stores.payloads import PayloadStore
@@ -24,7 +25,7 @@ THROTTLES_ATTRIBUTE = "moonsend-throttles"
 
 
 class MessageActions:
-    def __init__(self, sqs: Any, payloads: PayloadStore) -> None:
+    def __init__(self, sqs: SqsMessageActions, payloads: PayloadStore) -> None:
         self._sqs = sqs
         self._payloads = payloads
 

@@ -16,13 +16,12 @@ from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.message_actions import MessageActions
 from chalicelib.send.outcomes import Outcome, Verdict
 from chalicelib.stores.campaign_control import PAUSED
-from chalicelib.stores.ports import ControlState
-from chalicelib.stores.tenants import TenantRegistry
+from chalicelib.stores.ports import ControlState, TenantLookup
 
 
 class Parking:
     def __init__(
-        self, parked: ParkedEmail, control: ControlState, tenants: TenantRegistry, actions: MessageActions
+        self, parked: ParkedEmail, control: ControlState, tenants: TenantLookup, actions: MessageActions
     ) -> None:
         self._parked = parked
         self._control = control

@@ -20,7 +20,8 @@ from pynamodb.exceptions import DoesNotExist, PutError
 from pynamodb.models import Model
 
 from chalicelib.core.errors import SenderRefused
-from chalicelib.stores.platform_identities import Coverage, PlatformIdentities
+from chalicelib.stores.platform_identities import Coverage
+from chalicelib.stores.ports import IdentityCoverage
 from chalicelib.stores.tables import bound, condition_failed
 
 KEY_PREFIX = "_from:"
@@ -57,7 +58,7 @@ def unclaimable(user_id: str, coverage: Coverage) -> str:
 
 
 class FreeAddresses:
-    def __init__(self, table_name: str, region: str, identities: PlatformIdentities) -> None:
+    def __init__(self, table_name: str, region: str, identities: IdentityCoverage) -> None:
         self._model = bound(FreeAddressModel, table_name, region)
         self._identities = identities
 

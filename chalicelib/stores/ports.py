@@ -16,15 +16,24 @@ takes a port that joins theirs.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import Protocol
+from collections.abc import Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Protocol
 
+from chalicelib.core.contract import Sender
+from chalicelib.stores.campaign_sender import SenderSnapshot
 from chalicelib.stores.campaign_stats import CampaignCounts
 from chalicelib.stores.daily_cap import Share
 from chalicelib.stores.lease import Lease
 from chalicelib.stores.ledger_model import Claim, Entry
+from chalicelib.stores.pauses import Pause
+from chalicelib.stores.platform_identities import Coverage
 from chalicelib.stores.reputation import Limits, Window
 from chalicelib.stores.schedule import StoredBatch
+from chalicelib.stores.ses_tenants import TenantStatus
+from chalicelib.stores.tenant_model import KeyVersion, Tenant
+
+if TYPE_CHECKING:  # the registry takes SecretSeal from here: imported at run time, it would be a cycle
+    from chalicelib.stores.tenants import AccountOf
 
 # --- the ledger (chalicelib.stores.ledger) ---------------------------------------------------------------
 
@@ -296,3 +305,105 @@ class QueueRetirement(Protocol):
     def retire(self, user_id: str, day: str) -> bool: ...
 
     def gone(self, user_id: str) -> None: ...
+
+
+# --- the tenant registry (chalicelib.stores.tenants) -------------------------------------------------------
+
+
+class TenantLookup(Protocol):
+    """A tenant's settings, keys and pauses (cached unless `fresh`): the parking, the digests' runs, reports."""
+
+    def get(self, user_id: str, *, fresh: bool = False) -> Tenant | None: ...
+
+
+class TenantPause(Protocol):
+    """Hold a tenant's email by one owner's pause (chalicelib.stores.pauses); False if that owner holds it already
+    or there is no such tenant."""
+
+    def pause(self, user_id: str, owner: str, reason: str) -> bool: ...
+
+
+class TenantGuard(TenantLookup, TenantPause, Protocol):
+    """SES's events (the reputation guard) and the delivery (SES's pause): read a tenant, pause it as one owner."""
+
+
+class TenantPauses(TenantGuard, Protocol):
+    """The campaign actions': pause, and lift the pauses of some owners (the others' stand)."""
+
+    def resume(self, user_id: str, owners: Collection[str] = ...) -> tuple[Pause, ...]: ...
+
+
+class TenantKeys(TenantLookup, Protocol):
+    """The sending identity's: the secret of one of a tenant's key versions, decrypted."""
+
+    def secret_of(self, user_id: str, keys: KeyVersion) -> str: ...
+
+
+class SenderTenants(TenantKeys, TenantGuard, Protocol):
+    """The drainer's, which hands the registry to the parking, the sending identity and the delivery."""
+
+
+class TenantRegistration(TenantLookup, Protocol):
+    """Precompile's and the digests' intake: register a message's sender; the key version its email goes with."""
+
+    def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> KeyVersion | None: ...
+
+
+class ApiKeyHashes(Protocol):
+    """The reports' (chalicelib.feedback.reports): the digest of each tenant's reports API key."""
+
+    def set_api_key_hash(self, user_id: str, digest: str) -> None: ...
+
+    def api_key_hash(self, user_id: str) -> str | None: ...
+
+
+class SecretSeal(Protocol):
+    """The registry's own collaborator (chalicelib.stores.tenant_secrets): a secret encrypted for a tenant's row,
+    and opened again for that tenant only."""
+
+    def seal(self, user_id: str, secret: str) -> str: ...
+
+    def open(self, user_id: str, sealed: str) -> str: ...
+
+
+# --- the free plan's From addresses (chalicelib.stores.free_senders, platform_identities) ------------------
+
+
+class FromClaim(Protocol):
+    """Precompile's and the digests' intake: the address is this free tenant's (SenderRefused when it is not)."""
+
+    def claim(self, user_id: str, address: str, now_ms: int) -> None: ...
+
+
+class IdentityCoverage(Protocol):
+    """The free addresses' (chalicelib.stores.free_senders): what covers an address in the platform's SES account."""
+
+    def covering(self, address: str) -> Coverage: ...
+
+
+# --- each campaign's sender (chalicelib.stores.campaign_sender) --------------------------------------------
+
+
+class SenderFix(Protocol):
+    """Precompile's: fix a campaign's sender with its first message (SenderRefused for another one later)."""
+
+    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot) -> None: ...
+
+
+# --- SES tenants of the platform's account (chalicelib.stores.ses_tenants) ---------------------------------
+
+
+class SesTenantStatus(Protocol):
+    """SES's events' (the guard) and the campaign actions': SES's view of a tenant's SES tenant (None: none)."""
+
+    def status(self, user_id: str, region: str, *, max_age_s: float = ...) -> TenantStatus | None: ...
+
+
+class SesTenantSetup(SesTenantStatus, Protocol):
+    """The delivery's (and the drainer's, which hands it on): a free tenant's SES tenant, set up for its sends."""
+
+    def ensure(self, user_id: str, from_address: str, region: str) -> str: ...
+
+    def forget(self, user_id: str) -> None: ...
+
+    def name_of(self, user_id: str) -> str: ...

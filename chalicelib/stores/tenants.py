@@ -27,14 +27,15 @@ from dataclasses import replace
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
+from pynamodb.expressions.condition import Condition
 
 from chalicelib.core import log
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
 from chalicelib.stores.pauses import MAX_REASON, OWNERS, Pause, pauses_of, summary
+from chalicelib.stores.ports import SecretSeal
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_sealed, read_keys, tenant_of
-from chalicelib.stores.tenant_secrets import TenantSecrets
 
 # Older key versions are kept for email queued with them (and for their accounts' SES events), up to this
 # many (a version, its secret sealed, is about 400 bytes of the entry's 400 KB).
@@ -48,7 +49,7 @@ AccountOf = Callable[[Sender], str]
 class TenantRegistry:
     """Read and write tenants, with a short per-container cache for the sender's hot path."""
 
-    def __init__(self, table_name: str, region: str, secrets: TenantSecrets, cache_ttl_s: float = 30.0) -> None:
+    def __init__(self, table_name: str, region: str, secrets: SecretSeal, cache_ttl_s: float = 30.0) -> None:
         self._model = bound(TenantModel, table_name, region)
         self._secrets = secrets
         self._cache: dict[str, tuple[float, Tenant]] = {}
@@ -204,6 +205,7 @@ class TenantRegistry:
             current = keys[-1]
             actions += [m.api_key.set(current.api_key), m.api_secret.remove()]
             actions.append(m.ses_account_id.set(current.account) if current.account else m.ses_account_id.remove())
+        condition: Condition
         if item is None:
             condition = m.user_id.does_not_exist()
         elif item.version is None:

@@ -6,10 +6,11 @@ so a unit under test is always whole: no test runs a drainer or a precompiler wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
+from chalicelib.core.ports import SqsBatchSend, SqsDrain
 from chalicelib.ingest.precompile import Precompiler
 from chalicelib.ingest.renderer import TemplateCache
 from chalicelib.queueing.drain_starter import DrainStarter
@@ -28,8 +29,12 @@ from chalicelib.stores.ports import (
     IntakeLedger,
     ParkingStore,
     ReputationAdd,
+    SenderFix,
     SenderLedger,
+    SenderTenants,
+    SesTenantSetup,
     SuppressionCheck,
+    TenantRegistration,
 )
 from tests.fakes.control import FakeControl
 from tests.fakes.daily_cap import FakeCap
@@ -46,6 +51,10 @@ from tests.fakes.suppressions import FakeSuppressions
 from tests.fakes.tenants import FakeTenants
 
 
+class UnitSqs(SqsDrain, SqsBatchSend, Protocol):
+    """A unit drainer's one SQS: the queue it drains, and the one its parked email goes back to."""
+
+
 def links() -> LinkSigner:
     return LinkSigner(b"unit-test-link-secret", "https://moonsend.test")
 
@@ -57,15 +66,17 @@ class Starts(list[tuple[Any, ...]]):
         self.append((queue_name, start_at_ms) if slot == 0 else (queue_name, start_at_ms, slot))
 
 
-def email_queue(sqs: Any, payload_store: PayloadStore | None = None, queues: QueueRegistry | None = None) -> EmailQueue:
+def email_queue(
+    sqs: SqsBatchSend, payload_store: PayloadStore | None = None, queues: QueueRegistry | None = None
+) -> EmailQueue:
     return EmailQueue(queues or FakeQueues(), Enqueuer(sqs, sleep=lambda _s: None), payload_store or payloads())
 
 
 def drainer(
     settings: Settings,
-    sqs: Any,
+    sqs: UnitSqs,
     ses: SesSending,
-    tenants: Any,
+    tenants: SenderTenants,
     *,
     stats: Counts | None = None,
     ledger: SenderLedger | None = None,
@@ -76,7 +87,7 @@ def drainer(
     reputation: ReputationAdd | None = None,
     queues: QueueRegistry | None = None,
     drains: DrainStarter | None = None,
-    ses_tenants: Any = None,
+    ses_tenants: SesTenantSetup | None = None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
@@ -101,9 +112,9 @@ def drainer(
 
 def precompiler(
     settings: Settings,
-    sqs: Any,
+    sqs: SqsBatchSend,
     *,
-    tenants: Any = None,
+    tenants: TenantRegistration | None = None,
     queues: QueueRegistry | None = None,
     stats: IntakeCounts | None = None,
     ledger: IntakeLedger | None = None,
@@ -111,7 +122,7 @@ def precompiler(
     daily_cap: DailyShare | None = None,
     suppressions: SuppressionCheck | None = None,
     schedule: ParkingStore | None = None,
-    campaign_senders: Any = None,
+    campaign_senders: SenderFix | None = None,
     drains: DrainStarter | None = None,
 ) -> Precompiler:
     return Precompiler(

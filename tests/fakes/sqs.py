@@ -43,6 +43,9 @@ class FakeSqs:
     def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
         return {"Attributes": {"ApproximateNumberOfMessages": str(len(self.waiting))}}
 
+    def list_queue_tags(self, QueueUrl: str) -> dict[str, Any]:
+        return {"Tags": {}}  # a queue of no tenant (the free queue's, or a tenant queue's before its tag)
+
     def receive_message(self, QueueUrl: str, MaxNumberOfMessages: int, **_kw: Any) -> dict[str, Any]:
         out, self.waiting = self.waiting[:MaxNumberOfMessages], self.waiting[MaxNumberOfMessages:]
         return {"Messages": out} if out else {}

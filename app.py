@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from chalice import Chalice, Rate, Response
 from chalice.app import CloudWatchEvent, DynamoDBEvent, SNSEvent, SQSEvent
@@ -102,9 +103,10 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
     def record(record: SQSRecord) -> str:
         return batch.record(record.body)
 
-    processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False, logger=log.logger)
+    processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False, logger=log.stdlib_logger())
     try:
-        return dict(process_partial_response(event.to_dict(), record, processor, event.context))
+        # No Lambda context handed on: Powertools gives it only to a record handler that takes one.
+        return dict(process_partial_response(event.to_dict(), record, processor))
     finally:
         batch.flush()
 
@@ -136,7 +138,7 @@ def unsubscribe(token: str) -> Response:
 def opened(token: str) -> Response:
     """The open pixel: records the first open, and always answers with a transparent 1x1 GIF."""
     wiring.container().tracking.opened(token)
-    headers = {"Content-Type": "image/gif", "Cache-Control": "no-store, max-age=0"}
+    headers: dict[str, str | list[str]] = {"Content-Type": "image/gif", "Cache-Control": "no-store, max-age=0"}
     return Response(body=PIXEL, status_code=200, headers=headers)
 
 
@@ -278,6 +280,22 @@ def release_scheduled(event: CloudWatchEvent) -> None:
     wiring.container().releaser.release()
 
 
+@runtime_checkable
+class _LambdaClock(Protocol):
+    """What a scheduled job asks of Lambda's context object: the invocation's time left."""
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+def _remaining_ms(event: CloudWatchEvent) -> Callable[[], int]:
+    """The invocation's time left. Chalice annotates an event's `context` as `dict | None`, but hands over
+    Lambda's context object: checked here rather than assumed."""
+    context: object = event.context
+    if not isinstance(context, _LambdaClock):
+        raise TypeError(f"a scheduled event's context is {type(context).__name__}, not Lambda's context")
+    return context.get_remaining_time_in_millis
+
+
 @app.schedule(Rate(6, unit=Rate.HOURS))
 def retire_idle_queues(event: CloudWatchEvent) -> None:
     """Remove tenant queues and alarms idle for MOONSEND_IDLE_QUEUE_DAYS; the next send recreates them."""
@@ -287,10 +305,10 @@ def retire_idle_queues(event: CloudWatchEvent) -> None:
 @app.schedule(Rate(15, unit=Rate.MINUTES))
 def reconcile_dead_letters(event: CloudWatchEvent) -> None:
     """Record `failed` (with why) for recipients whose message SQS dead-lettered with no outcome recorded."""
-    wiring.container().dead_letters.reconcile(event.context.get_remaining_time_in_millis)
+    wiring.container().dead_letters.reconcile(_remaining_ms(event))
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""
-    wiring.container().sweeper.sweep(event.context.get_remaining_time_in_millis)
+    wiring.container().sweeper.sweep(_remaining_ms(event))

@@ -24,7 +24,7 @@ nested deeper than JSON can be read a 400.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
@@ -127,7 +127,7 @@ class TenantApi:
         done = act(user, campaign_id)
         return Answer(200 if done.ok else 409, {"campaign": campaign_id, "ok": done.ok, "message": done.message})
 
-    def recipients(self, authorization: str | None, campaign_id: str, params: dict[str, str] | None) -> Answer:
+    def recipients(self, authorization: str | None, campaign_id: str, params: Mapping[str, str] | None) -> Answer:
         user = self._owner(authorization, campaign_id)
         if isinstance(user, Answer):
             return user

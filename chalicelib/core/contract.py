@@ -235,7 +235,7 @@ def unpack_mime(packed: object) -> str:
     return raw.decode("ascii")
 
 
-_json_string: Callable[[str], str] = json.encoder.encode_basestring  # type: ignore[attr-defined]
+_json_string: Callable[[str], str] = json.encoder.encode_basestring
 
 
 def iso_ms(epoch_ms: int) -> str:

@@ -172,7 +172,7 @@ def _days(seconds: float) -> str:
 # A token is signed per recipient (and per link) by precompile: its JSON is put together from strings
 # escaped by the json module's C escaper (what json.dumps(..., separators=(",", ":")) gives, at a sixth of
 # the cost), and the HMAC is keyed once per key and copied per signature.
-_q = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_q = json.encoder.encode_basestring_ascii
 
 
 def _b64(data: bytes) -> str:

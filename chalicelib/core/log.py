@@ -30,6 +30,12 @@ logger = Logger(
 _records = logging.getLogger("moonsend")
 
 
+def stdlib_logger() -> logging.Logger:
+    """The stdlib logger under `logger`, for a library that takes a `logging.Logger` (Powertools' batch
+    processor): its lines go through the same Powertools handler, formatted the same."""
+    return _records
+
+
 def _safe(key: str, value: Any) -> Any:
     k = key.lower().replace("-", "_")
     if any(word in k for word in _SECRET_WORDS):

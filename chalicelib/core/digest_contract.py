@@ -210,9 +210,7 @@ def _recipient_items(raw: object, where: str) -> RecipientItems | RejectedRecipi
         return RejectedRecipient(checked.email, f"{where}: give one of item or items")
     if many is not None and (not isinstance(many, list) or not many or len(many) > MAX_ITEMS_PER_MESSAGE):
         return RejectedRecipient(checked.email, f"{where}.items: must be a list of 1 to {MAX_ITEMS_PER_MESSAGE} items")
-    raw_items = (
-        [(one, f"{where}.item")] if many is None else [(it, f"{where}.items[{i}]") for i, it in enumerate(many)]
-    )
+    raw_items = [(one, f"{where}.item")] if many is None else [(it, f"{where}.items[{i}]") for i, it in enumerate(many)]
     try:
         items = [parse_item(it, path) for it, path in raw_items]
     except ValueError as exc:

@@ -32,9 +32,10 @@ from infra.iam import write_policies
 
 ROOT = Path(__file__).resolve().parents[1]
 # botocore service models the Lambdas load; every other model is dropped (a test checks that every
-# client the code makes is here: Secrets Manager, for the link-signing key, once was not).
+# client the code makes is here: Secrets Manager, for the link-signing key, once was not, and KMS, for the
+# tenants' SES secrets, was not either).
 KEEP_SERVICES = frozenset(
-    {"dynamodb", "sqs", "sesv2", "s3", "lambda", "cloudwatch", "sns", "sts", "secretsmanager", "scheduler"}
+    {"dynamodb", "sqs", "sesv2", "s3", "lambda", "cloudwatch", "sns", "sts", "secretsmanager", "scheduler", "kms"}
 )
 DEV_ONLY = ("moto", "pytest", "_pytest", "ruff", "rich", "werkzeug", "cfnlint", "samtranslator", "flask")
 

@@ -302,6 +302,7 @@ class DigestAssembly:
                     campaign=Campaign(id=cid, subject=definition.subject or "", body=definition.body or ""),
                     recipients=[_recipient(entry) for entry in mailing],
                     rejected=[],
+                    registered=True,  # the registry's own sender: its keys are not handed out, nor compared
                 )
                 result = self._mailer.handle_request(request)  # raises: nothing marked, the assemblies stay open
                 run.campaigns.add(cid)

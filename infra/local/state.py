@@ -30,6 +30,8 @@ from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
+
 FORMAT = 1
 # moto's services whose data is kept; the others are made again from the template at each start.
 SERVICES = ("dynamodb", "sqs", "s3", "cloudwatch", "ses", "sesv2", "scheduler", "kms")
@@ -37,6 +39,8 @@ STATE_FILE = "stack.pickle"
 
 _LOCK_TYPE = type(threading.Lock())
 _RLOCK_TYPE = type(threading.RLock())
+# The private keys moto's KMS makes for each key (RSA and elliptic-curve, by the key's spec).
+_PRIVATE_KEY_TYPES = (rsa.RSAPrivateKey, ec.EllipticCurvePrivateKey, ed25519.Ed25519PrivateKey)
 
 
 class StateUnusable(Exception):
@@ -77,8 +81,15 @@ class SavedState:
         )
 
 
+def _private_key(pem: bytes) -> Any:
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    return load_pem_private_key(pem, password=None)
+
+
 class _Pickler(pickle.Pickler):
-    """moto's models hold locks and conditions (an SQS queue's receive wait): kept as new, unlocked ones."""
+    """moto's models hold locks and conditions (an SQS queue's receive wait): kept as new, unlocked ones. Its
+    KMS keys hold a `cryptography` private key, which does not pickle: kept as its PEM."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, threading.Condition):
@@ -87,6 +98,13 @@ class _Pickler(pickle.Pickler):
             return threading.Lock, ()
         if type(obj) is _RLOCK_TYPE:
             return threading.RLock, ()
+        if isinstance(obj, _PRIVATE_KEY_TYPES):
+            from cryptography.hazmat.primitives import serialization
+
+            pem = obj.private_bytes(
+                serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            )
+            return _private_key, (pem,)
         return NotImplemented
 
 

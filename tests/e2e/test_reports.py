@@ -54,6 +54,8 @@ def test_a_tenant_reads_its_campaign_report_and_another_tenants_key_gets_404(sta
 @pytest.mark.parametrize(
     "key",
     ["msk__x", "msk_" + "YWFh" * 1000 + "_x", new_key("x" * 129), new_key("_unattributed"), "msk_4pyT_x", "msk_%%_x"],
+    # Named, not shown: new_key's random part would give each xdist worker another test id.
+    ids=["empty-id", "id-of-3000-bytes", "id-of-129-chars", "unattributed", "not-base64url", "percent-signs"],
 )
 def test_a_key_naming_an_id_no_tenant_can_have_names_nobody_and_is_never_looked_up(key):
     """`msk__x` names "", which the tenant registry's GetItem refuses (an empty key) as it refuses an id over

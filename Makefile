@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo test lint up bench soak clean package deploy destroy smoke
+.PHONY: install browser demo check test lint types up bench soak clean package deploy destroy smoke
 
 STAGE ?= dev
 
@@ -26,13 +26,38 @@ browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 
+# The layers with a local stack run on WORKERS processes, each with a stack of its own (its own moto server,
+# ports and state). Their tests mostly wait on the stack's clocks, so more workers than cores pay
+# (docs/testing.md has the figures). The unit layer runs in a process of its own: no local stack's patch
+# can be active while it runs. pytest-randomly orders the tests and prints its seed (`--randomly-seed=N`
+# replays an order).
+WORKERS ?= 4
+PYTEST := $(BIN)/python -m pytest
+STACK_LAYERS := tests/contract tests/local tests/e2e tests/package tests/browser
+
+# The quick loop between edits: lint, types, the assertion floor, the unit and contract tests.
+check: install
+	$(BIN)/ruff check .
+	$(BIN)/python -m tests.tools.typecheck
+	$(BIN)/python -m tests.tools.assertions
+	$(PYTEST) -q tests/unit
+	$(PYTEST) -q -n 2 tests/contract
+
+# The whole suite, as CI runs it.
 test: install browser
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	$(BIN)/python -m tests.tools.typecheck
+	$(BIN)/python -m tests.tools.assertions
+	$(PYTEST) tests/unit
+	$(PYTEST) -n $(WORKERS) --durations=20 $(STACK_LAYERS)
 
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/python -m tests.tools.typecheck
+
+types: install
+	$(BIN)/python -m tests.tools.typecheck
 
 up: install
 	$(BIN)/moonsend up

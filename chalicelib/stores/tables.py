@@ -23,7 +23,7 @@ class _SharedSession:
     """Mixed into every bound model: its connection uses a client from the platform's boto3 session
     (chalicelib.core.aws.table_client) instead of one pynamodb makes from a session of its own. pynamodb
     keeps its client in `Connection._client` and makes one only when that is empty (or has lost its
-    credentials), so the client is put there before the first call; tests/test_tables.py checks it."""
+    credentials), so the client is put there before the first call; tests/contract/test_tables.py checks it."""
 
     Meta: Any
 

@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from chalicelib.stores.daily_cap import DailyCap, Share, batch_id
 from tests.conftest import canonical
 from tests.fakes import FakeCap
-from tests.test_precompile import _precompiler
+from tests.unit.test_precompile import _precompiler
 
 
 def _cap(stack, cap):

@@ -10,7 +10,7 @@ from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.reputation import Limits, Window
 from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts
-from tests.test_drainer import SETTINGS, queued, tenant
+from tests.unit.test_drainer import SETTINGS, queued, tenant
 from tests.unit.test_ses_events import BOUNCE, _record
 
 LIMITS = Limits()

@@ -10,7 +10,7 @@ from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLett
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, QUEUED, SENT
 from tests.fakes import FakeLedger, FakeStats, failed_copies, payloads
-from tests.test_drainer import SETTINGS, queued
+from tests.unit.test_drainer import SETTINGS, queued
 
 
 class DeadLetterQueue:

@@ -13,8 +13,11 @@ def _ledger_model() -> type[LedgerModel]:
     return bound(LedgerModel, settings.resources.ledger_table.name, settings.region)
 
 
-def test_a_bound_model_calls_dynamodb_through_the_shared_sessions_client(stack):
-    model = _ledger_model()
+def test_a_bound_model_calls_dynamodb_through_the_shared_sessions_client(stack, uid):
+    # A model bound here, on a name no other test binds: a stack started in this process since another test
+    # bound the ledger (tests/local start their own) resets the shared clients, and a model bound before keeps
+    # the client it was given then.
+    model = bound(LedgerModel, f"moonsend-local-ledger-{uid}", wiring.container().settings.region)
     # pynamodb's own property hands out the client it was given, rather than making one of its own: if a
     # new pynamodb version kept its client elsewhere, this would fail and the session per model come back.
     assert model._get_connection().connection.client is aws.table_client(model.Meta.region, model.Meta.table_name)

@@ -28,6 +28,14 @@ def _moonsend(*args: str, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def running(tmp_path_factory):
+    """One `moonsend up` the module's tests share (none of them stops it: the SIGTERM test has its own)."""
+    started = _up(tmp_path_factory)
+    yield started
+    if started[2].poll() is None:
+        started[2].kill()
+
+
+def _up(tmp_path_factory):
     port = _free_port()
     outbox = tmp_path_factory.mktemp("cli-outbox")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
@@ -63,9 +71,7 @@ def running(tmp_path_factory):
     else:
         proc.kill()
         pytest.fail("moonsend up never said ready:\n" + "".join(lines))
-    yield port, outbox, proc, lines
-    if proc.poll() is None:
-        proc.kill()
+    return port, outbox, proc, lines
 
 
 def test_up_prints_ready_and_the_topic_arns(running):
@@ -237,8 +243,8 @@ def test_status_shows_tenant_text_as_it_is_and_obeys_none_of_it(running, tmp_pat
         _moonsend("tenant", "resume", "--endpoint", endpoint, "--user", "cli-hostile")
 
 
-def test_sigterm_stops_the_stack_cleanly(running):
-    _port, _outbox, proc, _lines = running
+def test_sigterm_stops_the_stack_cleanly(tmp_path_factory):
+    _port, _outbox, proc, _lines = _up(tmp_path_factory)
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0

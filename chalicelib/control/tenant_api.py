@@ -11,6 +11,8 @@ nested deeper than JSON can be read a 400.
     GET  /campaigns/{id}/recipients?state=failed&limit=100&after=<cursor>
     POST /tenant/pause                         body (optional): {"reason": "..."}
     POST /tenant/resume                        lifts the tenant's own pause; answers every pause still standing
+                                               (200 when its own was lifted, even if another owner's holds the
+                                               email: clients read `paused`, not the status; 409: none of its own)
     GET  /digests/{id}                         its schedule, last and next run, recipients and items pending
     POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async;
                                                429 with Retry-After while one runs or within 5 minutes of one)

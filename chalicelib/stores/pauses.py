@@ -9,7 +9,8 @@ its own pause, and a guard's pause set meanwhile still holds its email.
 In the table each owner has its own pair of attributes (`pause_<owner>`: the reason, `pause_<owner>_at`),
 read with the rest of the tenant's item (the sender's cached read: no request of its own). `paused_reason`
 is kept as well, all standing reasons in one line, for code from before owners (a container of the
-previous release during a deploy still holds a paused tenant's email).
+previous release during a deploy still holds a paused tenant's email), the tenant's own reason last (see
+`summary`).
 
 An item from before owners has only `paused_reason`: that one pause is given the owner its reason names
 (every writer then prefixed its reason with who it was; see `legacy_owner`), and an unknown reason to an
@@ -26,6 +27,7 @@ from chalicelib.core.contract import iso_ms
 
 TENANT, OPERATOR, GUARD, SES = "tenant", "operator", "guard", "ses"
 OWNERS = (TENANT, OPERATOR, GUARD, SES)
+_SUMMARY_ORDER = (OPERATOR, GUARD, SES, TENANT)  # the legacy summary's: the tenant's own reason last
 
 # Who each owner is, and who may lift its pause, in the words the tenant and operators see.
 OWNER_NAMES = {TENANT: "the tenant", OPERATOR: "an operator", GUARD: "the reputation guard", SES: "SES"}
@@ -83,8 +85,13 @@ def pauses_of(item: Any) -> tuple[Pause, ...]:
 
 
 def summary(pauses: tuple[Pause, ...] | list[Pause]) -> str | None:
-    """Every standing reason in one line (None: not paused)."""
-    return "; ".join(p.reason for p in pauses) or None
+    """Every standing reason in one line (None: not paused), the platform owners' first and the tenant's last.
+
+    Code from before owners lets a tenant resume when this starts with "paused by the tenant" (and then
+    clears it): with a platform owner's reason first, a container of the previous release (during a deploy
+    or a rollback) never lifts the guard's, an operator's or SES's pause at the tenant's request."""
+    ordered = sorted(pauses, key=lambda p: _SUMMARY_ORDER.index(p.owner) if p.owner in _SUMMARY_ORDER else 0)
+    return "; ".join(p.reason for p in ordered) or None
 
 
 def held_by(pauses: tuple[Pause, ...] | list[Pause]) -> str:

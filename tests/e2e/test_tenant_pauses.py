@@ -175,3 +175,35 @@ def test_an_operator_pauses_and_resumes_by_owner_from_the_command_line(stack, ui
     assert _owners(user) == [TENANT, OPERATOR]
     assert main(["tenant", "resume", *common]) == 0  # every owner's, by default
     assert "resumed" in capsys.readouterr().out and _owners(user) == []
+
+
+def _stored_summary(stack, user: str) -> str | None:
+    """`paused_reason` as stored: what a container of the release before owners reads and checks."""
+    item = stack.client("dynamodb").get_item(
+        TableName=stack.settings.resources.tenants_table.name, Key={"user_id": {"S": user}}, ConsistentRead=True
+    )["Item"]
+    return item.get("paused_reason", {}).get("S")
+
+
+def test_the_stored_summary_names_a_platform_pause_first_so_old_code_never_takes_it_for_the_tenants(stack, uid):
+    # A container of the previous release (during a deploy or a rollback) lets a tenant resume when the
+    # summary starts with "paused by the tenant": a platform owner's reason must come first whenever one stands.
+    c = wiring.container()
+    user = _free_tenant(uid, "oldcheck")
+    assert c.actions.pause_tenant(user, "holiday", by_tenant=True).ok
+    assert _stored_summary(stack, user) == "paused by the tenant: holiday"  # its own alone: old code lifts it
+    for owner, reason in (
+        (SES, "SES paused sending for SES tenant x: bounces"),
+        (GUARD, "reputation guard: bounce rate 5.3%"),
+        (OPERATOR, "paused by an operator: audit"),
+    ):
+        assert c.tenants.pause(user, owner, reason)
+        assert not _stored_summary(stack, user).startswith("paused by the tenant")
+        assert _stored_summary(stack, user).endswith("; paused by the tenant: holiday")
+    assert _stored_summary(stack, user) == (
+        "paused by an operator: audit; reputation guard: bounce rate 5.3%; "
+        "SES paused sending for SES tenant x: bounces; paused by the tenant: holiday"
+    )
+    assert c.tenants.get(user, fresh=True).paused_reason == _stored_summary(stack, user)
+    c.tenants.resume(user, {OPERATOR, GUARD})
+    assert _stored_summary(stack, user) == "SES paused sending for SES tenant x: bounces; paused by the tenant: holiday"

@@ -5,8 +5,10 @@ delivery: DNS rebinding).
 On a deployed stage: `https`, no credentials in the URL, and every address the host resolves to global:
 in no block IANA's special-purpose registries say is not globally reachable (a dated snapshot in the
 repository: chalicelib.webhooks.special_addresses), not multicast or IPv6 site-local, nor an IPv6 address
-that carries an IPv4 address which is not global (NAT64, IPv4-compatible). The local stack allows `http`
-and loopback too, for a receiver in a test.
+that carries an IPv4 address which is not global (NAT64, IPv4-compatible, IPv4-translated), nor an IPv6
+address outside 2000::/3, the only space IANA allocates for global unicast, unless the special-purpose
+registry says its block is globally reachable (64:ff9b::/96, whose IPv4 address is checked). The local
+stack allows `http` and loopback too, for a receiver in a test.
 """
 
 from __future__ import annotations
@@ -73,11 +75,16 @@ def check(url: str, *, allow_loopback: bool, resolver: Resolver = resolve) -> Ta
 
 
 _NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
+_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # RFC 2765's IPv4-translated: ::ffff:0:a.b.c.d
 _SITE_LOCAL = ipaddress.ip_network("fec0::/10")
+# IANA's IPv6 Address Space registry: global unicast is 2000::/3; the rest is reserved or unallocated (::/8
+# holds the loopback, mapped, translated and compatible forms), so nothing outside it is delivered to unless
+# the special-purpose registry says its block is globally reachable.
+_GLOBAL_UNICAST = ipaddress.ip_network("2000::/3")
 
 
 def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """The address, or the IPv4 address an IPv6 one carries (mapped, 6to4, NAT64, IPv4-compatible): a
+    """The address, or the IPv4 address an IPv6 one carries (mapped, 6to4, NAT64, translated, compatible): a
     route through it reaches that IPv4 address, which is what must be public."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])  # an IPv6 scope id is not part of the address
     if isinstance(ip, ipaddress.IPv4Address):
@@ -86,7 +93,7 @@ def _ip(address: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
         return ip.ipv4_mapped
     if ip.sixtofour is not None:
         return ip.sixtofour
-    if any(ip in net for net in _NAT64) or (int(ip) >> 32 == 0 and int(ip) > 1):  # NAT64; ::a.b.c.d
+    if any(ip in net for net in (*_NAT64, _TRANSLATED)) or (int(ip) >> 32 == 0 and int(ip) > 1):  # ::a.b.c.d
         return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return ip
 
@@ -100,9 +107,17 @@ def _is_public(address: str) -> bool:
     for ip in {seen, _ip(address)}:
         if special_addresses.not_globally_reachable(ip) is not None or ip.is_multicast or not ip.is_global:
             return False
-        if isinstance(ip, ipaddress.IPv6Address) and ip in _SITE_LOCAL:
+        if isinstance(ip, ipaddress.IPv6Address) and (ip in _SITE_LOCAL or not _unicast_space(ip)):
             return False
     return True
+
+
+def _unicast_space(ip: ipaddress.IPv6Address) -> bool:
+    """In 2000::/3, or in a special-purpose block the registry says is globally reachable (64:ff9b::/96)."""
+    if ip in _GLOBAL_UNICAST:
+        return True
+    holding = [b for b in special_addresses.blocks() if b.network.version == 6 and ip in b.network]
+    return bool(holding) and max(holding, key=lambda b: b.network.prefixlen).globally_reachable
 
 
 def _is_loopback(address: str) -> bool:

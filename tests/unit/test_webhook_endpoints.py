@@ -57,6 +57,10 @@ def _resolves_to(*addresses):
         ("https://nat64.example.com/x", ["64:ff9b::a00:5"], "not a public address"),
         ("https://sixtofour.example.com/x", ["2002:a9fe:a9fe::1"], "not a public address"),
         ("https://compat.example.com/x", ["::7f00:1"], "not a public address"),
+        # IPv4-translated (RFC 2765, ::ffff:0:0:0/96) carries 10.0.0.1; the rest of ::/8 is no unicast space.
+        ("https://translated.example.com/x", ["::ffff:0:a00:1"], "not a public address"),
+        ("https://translated.example.com/x", ["::ffff:0:0:a00:1"], "not a public address"),
+        ("https://unallocated.example.com/x", ["4000::1"], "not a public address"),  # outside 2000::/3
         ("https://site.example.com/x", ["fec0::1"], "not a public address"),
         ("https://hooks.example.com/é", ["93.184.216.34"], "only printable ASCII"),
         ("https://hooks.example.com/a b", ["93.184.216.34"], "only printable ASCII"),

@@ -10,12 +10,19 @@ from typing import Any
 from chalicelib.core.webhook_contract import parse_endpoint
 from chalicelib.feedback.reports import Answer
 from chalicelib.stores.webhook_jobs import REMOVE, REPLAY, Job, WebhookJobs
-from chalicelib.stores.webhooks import Endpoint, ParkedDeliveries, TooManyEndpoints, WebhookEndpoints
+from chalicelib.stores.webhooks import (
+    Endpoint,
+    EndpointsBusy,
+    ParkedDeliveries,
+    TooManyEndpoints,
+    WebhookEndpoints,
+)
 from chalicelib.webhooks import url_policy
 from chalicelib.webhooks.signing import new_secret
 from chalicelib.webhooks.test_delivery import WebhookTester
 
 NO_ENDPOINT = Answer(404, {"error": "no such webhook endpoint"})
+BUSY = 409  # other requests kept changing the tenant's endpoints at the same time: nothing done, try again
 TEST_INTERVAL_S = 10.0
 # A listing counts a disabled endpoint's parked deliveries up to this many (`parked`; past it,
 # `parkedIsLowerBound` is true: "10,000+"), and reads at most PARKED_COUNT_PAGES of DynamoDB's 1 MB pages
@@ -50,7 +57,8 @@ class WebhookRegistration:
         self._clock = clock
 
     def add(self, user_id: str, body: Any) -> Answer:
-        """201 with the endpoint and its secret (shown this once), or 400 saying what is wrong."""
+        """201 with the endpoint and its secret (shown this once), 400 saying what is wrong, or 409 when other
+        adds or removals of the tenant's kept conflicting with it (nothing added: try again)."""
         try:
             request = parse_endpoint(body)
             url_policy.check(request.url, allow_loopback=self._allow_loopback, resolver=self._resolver)
@@ -58,6 +66,8 @@ class WebhookRegistration:
             endpoint = self._endpoints.add(user_id, request, secret, self._clock())
         except (ValueError, TooManyEndpoints) as exc:
             return Answer(400, {"error": str(exc)})
+        except EndpointsBusy as exc:
+            return Answer(BUSY, {"error": str(exc)})
         return Answer(201, {**endpoint.public(), "secret": secret})
 
     def list(self, user_id: str) -> Answer:
@@ -83,9 +93,12 @@ class WebhookRegistration:
 
     def remove(self, user_id: str, endpoint_id: str) -> Answer:
         """Remove the endpoint now; its parked deliveries are deleted in the background (a job the listing
-        shows), when there are any."""
-        if not self._endpoints.remove(user_id, endpoint_id):
-            return NO_ENDPOINT
+        shows), when there are any. 409 when other adds or removals kept conflicting with it (not removed)."""
+        try:
+            if not self._endpoints.remove(user_id, endpoint_id):
+                return NO_ENDPOINT
+        except EndpointsBusy as exc:
+            return Answer(BUSY, {"error": str(exc)})
         if not self._parked.count_upto(user_id, endpoint_id, 1, 1)[0]:
             return Answer(200, {"removed": endpoint_id})
         job, _ = self._jobs.start(user_id, endpoint_id, REMOVE, self._clock())

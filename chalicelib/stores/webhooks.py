@@ -3,10 +3,17 @@
 - An endpoint is one row, `<user>` / `<endpoint id>` (`ep_...`), its secret with it. The secret is stored
   because every request is signed with it; it is shown to the tenant once, when the endpoint is
   registered, and never logged or listed.
-- Beside them, `<user>` / `#count`: how many endpoints the tenant has. An endpoint is added in one
-  transaction with the count's increment, on the condition that the count is under the cap, and removed
-  in one with its decrement: the cap holds however many adds come at once (counted first and written
-  after, 20 adds at once left 12).
+- In a partition of its own, `#count#<user>` / `#count`: how many endpoints the tenant has. An endpoint is
+  added in one transaction with the count's increment, on the condition that the count is under the cap,
+  and removed in one with its decrement: the cap holds however many adds come at once (counted first and
+  written after, 20 adds at once left 12). Not in the tenant's partition: the release before the count
+  read every row there as an endpoint (its stream fan-out failed every batch of the tenant on a count row,
+  during a deploy or after a rollback), and no user id holds `#`, so no tenant's partition is this one.
+  The release that kept it at `<user>` / `#count` left such rows: each add and removal deletes the
+  tenant's, in its transaction.
+- The count can drift: a removal by the release before it does not lower it. When it refuses an add, it
+  is checked against the endpoints there and set to them, on the condition that no add or removal came
+  in between (each raises its `version`), and the add decided again.
 - A parked delivery is one row, `<user>#<endpoint id>` / `<webhook id>`: a request that an endpoint was
   disabled for (or while disabled), kept PARKED_DAYS for `moonsend webhook replay`. Its own table, so that
   the functions that park deliveries can write there and never to the endpoints' secrets.
@@ -15,9 +22,11 @@
 from __future__ import annotations
 
 import json
+import random
 import secrets
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -29,7 +38,12 @@ from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, PARKED_DA
 from chalicelib.stores.tables import bound, condition_failed, response_code
 
 ENDPOINT_PREFIX = "ep_"
-COUNT_ROW = "#count"  # '#' begins no endpoint id
+COUNT_ROW = "#count"  # the count's sort key ('#' begins no endpoint id)
+# A transaction DynamoDB cancels for meeting another on one of its items (TransactionConflict: two adds of a
+# tenant at once) is tried again after a short, jittered backoff: this many times in all, then EndpointsBusy.
+CONFLICT_ATTEMPTS = 4
+CONFLICT_BACKOFF_S = 0.05  # doubled at each attempt
+CAP_DECISIONS = 3  # an add refused, the count repaired and the add tried again: at most this many times
 
 
 class WebhookModel(Model):
@@ -49,7 +63,8 @@ class WebhookModel(Model):
 
 
 class EndpointCountModel(Model):
-    """The tenant's row `#count` of the endpoints' table."""
+    """The tenant's count, `#count#<user>` / `#count` in the endpoints' table (and the rows the previous
+    release kept at `<user>` / `#count`, deleted)."""
 
     class Meta:
         table_name = "unbound"
@@ -57,6 +72,7 @@ class EndpointCountModel(Model):
     user_id = UnicodeAttribute(hash_key=True)
     endpoint_id = UnicodeAttribute(range_key=True)
     endpoints = NumberAttribute()
+    version = NumberAttribute(default=0)  # raised by every add and removal: a repair is made on the one it read
 
 
 class ParkedModel(Model):
@@ -106,10 +122,20 @@ class TooManyEndpoints(Exception):
     pass
 
 
+class EndpointsBusy(Exception):
+    """Other requests kept changing the tenant's endpoints at the same time: nothing was done, try again."""
+
+
+def _count_key(user_id: str) -> str:
+    """The count's partition: `#` is in no user id, so this is no tenant's partition."""
+    return f"#count#{user_id}"
+
+
 class WebhookEndpoints:
-    def __init__(self, table_name: str, region: str) -> None:
+    def __init__(self, table_name: str, region: str, sleep: Callable[[float], None] = time.sleep) -> None:
         self._model = bound(WebhookModel, table_name, region)
         self._count = bound(EndpointCountModel, table_name, region)
+        self._sleep = sleep
 
     def add(self, user_id: str, request: EndpointRequest, secret: str, now: float) -> Endpoint:
         self._start_count(user_id)
@@ -124,21 +150,27 @@ class WebhookEndpoints:
             created_at=now,
         )
         c = self._count
-        try:
-            with self._transaction() as tx:
-                tx.update(
-                    c(user_id, COUNT_ROW),
-                    actions=[c.endpoints.add(1)],
-                    condition=c.endpoints < MAX_ENDPOINTS_PER_TENANT,
-                )
-                tx.save(row, condition=self._model.endpoint_id.does_not_exist())
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons if response_code(exc) == "TransactionCanceledException" else []
-            # pynamodb sends puts before updates: the count's reason is the last.
-            if reasons and reasons[-1] is not None and reasons[-1].code == "ConditionalCheckFailed":
-                raise TooManyEndpoints(f"at most {MAX_ENDPOINTS_PER_TENANT} endpoints per tenant") from None
-            raise
-        return _endpoint(row)
+
+        def write(tx: TransactWrite) -> None:
+            tx.delete(c(user_id, COUNT_ROW))  # the previous release's count, if it is there
+            tx.save(row, condition=self._model.endpoint_id.does_not_exist())
+            tx.update(
+                c(_count_key(user_id), COUNT_ROW),
+                actions=[c.endpoints.add(1), c.version.add(1)],
+                condition=c.endpoints < MAX_ENDPOINTS_PER_TENANT,
+            )
+
+        for _ in range(CAP_DECISIONS):
+            cancelled = self._transact(write)
+            if cancelled is None:
+                return _endpoint(row)
+            # pynamodb sends deletes, then puts, then updates: the count's reason is the last.
+            reasons = cancelled.cancellation_reasons
+            if not (reasons and reasons[-1] is not None and reasons[-1].code == "ConditionalCheckFailed"):
+                raise cancelled
+            if not self._recount(user_id):  # the count was right: the tenant has its ten
+                break
+        raise TooManyEndpoints(f"at most {MAX_ENDPOINTS_PER_TENANT} endpoints per tenant")
 
     def get(self, user_id: str, endpoint_id: str) -> Endpoint | None:
         if not endpoint_id.startswith(ENDPOINT_PREFIX):  # the count's row is not an endpoint
@@ -157,17 +189,39 @@ class WebhookEndpoints:
             return False
         self._start_count(user_id)
         c = self._count
-        try:
-            with self._transaction() as tx:
-                tx.delete(self._model(user_id, endpoint_id), condition=self._model.endpoint_id.exists())
-                tx.update(c(user_id, COUNT_ROW), actions=[c.endpoints.add(-1)])
-        except TransactWriteError as exc:
-            reasons = exc.cancellation_reasons if response_code(exc) == "TransactionCanceledException" else []
-            # pynamodb sends deletes before updates: the row's reason is the first.
-            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
-                return False  # removed meanwhile, by another request
-            raise
-        return True
+
+        def write(tx: TransactWrite) -> None:
+            tx.delete(self._model(user_id, endpoint_id), condition=self._model.endpoint_id.exists())
+            tx.delete(c(user_id, COUNT_ROW))  # the previous release's count, if it is there
+            tx.update(c(_count_key(user_id), COUNT_ROW), actions=[c.endpoints.add(-1), c.version.add(1)])
+
+        cancelled = self._transact(write)
+        if cancelled is None:
+            return True
+        # pynamodb sends deletes before updates, in the order given: the endpoint's reason is the first.
+        reasons = cancelled.cancellation_reasons
+        if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+            return False  # removed meanwhile, by another request
+        raise cancelled
+
+    def _transact(self, write: Callable[[TransactWrite], None]) -> TransactWriteError | None:
+        """Run the transaction `write` makes: None if it went through, else DynamoDB's cancellation (a
+        condition that did not hold). One cancelled for a conflict with another transaction on one of its
+        items (TransactionConflict, which AWS documents for concurrent transactions on an item) is tried
+        again after a short jittered backoff, up to CONFLICT_ATTEMPTS in all; then EndpointsBusy."""
+        for attempt in range(CONFLICT_ATTEMPTS):
+            if attempt:
+                self._sleep(CONFLICT_BACKOFF_S * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
+            try:
+                with self._transaction() as tx:
+                    write(tx)
+                return None
+            except TransactWriteError as exc:
+                if response_code(exc) != "TransactionCanceledException":
+                    raise
+                if not any(r is not None and r.code == "TransactionConflict" for r in exc.cancellation_reasons):
+                    return exc
+        raise EndpointsBusy("the tenant's endpoints are being changed by other requests at the same time: try again")
 
     def _transaction(self) -> TransactWrite:
         # A token per transaction: botocore's retry of one that went through is not taken for a conflict.
@@ -179,15 +233,40 @@ class WebhookEndpoints:
         the endpoints counted here are all there are."""
         c = self._count
         try:
-            c.get(user_id, COUNT_ROW, consistent_read=True)
+            c.get(_count_key(user_id), COUNT_ROW, consistent_read=True)
             return
         except DoesNotExist:
             pass
         try:
-            c(user_id, COUNT_ROW, endpoints=len(self.list(user_id))).save(condition=c.endpoint_id.does_not_exist())
+            c(_count_key(user_id), COUNT_ROW, endpoints=len(self.list(user_id)), version=0).save(
+                condition=c.endpoint_id.does_not_exist()
+            )
         except PutError as exc:
             if not condition_failed(exc):  # made meanwhile by another request: that one counted
                 raise
+
+    def _recount(self, user_id: str) -> bool:
+        """Check the count against the endpoints there and set it to them where it differs (a removal by the
+        release before the count left it high), on the condition that no add or removal came in between (the
+        version read first is still the count's). Whether the count changed since it refused, by this repair
+        or by another request: either way the add is decided again."""
+        c = self._count
+        try:
+            read = c.get(_count_key(user_id), COUNT_ROW, consistent_read=True)
+        except DoesNotExist:  # not there (deleted by hand, say): made from the endpoints
+            self._start_count(user_id)
+            return True
+        there = len(self.list(user_id))
+        if there == read.endpoints:
+            return False
+        try:
+            c(_count_key(user_id), COUNT_ROW).update(
+                actions=[c.endpoints.set(there), c.version.add(1)], condition=c.version == read.version
+            )
+        except UpdateError as exc:
+            if not (condition_failed(exc) or response_code(exc) == "TransactionConflictException"):
+                raise
+        return True
 
     def disable(self, user_id: str, endpoint_id: str, reason: str, now: float) -> bool:
         """Stop delivering to it, saying why. True if this call disabled it (not already, and still there)."""

@@ -300,3 +300,100 @@ def test_a_job_run_twice_at_once_or_retried_after_a_crash_sends_no_delivery_unde
     _each_sent_as_parked(crashing, bodies2)
     assert len(crashing.sent) == 150 + 100
     assert wiring.container().webhook_jobs.get(user2, endpoint2).done == 150
+
+
+# Review of issue 38: the count beside the endpoints, read by the previous release and changed by it.
+
+
+def _endpoints_model():
+    from chalicelib.stores.tables import bound
+    from chalicelib.stores.webhooks import WebhookModel
+
+    c = wiring.container()
+    return bound(WebhookModel, c.settings.resources.webhooks_table.name, c.settings.region)
+
+
+def _listed_by_the_previous_release(user):
+    """The release before the count listed a tenant's endpoints so: every row of its partition parsed as one
+    (its fan-out of the ledger's stream does this for every batch)."""
+    return [
+        (row.endpoint_id, json.loads(row.event_types)) for row in _endpoints_model().query(user, consistent_read=True)
+    ]
+
+
+def _add(user, i):
+    return wiring.container().webhook_registration.add(user, {"url": f"http://127.0.0.1:9/{i}"})
+
+
+def test_the_previous_releases_listing_sees_no_count_and_an_old_count_row_is_dropped(stack, uid):
+    from chalicelib.stores.tables import bound
+    from chalicelib.stores.webhooks import EndpointCountModel
+
+    user = f"rollback-{uid}"
+    added = [_add(user, i).body["id"] for i in range(2)]
+    assert sorted(e for e, _ in _listed_by_the_previous_release(user)) == sorted(added)
+    # A tenant whose count the release that kept it in the tenant's partition made: dropped on its next change.
+    c = wiring.container()
+    legacy = bound(EndpointCountModel, c.settings.resources.webhooks_table.name, c.settings.region)
+    legacy(user, "#count", endpoints=2).save()
+    added.append(_add(user, 2).body["id"])
+    assert sorted(e for e, _ in _listed_by_the_previous_release(user)) == sorted(added)
+    legacy(user, "#count", endpoints=3).save()
+    assert wiring.container().webhook_registration.remove(user, added.pop()).status == 200
+    assert sorted(e for e, _ in _listed_by_the_previous_release(user)) == sorted(added)
+
+
+def test_a_count_left_high_by_the_previous_releases_removal_is_repaired_when_it_refuses(stack, uid):
+    user = f"drift-{uid}"
+    ids = [_add(user, i).body["id"] for i in range(MAX_ENDPOINTS_PER_TENANT)]
+    _endpoints_model()(user, ids[0]).delete()  # the previous release's DELETE: the endpoint, not the count
+    assert _add(user, "again").status == 201  # the count is checked against the endpoints, and repaired
+    refused = _add(user, "over")
+    assert refused.status == 400 and "at most 10 endpoints" in refused.body["error"]
+    assert len(wiring.container().webhook_registration.list(user).body["endpoints"]) == MAX_ENDPOINTS_PER_TENANT
+
+
+class _Conflicts:
+    """DynamoDB's answer to a transaction that met another on one of its items (TransactionCanceledException,
+    reason TransactionConflict), given to the tenant's first `times` TransactWriteItems: moto never gives it."""
+
+    def __init__(self, user, times):
+        from chalicelib.core import aws
+
+        settings = wiring.container().settings
+        self._client = aws.table_client(settings.region, settings.resources.webhooks_table.name)
+        self._user, self._left, self.calls = user, times, 0
+
+    def __enter__(self):
+        self._client.meta.events.register("before-call.dynamodb.TransactWriteItems", self._answer)
+        return self
+
+    def __exit__(self, *exc):
+        self._client.meta.events.unregister("before-call.dynamodb.TransactWriteItems", self._answer)
+
+    def _answer(self, params, **_):
+        from types import SimpleNamespace
+
+        body = json.loads(params["body"])  # the request as it will be sent
+        if self._user not in json.dumps(body) or self._left == 0:
+            return None
+        self._left -= 1
+        self.calls += 1
+        items = body["TransactItems"]
+        reasons = [{"Code": "None"}] * (len(items) - 1) + [{"Code": "TransactionConflict"}]
+        error = {"Code": "TransactionCanceledException", "Message": "Transaction cancelled: [TransactionConflict]"}
+        return SimpleNamespace(status_code=400, headers={}), {"Error": error, "CancellationReasons": reasons}
+
+
+def test_a_transaction_conflict_is_retried_and_a_lasting_one_answered_409_never_500(stack, uid):
+    user = f"conflict-{uid}"
+    with _Conflicts(user, 2) as conflicts:
+        added = _add(user, 0)
+    assert added.status == 201 and conflicts.calls == 2  # two cancelled, the third went through
+    with _Conflicts(user, 2) as conflicts:
+        assert wiring.container().webhook_registration.remove(user, added.body["id"]).status == 200
+    assert conflicts.calls == 2
+    with _Conflicts(user, 1000) as conflicts:
+        busy = _add(user, 1)
+    assert busy.status == 409 and "try again" in busy.body["error"] and conflicts.calls < 10
+    assert wiring.container().webhook_registration.list(user).body["endpoints"] == []

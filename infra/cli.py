@@ -293,6 +293,11 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     _client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     registry = _registry()
+    if args.action == "audit-from":
+        return _audit_from(args)
+    if not args.user:
+        print(f"tenant {args.action}: --user is required", file=sys.stderr)
+        return 2
     if args.action == "assign-from":  # also before the tenant's first message: its first send may need it
         return _assign_from(args, registry)
     if registry.get(args.user) is None:
@@ -354,6 +359,37 @@ def _assign_from(args: argparse.Namespace, registry: Any) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _audit_from(args: argparse.Namespace) -> int:
+    """The free-plan From claims made by a first send whose address has no verified identity of its own
+    (claimed under the earlier rule: `security@` of the platform's domain by any free tenant); `--fix` drops
+    them, and each such address is then refused until an operator assigns it. Exit 1 when some are listed
+    and not dropped."""
+    from datetime import UTC, datetime
+
+    from infra.terminal import plain
+
+    addresses = _container().free_addresses
+    claims = addresses.unproven()
+    for c in claims:
+        since = datetime.fromtimestamp(c.claimed_at / 1000, UTC).isoformat() if c.claimed_at else "unknown"
+        fate = ""
+        if args.fix:
+            fate = " -> dropped" if addresses.release(c) else " -> kept (reassigned or assigned meanwhile)"
+        print(
+            f"{plain(c.address)}  claimed by {plain(c.owner)} since {since}, covered by {c.coverage.describe()}{fate}"
+        )
+    if not claims:
+        print("no free-plan From claim lacks an identity of its own")
+    elif args.fix:
+        print(
+            f"{len(claims)} claim(s) checked; a dropped address is refused until an operator assigns it "
+            "(moonsend tenant assign-from --user <tenant> --address <address>)"
+        )
+    else:
+        print(f"{len(claims)} claim(s) without an identity of their own: drop them with --fix")
+    return 1 if claims and not args.fix else 0
 
 
 def _tenant_sender(args: argparse.Namespace, registry: Any) -> int:
@@ -801,9 +837,9 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
 
 
 def _smoke_sender(settings: Any, ses: Any, sender: str) -> str | None:
-    """The smoke's From made `moonsend-smoke`'s: an address covered only by the platform's domain identity
-    is claimed by no free tenant's first send, so the operator running the smoke assigns it, unless
-    another tenant has it (the smoke then stops and says whose it is)."""
+    """The smoke's From assigned to `moonsend-smoke` by the operator running it, whatever identity covers it
+    (a domain-covered address is claimed by no first send, and an assignment is what `tenant audit-from`
+    leaves alone), unless another tenant has it: the smoke then stops and says whose it is."""
     from chalicelib.stores.free_senders import FreeAddresses
     from chalicelib.stores.platform_identities import PlatformIdentities
     from infra.deploy import SMOKE_TENANT
@@ -813,9 +849,7 @@ def _smoke_sender(settings: Any, ses: Any, sender: str) -> str | None:
     owner = addresses.owner(sender)
     if owner not in (None, SMOKE_TENANT):
         return f"{sender} is the free-plan From address of {owner}: give the smoke an address of its own"
-    coverage = identities.covering(sender) if owner is None else None
-    if coverage is not None and coverage.domain and not coverage.own:
-        addresses.assign(SMOKE_TENANT, sender, int(time.time() * 1000))
+    addresses.assign(SMOKE_TENANT, sender, int(time.time() * 1000))  # again if it has it: one write a smoke
     return None
 
 
@@ -1003,11 +1037,14 @@ def build_parser() -> argparse.ArgumentParser:
     tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, its API key, SES keys and From address")
     tn.add_argument(
         "action",
-        choices=["pause", "resume", "key", "keys", "move-keys", "assign-from"],
+        choices=["pause", "resume", "key", "keys", "move-keys", "assign-from", "audit-from"],
         help="key: a new API key; keys: its SES key versions; move-keys: register keys of another AWS account "
-        "(read from MOONSEND_NEW_API_KEY and MOONSEND_NEW_API_SECRET); assign-from: give it a free-plan From address",
+        "(read from MOONSEND_NEW_API_KEY and MOONSEND_NEW_API_SECRET); assign-from: give it a free-plan From "
+        "address; audit-from (no --user): list the From claims made by a first send whose address has no "
+        "verified identity of its own",
     )
-    tn.add_argument("--user", required=True)
+    tn.add_argument("--user", help="the tenant (every action but audit-from)")
+    tn.add_argument("--fix", action="store_true", help="audit-from: drop the claims it lists")
     tn.add_argument("--reason", default="no reason given")
     tn.add_argument(
         "--owner",

@@ -11,12 +11,19 @@ refused until an operator assigns it. Another tenant's message From an address i
 Claims live in the tenants table under `_from:<address, lower-cased>`, an id no tenant can have (tenant
 ids start with a letter or digit). Paid tenants send through their own SES accounts, whose verified
 identities prove the address is theirs.
+
+A claim is read back, never re-checked, on every message: a claim made under the earlier rule (any free
+tenant claimed any address nobody had, `security@` of the platform's domain included) would stand for
+good. `unproven` lists the claims made by a first send whose address has no verified identity of its own,
+and `release` drops one (`moonsend tenant audit-from [--fix]`, docs/operations.md).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist, PutError
+from pynamodb.exceptions import DeleteError, DoesNotExist, PutError
 from pynamodb.models import Model
 
 from chalicelib.core.errors import SenderRefused
@@ -35,6 +42,16 @@ class FreeAddressModel(Model):
     owner = UnicodeAttribute()
     claimed_at = NumberAttribute(null=True)
     assigned_by = UnicodeAttribute(null=True)  # `operator` when assigned rather than claimed
+
+
+@dataclass(frozen=True)
+class AddressClaim:
+    """A free-plan From address and the tenant that has it."""
+
+    address: str  # lower-cased, as keyed
+    owner: str
+    claimed_at: int | None
+    coverage: Coverage
 
 
 def _key(address: str) -> str:
@@ -101,3 +118,33 @@ class FreeAddresses:
         previous = self.owner(address)
         self._model(_key(address), owner=user_id, claimed_at=now_ms, assigned_by="operator").save()
         return previous
+
+    def unproven(self) -> list[AddressClaim]:
+        """The claims made by a first send (no operator assigned them) whose address has no verified identity
+        of its own in the platform's SES account: made under the earlier rule, they prove nothing.
+
+        A scan of the tenants table (an operator's one-off) and one or two SES reads per such claim."""
+        m = self._model
+        rows = m.scan(m.user_id.startswith(KEY_PREFIX) & m.assigned_by.does_not_exist())
+        claims = (
+            AddressClaim(address, row.owner, _int(row.claimed_at), self._identities.covering(address))
+            for row in rows
+            if (address := row.user_id[len(KEY_PREFIX) :])
+        )
+        return sorted((c for c in claims if not c.coverage.own), key=lambda c: c.address)
+
+    def release(self, claim: AddressClaim) -> bool:
+        """Drop a claim made by a first send, if it is still that tenant's and still not assigned (an
+        operator's assignment meanwhile stands); the address is then claimed by nobody until assigned."""
+        m = self._model
+        try:
+            m(_key(claim.address)).delete(condition=(m.owner == claim.owner) & m.assigned_by.does_not_exist())
+        except DeleteError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+
+
+def _int(value: float | None) -> int | None:
+    return int(value) if value is not None else None

@@ -307,3 +307,89 @@ def test_assign_from_refuses_a_malformed_address_and_says_which_identity_covers_
     assert "by no verified identity (neither the address nor its domain)" in printed.out
     assert f"SES refuses email from {nowhere} until the address or its domain is verified" in printed.err
     assert wiring.container().free_addresses.owner(nowhere) == user  # assigned all the same: verified later
+
+
+def _claimed_as_before(stack, user, address):
+    """A claim made by a first send under the earlier rule (any free tenant, any address nobody had)."""
+    stack.client("dynamodb").put_item(
+        TableName=stack.settings.resources.tenants_table.name,
+        Item={"user_id": {"S": f"_from:{address}"}, "owner": {"S": user}, "claimed_at": {"N": "1700000000000"}},
+    )
+
+
+def test_audit_from_lists_and_with_fix_drops_claims_no_identity_of_their_own_proves(stack, uid, capsys, monkeypatch):
+    # The finding: `security@` of the platform's domain, claimed by a free tenant's first send before the rule
+    # changed, was only ever read back: it stayed that tenant's.
+    from infra import cli
+    from infra.cli import main
+
+    monkeypatch.setattr(cli, "_container", wiring.container)
+    domain = _platform_domain(stack, uid)
+    hijacker, owner = f"hijacker-{uid}", f"owner-{uid}"
+    security, nowhere, news, billing = (
+        f"security@{domain}",
+        f"hello@nowhere-{uid}.example",
+        f"news@{domain}",
+        f"billing@{domain}",
+    )
+    _claimed_as_before(stack, hijacker, security)
+    _claimed_as_before(stack, hijacker, nowhere)
+    stack.client("sesv2").create_email_identity(EmailIdentity=news)
+    _claimed_as_before(stack, owner, news)  # its own identity: a first send proves it
+    common = ["--endpoint", stack.endpoint, "--stage", "local"]
+    assert main(["tenant", "assign-from", "--user", owner, "--address", billing, *common]) == 0  # an operator's
+    capsys.readouterr()
+
+    assert main(["tenant", "audit-from", *common]) == 1  # listed, not dropped
+    listed = [line for line in capsys.readouterr().out.splitlines() if uid in line]
+    assert listed == [
+        f"{nowhere}  claimed by {hijacker} since 2023-11-14T22:13:20+00:00, covered by no verified identity "
+        "(neither the address nor its domain)",
+        f"{security}  claimed by {hijacker} since 2023-11-14T22:13:20+00:00, covered by only the domain "
+        f"identity {domain}",
+    ]
+    addresses = wiring.container().free_addresses
+    assert addresses.owner(security) == hijacker  # listing changes nothing
+
+    assert main(["tenant", "audit-from", "--fix", *common]) == 0
+    out = capsys.readouterr().out
+    assert f"{security}  claimed by {hijacker}" in out and f"{nowhere}  claimed by {hijacker}" in out
+    assert " -> dropped" in out and "a dropped address is refused until an operator assigns it" in out
+    assert [addresses.owner(a) for a in (security, nowhere, news, billing)] == [None, None, owner, owner]
+    assert not [c for c in addresses.unproven() if uid in c.address]
+    # The hijacker's next message from security@ is refused like any free tenant's.
+    _publish(stack, _message(hijacker, _free(security), "c", ["a@example.org"]))
+    assert stack.wait_until_drained(60)
+    state, reason = _reasons(hijacker, "c")["a@example.org"]
+    assert state == "rejected" and f"covered only by the platform's domain identity {domain}" in reason
+
+
+def test_a_claim_released_after_an_operator_reassigned_it_stays_assigned(stack, uid):
+    domain = _platform_domain(stack, uid)
+    security = f"security@{domain}"
+    _claimed_as_before(stack, f"hijacker-{uid}", security)
+    addresses = wiring.container().free_addresses
+    (claim,) = [c for c in addresses.unproven() if c.address == security]
+    addresses.assign(f"owner-{uid}", security, 1)  # meanwhile, an operator's decision
+    assert not addresses.release(claim)
+    assert addresses.owner(security) == f"owner-{uid}"
+
+
+def test_the_smoke_assigns_its_from_address_to_the_smoke_tenant_whatever_covers_it(stack, uid):
+    from infra.cli import _smoke_sender
+    from infra.deploy import SMOKE_TENANT
+
+    ses, addresses = stack.client("sesv2"), wiring.container().free_addresses
+    own, domain_covered = f"smoke@own-{uid}.example", f"smoke@{_platform_domain(stack, uid)}"
+    nowhere = f"smoke@nowhere-{uid}.example"
+    ses.create_email_identity(EmailIdentity=own)
+    for sender in (own, domain_covered, nowhere):
+        assert _smoke_sender(stack.settings, ses, sender) is None
+        assert addresses.owner(sender) == SMOKE_TENANT
+    assert not [c for c in addresses.unproven() if uid in c.address]  # assigned: nothing for the audit to drop
+    taken = f"smoke@taken-{uid}.example"
+    addresses.assign(f"other-{uid}", taken, 1)
+    assert _smoke_sender(stack.settings, ses, taken) == (
+        f"{taken} is the free-plan From address of other-{uid}: give the smoke an address of its own"
+    )
+    assert addresses.owner(taken) == f"other-{uid}"

@@ -553,7 +553,9 @@ def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, w
         job = registration.job(user, endpoint_id)
     if job is None:  # done long ago and expired: nothing to show but what was answered
         return answer
-    count = {"replayed" if job.kind == "replay" else "deleted": job.done}
+    count: dict[str, object] = {"deleted": job.done}
+    if job.kind == "replay":  # how many it did: exact once it is done
+        count = {"replayed": job.done, "replayedIsLowerBound": job.state != "done"}
     body = {**answer.body, "job": job.public(time.time()), **count}
     return Answer(answer.status if job.state == "done" else 504, body)
 

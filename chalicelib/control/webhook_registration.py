@@ -107,16 +107,21 @@ class WebhookRegistration:
 
     def replay(self, user_id: str, endpoint_id: str) -> Answer:
         """Enable the endpoint again and start putting its parked deliveries back on the queue, in the
-        background (each under its own webhook-id, so a receiver that had one already drops it): 202 with the
-        job, which the listing shows until it is done. A replay asked for while one runs is that one."""
+        background (each under its own webhook-id, so a receiver that had one already drops it). 200, as a
+        replay always answered, with `replayed`: the parked deliveries the job will replay, counted as the
+        listing counts them (`replayedIsLowerBound` as its `parkedIsLowerBound`), and the job, which the
+        listing shows until it is done. A replay asked for while one runs is that one."""
         if not self._endpoints.enable(user_id, endpoint_id):
             return NO_ENDPOINT
+        # Counted before the job starts, which takes them off the table as it goes.
+        replayed, more = self._parked.count_upto(user_id, endpoint_id, self._count_bound, PARKED_COUNT_PAGES)
         job, started = self._jobs.start(user_id, endpoint_id, REPLAY, self._clock())
         if started:
             self._run_job(job)
         endpoint = self._endpoints.get(user_id, endpoint_id)
         body = endpoint.public() if endpoint else {"id": endpoint_id}
-        return Answer(202, {**body, "job": job.public(self._clock())})
+        counted = {"replayed": replayed, "replayedIsLowerBound": more}
+        return Answer(200, {**body, **counted, "job": job.public(self._clock())})
 
     def job(self, user_id: str, endpoint_id: str) -> Job | None:
         """The endpoint's job (the CLI waits for it)."""

@@ -181,7 +181,9 @@ def test_a_replay_runs_in_the_background_and_every_parked_delivery_arrives_once_
         assert (listed["enabled"], listed["parked"], listed["parkedIsLowerBound"]) == (False, 250, False)
 
         status, replay = _call("POST", f"{stack.api_url}/webhooks/{added['id']}/replay", key)
-        assert status == 202 and replay["enabled"] is True
+        # The answer replays always had (200, `replayed`): here the parked deliveries the job will replay.
+        assert status == 200 and replay["enabled"] is True
+        assert (replay["replayed"], replay["replayedIsLowerBound"]) == (250, False)
         assert replay["job"]["kind"] == "replay" and replay["job"]["endpoint"] == added["id"]
 
         def job():
@@ -397,3 +399,25 @@ def test_a_transaction_conflict_is_retried_and_a_lasting_one_answered_409_never_
         busy = _add(user, 1)
     assert busy.status == 409 and "try again" in busy.body["error"] and conflicts.calls < 10
     assert wiring.container().webhook_registration.list(user).body["endpoints"] == []
+
+
+def test_a_replays_answer_counts_what_it_will_replay_up_to_the_listings_bound(stack, uid):
+    from chalicelib.control.webhook_registration import WebhookRegistration
+
+    user = f"replay-bound-{uid}"
+    key = _tenant(user)
+    added = _disabled_endpoint(stack, key, user, "http://127.0.0.1:9/x")
+    _park_many(user, added["id"], 101)
+    c, started = wiring.container(), []
+    bounded = WebhookRegistration(
+        c.webhook_endpoints,
+        None,
+        c.parked_deliveries,
+        c.webhook_jobs,
+        started.append,
+        allow_loopback=True,
+        count_bound=100,
+    )
+    answer = bounded.replay(user, added["id"])
+    assert answer.status == 200 and (answer.body["replayed"], answer.body["replayedIsLowerBound"]) == (100, True)
+    assert [j.endpoint_id for j in started] == [added["id"]] and answer.body["job"]["kind"] == "replay"

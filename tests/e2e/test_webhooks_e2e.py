@@ -237,7 +237,8 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_its_events_wait_for_repl
         assert _call("POST", f"{base}/{added['id']}/replay", other)[0] == 404
         receiver.statuses = [200]
         status, replayed = _call("POST", f"{base}/{added['id']}/replay", key)
-        assert status == 202 and replayed["enabled"] is True and replayed["job"]["kind"] == "replay"
+        assert status == 200 and replayed["enabled"] is True and replayed["job"]["kind"] == "replay"
+        assert (replayed["replayed"], replayed["replayedIsLowerBound"]) == (2, False)  # what the job will replay
         # The replay runs in the background (webhook_jobs); the listing shows how far it got.
         assert eventually(lambda: _call("GET", base, key)[1]["jobs"][0]["state"] == "done")
         assert _call("GET", base, key)[1]["jobs"][0]["done"] == 2
@@ -253,6 +254,8 @@ def test_an_endpoint_that_keeps_failing_is_disabled_and_its_events_wait_for_repl
         common = ["--endpoint", stack.endpoint, "--stage", "local"]
         assert main(["webhook", "replay", "--user", user, "--id", added["id"], *common]) == 0
         assert json.loads(capsys.readouterr().out)["replayed"] == 0
+        assert main(["webhook", "replay", "--no-wait", "--user", user, "--id", added["id"], *common]) == 0
+        assert json.loads(capsys.readouterr().out)["replayed"] == 0  # the line it always printed
     finally:
         receiver.close()
 

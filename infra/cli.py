@@ -690,7 +690,7 @@ def _aws_clients(region: str | None) -> dict[str, Any]:
 
     session = boto3.session.Session(region_name=region)
     names: tuple[str, ...] = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler")
-    names += ("secretsmanager", "sesv2")  # sesv2: which identity covers the smoke's From
+    names += ("secretsmanager", "sesv2", "kms")  # sesv2: which identity covers the smoke's From; kms: destroy
     return {n: session.client(n) for n in names}
 
 

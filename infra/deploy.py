@@ -41,6 +41,9 @@ def simulator_addresses(campaign_id: str) -> dict[str, str]:
     }
 
 
+KEY_DELETION_DAYS = 7  # KMS's shortest pending window
+
+
 def stack_name(stage: str) -> str:
     return f"moonsend-{stage}"
 
@@ -52,7 +55,8 @@ class Action:
     params: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
-        return f"{self.kind:<22} {self.target}"
+        note = self.params.get("note")
+        return f"{self.kind:<22} {self.target}" + (f"  ({note})" if note else "")
 
 
 def destroy_plan(
@@ -60,7 +64,7 @@ def destroy_plan(
 ) -> list[Action]:
     """Everything of a stage, in the order it must go: run-time resources first (digests' schedules, which
     would go on invoking a function that is gone, tenant queues and their alarms), then the app's stack;
-    the data stack (tables, the links' key) only with `delete_data`."""
+    the data stack (tables, the links' key, the tenants' secrets key and its alias) only with `delete_data`."""
     r = resources_for("moonsend", stage, account_id)
     plan: list[Action] = []
     for page in scheduler.get_paginator("list_schedules").paginate(NamePrefix=r.digest_schedule_prefix):
@@ -76,6 +80,14 @@ def destroy_plan(
         plan.append(Action("delete-stack", data_stack_name(stage)))
         plan.extend(Action("delete-table", t.name) for t in r.tables)
         plan.append(Action("delete-secret", r.link_secret_name))
+        # The tenants' secrets key, found by its alias, then the alias: left, the alias's name makes the next
+        # create of the data stack fail. KMS deletes a key only after a wait, 7 days at the shortest.
+        note = (
+            f"deleted after {KEY_DELETION_DAYS} days, the shortest wait KMS allows; "
+            "aws kms cancel-key-deletion until then"
+        )
+        plan.append(Action("schedule-key-deletion", r.tenant_secrets_alias, {"note": note}))
+        plan.append(Action("delete-alias", r.tenant_secrets_alias))
     else:  # the digests kept: each one's schedule is put again by its next definition event
         plan.append(Action("forget-schedules", r.digests_table.name))
     return plan
@@ -139,6 +151,10 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
             _delete_table(clients["dynamodb"], action.target)
         elif action.kind == "delete-secret":
             _delete_secret(clients["secretsmanager"], action.target)
+        elif action.kind == "schedule-key-deletion":
+            _schedule_key_deletion(clients["kms"], action.target)
+        elif action.kind == "delete-alias":
+            _delete_alias(clients["kms"], action.target)
         elif action.kind == "upload":
             clients["s3"].upload_file(action.params["file"], action.params["bucket"], action.target)
         elif action.kind == "upload-template":
@@ -179,6 +195,27 @@ def _delete_secret(secretsmanager: Any, name: str) -> None:
     try:
         secretsmanager.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
     except secretsmanager.exceptions.ResourceNotFoundException:
+        return
+
+
+def _schedule_key_deletion(kms: Any, alias: str) -> None:
+    """The key the alias names, to be deleted after the shortest wait; nothing if the alias is gone (a destroy
+    run again) or the key is pending deletion already. The key is found in ListAliases, which names each
+    alias's key id (ScheduleKeyDeletion takes no alias)."""
+    aliases = (a for page in kms.get_paginator("list_aliases").paginate() for a in page.get("Aliases", []))
+    key_id = next((a.get("TargetKeyId") for a in aliases if a["AliasName"] == alias), None)
+    if key_id is None:
+        return
+    try:
+        kms.schedule_key_deletion(KeyId=key_id, PendingWindowInDays=KEY_DELETION_DAYS)
+    except kms.exceptions.KMSInvalidStateException:  # pending deletion already
+        return
+
+
+def _delete_alias(kms: Any, alias: str) -> None:
+    try:
+        kms.delete_alias(AliasName=alias)
+    except kms.exceptions.NotFoundException:
         return
 
 

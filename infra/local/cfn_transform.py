@@ -8,6 +8,8 @@ template at a URL:
 - before moto sees it, the template is expanded from SAM (aws-sam-translator, as CloudFormation's
   transform does) and split: what moto can create is stored beside the original object and the request
   points at that copy; the rest is kept for the change set;
+- a resource kept when its stack is deleted except after a failed create (`RetainExceptOnCreate`) is
+  given to moto as `Retain`, the only policy moto's CloudFormation keeps (see `kept_on_delete`);
 - once moto has executed the change set, the kept resources that are AWS resources (alarms, topic and
   queue policies, SQS subscriptions, SES configuration sets and their destinations, secrets) are made
   through the endpoint's own APIs, as the local stack makes them for itself.
@@ -66,7 +68,8 @@ class ChangeSetTransforms:
         if sam:
             template = translate(template, self._region)
         created, stood_in = split(template)
-        if not stood_in and not sam:
+        created, retained = kept_on_delete(created)
+        if not stood_in and not sam and not retained:
             return None
         body = json.dumps(created, separators=(",", ":")).encode()
         assert location is not None
@@ -109,6 +112,21 @@ class ChangeSetTransforms:
         resolve = Resolver(physical, types, self._region, account, None, exports)
         clients = {n: self._client(n) for n in ("cloudwatch", "sns", "sqs", "sesv2", "secretsmanager")}
         _stand_in(stood_in, resolve, clients, {})
+
+
+def kept_on_delete(template: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """The template with each `RetainExceptOnCreate` resource `Retain` (and whether there was one).
+
+    CloudFormation keeps such a resource when its stack is deleted (unless the stack's first create failed):
+    the data stack's tables and the tenants' secrets key outlive it, and a destroy must delete them itself.
+    moto's CloudFormation keeps only `Retain`'s and would delete them with the stack, hiding what a destroy
+    leaves behind on AWS. (moto rolls nothing back, so the create-failed case does not arise here.)"""
+    resources = template["Resources"]
+    kept = {k for k, v in resources.items() if v.get("DeletionPolicy") == "RetainExceptOnCreate"}
+    if not kept:
+        return template, False
+    changed = {k: {**v, "DeletionPolicy": "Retain"} if k in kept else v for k, v in resources.items()}
+    return {**template, "Resources": changed}, True
 
 
 def _transforms(template: Mapping[str, Any]) -> list[str]:

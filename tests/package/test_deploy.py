@@ -5,7 +5,7 @@ import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
-from infra.deploy import _deploy_stack, email_at_risk, simulator_addresses, smoke_messages
+from infra.deploy import _deploy_stack, destroy_plan, email_at_risk, simulator_addresses, smoke_messages
 
 URL = "https://my-artifacts.s3.us-east-1.amazonaws.com/moonsend/dev/moonsend-dev-0123.json"
 
@@ -102,3 +102,24 @@ def test_email_still_queued_or_scheduled_is_named_before_a_destroy(stack, uid):
     finally:
         sqs.purge_queue(QueueUrl=url)
         s3.delete_object(Bucket=bucket, Key=f"scheduled/risk{uid}/batch")
+
+
+def _destroy_plan(stack, *, delete_data):
+    sqs, cloudwatch, scheduler = (stack.client(n) for n in ("sqs", "cloudwatch", "scheduler"))
+    return destroy_plan("dev", sqs, cloudwatch, scheduler, delete_data=delete_data, account_id="123456789012")
+
+
+def test_delete_data_also_schedules_the_tenant_secrets_key_for_deletion_and_deletes_its_alias(stack):
+    """The key and its alias are kept when the data stack is deleted (RetainExceptOnCreate): left there, the
+    alias made the next deploy's create of the data stack fail on its name."""
+    plan = _destroy_plan(stack, delete_data=True)
+    steps = [(a.kind, a.target) for a in plan]
+    alias = "alias/moonsend-dev-tenant-secrets"
+    data = steps.index(("delete-stack", "moonsend-dev-data"))
+    key, gone = steps.index(("schedule-key-deletion", alias)), steps.index(("delete-alias", alias))
+    assert data < key < gone  # the key found by its alias, then the alias deleted
+    printed = str(plan[key])
+    assert printed.startswith("schedule-key-deletion") and alias in printed
+    assert "7 days, the shortest wait KMS allows" in printed
+    kept = [(a.kind, a.target) for a in _destroy_plan(stack, delete_data=False)]
+    assert not {k for k, _ in kept} & {"schedule-key-deletion", "delete-alias", "delete-table", "delete-secret"}

@@ -54,6 +54,20 @@ def _status(stack, name: str) -> str | None:
         return None
 
 
+def _key_of(stack, alias: str) -> str | None:
+    """The id of the KMS key the alias names (None: no such alias)."""
+    aliases = stack.client("kms").list_aliases()["Aliases"]
+    return next((a.get("TargetKeyId") for a in aliases if a["AliasName"] == alias), None)
+
+
+def _key_state(key_id: str) -> str:
+    """The key's state, read in moto: its DescribeKey fails on a key CloudFormation made (moto keeps that
+    key's policy as an object and parses it as a string), where AWS's answers."""
+    from moto.kms.models import kms_backends
+
+    return kms_backends["123456789012"]["us-east-1"].keys[key_id].key_state
+
+
 def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid):
     r = resources_for("moonsend", STAGE, "123456789012")
     user = f"rehearsal-{uid}"
@@ -101,6 +115,17 @@ def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid
         _ok(_operator(stack, "deploy", "--stage", STAGE))
         assert _status(stack, "moonsend-dev") == "CREATE_COMPLETE"
         assert "no keys registered" in _ok(_operator(stack, "tenant", "keys", "--user", user, "--stage", STAGE))
+
+        # Destroy with its data, then deploy again: nothing kept of the data stack stands in the new one's way.
+        old_key = _key_of(stack, r.tenant_secrets_alias)
+        said = _ok(_operator(stack, "destroy", "--stage", STAGE, "--yes", "--delete-data"))
+        assert f"schedule-key-deletion  {r.tenant_secrets_alias}" in said and "7 days" in said
+        assert _status(stack, "moonsend-dev-data") is None and _key_of(stack, r.tenant_secrets_alias) is None
+        assert _key_state(old_key) == "PendingDeletion"
+        _ok(_operator(stack, "deploy", "--stage", STAGE))
+        assert _status(stack, "moonsend-dev-data") == _status(stack, "moonsend-dev") == "CREATE_COMPLETE"
+        new_key = _key_of(stack, r.tenant_secrets_alias)
+        assert new_key not in (None, old_key) and _key_state(new_key) == "Enabled"
     finally:
         _operator(stack, "destroy", "--stage", STAGE, "--yes", "--delete-data", "--discard-email")
     assert _status(stack, "moonsend-dev") is None and _status(stack, "moonsend-dev-data") is None

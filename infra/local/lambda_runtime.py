@@ -15,6 +15,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -163,6 +164,7 @@ class FunctionRunner:
         self._pools: dict[str, ThreadPoolExecutor] = {}
         self._retry_delay_s = retry_delay_s
         self._inflight = 0
+        self._running: Counter[str] = Counter()  # in flight, by function name
         self._cv = threading.Condition()
         self.stats = InvocationStats()
         self._closed = False
@@ -186,11 +188,13 @@ class FunctionRunner:
         with self._cv:
             self.stats.started += 1
             self._inflight += 1
+            self._running[fn.function_name] += 1
         try:
             return self._invoke(fn, event)
         finally:
             with self._cv:
                 self._inflight -= 1
+                self._running[fn.function_name] -= 1
                 self._cv.notify_all()
 
     def _invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
@@ -230,6 +234,7 @@ class FunctionRunner:
                     on_done(True)  # accepted, as Lambda's async queue accepts it: it runs after the restart
                 return request_id
             self._inflight += 1
+            self._running[fn.function_name] += 1
             pool = self._pools.get(fn.function_name)
             if pool is None:
                 pool = self._pools[fn.function_name] = ThreadPoolExecutor(
@@ -289,6 +294,7 @@ class FunctionRunner:
                 on_done(ok)
             with self._cv:
                 self._inflight -= 1
+                self._running[fn.function_name] -= 1
                 self._cv.notify_all()
 
     def park(self, timeout: float) -> bool:
@@ -307,10 +313,11 @@ class FunctionRunner:
         with self._cv:
             return self._inflight
 
-    def wait_idle(self, timeout: float) -> bool:
+    def wait_idle(self, timeout: float, function: str | None = None) -> bool:
+        """Whether every invocation (of `function` only, when named) has finished within `timeout`."""
         end = time.monotonic() + timeout
         with self._cv:
-            while self._inflight:
+            while self._running[function] if function else self._inflight:
                 left = end - time.monotonic()
                 if left <= 0:
                     return False

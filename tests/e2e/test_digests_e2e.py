@@ -153,8 +153,8 @@ def test_an_item_arriving_during_assembly_goes_into_the_next_digest_never_both(s
         def __getattr__(self, name):
             return getattr(store, name)
 
-        def recipients(self, user_id, digest_id, after=None):
-            for rows in store.recipients(user_id, digest_id, after=after):
+        def recipients(self, user_id, digest_id, after=None, since=None):
+            for rows in store.recipients(user_id, digest_id, after=after, since=since):
                 yield rows
                 _publish(stack, _item(user, "ann@example.org", "late", _iso(0.001), "Late"))
                 _until(lambda: "late" in _stored(user)["ann@example.org"])
@@ -252,12 +252,13 @@ def test_the_definition_puts_one_schedule_whose_firing_runs_the_digest_in_the_de
     assert stack.schedules is not None
     stack.schedules.fire(schedule, WED)
     stack.schedules.fire(schedule, WED)
-    assert stack.runner.wait_idle(120)
+    # Both runs finished (run_digest's alone: other tests' functions may still be busy on this stack).
+    assert stack.runner.wait_idle(120, function=c.settings.resources.function_name("run_digest"))
     (ann,) = _mail(stack, user, campaign_id("weekly", period_of(WED)))["ann@example.org"]
     assert "One" in ann
     last = c.digests.state(user, "weekly")
     assert last.last_run is not None and last.last_run["period"] == period_of(WED)
-    assert stack.runner.stats.failed_events == []
+    assert [f for f in stack.runner.stats.failed_events if user in json.dumps(f.event)] == []
 
 
 def test_a_changed_schedule_is_put_again_and_an_invalid_one_is_recorded_under_the_digest(stack, uid):
@@ -349,14 +350,14 @@ def test_a_template_that_does_not_compile_is_refused_when_it_arrives_and_the_def
     assert _stored(user) == {"ann@example.org": ["one"]}  # the event's item not stored either
     run = _assembly().run(user, "weekly", scheduled_at=WED)
     assert run.emails == 1
-    # The recipient's state expires (TTL) when its newest item leaves the longest window a digest may have.
+    # The recipient's state expires (TTL) when its newest item leaves the digest's window (a week here).
     from chalicelib.stores.digests import DigestModel, shard_of
 
     model = c.digests._model
     assert issubclass(model, DigestModel)
     state = model.get(f"i#{user}#weekly#{shard_of('ann@example.org')}", "ann@example.org#", consistent_read=True)
     newest = c.digests.recipients(user, "weekly").__next__().items[0].item.at
-    assert state.expires_at == int(newest + 35 * 86400) + 1
+    assert newest + 7 * 86400 < state.expires_at <= newest + 7 * 86400 + 2  # its row's expiry, and a second
 
 
 def test_a_run_out_of_time_stops_where_it_was_and_its_continuation_goes_on_from_there(stack, uid, monkeypatch):
@@ -374,8 +375,8 @@ def test_a_run_out_of_time_stops_where_it_was_and_its_continuation_goes_on_from_
         def __getattr__(self, name):
             return getattr(store, name)
 
-        def recipients(self, user_id, digest_id, after=None):
-            for rows in store.recipients(user_id, digest_id, after=after):
+        def recipients(self, user_id, digest_id, after=None, since=None):
+            for rows in store.recipients(user_id, digest_id, after=after, since=since):
                 read.append(rows.key)
                 yield rows
 

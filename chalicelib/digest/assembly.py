@@ -15,7 +15,10 @@ The pipe, in the order that makes it exactly once (docs/digests.md):
 
 A recipient's writes failing (steps 2 and 4, and dropping its expired items) are that recipient's alone: the
 run goes on and its last run says who and why (`failures`); an assembly left open is finished by the next.
-A run holds at most MAIL_BATCH_BYTES of items planned (and one recipient's email over it) before it mails.
+A run holds at most MAIL_BATCH_BYTES of items planned (and one recipient's email over it) before it mails,
+and its reads count against that budget too; one invocation reads at most about RUN_READ_BYTES before it
+goes on in a fresh one. It reads only the items and markers that can still matter: those whose end is
+after its `since`, the previous run's time (items past the window before then were that run's to deal with).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from chalicelib.core.contract import Campaign, PrecompileRequest, Recipient, iso
 from chalicelib.core.digest_contract import DEFAULT_MAX_ITEMS, DigestDefinition, Item
 from chalicelib.digest.plan import RecipientPlan, plan_recipient
 from chalicelib.ingest.precompile import PrecompileResult
-from chalicelib.stores.digests import DigestStore, RecipientDigest
+from chalicelib.stores.digests import DigestState, DigestStore, RecipientDigest, Since
 from chalicelib.stores.tenants import TenantRegistry
 
 # Recipients per request through the pipeline (precompile's batch: its ledger look-up, its queue batches).
@@ -49,6 +52,10 @@ FAILURES_KEPT = 10
 # Recipients' state writes (an assembly opened, items marked) sent at once: each is one conditional
 # UpdateItem of its own item, so they do not contend.
 STATE_WRITERS = 16
+# The bytes one invocation reads (rows of state, markers and items, as DynamoDB returns them) before it
+# stops at a flush point and goes on in a fresh invocation, as when its time runs short: what one
+# invocation costs stays bounded however big the digest (a run without a time limit, the CLI's, reads on).
+RUN_READ_BYTES = 256 * 1024 * 1024
 # A run reaches a flush point (mails what it planned, checks its time, renews its hold) at every batch and
 # at least this often, however few recipients have anything new.
 FLUSH_S = 15.0
@@ -88,6 +95,9 @@ class DigestRun:
     failures: list[dict[str, str]] = field(default_factory=list)  # the first FAILURES_KEPT of them
     unfinished: bool = False  # stopped for time: the rest of the period is for a continuation
     resume_after: str | None = None  # where it stopped: the last recipient done (its continuation's `after`)
+    since: float | None = None  # what it left unread: items (and their markers) whose end came by then
+    marker_rows: int = 0  # of those, marker rows
+    bytes_read: int = 0  # what those rows came to
     campaigns: set[str] = field(default_factory=set)
 
     def as_dict(self) -> dict[str, Any]:
@@ -125,6 +135,17 @@ class Planned:
         )
 
 
+def _since(state: DigestState, period: str, after: str | None, now: float) -> float | None:
+    """What a run may leave unread: what stopped mattering by the previous run (None: never ran). A
+    continuation keeps its predecessor's, which read from there too."""
+    last = state.last_run or {}
+    if after is not None and last.get("period") == period and "since" in last:
+        since = last["since"]
+    else:
+        since = state.last_run_at
+    return None if since is None else min(float(since), now)
+
+
 def period_of(when: float) -> str:
     """The period a run at `when` (its scheduled time) mails for: its UTC minute, `20261125T1300Z`."""
     return datetime.fromtimestamp(when, UTC).strftime("%Y%m%dT%H%MZ")
@@ -156,13 +177,15 @@ class DigestAssembly:
         the same period `after` that recipient goes on from there without reading again what was done."""
         now = self._clock()
         period = period_of(scheduled_at if scheduled_at is not None else now)
-        definition = self._definition(user_id, digest_id)
-        run = DigestRun(user_id, digest_id, period)
+        state = self._state(user_id, digest_id)
+        definition = state.definition
+        run = DigestRun(user_id, digest_id, period, since=_since(state, period, after, now))
         token = uuid.uuid4().hex
         when = scheduled_at if scheduled_at is not None else now
         self._hold(run, token, when)
         try:
-            return self._run(run, definition, token, now, time_left or (lambda: float("inf")), after, when)
+            limited = time_left is not None
+            return self._run(run, definition, token, now, time_left or (lambda: float("inf")), after, when, limited)
         finally:
             self._store.release_run(user_id, digest_id, token)
 
@@ -195,6 +218,7 @@ class DigestAssembly:
         time_left: Callable[[], float],
         after: str | None,
         when: float,
+        limited: bool = True,
     ) -> DigestRun:
         user_id, digest_id, period = run.user_id, run.digest_id, run.period
         retracted = self._store.retracted(user_id, digest_id)
@@ -203,9 +227,13 @@ class DigestAssembly:
         planned: list[Planned] = []
         held = 0  # bytes of the planned recipients' items
         flushed_at = time.monotonic()
+        since = Since(run.since, window_s) if run.since is not None else None
         with ThreadPoolExecutor(max_workers=STATE_WRITERS, thread_name_prefix="digest") as pool:
-            for rows in self._store.recipients(user_id, digest_id, after=after):
+            for rows in self._store.recipients(user_id, digest_id, after=after, since=since):
                 run.recipients += 1
+                run.marker_rows += rows.marker_rows
+                run.bytes_read += rows.bytes_read
+                held += rows.bytes_read  # what was read counts against the budget, planned or not
                 plan, skipped = plan_recipient(rows, period, now, window_s, max_items, retracted)
                 self._drop(run, rows, skipped.expired)
                 run.items_retracted += skipped.retracted
@@ -223,7 +251,7 @@ class DigestAssembly:
                     continue
                 self._mail(run, definition, self._opened(run, planned, pool), pool)
                 planned, held, flushed_at = [], 0, time.monotonic()
-                if time_left() <= 0:
+                if time_left() <= 0 or (limited and run.bytes_read >= RUN_READ_BYTES):
                     run.unfinished, run.resume_after = True, done  # everything up to it is done
                     break
                 self._hold(run, token, when)  # renewed; lost (another run took it after ours lapsed): stop
@@ -232,12 +260,12 @@ class DigestAssembly:
         log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
         return run
 
-    def _definition(self, user_id: str, digest_id: str) -> DigestDefinition:
-        definition = self._store.definition(user_id, digest_id)
-        if definition is None or not definition.complete:
-            missing = "no definition" if definition is None else "its subject, body, schedule and window"
+    def _state(self, user_id: str, digest_id: str) -> DigestState:
+        state = self._store.state(user_id, digest_id)
+        if state is None or not state.definition.complete:
+            missing = "no definition" if state is None else "its subject, body, schedule and window"
             raise DigestNotReady(f"digest {digest_id} of {user_id} cannot run: {missing} not given yet")
-        return definition
+        return state
 
     def _drop(self, run: DigestRun, rows: RecipientDigest, expired: frozenset[str]) -> None:
         """Items past the window, never mailed: deleted now (TTL would within days), and counted."""
@@ -327,7 +355,14 @@ class DigestAssembly:
                 return Settled(refused=1)
             marked = set(ids) | (entry.open_ids if plan.resumed else set())
             self._store.mark_mailed(
-                run.user_id, run.digest_id, entry.key, period, marked, entry.state_keep, plan.keep_until
+                run.user_id,
+                run.digest_id,
+                entry.key,
+                period,
+                marked,
+                entry.state_keep,
+                plan.keep_until,
+                plan.markers_until,
             )
         except Exception as exc:  # this recipient's alone: its assembly stays open
             return Settled(failure=_failure(entry.key, "mark", exc))

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from chalicelib.core.digest_contract import MAX_WINDOW_S, Item
-from chalicelib.stores.digests import RecipientDigest
+from chalicelib.core.digest_contract import Item
+from chalicelib.stores.digests import RecipientDigest, StoredItem
 
 
 @dataclass(frozen=True)
@@ -21,10 +21,12 @@ class RecipientPlan:
     items_total: int  # unmailed applicable items in the window (items_total - len(items) wait)
     stored_ids: frozenset[str]  # every item id stored for the recipient (what the markers keep)
     resumed: bool = False  # the email of an assembly a crash left open (its open ids are marked, sent or not)
-    # Until when the recipient's state matters: its newest stored item's end of the longest window a digest
-    # may have (a window lengthened later cannot bring back an item whose marker is gone). Every marker
-    # names an item that is gone by then (the state row's TTL).
+    # Until when the recipient's state matters: the latest end of its stored items (out of the window, or
+    # their row expired, whichever is later: an item past its row's expiry is never mailed, so a window
+    # lengthened later cannot bring back an item whose marker is gone). The state row's TTL.
     keep_until: float = 0.0
+    # Until when this email's marker row matters: the latest end of the items it marks (its TTL, its key).
+    markers_until: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -37,26 +39,34 @@ def plan_recipient(
     rows: RecipientDigest, period: str, now: float, window_s: float, max_items: int, retracted: frozenset[str]
 ) -> tuple[RecipientPlan | None, Skipped]:
     stored = frozenset(s.item.id for s in rows.items)
-    keep_until = max((s.item.at for s in rows.items), default=now) + MAX_WINDOW_S
+    keep_until = max((s.end(window_s) for s in rows.items), default=now)
+
+    def in_window(s: StoredItem) -> bool:  # nor past its row's expiry: gone, whether TTL deleted it yet or not
+        return s.item.at + window_s > now and (s.expires_at is None or s.expires_at > now)
+
+    def markers_until(ids: frozenset[str]) -> float:
+        return max((s.end(window_s) for s in rows.items if s.item.id in ids), default=now)
+
     if rows.open_period is not None:
         # Queued, or about to be, before a crash: the same email again (the ledger drops it if it went),
         # then marked, so its items never go in a second email.
         # Those since retracted or past the window are left out (if the email went, the ledger drops this
         # one whatever it carries); with none left, nothing is sent and the assembly is only closed.
         carried = [
-            s.item
-            for s in rows.items
-            if s.item.id in rows.open_ids and s.item.id not in retracted and s.item.at + window_s > now
+            s.item for s in rows.items if s.item.id in rows.open_ids and s.item.id not in retracted and in_window(s)
         ]
         carried.sort(key=lambda i: i.at, reverse=True)
-        plan = RecipientPlan(rows.open_period, carried, len(carried), stored, resumed=True, keep_until=keep_until)
+        until = markers_until(rows.open_ids)
+        plan = RecipientPlan(rows.open_period, carried, len(carried), stored, True, keep_until, until)
         return plan, Skipped()
-    unmailed = [s.item for s in rows.items if s.item.id not in rows.mailed]
-    expired = [i for i in unmailed if i.at + window_s <= now]
-    withdrawn = [i for i in unmailed if i.id in retracted and i.at + window_s > now]
-    fresh = [i for i in unmailed if i.id not in retracted and i.at + window_s > now]
+    unmailed = [s for s in rows.items if s.item.id not in rows.mailed]
+    expired = [s.item for s in unmailed if not in_window(s)]
+    withdrawn = [s.item for s in unmailed if s.item.id in retracted and in_window(s)]
+    fresh = [s.item for s in unmailed if s.item.id not in retracted and in_window(s)]
     skipped = Skipped(expired=frozenset(i.id for i in expired), retracted=len(withdrawn))
     if not fresh or rows.last_period == period:
         return None, skipped
     fresh.sort(key=lambda i: (i.at, i.id), reverse=True)
-    return RecipientPlan(period, fresh[:max_items], len(fresh), stored, keep_until=keep_until), skipped
+    going = fresh[:max_items]
+    until = markers_until(frozenset(i.id for i in going))
+    return RecipientPlan(period, going, len(fresh), stored, False, keep_until, until), skipped

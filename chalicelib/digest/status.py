@@ -19,7 +19,7 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.core.digest_contract import DEFAULT_MAX_ITEMS
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.plan import plan_recipient
-from chalicelib.stores.digests import DigestStore, ReadBudget
+from chalicelib.stores.digests import DigestStore, ReadBudget, Since
 
 # The rows a status reads at most (a recipient's state and markers are rows too): 10,000 items of 8 KB
 # are 80 Query pages of 1 MB, small ones 5 or so. A run reads them all; a status need not.
@@ -100,7 +100,9 @@ class DigestStatusReader:
         retracted = self._store.retracted(user_id, digest_id)
         recipients = pending = stored = items_pending = expired = withdrawn = 0
         budget = ReadBudget(STATUS_MAX_ROWS + 1)  # one more: spent, there are more than STATUS_MAX_ROWS
-        for rows in self._store.recipients(user_id, digest_id, budget=budget):
+        # What the next run would read: not what stopped mattering by the last run (see DigestRun.since).
+        since = Since(min(state.last_run_at, now), window_s) if state.last_run_at is not None else None
+        for rows in self._store.recipients(user_id, digest_id, budget=budget, since=since):
             recipients += 1
             stored += len(rows.items)
             plan, skipped = plan_recipient(rows, period_of(now), now, window_s, max_items, retracted)

@@ -11,11 +11,15 @@ One DynamoDB table, rows told apart by their partition key's prefix:
 - `i#...#<shard>` / `<address>#`: the recipient's state, which sorts before its items: the last period
   mailed and the assembly under way (`open_period`, `open_ids`), so that a crash between queueing and
   marking repeats the same email, never another.
-- `i#...#<shard>` / `<address>#!<period>`: the ids mailed in that period (the seed's "flushed" markers), one
-  row per email, between the state and the items (`!` sorts below every character an id starts with). A
-  row holds at most maxItems ids (500 of at most 128 characters: 64 KB, under DynamoDB's 400 KB item) and
-  expires (TTL) with its newest item's longest window: a busy reader's markers grow in rows, each bounded,
-  never in one item that outgrows 400 KB.
+- `m#<user>#<digest>#<shard>` / `<address>#<until>#<period>`: the ids mailed in that period (the seed's
+  "flushed" markers), one row per email, at most maxItems ids (500 of at most 128 characters: 64 KB, under
+  DynamoDB's 400 KB item). `<until>` (epoch seconds, ten digits, so the rows sort by it) is when the last
+  item it names leaves the digest's window; the row expires (TTL) then. A run reads a recipient's markers
+  as one range, `until` from its `since` on (the previous run's time): the rows of items that left the
+  window before then are never read, however many periods there were, lingering (TTL deletes within days)
+  or not. In their own partition, so the items' Query does not read them.
+- `i#...#<shard>` / `<address>#!<period>`: markers as runs before this layout wrote them (expiring within
+  35 days of their newest item): still read, with the items, never written.
 - `x#<user>#<digest>` / `<item id>`: a retracted item, for as long as the window.
 
 Storage grows with recipients and their items in the window, not with recipients times content, and old
@@ -26,6 +30,7 @@ digest is assembled: TTL deletes within days, not on the second.
 from __future__ import annotations
 
 import json
+import math
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -41,7 +46,7 @@ from chalicelib.stores.tables import bound, update_if
 
 SHARDS = 16
 _STATE = ""  # the state row's item id: `<address>#` sorts before `<address>#<any item id>`
-_MARKERS = "!"  # a marker row's item id starts so: after the state row, before every item (ids start alnum)
+_MARKERS = "!"  # a legacy marker row's item id starts so: after the state row, before every item
 
 
 class DigestModel(Model):
@@ -82,6 +87,11 @@ class StoredItem:
     item: Item
     email: str
     metadata: dict[str, Any]
+    expires_at: float | None = None  # the row's TTL: past it, the item is gone whether TTL deleted it yet or not
+
+    def end(self, window_s: float) -> float:
+        """When the item stops mattering: it leaves the window, or its row expires, whichever is later."""
+        return max(self.item.at + window_s, self.expires_at or 0.0)
 
 
 @dataclass
@@ -95,6 +105,8 @@ class RecipientDigest:
     open_period: str | None = None
     open_ids: frozenset[str] = frozenset()
     state_mailed: frozenset[str] = frozenset()  # markers kept on the state row itself (before issue 38)
+    bytes_read: int = 0  # what its rows (state, markers, items) came to: what reading it cost
+    marker_rows: int = 0  # marker rows read
 
     @property
     def recipient(self) -> Recipient:
@@ -137,8 +149,15 @@ class ReadBudget:
         self.read += 1
 
 
-def _add_row(current: RecipientDigest, item_id: str, row: DigestModel) -> None:
-    """One of a recipient's rows, read in key order: its state, then its markers, then its items."""
+def _row_bytes(row: DigestModel) -> int:
+    """About what DynamoDB returns for the row (its keys, item, metadata and ids): what reading it cost."""
+    texts = (row.pk, row.sk, row.item, row.metadata, row.email, row.last_period, row.open_period)
+    return sum(len(t) for t in texts if t) + sum(len(i) for i in (row.mailed or ())) + 32
+
+
+def _add_row(current: RecipientDigest, item_id: str, row: DigestModel, since: Since | None) -> None:
+    """One of a recipient's rows, read in key order: its state, then its legacy markers, then its items."""
+    current.bytes_read += _row_bytes(row)
     if item_id == _STATE:
         current.state_mailed = frozenset(row.mailed or ())
         current.mailed = current.mailed | current.state_mailed
@@ -146,12 +165,31 @@ def _add_row(current: RecipientDigest, item_id: str, row: DigestModel) -> None:
         current.open_period = row.open_period
         current.open_ids = frozenset(row.open_ids or ())
     elif item_id.startswith(_MARKERS):
+        current.marker_rows += 1
         current.mailed = current.mailed | frozenset(row.mailed or ())
     else:
+        at = float(row.at) if row.at is not None else None
+        expires = float(row.expires_at) if row.expires_at is not None else None
+        if since is not None and at is not None and max(at + since.window_s, expires or 0.0) <= since.at:
+            return  # past the window before the last run: that run dealt with it, TTL deletes it
         item = Item.from_json(row.item or "{}")
         if item.id in current.mailed and item.id not in current.open_ids:
             item = Item(item.id, item.type, item.at, {})  # never shown again: its data not held
-        current.items.append(StoredItem(item, row.email or current.key, json.loads(row.metadata or "{}")))
+        stored = StoredItem(item, row.email or current.key, json.loads(row.metadata or "{}"), expires)
+        current.items.append(stored)
+
+
+@dataclass(frozen=True)
+class Since:
+    """What a reading may leave out: items whose end (window_s after them, or their row's expiry) came by
+    `at` (the previous run's time), and the markers that can only name such items."""
+
+    at: float
+    window_s: float
+
+
+def markers_sk(key: str, until: float, period: str) -> str:
+    return f"{key}#{max(0, math.ceil(until)):010d}#{period}"
 
 
 def shard_of(address_key: str) -> int:
@@ -164,6 +202,10 @@ def _items_pk(user_id: str, digest_id: str, shard: int) -> str:
 
 def _def_pk(user_id: str) -> str:
     return f"def#{user_id}"
+
+
+def _markers_pk(user_id: str, digest_id: str, shard: int) -> str:
+    return f"m#{user_id}#{digest_id}#{shard}"
 
 
 def _retract_pk(user_id: str, digest_id: str) -> str:
@@ -330,14 +372,22 @@ class DigestStore:
         return frozenset(r.sk for r in self._model.query(_retract_pk(user_id, digest_id), consistent_read=True))
 
     def recipients(
-        self, user_id: str, digest_id: str, after: str | None = None, budget: ReadBudget | None = None
+        self,
+        user_id: str,
+        digest_id: str,
+        after: str | None = None,
+        budget: ReadBudget | None = None,
+        since: Since | None = None,
     ) -> Iterator[RecipientDigest]:
         """Every recipient with rows in the digest, shard by shard, its state, markers and items together;
         with `after` (a recipient's address key), those that come after it in this order only; with
-        `budget`, no more rows than it allows (the last recipient then perhaps in part).
+        `budget`, no more rows than it allows (the last recipient then perhaps in part); with `since`, without
+        the items and markers that stopped mattering by then (a recipient with none left is not given).
 
-        An item already marked mailed is read without its data (the markers sort before the items): only
-        its id and time matter to what comes next, and a busy reader has thousands of them."""
+        A recipient that was ever mailed has its markers read as one Query of its own (a bounded range:
+        those whose `until` is from `since` on), when its state row comes, so an item already marked mailed
+        is read without its data: only its id and time matter to what comes next, and a busy reader has
+        thousands of them."""
         first = shard_of(after) if after is not None else 0
         for shard in range(first, SHARDS):
             if budget is not None and budget.spent:
@@ -355,15 +405,46 @@ class DigestStore:
             )
             for row in rows:
                 if budget is not None:
+                    if budget.spent:  # the markers' reads took the rest
+                        break
                     budget.take()
                 key, _, item_id = row.sk.rpartition("#")
                 if current is None or current.key != key:
                     if current is not None and current.items:
                         yield current
                     current = RecipientDigest(key)
-                _add_row(current, item_id, row)
+                _add_row(current, item_id, row, since)
+                if item_id == _STATE and current.last_period is not None:
+                    self._read_markers(user_id, digest_id, shard, current, since, budget)
             if current is not None and current.items:
                 yield current
+
+    def _read_markers(
+        self,
+        user_id: str,
+        digest_id: str,
+        shard: int,
+        current: RecipientDigest,
+        since: Since | None,
+        budget: ReadBudget | None,
+    ) -> None:
+        """A mailed recipient's markers that can still name a stored item: one range of its marker rows."""
+        if budget is not None and budget.spent:
+            return
+        key = current.key
+        low = markers_sk(key, since.at if since is not None else 0, "")
+        rows = self._model.query(
+            _markers_pk(user_id, digest_id, shard),
+            range_key_condition=self._model.sk.between(low, f"{key}#:"),  # `:` sorts after every digit
+            consistent_read=True,
+            limit=budget.rows_left if budget is not None else None,
+        )
+        for row in rows:
+            if budget is not None:
+                budget.take()
+            current.marker_rows += 1
+            current.bytes_read += _row_bytes(row)
+            current.mailed = current.mailed | frozenset(row.mailed or ())
 
     # a recipient's assembly
 
@@ -406,19 +487,20 @@ class DigestStore:
         ids: Iterable[str],
         state_keep: Iterable[str],
         keep_until: float,
+        markers_until: float,
     ) -> None:
         """The period's items mailed and its assembly closed, in that order (a crash between leaves the
         assembly open: the next run marks the same ids again, the same row).
 
-        The ids go on a marker row of their own (`<address>#!<period>`: at most maxItems ids), expiring
-        (TTL) at `keep_until`, when every item it names has left the window. The markers a state row kept
-        before issue 38 are only pruned (`state_keep`: those whose items are still stored)."""
+        The ids go on a marker row of their own (`<address>#<until>#<period>`: at most maxItems ids),
+        `markers_until` being when the last item it names stops mattering (leaves the digest's window, or
+        its row expires): the row expires (TTL) then, and runs from then on do not read it. The markers a
+        state row kept before issue 38 are only pruned (`state_keep`: those whose items are still stored)."""
         marked = set(ids)
         m = self._model
-        pk = _items_pk(user_id, digest_id, shard_of(key))
         if marked:
-            markers = m(pk, f"{key}#{_MARKERS}{period}")
-            markers.update(actions=[m.mailed.set(marked), m.expires_at.set(int(keep_until) + 1)])
+            markers = m(_markers_pk(user_id, digest_id, shard_of(key)), markers_sk(key, markers_until, period))
+            markers.update(actions=[m.mailed.set(marked), m.expires_at.set(math.ceil(markers_until) + 1)])
         kept = set(state_keep)
         actions = [
             m.mailed.set(kept) if kept else m.mailed.remove(),

@@ -206,3 +206,106 @@ def test_a_status_reads_a_bounded_number_of_rows_and_says_its_counts_are_lower_b
     assert whole.items_stored == 180 and all_rows >= 180 and whole.as_dict().get("countsComplete", True) is True
     assert sum(read) <= 41 and 0 < bounded.items_stored <= 41  # not every row: 41 of them
     assert bounded.as_dict()["countsComplete"] is False  # and it says its counts are at least these
+
+
+HOUR = 3600.0
+
+
+def _hourly(stack, uid, window_s):
+    """A registered tenant with an hourly digest of window `window_s`; its user id and the app's objects."""
+    user = f"markers-{uid}"
+    free_tenant(stack, user)
+    c = wiring.container()
+    c.digests.define(user, DigestDefinition("hourly", "Your hour", BODY, "cron(0 * * * ? *)", window_s, 500))
+    return user, c
+
+
+class MarkerRows:
+    """The marker rows (those carrying mailed ids) DynamoDB returns to this thread's Queries, as returned."""
+
+    def __init__(self, c):
+        self._client = c.digests._model._get_connection().connection.client
+        self._me = threading.get_ident()
+        self.rows: list[dict] = []
+        self.returned = 0  # every row the Queries returned
+
+    def _count(self, parsed, **_):
+        if threading.get_ident() == self._me:
+            self.returned += parsed.get("Count", 0)
+            self.rows += [r for r in parsed.get("Items", []) if "mailed" in r]
+
+    def __enter__(self):
+        self._client.meta.events.register("after-call.dynamodb.Query", self._count)
+        return self
+
+    def __exit__(self, *exc):
+        self._client.meta.events.unregister("after-call.dynamodb.Query", self._count)
+
+    @property
+    def periods(self) -> list[str]:
+        return sorted(r["sk"]["S"][-len("20261125T1300Z") :] for r in self.rows)
+
+
+def _hourly_runs(c, user, start, hours):
+    """One new item for ann an hour before each of `hours` hourly runs from `start`, each mailed at once."""
+    for h in range(hours):
+        at = start + h * HOUR
+        c.digests.add_items(user, "hourly", 2 * HOUR, [(Recipient(ANN, {}), Item(f"h-{h}", "T", at - 60, {}))])
+        run = _assembly(c, clock=lambda at=at: at).run(user, "hourly", scheduled_at=at)
+        assert (run.emails, run.items_mailed) == (1, 1), run.as_dict()
+
+
+def test_a_run_reads_only_the_markers_of_items_still_in_the_window_however_many_periods_were_mailed(stack, uid):
+    # An hourly digest with a two-hour window, mailed every hour for a day: 24 marker rows for ann. Each
+    # names an item that left the window an hour or two later; a run must not read them all every hour.
+    user, c = _hourly(stack, uid, 2 * HOUR)
+    start = float(int(time.time() - 30 * HOUR) // 3600 * 3600)
+    _hourly_runs(c, user, start, 24)
+    at = start + 24 * HOUR
+    c.digests.add_items(user, "hourly", 2 * HOUR, [(Recipient(ANN, {}), Item("h-24", "T", at - 60, {}))])
+    mailer = Accepting()
+    with MarkerRows(c) as read:
+        run = _assembly(c, mailer, clock=lambda: at).run(user, "hourly", scheduled_at=at)
+    assert mailer.requests == [{ANN: ["h-24"]}] and run.items_mailed == 1  # nothing again, the new one once
+    assert run.items_expired == 0  # the 23 mailed items past the window (their rows linger) are not "expired"
+    # Only the markers that can still name an item in the window: the last two hours' (of 24).
+    assert len(read.rows) <= 2, read.periods
+    in_window = {_period(at - HOUR), _period(at - 2 * HOUR)}
+    assert set(read.periods) <= in_window, read.periods
+
+
+def test_a_markers_expiry_follows_the_digests_window_not_the_longest_window(stack, uid):
+    user, c = _hourly(stack, uid, 2 * HOUR)
+    at = time.time()
+    _hourly_runs(c, user, at, 1)
+    with MarkerRows(c) as read:
+        (rows,) = c.digests.recipients(user, "hourly")
+    assert rows.mailed == {"h-0"}
+    (marker,) = read.rows
+    expires = float(marker["expires_at"]["N"])
+    # The item (at - 60) leaves the two-hour window at at + 2h - 60: the marker goes with it, not 35 days on.
+    assert at + 2 * HOUR - 60 <= expires <= at + 2 * HOUR + 60, expires - at
+
+
+def _period(when: float) -> str:
+    from chalicelib.digest.assembly import period_of
+
+    return period_of(when)
+
+
+def test_a_runs_reads_count_against_its_byte_budget_and_it_goes_on_in_a_fresh_invocation(stack, uid, monkeypatch):
+    from chalicelib.digest import assembly
+
+    user, c = _tenant(stack, uid)
+    for name in ("ann", "bob", "cat"):
+        _add(c, user, f"{name}@example.org", f"{name}-1")
+    # Every recipient read spends the budgets: a flush point after each, and the invocation's reads spent.
+    monkeypatch.setattr(assembly, "MAIL_BATCH_BYTES", 1)
+    monkeypatch.setattr(assembly, "RUN_READ_BYTES", 1, raising=False)
+    now = time.time()
+    first = _assembly(c, clock=lambda: now).run(user, "weekly", scheduled_at=now, time_left=lambda: 600.0)
+    assert first.unfinished and first.recipients == 1 and first.bytes_read > 0, first.as_dict()
+    rest = _assembly(c, clock=lambda: now).run(
+        user, "weekly", scheduled_at=now, time_left=lambda: 600.0, after=first.resume_after
+    )
+    assert rest.unfinished and rest.recipients == 1 and rest.resume_after != first.resume_after

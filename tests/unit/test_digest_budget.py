@@ -14,7 +14,7 @@ from chalicelib.core.digest_contract import DigestDefinition, Item
 from chalicelib.digest import assembly
 from chalicelib.digest.assembly import DigestAssembly
 from chalicelib.ingest.precompile import PrecompileResult
-from chalicelib.stores.digests import RecipientDigest, StoredItem
+from chalicelib.stores.digests import DigestState, RecipientDigest, StoredItem
 
 NOW = 1_800_000_000.0
 RECIPIENTS, ITEMS, ITEM_BYTES = 120, 10, 8000  # 9.6 MB of item data in all
@@ -24,8 +24,8 @@ BUDGET = 400 * 1024
 class Store:
     """The digest's rows, made as they are read; the run's writes accepted and dropped."""
 
-    def definition(self, user_id, digest_id):
-        return DigestDefinition(digest_id, "s", "b", "cron(0 13 ? * WED *)", 7 * 86400.0, 50)
+    def state(self, user_id, digest_id):
+        return DigestState(DigestDefinition(digest_id, "s", "b", "cron(0 13 ? * WED *)", 7 * 86400.0, 50))
 
     def hold_run(self, *args):
         return True
@@ -36,7 +36,7 @@ class Store:
     def retracted(self, user_id, digest_id):
         return frozenset()
 
-    def recipients(self, user_id, digest_id, after=None):
+    def recipients(self, user_id, digest_id, after=None, since=None):
         for n in range(RECIPIENTS):
             key = f"r{n:04d}@example.org"
             items = [

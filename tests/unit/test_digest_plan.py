@@ -72,8 +72,21 @@ def test_an_assembly_a_crash_left_open_is_finished_as_it_was_under_its_own_perio
     assert [i.id for i in plan.items] == ["b", "a"]  # not the item stored after it was opened
 
 
-def test_the_state_is_kept_until_its_newest_item_leaves_the_longest_window():
-    from chalicelib.core.digest_contract import MAX_WINDOW_S
-
+def test_the_state_and_an_emails_markers_are_kept_until_their_items_leave_this_digests_window():
     plan, _ = _plan(_rows(_item("a", 3), _item("b", 1), mailed={"a"}))
-    assert plan.keep_until == NOW - 1 * DAY + MAX_WINDOW_S  # every marker names an item gone by then
+    assert plan.keep_until == NOW - 1 * DAY + WEEK  # the newest item's end in this digest's window
+    assert plan.markers_until == NOW - 1 * DAY + WEEK  # the marker names only "b"
+    hourly, _ = plan_recipient(_rows(_item("c", 0.5 / 24)), "20261125T1300Z", NOW, 3600.0, 50, frozenset())
+    assert hourly.markers_until == NOW - 1800 + 3600  # an hour's window: its marker, an hour (not 35 days)
+    resumed = _rows(_item("d", 2), _item("e", 1), open_period="20261118T1300Z", open_ids={"d"})
+    plan, _ = _plan(resumed)
+    assert plan.markers_until == NOW - 2 * DAY + WEEK  # what the open assembly marks: "d"
+
+
+def test_an_item_past_its_rows_expiry_is_never_mailed_even_in_a_window_lengthened_since():
+    # Stored under a one-day window (its row expires then), the digest's window lengthened to a week since:
+    # its marker went with the row's expiry, so it must not come back.
+    mailed_long_ago = StoredItem(_item("old", 2), "ann@example.org", {}, expires_at=NOW - 1 * DAY)
+    fresh = StoredItem(_item("new", 0.5), "ann@example.org", {}, expires_at=NOW + 6 * DAY)
+    plan, skipped = _plan(RecipientDigest("ann@example.org", [mailed_long_ago, fresh]))
+    assert [i.id for i in plan.items] == ["new"] and skipped.expired == {"old"}

@@ -112,6 +112,9 @@ class DigestRequest:
     recipients: list[RecipientItems] = field(default_factory=list)
     retract: list[str] = field(default_factory=list)
     rejected: list[RejectedRecipient] = field(default_factory=list)
+    # Recipients named with `retract` and no items: a retraction is of the item for every recipient, so
+    # naming one does not narrow it. Kept to say so in the answer and the log, never silently.
+    retract_named: list[str] = field(default_factory=list)
 
 
 def is_digest_event(d: dict[str, Any]) -> bool:
@@ -236,6 +239,7 @@ def parse_digest_message(d: dict[str, Any]) -> DigestRequest:
         raise MessageInvalid(errors)
     good: list[RecipientItems] = []
     rejected: list[RejectedRecipient] = []
+    named: list[str] = []
     if one is not None:
         single = dict(one) if isinstance(one, dict) else one
         if isinstance(single, dict):  # the top-level `item`/`items` belong to the one recipient
@@ -247,12 +251,15 @@ def parse_digest_message(d: dict[str, Any]) -> DigestRequest:
         entries = [(r, f"recipients[{i}]") for i, r in enumerate(many or [])]
     for raw, where in entries:
         if retract and not _has_items(raw):
-            continue  # the recipient a retraction names: redundant, a retraction is of the item in every digest
+            # The recipient a retraction names: it does not narrow it (an item is one event, in every digest
+            # it is in); the answer names it, so that the wider scope is seen.
+            named.append(str(raw.get("email", "")) if isinstance(raw, dict) else "")
+            continue
         checked = _recipient_items(raw, where)
         (rejected if isinstance(checked, RejectedRecipient) else good).append(checked)  # type: ignore[arg-type]
     if not good and not retract and not rejected and not definition.says_something:
         raise MessageInvalid([FieldError("digest", "an event needs items, retract, or the digest's definition")])
-    return DigestRequest(user_id, sender, definition, good, retract, rejected)
+    return DigestRequest(user_id, sender, definition, good, retract, rejected, named)
 
 
 def _has_items(recipient: object) -> bool:

@@ -32,6 +32,9 @@ from chalicelib.stores.ports import FromClaim, TenantRegistration
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenants import AccountOf
 
+# What a retraction applies to, whatever recipients its event names (docs/digests.md).
+RETRACT_SCOPE = "every recipient"
+
 
 @dataclass
 class DigestIntakeResult:
@@ -41,6 +44,10 @@ class DigestIntakeResult:
     expired: int = 0  # items already past the window: dropped, not stored
     retracted: int = 0
     rejected: list[RejectedRecipient] = field(default_factory=list)
+    # A retraction's scope, said: always every recipient (`retract_named`: those the event named, which
+    # did not narrow it).
+    retract_scope: str | None = None
+    retract_named: list[str] = field(default_factory=list)
 
 
 class DigestIntake:
@@ -96,6 +103,15 @@ class DigestIntake:
             until = self._clock() + MAX_WINDOW_S + MAX_ITEM_AHEAD_S
             self._store.retract(req.user_id, definition.id, req.retract, until)
             result.retracted = len(req.retract)
+            result.retract_scope, result.retract_named = RETRACT_SCOPE, list(req.retract_named)
+            if req.retract_named:
+                log.warning(
+                    "digest retraction applies to every recipient",
+                    user=req.user_id,
+                    digest=definition.id,
+                    retracted=list(req.retract),
+                    named=list(req.retract_named),
+                )
         self._store_items(req, definition, result)
         return self._finish(req, result, raw, recorder)
 
@@ -182,6 +198,7 @@ class DigestIntake:
             stored=result.stored,
             expired=result.expired,
             retracted=result.retracted,
+            retract_scope=result.retract_scope,
             rejected=len(result.rejected),
         )
         return result

@@ -309,3 +309,24 @@ def test_a_runs_reads_count_against_its_byte_budget_and_it_goes_on_in_a_fresh_in
         user, "weekly", scheduled_at=now, time_left=lambda: 600.0, after=first.resume_after
     )
     assert rest.unfinished and rest.recipients == 1 and rest.resume_after != first.resume_after
+
+
+def test_a_retraction_naming_a_recipient_answers_that_it_applies_to_every_recipient(stack, uid, caplog):
+    user, c = _tenant(stack, uid)
+    _add(c, user, ANN, "show-1")
+    _add(c, user, BOB, "show-1")
+    message = {"userId": user, "digest": {"id": "weekly"}, "retract": "show-1", "recipient": {"email": ANN}}
+    with caplog.at_level("INFO", logger="moonsend"):
+        result = c.digest_intake.handle(message, json.dumps(message))
+    assert result.retracted == 1 and result.rejected == []
+    assert result.retract_scope == "every recipient" and result.retract_named == [ANN]
+    (line,) = [r for r in caplog.records if r.getMessage() == "digest retraction applies to every recipient"]
+    assert line.named == [ANN] and line.retracted == ["show-1"]
+    now = time.time()
+    mailer = Accepting()
+    _assembly(c, mailer, clock=lambda: now).run(user, "weekly", scheduled_at=now)
+    assert mailer.requests == []  # bob's too, as the answer said
+    # Entries with neither items nor a retraction are still refused.
+    bare = {"userId": user, "digest": {"id": "weekly"}, "recipient": {"email": ANN}}
+    refused = c.digest_intake.handle(bare, json.dumps(bare))
+    assert refused.rejected and "item: is required with a recipient" in refused.rejected[0].reason

@@ -85,6 +85,19 @@ def test_a_retraction_that_names_its_recipient_is_taken_for_every_recipient():
     assert [r.recipient.email for r in req.recipients] == ["bob@example.org"]  # a recipient with items still gets them
 
 
+def test_a_retraction_says_which_recipients_it_named_that_do_not_narrow_it():
+    msg = {
+        "userId": "user-1",
+        "digest": {"id": "weekly-news"},
+        "retract": "show-533998b1",
+        "recipients": [{"email": "Ann@example.org"}, {"email": "bob@example.org", "item": _event()["item"]}],
+    }
+    req = parse_digest_message(msg)
+    assert req.retract_named == ["Ann@example.org"]  # named, and widened: the answer says so
+    msg.pop("recipients")
+    assert parse_digest_message(msg).retract_named == []
+
+
 def test_a_recipient_without_an_item_and_no_retraction_is_still_refused():
     msg = {"userId": "user-1", "digest": {"id": "weekly-news"}, "recipient": {"email": "ann@example.org"}}
     with pytest.raises(MessageInvalid, match="item: is required with a recipient"):

@@ -5,7 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from chalicelib.stores.daily_cap import DailyCap, Share, batch_id
 from tests.conftest import canonical
-from tests.fakes import FakeCap
+from tests.fakes import FakeCap, FakeLedger
 from tests.unit.test_precompile import _precompiler
 
 
@@ -80,8 +80,8 @@ def _batch(n, plan):
 
 
 def test_a_free_tenant_over_its_cap_has_the_rest_recorded_as_rejected_with_the_reason():
-    p, sqs, *_ = _precompiler()
-    p._daily_cap = FakeCap(cap=300, already=295)
+    cap, ledger = FakeCap(cap=300, already=295), FakeLedger()
+    p, sqs, *_ = _precompiler(ledger=ledger, daily_cap=cap)
     result = p.handle(_batch(8, "free"))
     assert result.queued == 5 and sum(len(e) for _u, e in sqs.batches) == 5
     over = sorted(r.email for r in result.rejected)
@@ -89,14 +89,13 @@ def test_a_free_tenant_over_its_cap_has_the_rest_recorded_as_rejected_with_the_r
     assert {r.reason for r in result.rejected} == {
         "free plan daily cap of 300 emails reached (UTC day); the rest of today's are not sent"
     }
-    assert p._ledger.state("user-1", "camp-1", "r7@example.org") == "rejected"
+    assert ledger.state("user-1", "camp-1", "r7@example.org") == "rejected"
     # reserved as one batch of the campaign's recipients, so a redelivery is not counted again
-    assert p._daily_cap.batches == [batch_id("camp-1", [f"r{i}@example.org" for i in range(8)])]
+    assert cap.batches == [batch_id("camp-1", [f"r{i}@example.org" for i in range(8)])]
 
 
 def test_paid_tenants_have_no_daily_cap():
-    p, *_ = _precompiler()
-    p._daily_cap = FakeCap(cap=1, already=1)
+    p, *_ = _precompiler(daily_cap=FakeCap(cap=1, already=1))
     assert p.handle(_batch(8, "paid")).queued == 8
 
 
@@ -117,14 +116,13 @@ def test_a_retried_free_batch_queues_the_same_recipients_and_rejects_the_same_on
     # The first try was let through 5 of 8 (295 of 300 used), queued them and died before recording
     # anything; the sender then sent r0 and r1. The retry (fewer fresh recipients) must neither spend
     # the cap again nor let a sixth through.
-    p, sqs, *_ = _precompiler()
-    cap = FakeCap(cap=300, already=295)
-    p._daily_cap = cap
+    cap, ledger = FakeCap(cap=300, already=295), FakeLedger()
+    p, sqs, *_ = _precompiler(ledger=ledger, daily_cap=cap)
     first = p.handle(_batch(8, "free"))
     assert first.queued == 5
-    p._ledger.rows.clear()  # as if the first try had died before its ledger writes...
-    for r in ("r0@example.org", "r1@example.org"):
-        p._ledger._record("user-1", "camp-1", r, "sent")  # ...and the sender had been faster for two
+    ledger.rows.clear()  # as if the first try had died before its ledger writes...
+    for r in ("r0@example.org", "r1@example.org"):  # ...and the sender had been faster for two
+        assert ledger.record_sent_event("user-1", "camp-1", r, f"ses-{r}")
     sqs.batches.clear()
     retry = p.handle(_batch(8, "free"))
     queued = sorted(json.loads(e["MessageBody"])["recipient"]["email"] for _u, batch in sqs.batches for e in batch)

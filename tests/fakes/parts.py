@@ -124,10 +124,11 @@ def precompiler(
     schedule: ParkingStore | None = None,
     campaign_senders: SenderFix | None = None,
     drains: DrainStarter | None = None,
+    templates: TemplateCache | None = None,
 ) -> Precompiler:
     return Precompiler(
         settings,
-        TemplateCache(),
+        TemplateCache() if templates is None else templates,  # an empty cache is falsy
         tenants or FakeTenants(),
         email_queue(sqs, payload_store, queues),
         drains or DrainStarter(FakeLeases(), Starts()),

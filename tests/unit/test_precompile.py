@@ -9,17 +9,28 @@ import time
 import pytest
 
 from chalicelib.core.config import Settings
+from chalicelib.ingest.renderer import TemplateCache
 from tests.conftest import canonical
 from tests.fakes import FakeQueues, FakeS3, FakeSqs, FakeStats, FakeTenants, parts
 from tests.fakes.ledger import FakeLedger
 from tests.mail import html_of, queued_message
 
 
-def _precompiler(sqs=None):
+def _precompiler(sqs=None, *, ledger=None, daily_cap=None, templates=None):
+    """A precompiler whose fakes the test holds: the ones it passes in (to read or to fail), and those returned."""
     sqs = sqs or FakeSqs()
     settings = Settings.from_env({"MOONSEND_STAGE": "test"})
     tenants, queues, stats = FakeTenants(), FakeQueues(), FakeStats()
-    p = parts.precompiler(settings, sqs, tenants=tenants, queues=queues, stats=stats)
+    p = parts.precompiler(
+        settings,
+        sqs,
+        tenants=tenants,
+        queues=queues,
+        stats=stats,
+        ledger=ledger,
+        daily_cap=daily_cap,
+        templates=templates,
+    )
     return p, sqs, tenants, queues, stats
 
 
@@ -124,11 +135,12 @@ def test_an_invalid_message_is_counted_against_its_campaign_when_it_names_one():
 def test_a_message_with_no_usable_tenant_is_recorded_once_under_unattributed_however_often_redelivered(raw, reason):
     from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key
 
-    p, sqs, _t, _q, stats = _precompiler()
+    ledger = FakeLedger()
+    p, sqs, _t, _q, stats = _precompiler(ledger=ledger)
     p.handle(raw)
     p.handle(raw)  # SNS redelivers
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    row = p._ledger.rows[(f"{UNATTRIBUTED}#{day}", message_key(raw))]
+    row = ledger.rows[(f"{UNATTRIBUTED}#{day}", message_key(raw))]
     assert row["state"] == "rejected" and row["reason"].startswith(reason)
     assert [a[:3] for a in stats.adds] == [(UNATTRIBUTED, day, {"rejected": 1})]  # counted once
     assert sqs.batches == []
@@ -136,9 +148,11 @@ def test_a_message_with_no_usable_tenant_is_recorded_once_under_unattributed_how
 
 def test_a_rejected_message_never_echoes_the_senders_secret():
     msg = canonical(userId="../x")
-    p, *_ = _precompiler()
+    ledger = FakeLedger()
+    p, *_ = _precompiler(ledger=ledger)
     p.handle(json.dumps(msg))
-    assert not any("secret/EXAMPLE+key" in str(row) for row in p._ledger.rows.values())
+    assert ledger.rows  # the rejection was recorded: there is a row to look into
+    assert not any("secret/EXAMPLE+key" in str(row) for row in ledger.rows.values())
 
 
 def test_a_rendered_email_over_the_threshold_goes_to_s3_with_a_pointer_on_the_queue():
@@ -172,31 +186,30 @@ def test_a_redelivered_event_queues_nothing_again():
 
 
 def test_rejected_recipients_are_recorded_in_the_ledger_with_their_reason():
-    p, *_ = _precompiler()
+    ledger = FakeLedger()
+    p, *_ = _precompiler(ledger=ledger)
     msg = json.loads(_batched(2))
     msg["recipients"].append({"email": "bad address"})
     msg["recipients"].append({"email": "strict@example.org", "metadata": {}})
     msg["campaign"]["subject"] = "Hi {{ name }}"
     msg["campaign"]["strict"] = True
     p.handle(json.dumps(msg))
-    ledger = p._ledger
     assert ledger.state("user-1", "camp-1", "r0@example.org") == "queued"
     assert ledger.state("user-1", "camp-1", "strict@example.org") == "rejected"
     assert "'name' is undefined" in ledger.rows[("user-1#camp-1", "strict@example.org")]["reason"]
 
 
 def test_a_crash_after_enqueue_loses_nothing_the_retry_queues_again():
-    sqs = FakeSqs()
-    p, *_ = _precompiler(sqs)
-    original = p._ledger.record_queued
+    sqs, ledger = FakeSqs(), FakeLedger()
+    p, *_ = _precompiler(sqs, ledger=ledger)
 
     def crash(*_a):
         raise RuntimeError("crash before the record")
 
-    p._ledger.record_queued = crash
-    with pytest.raises(RuntimeError):
-        p.handle(_batched(5))
-    p._ledger.record_queued = original
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ledger, "record_queued", crash)
+        with pytest.raises(RuntimeError):
+            p.handle(_batched(5))
     retried = p.handle(_batched(5))  # Lambda retries the event
     assert retried.queued == 5
     assert sum(len(e) for _u, e in sqs.batches) == 10  # two copies each: the sender's claim sends one
@@ -204,12 +217,11 @@ def test_a_crash_after_enqueue_loses_nothing_the_retry_queues_again():
 
 @pytest.mark.parametrize("step", ["ledger look-up", "render", "enqueue", "ledger record"])
 def test_a_crash_at_any_step_loses_no_recipient_once_lambda_retries(step, monkeypatch):
-    sqs = FakeSqs()
-    p, *_ = _precompiler(sqs)
-    ledger = p._ledger
+    sqs, ledger, templates = FakeSqs(), FakeLedger(), TemplateCache()
+    p, *_ = _precompiler(sqs, ledger=ledger, templates=templates)
     targets = {
         "ledger look-up": (ledger, "recorded"),
-        "render": (p._templates, "get"),
+        "render": (templates, "get"),
         "enqueue": (sqs, "send_message_batch"),
         "ledger record": (ledger, "record_queued"),
     }
@@ -268,10 +280,11 @@ def test_a_message_nested_past_the_parsers_limit_is_recorded_invalid_not_lost():
     msg = canonical()
     deep = "[" * 3000 + "]" * 3000
     raw = json.dumps(msg).replace('"metadata": {', f'"deep": {deep}, "metadata": {{', 1)
-    p, sqs, *_ = _precompiler()
+    ledger = FakeLedger()
+    p, sqs, *_ = _precompiler(ledger=ledger)
     p.handle(raw)  # does not raise
     day = time.strftime("%Y-%m-%d", time.gmtime())
-    row = p._ledger.rows[(f"{UNATTRIBUTED}#{day}", message_key(raw))]
+    row = ledger.rows[(f"{UNATTRIBUTED}#{day}", message_key(raw))]
     assert row["state"] == "rejected" and "nested too deeply" in row["reason"]
     assert sqs.batches == []
 
@@ -306,10 +319,10 @@ def test_one_messages_failed_counter_write_never_loses_another_concurrent_messag
                 raise ConnectionError("DynamoDB unreachable")
             super().add(user_id, campaign_id, error, **deltas)
 
-    stats = FailsForA()
-    p = parts.precompiler(Settings.from_env({"MOONSEND_STAGE": "test"}), FakeSqs(), stats=stats)
+    stats, ledger = FailsForA(), FakeLedger()
+    p = parts.precompiler(Settings.from_env({"MOONSEND_STAGE": "test"}), FakeSqs(), stats=stats, ledger=ledger)
     a_counted, b_done = threading.Event(), threading.Event()
-    real = p._ledger.record_suppressed
+    real = ledger.record_suppressed
 
     def pause_a(user, campaign, suppressed):  # A has counted its queued recipients, not yet written them
         if campaign == "camp-a":
@@ -317,7 +330,7 @@ def test_one_messages_failed_counter_write_never_loses_another_concurrent_messag
             b_done.wait(10)
         return real(user, campaign, suppressed)
 
-    p._ledger.record_suppressed = pause_a
+    ledger.record_suppressed = pause_a
     errors = []
 
     def run_a():

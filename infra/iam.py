@@ -79,12 +79,14 @@ def _stmt(sid: str, actions: list[str], resources: list[str] | str) -> dict[str,
 def _tenant_secrets(r: Resources, actions: list[str]) -> dict[str, Any]:
     """The stage's key of the tenants' SES secrets (chalicelib.stores.tenant_secrets), by its alias: its id
     is the data stack's, unknown here. Only with a tenant named in the encryption context, which binds each
-    ciphertext to its tenant's row."""
+    ciphertext to its tenant's row, and with no other context key: `Null ... false` alone lets a call add
+    any (ForAllValues on the context's keys: each must be the tenant's; with Null, there is one)."""
     return {
         **_stmt("TenantSecrets", actions, "arn:aws:kms:*:*:key/*"),
         "Condition": {
             "ForAnyValue:StringEquals": {"kms:ResourceAliases": r.tenant_secrets_alias},
             "Null": {f"kms:EncryptionContext:{SECRET_CONTEXT_KEY}": "false"},
+            "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": [SECRET_CONTEXT_KEY]},
         },
     }
 

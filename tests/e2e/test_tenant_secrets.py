@@ -6,6 +6,7 @@ import json
 import pytest
 from botocore.exceptions import ClientError
 
+from chalicelib.core import aws
 from chalicelib.core.contract import Sender
 from chalicelib.stores.tenant_secrets import SecretUnreadable, TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
@@ -164,3 +165,28 @@ def test_sending_decrypts_a_tenants_secret_once_per_container_not_per_email(stac
     )
     assert calls[f"{r.function_name('send_emails')} kms:Decrypt"] - before["Decrypt"] == 1
     assert calls[f"{r.function_name('precompile_email')} kms:Encrypt"] - before["Encrypt"] == 1  # registered once
+
+
+def test_the_functions_roles_use_the_key_only_with_the_tenant_alone_in_the_encryption_context(stack, uid):
+    # The roles' condition once asked only that a tenant be named: a call adding any other context key
+    # (another tenant's id under another name, say) was allowed too (docs/operations.md, "Who can read").
+    s = stack.settings
+    alias, extra = s.resources.tenant_secrets_alias, {"moonsend:tenant": uid, "moonsend:also": f"other-{uid}"}
+    blob = stack.client("kms").encrypt(KeyId=alias, Plaintext=b"s", EncryptionContext=extra)["CiphertextBlob"]
+    for handler, call in (
+        ("send_emails", lambda kms: kms.decrypt(CiphertextBlob=blob, EncryptionContext=extra)),
+        ("precompile_email", lambda kms: kms.decrypt(CiphertextBlob=blob, EncryptionContext=extra)),
+        ("precompile_email", lambda kms: kms.encrypt(KeyId=alias, Plaintext=b"s", EncryptionContext=extra)),
+    ):
+        fn = s.resources.function_name(handler)
+        with as_function(stack, handler), pytest.raises(ClientError) as refused:
+            call(aws.client("kms", s.region))  # the functions' client, signed as the role
+        assert refused.value.response["Error"]["Code"] == "AccessDeniedException", handler
+        mine = [d for d in stack.access.denied if d[0] == fn and d[1].startswith("kms:")]
+        assert mine, f"{handler} was not refused"
+        for d in mine:  # deliberate: the session's end checks that nothing else was refused
+            stack.access.denied.remove(d)
+    # The tenant alone, as the app calls it: allowed.
+    r = _registry(stack)
+    r.accept(uid, "paid", _sender("AKIAX", "the-secret"), lambda _s: ACCOUNT)
+    assert _decrypt_as(stack, "send_emails", uid, r.get(uid, fresh=True).current_keys.sealed) == "the-secret"

@@ -91,6 +91,7 @@ def test_the_tenants_secrets_key_is_the_data_stacks_and_only_the_sender_and_prec
     condition = {
         "ForAnyValue:StringEquals": {"kms:ResourceAliases": r.tenant_secrets_alias},
         "Null": {"kms:EncryptionContext:moonsend:tenant": "false"},
+        "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["moonsend:tenant"]},  # and no other key
     }
     assert granted == {
         "PrecompileEmailRole": (["kms:Decrypt", "kms:Encrypt"], condition),
@@ -551,10 +552,11 @@ def test_destroy_plan_removes_schedules_tenant_queues_and_alarms_and_keeps_the_t
         t.name for t in stack.settings.resources.tables
     }
     deletions = [(a.kind, a.target) for a in with_data if a.kind.startswith("delete-") and a.kind != "delete-table"]
-    assert deletions[-3:] == [
+    assert deletions[-4:] == [
         ("delete-stack", "moonsend-local"),
         ("delete-stack", "moonsend-local-data"),
         ("delete-secret", "moonsend-local/link-signing-key"),
+        ("delete-alias", "alias/moonsend-local-tenant-secrets"),  # its key scheduled for deletion first
     ]
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -105,10 +106,25 @@ def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
             raise
 
 
+# Makes the SES v2 client a send goes through: (the sender, whether it sends from the platform's account).
+SesClients = Callable[[Sender, bool], Any]
+
+
 class SesSender:
-    def __init__(self, platform_region: str, configuration_set: str | None, events_topic_arn: str | None) -> None:
-        """`configuration_set` and `events_topic_arn` None: SES's events are not published (MOONSEND_SES_EVENTS=0)."""
+    def __init__(
+        self,
+        platform_region: str,
+        configuration_set: str | None,
+        events_topic_arn: str | None,
+        *,
+        clients: SesClients | None = None,
+    ) -> None:
+        """`configuration_set` and `events_topic_arn` None: SES's events are not published (MOONSEND_SES_EVENTS=0).
+
+        `clients` None: boto3's SES v2 clients, with the platform's role or the tenant's own keys (a test gives
+        its own, answering in memory)."""
         self._platform_region = platform_region
+        self._clients: SesClients = clients or self._aws_client
         self._quotas: dict[tuple[str, str], tuple[float, SendQuota]] = {}
         self._lock = threading.Lock()
         self._configuration_set = configuration_set
@@ -158,6 +174,9 @@ class SesSender:
             raise  # STS unavailable or throttled: the event is retried
 
     def _client(self, sender: Sender, platform: bool) -> Any:
+        return self._clients(sender, platform)
+
+    def _aws_client(self, sender: Sender, platform: bool) -> Any:
         region = sender.region or self._platform_region
         if platform or not sender.has_own_account:
             return aws.send_client("sesv2", region)

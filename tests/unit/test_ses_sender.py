@@ -35,9 +35,12 @@ class FakeSesV2:
 
 
 def _sender(client):
-    ses = SesSender("us-east-1", "moonsend-test-events", "arn:aws:sns:us-east-1:123456789012:moonsend-test-SesEvents")
-    ses._client = lambda sender, platform: client  # type: ignore[method-assign]
-    return ses
+    return SesSender(
+        "us-east-1",
+        "moonsend-test-events",
+        "arn:aws:sns:us-east-1:123456789012:moonsend-test-SesEvents",
+        clients=lambda _sender, _platform: client,
+    )
 
 
 TENANT = Sender("news@acme.io", "Acme", "eu-west-1", "AKIAACME", "secret", 10.0)

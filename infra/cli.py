@@ -77,7 +77,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def _client_env(endpoint: str | None, stage: str) -> None:
+def client_env(endpoint: str | None, stage: str) -> None:
     """This process's settings for operating a stage, as an operator's own shell has them.
 
     A deployed stage is reached with the operator's credentials (the SDK's chain: AWS_PROFILE, the usual
@@ -144,7 +144,7 @@ def cmd_send(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
     from infra.producer import CampaignSpec, messages, new_campaign_id, publish, read_recipients
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     subject = args.subject if args.subject is not None else Path(args.subject_file).read_text()
     body = Path(args.body_file).read_text(encoding="utf-8")
@@ -184,7 +184,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
     from infra.status import campaign_table, paused_table, progress_view, queue_table, snapshot
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     sqs = boto3.client("sqs")
     # Piped or captured output has no width: print whole ids rather than "cli-t…".
@@ -212,7 +212,7 @@ def cmd_replay_failed(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
     from infra.replay import replay_failed
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     sqs = boto3.client("sqs")
     url = sqs.get_queue_url(QueueName=settings.resources.failed_invocations_queue.name)["QueueUrl"]
@@ -233,7 +233,7 @@ def cmd_recipients(args: argparse.Namespace) -> int:
     from chalicelib.stores.ledger import Ledger
     from infra.terminal import plain, spreadsheet_safe
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     ledger = Ledger(settings.resources.ledger_table.name, settings.region)
     writer = csv.writer(sys.stdout) if args.csv else None
@@ -265,7 +265,7 @@ def cmd_recipients(args: argparse.Namespace) -> int:
 
 
 def _registry() -> Any:
-    """The tenant registry with the operator's credentials (after `_client_env`)."""
+    """The tenant registry with the operator's credentials (after `client_env`)."""
     from chalicelib.core.config import Settings
     from chalicelib.stores.tenant_secrets import TenantSecrets
     from chalicelib.stores.tenants import TenantRegistry
@@ -279,7 +279,7 @@ def _registry() -> Any:
 def cmd_seal_keys(args: argparse.Namespace) -> int:
     """Encrypt every tenant's SES secret still stored in the clear (rows written before secrets were
     encrypted; each is sealed at its next write anyway). Safe to run again: sealed rows are left as they are."""
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     registry = _registry()
     users = registry.unsealed()
     sealed = sum(registry.seal_stored(u) for u in users)
@@ -290,7 +290,7 @@ def cmd_seal_keys(args: argparse.Namespace) -> int:
 def cmd_tenant(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     registry = _registry()
     if args.action == "audit-from":
@@ -423,7 +423,7 @@ def _tenant_sender(args: argparse.Namespace, registry: Any) -> int:
 
 
 def _container() -> Any:
-    """The app's own objects, built from this process's environment (after `_client_env`)."""
+    """The app's own objects, built from this process's environment (after `client_env`)."""
     from chalicelib import wiring
 
     wiring.reset()
@@ -433,7 +433,7 @@ def _container() -> Any:
 def cmd_campaign(args: argparse.Namespace) -> int:
     from chalicelib.core.contract import parse_instant
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     c = _container()
     if c.stats.get(args.user, args.campaign) is None:
         print(f"no campaign {args.campaign!r} of {args.user!r}", file=sys.stderr)
@@ -470,7 +470,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
     from chalicelib.digest.assembly import DigestBusy, DigestNotReady
     from chalicelib.digest.status import DigestStatusReader
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     c = _container()
     if args.action == "run":
         try:
@@ -508,7 +508,7 @@ def cmd_digest(args: argparse.Namespace) -> int:
 def cmd_webhook(args: argparse.Namespace) -> int:
     import json
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     registration = _container().webhook_registration
     if args.action == "add":
         if not args.url:
@@ -566,7 +566,7 @@ def cmd_link_key(args: argparse.Namespace) -> int:
 
     from chalicelib.core.config import Settings
 
-    _client_env(args.endpoint, args.stage)
+    client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     sm = boto3.client("secretsmanager", region_name=args.region) if args.region else boto3.client("secretsmanager")
     outbox = None

@@ -40,7 +40,7 @@ def shell(monkeypatch):
 
 
 def test_a_deployed_stage_is_reached_at_aws_with_the_credentials_account_and_region(shell):
-    cli._client_env(None, "dev")
+    cli.client_env(None, "dev")
     assert "AWS_ENDPOINT_URL" not in os.environ  # moonsend sets no endpoint of its own for AWS
     assert shell == ["https://sts.eu-west-1.amazonaws.com"]
     assert os.environ["MOONSEND_ACCOUNT_ID"] == ACCOUNT  # never the local default 123456789012
@@ -54,12 +54,12 @@ def test_a_deployed_stage_is_reached_at_aws_with_the_credentials_account_and_reg
 
 
 def test_an_endpoint_is_used_only_when_given(shell):
-    cli._client_env("https://vpce-0123.sqs.example", "dev")
+    cli.client_env("https://vpce-0123.sqs.example", "dev")
     assert os.environ["AWS_ENDPOINT_URL"] == "https://vpce-0123.sqs.example"
 
 
 def test_the_local_stage_talks_to_the_local_stack(shell):
-    cli._client_env(None, "local")
+    cli.client_env(None, "local")
     assert os.environ["AWS_ENDPOINT_URL"] == cli.DEFAULT_ENDPOINT
 
 
@@ -67,7 +67,7 @@ def test_no_region_is_a_clear_error_not_a_guess(shell, monkeypatch):
     monkeypatch.delenv("AWS_DEFAULT_REGION")
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     with pytest.raises(SystemExit, match="no AWS region"):
-        cli._client_env(None, "prod")
+        cli.client_env(None, "prod")
 
 
 def test_credentials_that_do_not_work_are_a_clear_error(monkeypatch):
@@ -79,4 +79,4 @@ def test_credentials_that_do_not_work_are_a_clear_error(monkeypatch):
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(SystemExit, match="cannot tell which AWS account"):
-        cli._client_env(None, "dev")
+        cli.client_env(None, "dev")

@@ -168,6 +168,12 @@ class GroupCommit:
         self._started: list[float] = []  # when each commit under way started
         self.requests = 0  # commits made (for benches)
 
+    @property
+    def waiting(self) -> int:
+        """How many writes wait for a commit, not yet in one (for benches and tests)."""
+        with self._cv:
+            return len(self._waiting)
+
     def apply(self, write: Write) -> bool:
         mine = _Waiting(write)
         with self._cv:

@@ -1,5 +1,7 @@
 """Bound pynamodb models use the platform's shared boto3 session (chalicelib.stores.tables)."""
 
+from typing import Any
+
 import pytest
 
 from chalicelib import wiring
@@ -9,23 +11,40 @@ from chalicelib.stores.tables import bound
 
 
 def _ledger_model() -> type[LedgerModel]:
+    """The ledger's model, bound here for the first time: a stack started in this process since another test
+    bound the ledger (tests/local start their own) resets the shared clients, and a model bound before keeps
+    the client it was given then."""
+
+    class Ledger(LedgerModel):  # a class of its own, so no other test has bound it
+        pass
+
     settings = wiring.container().settings
-    return bound(LedgerModel, settings.resources.ledger_table.name, settings.region)
+    return bound(Ledger, settings.resources.ledger_table.name, settings.region)
 
 
 def test_a_bound_model_calls_dynamodb_through_the_shared_sessions_client(stack, uid):
-    # A model bound here, on a name no other test binds: a stack started in this process since another test
-    # bound the ledger (tests/local start their own) resets the shared clients, and a model bound before keeps
-    # the client it was given then.
-    model = bound(LedgerModel, f"moonsend-local-ledger-{uid}", wiring.container().settings.region)
-    # pynamodb's own property hands out the client it was given, rather than making one of its own: if a
-    # new pynamodb version kept its client elsewhere, this would fail and the session per model come back.
-    assert model._get_connection().connection.client is aws.table_client(model.Meta.region, model.Meta.table_name)
+    model = _ledger_model()
+    # Its request goes through the shared session's client, as an observer of that client sees: if a new
+    # pynamodb version kept its client elsewhere, it would make one of its own, this would fail and the
+    # session per model come back.
+    shared = aws.table_client(model.Meta.region, model.Meta.table_name)
+    seen: list[str] = []
+
+    def note(**call: Any) -> None:
+        seen.append(call["model"].name)  # the operation's model, as botocore passes it
+
+    shared.meta.events.register("before-call.dynamodb", note)
+    try:
+        with pytest.raises(model.DoesNotExist):  # a real call, answered
+            model.get(f"u{uid}#c1", f"nobody-{uid}@example.org")
+    finally:
+        shared.meta.events.unregister("before-call.dynamodb", note)
+    assert seen == ["GetItem"]
 
 
 def test_a_bound_models_requests_carry_the_fixed_user_agent(stack, uid):
     model = _ledger_model()
-    client = model._get_connection().connection.client
+    client = aws.table_client(model.Meta.region, model.Meta.table_name)  # the one it calls through (above)
     agents: list[str] = []
 
     def note(request, **_):

@@ -9,12 +9,19 @@ import pytest
 from pynamodb.exceptions import UpdateError
 
 from chalicelib import wiring
-from chalicelib.stores.ledger_model import pk_of
+from chalicelib.stores.ledger_model import LedgerModel, pk_of
+from chalicelib.stores.tables import bound
 from chalicelib.stores.write_batch import GroupCommit, Write, apply_all, apply_each
 
 
+def _ledger_model():
+    """The ledger's model, as the stage's ledger store binds it (one class per model and table)."""
+    settings = wiring.container().settings
+    return bound(LedgerModel, settings.resources.ledger_table.name, settings.region)
+
+
 def _writes(uid, addresses, *, only_new=True):
-    m = wiring.container().ledger._model
+    m = _ledger_model()
     cond = m.state.does_not_exist() if only_new else None
     return [Write(m, pk_of(f"u{uid}", "c1"), a, [m.state.set("queued"), m.email.set(a)], cond) for a in addresses]
 
@@ -61,7 +68,7 @@ def test_two_writes_to_one_item_never_share_a_request(stack, uid):
 
 
 def test_a_write_that_fails_for_another_reason_raises_for_itself_alone(stack, uid):
-    m = wiring.container().ledger._model
+    m = _ledger_model()
     bad = Write(m, pk_of(f"u{uid}", "c1"), "bad@example.org", [m.attempts.add(1), m.attempts.set(2)], None)
     outcomes = apply_each([*_writes(uid, ["good@example.org"]), bad])
     assert outcomes[0] is True and isinstance(outcomes[1], UpdateError)
@@ -176,7 +183,7 @@ def test_writes_that_arrive_while_a_fast_commit_is_out_wait_for_it_and_go_togeth
         sizes.append(len(writes))
         if len(sizes) == 1:
             deadline = time.monotonic() + 10
-            while len(commits._waiting) < 23 and time.monotonic() < deadline:
+            while commits.waiting < 23 and time.monotonic() < deadline:
                 time.sleep(0.001)
         return [True] * len(writes)
 

@@ -10,7 +10,9 @@ import pytest
 from chalicelib import wiring
 from chalicelib.queueing.parked_email import parked_bucket
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
+from chalicelib.stores.campaign_stats import CampaignStatsModel
 from chalicelib.stores.ledger_model import FAILED, SENT
+from chalicelib.stores.tables import bound
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import eventually, read_sends
 
@@ -207,8 +209,9 @@ def test_many_send_threads_asking_when_the_cache_expires_make_one_read(stack, ui
     control = CampaignControl(c.settings.resources.campaigns_table.name, c.settings.region, cache_s=60)
     control.set(f"u{uid}", "c1", PAUSED)
     reads = []
-    real = control._model.get
-    monkeypatch.setattr(control._model, "get", lambda *a, **k: reads.append(1) or time.sleep(0.2) or real(*a, **k))
+    model = bound(CampaignStatsModel, c.settings.resources.campaigns_table.name, c.settings.region)  # the store's
+    real = model.get
+    monkeypatch.setattr(model, "get", lambda *a, **k: reads.append(1) or time.sleep(0.2) or real(*a, **k))
     with ThreadPoolExecutor(16) as pool:
         states = list(pool.map(lambda _: control.state(f"u{uid}", "c1"), range(32)))
     assert states == [PAUSED] * 32 and len(reads) == 1

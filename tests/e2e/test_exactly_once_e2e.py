@@ -6,6 +6,7 @@ import time
 import pytest
 
 from chalicelib import wiring
+from chalicelib.core import aws
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.stores.ledger_model import Entry
 from infra.local.scheduler import scheduled_event
@@ -149,12 +150,13 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
     queue = f"moonsend-local-t-{user}"
     c = container_of(stack, "send_emails")
     received = {}
-    real_deliver, real_finish = c.drainer._delivery.deliver, c.ledger.finish
+    real_finish = c.ledger.finish
 
-    def remember_handle(queue_name, slot, message, suppressed):
-        if queue_name == queue:
-            received["handle"] = message["ReceiptHandle"]
-        return real_deliver(queue_name, slot, message, suppressed)
+    def remember_handle(parsed, **_):
+        """The receipt handle of the tenant's message, as the senders' SQS client received it."""
+        for m in parsed.get("Messages", []):
+            if user in m["Body"]:
+                received["handle"] = m["ReceiptHandle"]
 
     def die_once(claim, state, **kw):
         if claim.pk.startswith(f"{user}#") and "died" not in received:
@@ -162,7 +164,9 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
             raise RuntimeError("injected: the Lambda died after SES accepted, before recording sent")
         return real_finish(claim, state, **kw)
 
-    monkeypatch.setattr(c.drainer._delivery, "deliver", remember_handle)
+    # The platform's SQS client, the one the sender receives with: observed, not replaced.
+    platform_sqs = aws.client("sqs", c.settings.region)
+    platform_sqs.meta.events.register("after-call.sqs.ReceiveMessage", remember_handle)
     monkeypatch.setattr(c.ledger, "finish", die_once)
     spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "c1")
     publish(
@@ -174,6 +178,7 @@ def test_a_sender_that_dies_after_ses_accepted_is_covered_by_the_send_event_and_
     nothing = Entry("", None, None, None, None)
     while time.time() < deadline and (c.ledger.get(user, "c1", "once@example.org") or nothing).state != "sent":
         time.sleep(0.2)
+    platform_sqs.meta.events.unregister("after-call.sqs.ReceiveMessage", remember_handle)
     entry = c.ledger.get(user, "c1", "once@example.org")
     assert received.get("died") and entry.state == "sent"  # recorded by the event, not by the dead sender
     assert [s["messageId"] for s in read_sends(stack.config.outbox) if s["userId"] == user] == [entry.message_id]

@@ -12,6 +12,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant
 from chalicelib.core.errors import MessageInvalid
@@ -151,7 +152,7 @@ def _releaser(store, enqueuer=None, lead_s=90.0):
     c = wiring.container()
     settings = dataclasses.replace(c.settings, schedule_lead_s=lead_s)
     starts = parts.Starts()
-    email_queue = EmailQueue(c.queues, enqueuer or Enqueuer(c.drainer._sqs), c.payloads)
+    email_queue = EmailQueue(c.queues, enqueuer or Enqueuer(aws.client("sqs", c.settings.region)), c.payloads)
     return Releaser(settings, store, c.ledger, c.stats, c.control, email_queue, starts), starts
 
 
@@ -233,7 +234,7 @@ def test_a_batch_its_queue_refuses_stays_in_the_store_and_goes_on_the_next_run(s
                 raise ConnectionError("SQS unreachable")
             return super().send(url, outgoing)
 
-    releaser, starts = _releaser(store, RefusesOnce(wiring.container().drainer._sqs))
+    releaser, starts = _releaser(store, RefusesOnce(aws.client("sqs", wiring.container().settings.region)))
     user = f"s-{uid}"
     due = int(time.time() * 1000) + 30_000
     _, queue = _batch(store, user, "flaky", due)

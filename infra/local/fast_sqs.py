@@ -214,6 +214,16 @@ class FastQueue(Queue):
             self._advance()
             return [self._by_id[mid] for mid in self._ready]
 
+    @property
+    def in_flight(self) -> list[Message]:
+        """The messages received and not yet deleted nor visible again (not the delayed ones): what a test
+        looks at to see which message a consumer left on the queue."""
+        if self.fifo_queue:
+            return [m for m in self._plain if not m.visible and not m.delayed]
+        with self._messages_lock:
+            self._advance()
+            return [self._by_id[mid] for mid, (state, _at) in self._state.items() if state == _INFLIGHT]
+
     def add_message(self, message: Message) -> None:
         if self.fifo_queue or self.lambda_event_source_mappings:
             if not self.fifo_queue:

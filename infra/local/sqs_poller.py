@@ -118,6 +118,11 @@ class SqsPoller:
         self.batches = 0  # invocations that returned
         self.records = 0  # records given to them
 
+    @property
+    def handler_name(self) -> str:
+        """The handler of the function this mapping invokes: how a test or bench tells `stack.pollers` apart."""
+        return self._fn.handler_name
+
     def start(self) -> None:
         if not self._source.enabled:
             return

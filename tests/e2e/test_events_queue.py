@@ -44,7 +44,7 @@ def test_the_events_topic_delivers_raw_events_to_the_queue_ses_events_reads(stac
 def test_a_campaigns_events_are_recorded_in_batches_far_fewer_than_the_events(stack, uid):
     sender = _tenant(stack, uid, rate=50, ses_rate=50)
     user = f"tenant-{uid}"
-    (poller,) = [p for p in stack.pollers if p._fn.handler_name == "ses_events"]
+    (poller,) = [p for p in stack.pollers if p.handler_name == "ses_events"]
     batches, records = poller.batches, poller.records
     _campaign(stack, user, sender, "batched", [OK.replace("success@", f"success+{i}@") for i in range(30)])
     c = wiring.container()
@@ -70,7 +70,7 @@ def test_a_record_that_fails_stays_on_the_queue_alone_and_the_rest_of_its_batch_
         return real(self, raw, rec)
 
     monkeypatch.setattr(SesEvents, "record", failing)
-    (poller,) = [p for p in stack.pollers if p._fn.handler_name == "ses_events"]
+    (poller,) = [p for p in stack.pollers if p.handler_name == "ses_events"]
     before = poller.records
     foreign = {"eventType": "Send", "mail": {"messageId": "", "destination": ["a@x.io"], "headers": []}}
     bodies = [json.dumps({**foreign, "mail": {**foreign["mail"], "messageId": m}}) for m in ("ok-1", f"boom-{uid}")]
@@ -83,7 +83,7 @@ def test_a_record_that_fails_stays_on_the_queue_alone_and_the_rest_of_its_batch_
     time.sleep(0.3)  # the poller deletes after the invocation returns
     assert queue.approximate_number_of_messages == 0
     assert queue.approximate_number_of_messages_not_visible == 1  # the failed one, back after the timeout
-    (left,) = [m for m in queue._messages if f"boom-{uid}" in m.body]
+    (left,) = [m for m in queue.in_flight if f"boom-{uid}" in m.body]
     assert left.approximate_receive_count == 1
     monkeypatch.undo()
     sqs_backends[stack.config.account_id][stack.config.region].change_message_visibility(name, left.receipt_handle, 0)

@@ -1,6 +1,7 @@
 """The local stack is the packaged template, created: names, roles, IAM and the on-failure destination."""
 
 import json
+import threading
 import time
 
 import pytest
@@ -322,7 +323,9 @@ def test_lambda_sends_a_failed_event_to_the_destination_as_the_functions_role(st
     ungranted = LocalFunction(
         "broken", r.function_name("api_handler"), fails, role=stack.roles[role.name], on_failure=queue_arn
     )
-    stack.runner._run_async(ungranted, {"uid": uid}, None, f"req-{uid}")
+    done = threading.Event()
+    stack.runner.invoke_async(ungranted, {"uid": uid}, lambda _ok: done.set())
+    assert done.wait(60)  # its tries, then its record sent (or refused) on failure
     refused = [d for d in stack.access.denied if d[:2] == (role.name, "sqs:SendMessage")]
     assert refused and refused[0][2] == queue_arn
     for d in refused:

@@ -108,7 +108,7 @@ def run(recipients: int) -> dict[str, Any]:
         with LocalStack(config) as stack:
             assert stack.settings is not None and stack.runner is not None
             invocations, gb_s = cost._lambda_meter(stack.runner)
-            cost._poller_meter([p for p in stack.pollers if p._fn.handler_name == "deliver_webhooks"])
+            cost._poller_meter([p for p in stack.pollers if p.handler_name == "deliver_webhooks"])
             meter = Meter()
             meter.install()
             c = wiring.container()

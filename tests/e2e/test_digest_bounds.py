@@ -17,6 +17,7 @@ import urllib.request
 import pytest
 
 from chalicelib import wiring
+from chalicelib.core import aws
 from chalicelib.core.contract import Recipient
 from chalicelib.core.digest_contract import DigestDefinition, Item
 from chalicelib.digest import status as status_module
@@ -187,7 +188,7 @@ def test_a_status_reads_a_bounded_number_of_rows_and_says_its_counts_are_lower_b
     user, c = _tenant(stack, uid)
     for name in ("ann", "bob", "cat"):
         _add(c, user, f"{name}@example.org", *(f"{name}-{n}" for n in range(60)))
-    client = c.digests._model._get_connection().connection.client
+    client = aws.table_client(c.settings.region, c.settings.resources.digests_table.name)
     me, read = threading.get_ident(), []
 
     def count(parsed, **_):
@@ -224,7 +225,7 @@ class MarkerRows:
     """The marker rows (those carrying mailed ids) DynamoDB returns to this thread's Queries, as returned."""
 
     def __init__(self, c):
-        self._client = c.digests._model._get_connection().connection.client
+        self._client = aws.table_client(c.settings.region, c.settings.resources.digests_table.name)
         self._me = threading.get_ident()
         self.rows: list[dict] = []
         self.returned = 0  # every row the Queries returned

@@ -352,10 +352,11 @@ def test_a_template_that_does_not_compile_is_refused_when_it_arrives_and_the_def
     assert run.emails == 1
     # The recipient's state expires (TTL) when its newest item leaves the digest's window (a week here).
     from chalicelib.stores.digests import DigestModel, shard_of
+    from chalicelib.stores.tables import bound
 
-    model = c.digests._model
-    assert issubclass(model, DigestModel)
+    model = bound(DigestModel, c.settings.resources.digests_table.name, c.settings.region)  # the store's own class
     state = model.get(f"i#{user}#weekly#{shard_of('ann@example.org')}", "ann@example.org#", consistent_read=True)
+    assert state.last_period == period_of(WED)  # the state row of the run just made, read as the store wrote it
     newest = c.digests.recipients(user, "weekly").__next__().items[0].item.at
     assert newest + 7 * 86400 < state.expires_at <= newest + 7 * 86400 + 2  # its row's expiry, and a second
 

@@ -313,21 +313,17 @@ class Container:
     def webhook_endpoints(self) -> WebhookEndpoints:
         return WebhookEndpoints(self.settings.resources.webhooks_table.name, self.settings.region)
 
-    @property
-    def _webhooks_to_loopback(self) -> bool:
-        return self.settings.stage == "local"  # a receiver on loopback, for tests and the demo
-
     @cached_property
     def webhook_registration(self) -> WebhookRegistration:
-        local = self._webhooks_to_loopback
-        tester = WebhookTester(self.webhook_endpoints, allow_loopback=local)
+        loopback = self.settings.webhook_allow_loopback
+        tester = WebhookTester(self.webhook_endpoints, allow_loopback=loopback)
         return WebhookRegistration(
             self.webhook_endpoints,
             tester,
             self.parked_deliveries,
             self.webhook_jobs,
             self.start_webhook_job,
-            allow_loopback=local,
+            allow_loopback=loopback,
         )
 
     @cached_property
@@ -362,7 +358,7 @@ class Container:
             self.parked_deliveries,
             self.delivery_queue,
             self.settings.webhook_retry_s,
-            allow_loopback=self._webhooks_to_loopback,
+            allow_loopback=self.settings.webhook_allow_loopback,
         )
 
     @cached_property

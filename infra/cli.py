@@ -90,11 +90,13 @@ def client_env(endpoint: str | None, stage: str) -> None:
     elif stage == "local":
         os.environ.setdefault("AWS_ENDPOINT_URL", DEFAULT_ENDPOINT)
     if stage == "local":
-        from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+        from infra.local.platform import LOCAL_STAGE_SETTINGS, PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 
         os.environ.setdefault("AWS_ACCESS_KEY_ID", PLATFORM_ACCESS_KEY)
         os.environ.setdefault("AWS_SECRET_ACCESS_KEY", PLATFORM_SECRET_KEY)
         os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+        for name, value in LOCAL_STAGE_SETTINGS.items():
+            os.environ.setdefault(name, value)
     for name, value in _stage_variables(stage).items():
         os.environ.setdefault(name, value)
     os.environ["MOONSEND_STAGE"] = stage

@@ -1,7 +1,7 @@
-"""Settings read from the environment, the only thing that differs between local and AWS.
+"""Settings read from the environment, the only thing that differs between stages.
 
-Chalice puts each stage's `environment_variables` (`.chalice/config.json`) into the Lambda's
-environment; the local stack sets the same variables in its own process.
+Chalice puts each stage's `environment_variables` (`.chalice/config.json`) into each function's Lambda
+environment; whatever else runs the functions gives them the same variables.
 """
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ class Settings:
     # The reputation policy each new SES tenant of the platform's account is given (chalicelib.stores.ses_tenants):
     # standard (SES pauses it on a high-impact finding), strict (on any finding) or none.
     ses_tenant_policy: str = "standard"
+    # Whether webhooks may go to a receiver on this machine (`http`, loopback addresses): for a stack whose
+    # functions run beside the tests and the demo. No deployed stage's template sets it.
+    webhook_allow_loopback: bool = False
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -102,6 +105,7 @@ class Settings:
             drainer_max_rate=max(1, int(e.get("MOONSEND_DRAINER_MAX_RATE", str(DRAINER_MAX_RATE)))),
             webhook_retry_s=_waits(e.get("MOONSEND_WEBHOOK_RETRY_S")),
             ses_tenant_policy=e.get("MOONSEND_SES_TENANT_POLICY", "standard"),
+            webhook_allow_loopback=e.get("MOONSEND_WEBHOOK_ALLOW_LOOPBACK", "").lower() in ("1", "true", "yes"),
         )
 
     @cached_property

@@ -7,8 +7,9 @@ in no block IANA's special-purpose registries say is not globally reachable (a d
 repository: chalicelib.webhooks.special_addresses), not multicast or IPv6 site-local, nor an IPv6 address
 that carries an IPv4 address which is not global (NAT64, IPv4-compatible, IPv4-translated), nor an IPv6
 address outside 2000::/3, the only space IANA allocates for global unicast, unless the special-purpose
-registry says its block is globally reachable (64:ff9b::/96, whose IPv4 address is checked). The local
-stack allows `http` and loopback too, for a receiver in a test.
+registry says its block is globally reachable (64:ff9b::/96, whose IPv4 address is checked). Where the
+stage allows a receiver on this machine (`MOONSEND_WEBHOOK_ALLOW_LOOPBACK`, which no deployed stage sets),
+`http` and loopback too.
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ def check(url: str, *, allow_loopback: bool, resolver: Resolver = resolve) -> Ta
         raise ValueError(f"url: {parts.hostname} does not resolve")
     loopback = all(_is_loopback(a) for a in addresses)
     if parts.scheme == "http" and not (allow_loopback and loopback):
-        raise ValueError("url: must be https (http only to a loopback receiver on the local stack)")
+        raise ValueError("url: must be https (http only to a loopback receiver, where the stage allows one)")
     for address in addresses:
         if not (_is_public(address) or (allow_loopback and _is_loopback(address))):
             raise ValueError(f"url: {parts.hostname} resolves to {address}, which is not a public address")

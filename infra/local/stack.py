@@ -54,7 +54,7 @@ from infra.local.cloudformation import CreatedStack, EventSource, StreamSource
 from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
-from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+from infra.local.platform import LOCAL_STAGE_SETTINGS, PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
 from infra.local.scheduler import Scheduler
 from infra.local.schedules import ScheduleRunner
 from infra.local.ses import SesStandIn
@@ -380,7 +380,8 @@ class LocalStack:
         )
 
     def _set_environment(self, created: CreatedStack) -> None:
-        """The functions' environment, as the template set it, plus `LOCAL_OVERRIDES` and the config's.
+        """The functions' environment, as the template set it, plus `LOCAL_OVERRIDES`, `LOCAL_STAGE_SETTINGS`
+        and the config's.
 
         All functions share this process, so a variable two of them set differently cannot be honoured:
         the stack refuses to start rather than run one of them with the other's value."""
@@ -391,11 +392,7 @@ class LocalStack:
                 if k in env and env[k] != v and k not in LOCAL_OVERRIDES:
                     raise StackError(f"functions set {k} differently ({env[k]!r}, {v!r}): one process cannot run both")
                 env[k] = v
-        env.update(
-            {
-                "MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"),
-            }
-        )
+        env.update({"MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"), **LOCAL_STAGE_SETTINGS})
         if c.free_rate is not None:
             env["MOONSEND_FREE_RATE"] = str(c.free_rate)
         env.update(c.extra_env)
@@ -407,9 +404,10 @@ class LocalStack:
 
     def _function_environments(self, created: CreatedStack) -> dict[str, dict[str, str]]:
         """Each function's own environment (infra.local.environment): the template's variables for it, with
-        `LOCAL_OVERRIDES` for those it sets, the stack's settings for the stage, and what Lambda sets."""
+        `LOCAL_OVERRIDES` for those it sets, the stack's settings for the stage (`LOCAL_STAGE_SETTINGS`, the
+        config's), and what Lambda sets."""
         c = self.config
-        stage_wide = {"MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"), **c.extra_env}
+        stage_wide = {"MOONSEND_METRICS_FILE": str(c.outbox / "metrics.jsonl"), **LOCAL_STAGE_SETTINGS, **c.extra_env}
         if c.free_rate is not None:
             stage_wide["MOONSEND_FREE_RATE"] = str(c.free_rate)
         out: dict[str, dict[str, str]] = {}

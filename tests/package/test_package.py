@@ -305,6 +305,16 @@ def test_every_function_is_told_the_account_id(packaged):
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
 
+def test_no_deployed_function_may_deliver_webhooks_to_loopback(packaged):
+    """A loopback receiver is for a stack on this machine only (its environment sets the setting); a deployed
+    stage's template never does, so a tenant's `http://127.0.0.1` endpoint is refused there."""
+    _stage, _report, template = packaged
+    functions = [v for v in template["Resources"].values() if v["Type"] == "AWS::Serverless::Function"]
+    assert len(functions) == 12
+    for fn in functions:
+        assert "MOONSEND_WEBHOOK_ALLOW_LOOPBACK" not in fn["Properties"]["Environment"]["Variables"]
+
+
 def test_every_function_that_composes_email_is_told_where_links_point(packaged):
     from infra.cfn import MAKES_LINKS
 

@@ -345,6 +345,7 @@ def test_each_function_sees_only_its_own_environment_as_on_lambda(stack):
     assert digest["MOONSEND_API_URL"] == stack.api_url  # the template's variable, pointed at the local API
     assert "MOONSEND_API_URL" not in sweep and "MOONSEND_API_URL" not in envs[r.function_name("api_handler")]
     assert all(e["MOONSEND_STAGE"] == "local" and e["AWS_ENDPOINT_URL"] == stack.endpoint for e in envs.values())
+    assert all(e["MOONSEND_WEBHOOK_ALLOW_LOOPBACK"] == "true" for e in envs.values())  # the stack's, not the template's
 
     def probe(event, context):
         return dict(os.environ)

@@ -31,6 +31,16 @@ def test_a_registration_takes_a_url_event_types_and_a_batch_size_and_names_what_
             parse_endpoint(body)
 
 
+def test_loopback_receivers_are_a_setting_of_their_own_not_a_stage_name():
+    from chalicelib.core.config import Settings
+
+    assert Settings.from_env({"MOONSEND_STAGE": "dev"}).webhook_allow_loopback is False
+    assert Settings.from_env({"MOONSEND_STAGE": "local"}).webhook_allow_loopback is False
+    allowed = {"MOONSEND_STAGE": "dev", "MOONSEND_WEBHOOK_ALLOW_LOOPBACK": "true"}
+    assert Settings.from_env(allowed).webhook_allow_loopback is True
+    assert Settings.from_env({**allowed, "MOONSEND_WEBHOOK_ALLOW_LOOPBACK": "false"}).webhook_allow_loopback is False
+
+
 def _resolves_to(*addresses):
     return lambda host, port: list(addresses)
 

@@ -474,7 +474,7 @@ def container() -> Container:
 
 
 def reset() -> None:
-    """Forget the containers (tests and the local stack, after changing the environment)."""
+    """Forget the containers (after the process's environment changed: its endpoint or settings)."""
     with _lock:
         _containers.clear()
     aws.reset()

@@ -1,7 +1,7 @@
 """boto3 clients, made once per container and shared by every invocation.
 
 boto3 follows `AWS_ENDPOINT_URL` (and `AWS_ENDPOINT_URL_<SERVICE>`) by itself, which is how the same
-code talks to moto's server on loopback locally and to AWS when deployed.
+code talks to AWS's own endpoints when deployed and to another endpoint wherever that variable is set.
 
 All clients come from one boto3 session, so the service models are loaded from disk once (a fresh
 session costs ~100 ms of CPU per client), and each client is created once: concurrent first calls
@@ -93,7 +93,7 @@ def table_client(region: str, table: str) -> Any:
 
 
 def reset() -> None:
-    """Forget every client and the session (tests and the local stack move the endpoint)."""
+    """Forget every client and the session (after the endpoint or the credentials changed)."""
     global _session
     with _lock:
         _clients.clear()

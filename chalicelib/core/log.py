@@ -1,10 +1,10 @@
 """Structured logs: one JSON object per line (Powertools Logger), with tenant, campaign and queue where known.
 
 Callers pass fields explicitly (`log.info("sent", user=..., campaign=..., queue=...)`) rather than
-appending them to the logger: in the local stack many handlers share one process and Lambda's send
-threads share one container, so keys appended to a shared logger would leak from one tenant's line into
-another's. Secrets are never among the fields (contract.Sender hides its keys even from repr), and any
-field whose name looks like a secret is masked as a last line of defence.
+appending them to the logger: Lambda's send threads share one container (and a process may run several
+handlers at once), so keys appended to a shared logger would leak from one tenant's line into another's.
+Secrets are never among the fields (contract.Sender hides its keys even from repr), and any field whose
+name looks like a secret is masked as a last line of defence.
 
 The level comes from `MOONSEND_LOG_LEVEL` (or Powertools' own `POWERTOOLS_LOG_LEVEL`), INFO by default.
 """

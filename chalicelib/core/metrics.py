@@ -7,10 +7,10 @@ go in as metadata: searchable in CloudWatch Logs Insights, but not a metric dime
 distinct dimension value is a custom metric billed monthly, and 10,000 tenants times six metrics would
 cost more than the email.
 
-`EphemeralMetrics`, not `Metrics`: Powertools' `Metrics` shares one metric set per process, and the local
-stack runs many drains at once in one process. On Lambda the record is printed (CloudWatch Logs turns it
-into metrics); where `MOONSEND_METRICS_FILE` is set (the local stack) it is appended to that file instead,
-so that it does not interleave with a terminal's progress display.
+`EphemeralMetrics`, not `Metrics`: Powertools' `Metrics` shares one metric set per process, and a process
+may run several drains at once, each with figures of its own. On Lambda the record is printed (CloudWatch
+Logs turns it into metrics); where `MOONSEND_METRICS_FILE` is set it is appended to that file instead, so
+that it does not interleave with a terminal's progress display.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def drain_record(
 
 
 def emit(record: dict[str, Any]) -> None:
-    """Print the record for CloudWatch (Lambda), or append it to `MOONSEND_METRICS_FILE` (local stack)."""
+    """Print the record for CloudWatch (Lambda), or append it to `MOONSEND_METRICS_FILE` where that is set."""
     if os.environ.get("POWERTOOLS_METRICS_DISABLED", "").lower() in ("1", "true"):
         return
     line = json.dumps(record, separators=(",", ":"), ensure_ascii=False)

@@ -1,8 +1,8 @@
 """The AWS resources moonsend needs, defined once.
 
-Deployment generates its CloudFormation from them (infra.cfn), and the local stack is created from that
-packaged template, so the two cannot drift. Every name carries the app and the stage
-(`moonsend-local-...`). Tenant queues are not listed: they are created on first use under
+Deployment generates its CloudFormation from them (infra.cfn), and every stage is created from that
+packaged template, so the code and the stack cannot drift. Every name carries the app and the stage
+(`moonsend-<stage>-...`). Tenant queues are not listed: they are created on first use under
 `tenant_queue_prefix`.
 """
 

@@ -4,7 +4,7 @@ One schedule per digest (named from a hash of the tenant and the digest, which m
 put when a definition gives a schedule the digest was not yet scheduled with. The schedule's input names
 the digest and its scheduled time (`<aws.scheduler.scheduled-time>`, which Scheduler fills in): a run
 retried, by Scheduler or by Lambda, mails for the same period, so the period's ledger keeps it exactly
-once. On the local stack, infra.local.schedules reads the same schedules and invokes the same function.
+once.
 """
 
 from __future__ import annotations

@@ -46,8 +46,8 @@ class Coverage:
 
 
 def verified(found: dict[str, Any]) -> bool:
-    """Whether a GetEmailIdentity answer is verified for sending. moto answers VerifiedForSendingStatus
-    false with VerificationStatus SUCCESS: either says it."""
+    """Whether a GetEmailIdentity answer is verified for sending. SES v2 says it in two fields,
+    VerifiedForSendingStatus and VerificationStatus (SUCCESS): an answer may set one and not the other."""
     return bool(found.get("VerifiedForSendingStatus")) or found.get("VerificationStatus") == "SUCCESS"
 
 

@@ -214,7 +214,7 @@ class SesTenants:
         address = from_address.lower()
         try:
             found = self._client(region).get_email_identity(EmailIdentity=address)
-            # moto answers VerifiedForSendingStatus false with VerificationStatus SUCCESS: either says it.
+            # GetEmailIdentity says it in two fields (VerifiedForSendingStatus, VerificationStatus): either will do.
             if found.get("VerifiedForSendingStatus") or found.get("VerificationStatus") == "SUCCESS":
                 return f"{head}/{address}"
         except ClientError as exc:

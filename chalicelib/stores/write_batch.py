@@ -8,7 +8,7 @@ request. It is all or nothing, which is not what a batch of independent recipien
 - a transaction that went through applied every write;
 - one cancelled names, per write, why (`CancellationReasons`): a write whose condition failed is refused,
   as its own UpdateItem would have been; the others were not applied, and go again as one more
-  transaction (the soak's redeliveries cancel many: making each alone cost 7% of the local stack's CPU);
+  transaction (the soak's redeliveries cancel many: making each alone cost 7% of the soak's CPU);
   if that one is cancelled too, each of its writes is made alone, so a batch costs at most two requests
   more than it cost before;
 - one write alone is a plain UpdateItem (a transaction bills two write units per item, an UpdateItem one).
@@ -22,8 +22,8 @@ finds no commit under way commits everything waiting; the others wait for one an
 batch is whatever arrived while the request before it was on the wire. A second commit (up to
 `max_commits`) starts beside one under way only when that one is slow (on the wire longer than
 `SLOW_COMMIT_S`) or a full transaction's worth of writes waits: one slow request then does not hold up
-every send thread of the container (the local stack runs every drainer in one process, and one commit at
-a time there made the whole stack's claims queue behind each other), and a fast one is waited for, so its
+every send thread of the container (nor every drain of a process that runs several at once: one commit at
+a time made all their claims queue behind each other), and a fast one is waited for, so its
 followers go together (with four commits free to start at any time, most writes went alone: measured,
 half the sender's DynamoDB CPU went on single UpdateItems).
 """

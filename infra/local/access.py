@@ -1,4 +1,4 @@
-"""IAM on the local endpoint: a function's call is answered only if its role's policy allows it.
+"""Emulator: IAM on the local endpoint: a function's call is answered only if its role's policy allows it.
 
 moto's own IAM checks evaluate resource ARNs for SQS alone, so the endpoint decides itself, as AWS
 does for an identity-based policy: it finds the caller's role from the request's access key (the

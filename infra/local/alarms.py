@@ -1,4 +1,4 @@
-"""CloudWatch alarm evaluation, which moto stores but never does.
+"""Emulator: CloudWatch alarm evaluation, which moto stores but never does.
 
 Every metric alarm in moto is evaluated from its own definition (namespace, metric, dimensions,
 statistic, threshold, comparison, evaluation periods, datapoints to alarm, missing-data treatment)

@@ -1,4 +1,4 @@
-"""CloudFormation's template quotas, refused at the local endpoint as CloudFormation refuses them.
+"""Emulator: CloudFormation's template quotas, refused at the local endpoint as CloudFormation does.
 
 moto's CloudFormation checks none of them (alone, it creates a stack from a 100 KB `TemplateBody` with 501
 resources), so a deploy that worked locally could fail on AWS. The calls deploy makes (CreateStack,

@@ -1,4 +1,4 @@
-"""What CloudFormation does with deploy's change sets that moto's CloudFormation does not.
+"""Emulator: what CloudFormation does with deploy's change sets that moto's CloudFormation does not.
 
 `moonsend deploy` sends each template by URL in a change set (infra.deploy), as it does to AWS. moto's
 CloudFormation cannot take the app's template as it is: it has no AWS::Serverless transform, and some

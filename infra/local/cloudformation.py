@@ -1,4 +1,4 @@
-"""The local stack, created from the packaged template as `make deploy` creates the stage on AWS.
+"""Emulator: the stack created from the packaged template as `make deploy` creates the stage on AWS.
 
 The steps are deploy's own (infra.deploy: upload the bundle, point the functions at it, deploy the
 template), against the local endpoint. Between them, two steps AWS does itself:

@@ -1,4 +1,4 @@
-"""AWS calls made inside the local stack's process go to its endpoint's app directly, not over loopback.
+"""Accelerator: AWS calls made in the local stack's process go to its endpoint's app directly, not over loopback.
 
 On AWS each function's calls cross the network to AWS. Here the functions run in the process that serves
 the endpoint, and a call over loopback paid for a second HTTP exchange nothing of ours is about: the

@@ -1,4 +1,4 @@
-"""DynamoDB's key sizes and request counts, refused at the local endpoint as DynamoDB refuses them.
+"""Emulator: DynamoDB's key sizes and request counts, refused at the local endpoint as DynamoDB does.
 
 moto 5.2 checks the key sizes of PutItem (and of a BatchWriteItem's PutRequest) only, and none on a key
 that is read, updated or deleted; it checks BatchGetItem's 100 keys and the transactions' 100 items, but

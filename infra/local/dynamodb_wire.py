@@ -1,4 +1,4 @@
-"""A short path for the hot DynamoDB calls, past moto's generic request and response layers.
+"""Accelerator: a short path for the hot DynamoDB calls, past moto's generic request and response layers.
 
 Every ledger, lease and counter call of the pipeline is a DynamoDB request: about nine per email. moto
 answers each through Flask, its model-driven request parser and its model-driven response serialiser;

@@ -1,4 +1,4 @@
-"""Each function sees only its own environment, as on Lambda, though all of them share this process.
+"""Emulator: each function sees only its own environment, as on Lambda, though all share this process.
 
 On AWS a function's environment is the template's variables for that function plus what Lambda sets
 (its name, region, memory): a variable the template gives one function and not another is missing there,

@@ -1,4 +1,4 @@
-"""moto's SQS queue with incremental bookkeeping, so that deep queues stay fast.
+"""Accelerator: moto's SQS queue with incremental bookkeeping, so that deep queues stay fast.
 
 moto 5.2's standard queue keeps one list of messages and rescans it for every send, receive,
 delete and attribute read (the attribute counts are list comprehensions), which makes a campaign

@@ -1,4 +1,4 @@
-"""Faults injected into the local stack at a seed: what the soak test (`bench/soak.py`) runs under.
+"""Emulator: AWS's faults injected at a seed: what the soak test (`bench/soak.py`) runs under.
 
 Each fault is one AWS misbehaviour the pipeline must survive without sending twice or losing a
 recipient, injected where the local stand-in for that service sits:

@@ -1,4 +1,4 @@
-"""The local endpoint: one WSGI app on loopback in front of moto's server.
+"""Emulator: the local endpoint, one WSGI app on loopback in front of moto's server.
 
 Most requests go straight to moto. Three kinds are answered here instead, because moto cannot:
 Lambda Invoke of the app's own functions (runs the handler in this process), SES sends and quota
@@ -6,8 +6,8 @@ reads (the SES stand-in), and `/_moonsend/...` admin calls (health, SES account 
 SNS publishes go to moto and, once accepted, to the topics' Lambda subscribers (the SNS
 stand-in). A CloudFormation call over a template quota moto does not check is refused as AWS refuses it
 (`cfn_limits`). The hot SQS and DynamoDB calls take a short path to moto's backends (`sqs_wire`,
-`dynamodb_wire`) past moto's generic request and response layers. Requests are told apart as AWS
-tells them apart: by the service in the SigV4 credential scope.
+`dynamodb_wire`: accelerators, the same answers faster) past moto's generic request and response layers.
+Requests are told apart as AWS tells them apart: by the service in the SigV4 credential scope.
 """
 
 from __future__ import annotations

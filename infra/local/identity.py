@@ -1,4 +1,4 @@
-"""Each function's AWS calls signed with its own role's credentials, as Lambda gives them.
+"""Emulator: each function's AWS calls signed with its own role's credentials, as Lambda gives them.
 
 On AWS every function runs in its own environment, whose credentials are its execution role's. Here
 all functions share one process and one set of boto3 clients (chalicelib.core.aws), so the credentials are

@@ -1,4 +1,4 @@
-"""HTTP keep-alive for the local endpoint, so that each AWS call does not open a TCP connection.
+"""Accelerator: HTTP keep-alive for the local endpoint, so that each AWS call does not open a connection.
 
 werkzeug's development server answers every request with `Connection: close`: Python's http.server
 cannot tell where a request body it did not read ends, so the next request line would be lost. Every

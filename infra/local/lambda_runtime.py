@@ -1,4 +1,4 @@
-"""Running the Chalice app's handlers as Lambda would, in this process.
+"""Emulator: running the Chalice app's handlers as Lambda would, in this process.
 
 moto can store Lambda functions but needs Docker to run them, and there is none here. This runtime
 runs the functions the stack's template created (`functions_from_stack`: each one's handler from the

@@ -1,4 +1,4 @@
-"""Lambda's and SNS's payload limits, refused at the local endpoint as AWS refuses them.
+"""Emulator: Lambda's and SNS's payload limits, refused at the local endpoint as AWS refuses them.
 
 moto checks neither Lambda's (it runs no function here: the runtime does) nor SNS's in bytes: it counts an
 SNS message in characters, so a message of 100,000 three-byte characters (300,000 bytes) passed locally and

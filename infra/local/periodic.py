@@ -1,4 +1,4 @@
-"""A background thread that calls `tick()` at a fixed interval until stopped."""
+"""Emulator: a background thread that calls `tick()` at a fixed interval until stopped (AWS's clocks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chalice `schedule` handlers, ticked at their rate (EventBridge is not run by moto).
+"""Emulator: Chalice `schedule` handlers, ticked at their rate (EventBridge is not run by moto).
 
 `rate(N unit)` expressions are ticked at their rate; cron expressions once in each minute they fire in
 (chalicelib.core.cron: EventBridge's semantics, every field).

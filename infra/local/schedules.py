@@ -1,4 +1,4 @@
-"""EventBridge Scheduler's schedules, which moto stores and never runs: each invokes its Lambda target.
+"""Emulator: EventBridge Scheduler's schedules, which moto stores and never runs: each invokes its target.
 
 Once a UTC minute (as Scheduler fires with `FlexibleTimeWindow` OFF), every enabled schedule of the stage
 whose cron expression fires in that minute invokes its target asynchronously with its input, the context

@@ -1,4 +1,4 @@
-"""An SES stand-in with SES's real behaviour, in front of moto's SES.
+"""Emulator: an SES stand-in with SES's real behaviour, in front of moto's SES.
 
 moto's SES checks identities and stores messages but never throttles and never enforces quotas. This
 stand-in sits in the local gateway in front of it:

@@ -1,4 +1,4 @@
-"""SES tenants in the local SES stand-in: moto implements none of them.
+"""Emulator: SES tenants in the local SES stand-in: moto implements none of them.
 
 The calls moonsend makes, with the request and response shapes of the SES v2 API reference and boto3's
 service model (the tests check them through botocore's own parser): CreateTenant, GetTenant,

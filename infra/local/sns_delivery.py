@@ -1,4 +1,4 @@
-"""SNS-to-Lambda delivery for the app's `on_sns_message` handlers.
+"""Emulator: SNS-to-Lambda delivery for the app's `on_sns_message` handlers.
 
 moto stores SNS topics and delivers to SQS, but cannot invoke Lambda. The gateway hands this class
 every Publish and PublishBatch that moto accepted (with the MessageId moto gave it), and each of the

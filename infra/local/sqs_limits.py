@@ -1,4 +1,4 @@
-"""SQS's limits on what a send carries, refused at the local endpoint as SQS refuses them.
+"""Emulator: SQS's limits on what a send carries, refused at the local endpoint as SQS refuses them.
 
 moto takes any character in a message body and counts a message's size in characters, so a body with
 U+FFFF, or of 400,000 three-byte characters (1,200,000 bytes), was queued locally and would be refused by

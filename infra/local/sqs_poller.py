@@ -1,4 +1,4 @@
-"""Lambda's SQS event source poller, for the stack's event source mappings (ses_events' queue).
+"""Emulator: Lambda's SQS event source poller, for the stack's event source mappings (ses_events' queue).
 
 moto stores an SQS event source mapping but would invoke the function itself, through Docker, on every
 send. The local stack stands in for the mapping instead, as Lambda runs it:

@@ -1,4 +1,4 @@
-"""A short path for the hot SQS calls of standard queues, past moto's generic response layer.
+"""Accelerator: a short path for the hot SQS calls of standard queues, past moto's generic response layer.
 
 moto parses every request and serialises every response through a generic, model-driven layer that
 costs several milliseconds per call; at 10 messages per call that caps the local stack well below

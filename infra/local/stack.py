@@ -1,4 +1,4 @@
-"""The whole pipeline on this machine: moto's server on loopback, created from the packaged template.
+"""Emulator: the whole pipeline on this machine, moto's server on loopback, created from the packaged template.
 
 `LocalStack.start()` serves moto (with the fast SQS model) behind the gateway on `host:port`, packages
 the stage as `make deploy` does (infra.package, again only when an input changed), and deploys the
@@ -8,7 +8,9 @@ the few values a local stack cannot take from the template; infra.local.environm
 calls are signed with its own role's credentials and refused by the endpoint where the role's policy
 does not allow them (infra.local.access), and its event sources are the template's SNS subscriptions
 and schedules.
-Handlers run in this process, on the same code that is deployed.
+Handlers run in this process, on the same code that is deployed. The accelerators (fast_sqs,
+fast_dynamodb, direct_calls, keepalive, the gateway's short paths) are installed here too; fast_sqs,
+fast_dynamodb and direct_calls each have a `StackConfig` flag, so that a bench can compare without them.
 """
 
 from __future__ import annotations

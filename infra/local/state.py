@@ -1,4 +1,4 @@
-"""The local stack's state across a restart: saved by a clean stop, loaded by the next `moonsend up`.
+"""Emulator: the stack's state across a restart: saved by a clean stop, loaded by the next `moonsend up`.
 
 What is kept is what AWS would still hold after our process went away:
 - moto's data: DynamoDB tables and their items (ledger, tenants, counters, schedule store...), SQS queues

@@ -1,4 +1,4 @@
-"""Lambda's DynamoDB stream poller, for the stack's stream event source mappings (the ledger's stream).
+"""Emulator: Lambda's DynamoDB stream poller, for the stack's stream event source mappings (the ledger's).
 
 moto keeps a table's stream as a list of records on its shard, and would invoke a mapped function itself,
 through Docker. The local stack stands in for the mapping, as Lambda runs one over a stream:

@@ -7,15 +7,14 @@ app.py stays cheap (Chalice's packager and cold starts both import it).
 from __future__ import annotations
 
 import json
-import math
 import os
 import threading
 from functools import cached_property
 from typing import Any
 
-from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantHolds
 from chalicelib.control.retry import RetryFailed
-from chalicelib.control.tenant_api import TenantApi
+from chalicelib.control.tenant_api import DigestRuns, TenantApi
 from chalicelib.control.webhook_registration import WebhookRegistration
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
@@ -30,10 +29,10 @@ from chalicelib.digest.topic import PrecompileTopic
 from chalicelib.feedback.reports import Reports
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.feedback.unsubscribe import Unsubscribes
-from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.precompile import Outlets, Precompiler, RecipientChecks, Rendering, SenderChecks
 from chalicelib.ingest.renderer import TemplateCache
 from chalicelib.ingest.tracking import Tracking
-from chalicelib.jobs.dead_letters import DeadLetters
+from chalicelib.jobs.dead_letters import DeadLetterQueue, DeadLetters
 from chalicelib.jobs.idle_queues import IdleQueueCleanup
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
@@ -47,7 +46,7 @@ from chalicelib.send.ses_sender import SesSender
 from chalicelib.send.triggers import continuation_event, sweep_event
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_sender import CampaignSenders
-from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
+from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.daily_cap import DailyCap
 from chalicelib.stores.digests import DigestStore
 from chalicelib.stores.failed_copies import FailedCopies
@@ -106,6 +105,12 @@ class Container:
         return ledger
 
     @cached_property
+    def recorder(self) -> Recorder:
+        """The one way to record an outcome (chalicelib.stores.recorder), built here only; a stage that gathers
+        its counts asks it for `gathering()`."""
+        return Recorder(self.ledger, self.stats)
+
+    @cached_property
     def payloads(self) -> PayloadStore:
         s = self.settings
         return PayloadStore(aws.client("s3", s.region), s.resources.payload_bucket.name, s.payload_threshold_bytes)
@@ -114,19 +119,12 @@ class Container:
     def precompiler(self) -> Precompiler:
         return Precompiler(
             self.settings,
-            TemplateCache(),
-            self.tenants,
-            self.email_queue,
-            self.drains,
+            SenderChecks(self.tenants, self.free_addresses, self.ses.account_of, self.campaign_senders),
+            RecipientChecks(self.ledger, self.suppressions, self.daily_cap),
+            Rendering(TemplateCache(), self.links),
+            Outlets(self.email_queue, self.drains, self.schedule),
+            self.recorder,
             self.stats,
-            self.ledger,
-            self.campaign_senders,
-            self.free_addresses,
-            self.ses.account_of,
-            self.daily_cap,
-            self.suppressions,
-            self.links,
-            self.schedule,
         )
 
     @cached_property
@@ -145,7 +143,7 @@ class Container:
             self.tenants,
             self.free_addresses,
             self.ses.account_of,
-            lambda: Recorder(self.ledger, BufferedStats(self.stats, interval_s=math.inf)),
+            self.recorder.gathering,
         )
 
     @cached_property
@@ -219,8 +217,7 @@ class Container:
     @cached_property
     def ses_events(self) -> SesEvents:
         return SesEvents(
-            self.ledger,
-            self.stats,
+            self.recorder,
             self.suppressions,
             self.tenants,
             self.settings.account_id,
@@ -251,11 +248,11 @@ class Container:
 
     @cached_property
     def tracking(self) -> Tracking:
-        return Tracking(self.links, self.ledger, self.stats)
+        return Tracking(self.links, self.recorder)
 
     @cached_property
     def unsubscribes(self) -> Unsubscribes:
-        return Unsubscribes(self.links, self.suppressions, self.ledger, self.stats)
+        return Unsubscribes(self.links, self.suppressions, self.recorder)
 
     @cached_property
     def suppressions(self) -> Suppressions:
@@ -291,10 +288,8 @@ class Container:
             self.releaser,
             self.parked,
             self.retry,
-            self.tenants,
-            self.schedule,
-            self.stats,
-            self.ses_tenants,
+            TenantHolds(self.tenants, self.ses_tenants),
+            Rescheduling(self.schedule, self.stats),
         )
 
     @cached_property
@@ -304,8 +299,7 @@ class Container:
             self.actions,
             self.ledger,
             self.stats,
-            DigestStatusReader(self.digests),
-            self.start_digest_run,
+            DigestRuns(DigestStatusReader(self.digests), self.start_digest_run),
             self.webhook_registration,
         )
 
@@ -369,7 +363,7 @@ class Container:
     @cached_property
     def retry(self) -> RetryFailed:
         s = self.settings
-        return RetryFailed(s, self.ledger, self.stats, self.failed_copies, self.email_queue, self.drains)
+        return RetryFailed(s, self.ledger, self.recorder, self.failed_copies, self.email_queue, self.drains)
 
     @cached_property
     def control(self) -> CampaignControl:
@@ -398,7 +392,9 @@ class Container:
         s = self.settings
         sqs = aws.client("sqs", s.region)
         queue = s.resources.dead_letter_queue.name
-        return DeadLetters(s, sqs, self.ledger, self.stats, self.payloads, self.failed_copies, queue)
+        return DeadLetters(
+            s, DeadLetterQueue(sqs, queue), self.ledger, self.recorder, self.payloads, self.failed_copies
+        )
 
     @cached_property
     def sweeper(self) -> Sweeper:
@@ -418,7 +414,7 @@ class Container:
         return Releaser(
             self.settings,
             self.schedule,
-            self.ledger,
+            self.recorder,
             self.stats,
             self.control,
             self.email_queue,

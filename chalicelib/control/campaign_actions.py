@@ -40,6 +40,22 @@ class Done:
     pauses: tuple[Pause, ...] = ()  # a tenant's pauses standing after the action (chalicelib.stores.pauses)
 
 
+@dataclass(frozen=True)
+class Rescheduling:
+    """A campaign's stored batches and the schedule-store minutes that hold them (kept beside its counters)."""
+
+    batches: RescheduleStore
+    minutes: CampaignSchedule
+
+
+@dataclass(frozen=True)
+class TenantHolds:
+    """A tenant's pauses, each by its owner, and SES's status of its SES tenant (a resume SES would refuse)."""
+
+    tenants: TenantPauses
+    ses_tenants: SesTenantStatus
+
+
 class CampaignActions:
     def __init__(
         self,
@@ -48,20 +64,18 @@ class CampaignActions:
         releaser: Releaser,
         parked: ParkedEmail,
         retry: RetryFailed,
-        tenants: TenantPauses,
-        store: RescheduleStore,
-        stats: CampaignSchedule,
-        ses_tenants: SesTenantStatus,
+        holds: TenantHolds,
+        rescheduling: Rescheduling,
     ) -> None:
         self._settings = settings
         self._control = control
         self._releaser = releaser
         self._parked = parked
         self._retry = retry
-        self._tenants = tenants
-        self._store = store
-        self._stats = stats
-        self._ses_tenants = ses_tenants
+        self._tenants = holds.tenants
+        self._ses_tenants = holds.ses_tenants
+        self._store = rescheduling.batches
+        self._stats = rescheduling.minutes
 
     def reschedule(self, user_id: str, campaign_id: str, at_s: float) -> Done:
         """Move a scheduled campaign's waiting email to another time (its deadline moves with it)."""

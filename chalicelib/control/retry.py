@@ -16,7 +16,6 @@ had already let the message go), have no copy: they are reported, not retried.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,10 +26,9 @@ from chalicelib.core.routing import queue_for
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, QUEUED
-from chalicelib.stores.ports import Counts, RetryLedger
+from chalicelib.stores.ports import LedgerEntries
 from chalicelib.stores.recorder import Recorder
 
 
@@ -54,15 +52,15 @@ class RetryFailed:
     def __init__(
         self,
         settings: Settings,
-        ledger: RetryLedger,
-        stats: Counts,
+        ledger: LedgerEntries,
+        recorder: Recorder,
         copies: FailedCopies,
         email_queue: EmailQueue,
         drains: DrainStarter,
     ) -> None:
         self._settings = settings
         self._ledger = ledger
-        self._stats = stats
+        self._recorder = recorder
         self._copies = copies
         self._email_queue = email_queue
         self._drains = drains
@@ -71,7 +69,7 @@ class RetryFailed:
         """Queue again the campaign's failed recipients (only those whose reason contains the text, if given)."""
         result = RetryResult()
         # One counter write per run, not per recipient: this run's counts, gathered and written at the end.
-        recorder = Recorder(self._ledger, BufferedStats(self._stats, interval_s=math.inf))
+        recorder = self._recorder.gathering()
         try:
             self._requeue(user_id, campaign_id, reason_contains, recorder, result)
         finally:

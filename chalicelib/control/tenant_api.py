@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
@@ -77,6 +78,14 @@ def _cursor(after: str | None) -> str | Answer | None:
     return after if size <= MAX_SORT_KEY_BYTES and after.isprintable() else BAD_CURSOR
 
 
+@dataclass(frozen=True)
+class DigestRuns:
+    """A digest's status and readiness read, and a run of it started (run_digest, invoked asynchronously)."""
+
+    status: DigestStatusReader
+    start_run: Callable[[str, str, float], None]
+
+
 class TenantApi:
     def __init__(
         self,
@@ -84,8 +93,7 @@ class TenantApi:
         actions: CampaignActions,
         ledger: LedgerPages,
         stats: CountsReader,
-        digests: DigestStatusReader,
-        start_digest_run: Callable[[str, str, float], None],
+        digests: DigestRuns,
         webhooks: WebhookRegistration,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -93,8 +101,8 @@ class TenantApi:
         self._actions = actions
         self._ledger = ledger
         self._stats = stats
-        self._digests = digests
-        self._start_digest_run = start_digest_run
+        self._digests = digests.status
+        self._start_digest_run = digests.start_run
         self._webhooks = webhooks
         self._clock = clock
 

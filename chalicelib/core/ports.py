@@ -54,12 +54,16 @@ class SqsVisibility(Protocol):
     def change_message_visibility(self, *, QueueUrl: str, ReceiptHandle: str, VisibilityTimeout: int) -> Any: ...
 
 
-class SqsMessageActions(SqsVisibility, Protocol):
-    """The drainer's actions on received messages (chalicelib.send.message_actions): delete, requeue, hide."""
+class SqsSend(Protocol):
+    """One message at a time (chalicelib.queueing.enqueuer.send_copy: a received message's fresh copy)."""
 
     def send_message(
         self, *, QueueUrl: str, MessageBody: str, DelaySeconds: int, MessageAttributes: dict[str, Any] = ...
     ) -> Any: ...
+
+
+class SqsMessageActions(SqsSend, SqsVisibility, Protocol):
+    """The drainer's actions on received messages (chalicelib.send.message_actions): delete, requeue, hide."""
 
     def delete_message(self, *, QueueUrl: str, ReceiptHandle: str) -> Any: ...
 

@@ -33,6 +33,12 @@ def tenant_queue_name(resources: Resources, user_id: str) -> str:
     return f"{prefix}{readable}--{digest}"
 
 
+def is_free_queue(resources: Resources, queue_name: str) -> bool:
+    """Whether the queue is the shared free-plan queue (the platform's rate, its own parking, never created or
+    removed by a tenant's use): asked here only, so that the free queue is one name in one place."""
+    return queue_name == resources.free_queue.name
+
+
 def queue_for(resources: Resources, user_id: str, plan: str) -> str:
     """The queue a message of this tenant goes to."""
     if plan == "free":
@@ -41,7 +47,7 @@ def queue_for(resources: Resources, user_id: str, plan: str) -> str:
 
 
 def is_our_queue(resources: Resources, queue_name: str) -> bool:
-    return queue_name == resources.free_queue.name or (
+    return is_free_queue(resources, queue_name) or (
         queue_name.startswith(resources.tenant_queue_prefix)
         and len(queue_name) <= MAX_QUEUE_NAME
         and bool(_PLAIN.match(queue_name))

@@ -33,18 +33,14 @@ change that.
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.feedback.reputation import verdict
-from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.pauses import GUARD, SES
 from chalicelib.stores.ports import (
-    Counts,
-    LedgerRecords,
     ReputationCounts,
     SesTenantStatus,
     SuppressionAdd,
@@ -95,8 +91,7 @@ def parse_event(raw: str | dict[str, Any]) -> SesEvent:
 class SesEvents:
     def __init__(
         self,
-        ledger: LedgerRecords,
-        stats: Counts,
+        recorder: Recorder,
         suppressions: SuppressionAdd,
         tenants: TenantGuard,
         platform_account: str,
@@ -104,8 +99,7 @@ class SesEvents:
         ses_tenants: SesTenantStatus,
         region: str,
     ) -> None:
-        self._ledger = ledger
-        self._stats = stats
+        self._recorder = recorder
         self._suppressions = suppressions
         self._tenants = tenants
         self._platform_account = platform_account
@@ -130,12 +124,11 @@ class SesEvents:
 
     def handle(self, raw: str) -> str:
         """Record one event, its counters written at once; returns what was done (for logs and tests)."""
-        return self.record(raw, Recorder(self._ledger, self._stats))
+        return self.record(raw, self._recorder)
 
     def batch(self) -> EventBatch:
         """A batch of events from the queue, recorded one by one, their counters written at its end."""
-        counts = BufferedStats(self._stats, interval_s=math.inf)
-        return EventBatch(self, Recorder(self._ledger, counts), counts)
+        return EventBatch(self, self._recorder.gathering())
 
     def record(self, raw: str, rec: Recorder) -> str:
         """Record one event through `rec`; raises only when a store does (the event is then retried)."""
@@ -226,17 +219,16 @@ class EventBatch:
     is flushed. A failed flush is logged, not retried through the events: their transitions are in the
     ledger (the record of truth), and handling them again would find them recorded and count nothing."""
 
-    def __init__(self, events: SesEvents, recorder: Recorder, counts: BufferedStats) -> None:
+    def __init__(self, events: SesEvents, recorder: Recorder) -> None:
         self._events = events
-        self._recorder = recorder
-        self._counts = counts
+        self._recorder = recorder  # its counts gathered
 
     def record(self, body: str) -> str:
         return self._events.record(body, self._recorder)
 
     def flush(self) -> None:
         try:
-            self._counts.flush()
+            self._recorder.flush()
         except Exception as exc:
             log.error("SES events recorded, their campaign counters not written", error=repr(exc))
 

@@ -38,14 +38,13 @@ from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_sender import SenderSnapshot
-from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.daily_cap import batch_id, cap_reason
 from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
 from chalicelib.stores.ports import (
     DailyShare,
     FromClaim,
-    IntakeCounts,
-    IntakeLedger,
+    RecordedLookup,
+    ScheduleNotes,
     SchedulePut,
     SenderFix,
     SuppressionCheck,
@@ -99,43 +98,74 @@ class _Job:
         self.result.rejected.extend(RejectedRecipient(r.email, reason) for r in recipients)
 
 
+@dataclass(frozen=True)
+class SenderChecks:
+    """Who may send as a message's sender (the step that fixes it): the tenant registered with its keys, a free
+    tenant's claim of its From, and the campaign's first sender held to."""
+
+    tenants: TenantRegistration
+    free_addresses: FromClaim
+    account_of: AccountOf
+    campaign_senders: SenderFix
+
+
+@dataclass(frozen=True)
+class RecipientChecks:
+    """Which recipients go on: not recorded already, not suppressed, within the free plan's daily cap."""
+
+    recorded: RecordedLookup
+    suppressions: SuppressionCheck
+    daily_cap: DailyShare
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """Templates compiled once per container, and the signed links put into each email."""
+
+    templates: TemplateCache
+    links: LinkSigner
+
+
+@dataclass(frozen=True)
+class Outlets:
+    """Where rendered email goes: onto its queue (and its drain started), or into the schedule store."""
+
+    email_queue: EmailQueue
+    drains: DrainStarter
+    schedule: SchedulePut
+
+
 class Precompiler:
     def __init__(
         self,
         settings: Settings,
-        templates: TemplateCache,
-        tenants: TenantRegistration,
-        email_queue: EmailQueue,
-        drains: DrainStarter,
-        stats: IntakeCounts,
-        ledger: IntakeLedger,
-        campaign_senders: SenderFix,
-        free_addresses: FromClaim,
-        account_of: AccountOf,
-        daily_cap: DailyShare,
-        suppressions: SuppressionCheck,
-        links: LinkSigner,
-        schedule: SchedulePut,
+        senders: SenderChecks,
+        recipients: RecipientChecks,
+        rendering: Rendering,
+        outlets: Outlets,
+        recorder: Recorder,
+        schedule_notes: ScheduleNotes,
     ) -> None:
         self._settings = settings
-        self._templates = templates
-        self._tenants = tenants
-        self._email_queue = email_queue
-        self._drains = drains
-        self._stats = stats
-        self._ledger = ledger
-        self._campaign_senders = campaign_senders
-        self._free_addresses = free_addresses
-        self._account_of = account_of
-        self._daily_cap = daily_cap
-        self._suppressions = suppressions
-        self._links = links
-        self._schedule = schedule
+        self._tenants = senders.tenants
+        self._free_addresses = senders.free_addresses
+        self._account_of = senders.account_of
+        self._campaign_senders = senders.campaign_senders
+        self._recorded = recipients.recorded
+        self._suppressions = recipients.suppressions
+        self._daily_cap = recipients.daily_cap
+        self._templates = rendering.templates
+        self._links = rendering.links
+        self._email_queue = outlets.email_queue
+        self._drains = outlets.drains
+        self._schedule = outlets.schedule
+        self._recorder = recorder
+        self._schedule_notes = schedule_notes  # a campaign's time and deadline, kept beside its counters
 
     def handle(self, raw: str) -> PrecompileResult:
         # One counter write per message: its counts are gathered (its own, not another invocation's that
         # shares the container) and written when it is done.
-        recorder = Recorder(self._ledger, BufferedStats(self._stats, interval_s=math.inf))
+        recorder = self._recorder.gathering()
         try:
             return self._handle(raw, recorder)
         finally:
@@ -157,7 +187,7 @@ class Precompiler:
         """A request built by moonsend itself (a digest's email), not parsed from a producer's message: the
         same steps, without the contract's limits on what a producer may send (a digest's items are larger
         metadata than a recipient's)."""
-        recorder = Recorder(self._ledger, BufferedStats(self._stats, interval_s=math.inf))
+        recorder = self._recorder.gathering()
         try:
             return self._run(request, "", recorder)
         finally:
@@ -197,7 +227,7 @@ class Precompiler:
         req = job.req
         keyed = [(r, record_key(r.email)) for r in req.rejected]
         named = [r.email for r in req.recipients] + [key for _, key in keyed if key is not None]
-        job.known = self._ledger.recorded(req.user_id, req.campaign.id, named)
+        job.known = self._recorded.recorded(req.user_id, req.campaign.id, named)
         job.fresh = [r for r in req.recipients if r.key not in job.known]
         job.result.rejected = [r for r, key in keyed if key is None or key.lower() not in job.known]
         job.result.duplicates = len(req.recipients) - len(job.fresh)
@@ -374,7 +404,7 @@ class Precompiler:
         result.scheduled = job.recorder.scheduled(user_id, campaign_id, job.scheduled)
         if req.campaign.scheduled_at or req.campaign.expires_after_s:
             scheduled_ms = int(req.campaign.scheduled_at * 1000) if req.campaign.scheduled_at else None
-            self._stats.note_schedule(user_id, campaign_id, scheduled_ms, job.deadline_ms, job.bucket)
+            self._schedule_notes.note_schedule(user_id, campaign_id, scheduled_ms, job.deadline_ms, job.bucket)
         job.recorder.suppressed(user_id, campaign_id, result.suppressed)
         job.recorder.rejected(user_id, campaign_id, rejection_records(result.rejected, job.raw))
         log.info(

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from chalicelib.core import html_scan, log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.stores.ports import Counts, LedgerRecords
 from chalicelib.stores.recorder import Recorder
 
 _BODY_END = re.compile(r"</body\s*>", re.I)
@@ -70,9 +69,9 @@ class Redirect:
 
 
 class Tracking:
-    def __init__(self, links: LinkSigner, ledger: LedgerRecords, stats: Counts) -> None:
+    def __init__(self, links: LinkSigner, recorder: Recorder) -> None:
         self._links = links
-        self._recorder = Recorder(ledger, stats)
+        self._recorder = recorder
 
     def opened(self, token: str) -> bool:
         """Record an open (answered with the pixel whatever happens: a pixel never shows an error)."""

@@ -32,7 +32,7 @@ from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, FINAL, Entry
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import Counts, SenderLedger
+from chalicelib.stores.ports import LedgerClaim
 from chalicelib.stores.recorder import Recorder
 
 RECHECK_S = 6 * 3600  # a dead letter already looked at is looked at again after this
@@ -54,24 +54,31 @@ class ReconcileResult:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class DeadLetterQueue:
+    """The queue the job reads: the stage's dead-letter queue, by name, and the client that reaches it."""
+
+    sqs: SqsDeadLetters
+    name: str
+
+
 class DeadLetters:
     def __init__(
         self,
         settings: Settings,
-        sqs: SqsDeadLetters,
-        ledger: SenderLedger,
-        stats: Counts,
+        queue: DeadLetterQueue,
+        ledger: LedgerClaim,
+        recorder: Recorder,
         payloads: PayloadStore,
         failed_copies: FailedCopies,
-        queue_name: str,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
-        self._queue_name = queue_name
+        self._queue_name = queue.name
         self._failed_copies = failed_copies
-        self._sqs = sqs
+        self._sqs = queue.sqs
         self._ledger = ledger
-        self._recorder = Recorder(ledger, stats)
+        self._recorder = recorder
         self._payloads = payloads
         self._clock = clock
 

@@ -27,7 +27,7 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
-from chalicelib.stores.ports import ControlState, LedgerRecords, ReleaserCounts, ReleaseStore
+from chalicelib.stores.ports import ControlState, ReleaseStore, ScheduleBuckets
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.schedule import StoredBatch
 
@@ -49,16 +49,16 @@ class Releaser:
         self,
         settings: Settings,
         store: ReleaseStore,
-        ledger: LedgerRecords,
-        stats: ReleaserCounts,
+        recorder: Recorder,
+        buckets: ScheduleBuckets,
         control: ControlState,
         email_queue: EmailQueue,
         start_drain: Callable[[str, int | None], None],
     ) -> None:
         self._settings = settings
         self._store = store
-        self._recorder = Recorder(ledger, stats)
-        self._stats = stats  # also keeps each campaign's schedule partitions
+        self._recorder = recorder
+        self._buckets = buckets  # each campaign's schedule partitions, kept beside its counters
         self._control = control
         self._email_queue = email_queue
         self._start_drain = start_drain
@@ -93,7 +93,7 @@ class Releaser:
     def cancel_scheduled(self, user_id: str, campaign_id: str) -> int:
         """A cancelled campaign's batches still waiting for their time: recorded `cancelled` now."""
         n = 0
-        buckets = self._stats.schedule_buckets(user_id, campaign_id)
+        buckets = self._buckets.schedule_buckets(user_id, campaign_id)
         for batch in self._store.of_campaign(user_id, campaign_id, buckets):
             keys = [e for e, _ in self._store.emails(batch)]
             done = self._recorder.unsent(user_id, campaign_id, CANCELLED, keys, CANCELLED_REASON)

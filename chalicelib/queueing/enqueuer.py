@@ -4,6 +4,9 @@ Only the entries SQS reports as failed are retried (with a short backoff), and a
 out (a truncated or malformed answer: SQS lists every entry as Successful or Failed); entries that still
 fail after the last attempt are returned to the caller, which records them, so nothing vanishes. A retried
 entry SQS had in fact queued is a second copy on the queue, which the ledger's claim makes harmless.
+
+`send_copy` is the other way a body goes onto a queue: a received message's fresh copy, put back by the sender
+(chalicelib.send.message_actions) before it deletes the original.
 """
 
 from __future__ import annotations
@@ -11,10 +14,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from chalicelib.core.contract import utf8_size
-from chalicelib.core.ports import SqsBatchSend
+from chalicelib.core.ports import SqsBatchSend, SqsSend
 
 MAX_BATCH_ENTRIES = 10
 MAX_BATCH_BYTES = 1024 * 1024
@@ -92,3 +95,16 @@ class Enqueuer:
                     retry[i] = m
             pending = retry
         return list(failed.values())
+
+
+def send_copy(
+    sqs: SqsSend, queue_url: str, body: str, delay_seconds: int, attributes: dict[str, Any] | None = None
+) -> None:
+    """A received message's fresh copy onto its queue, as one SendMessage (its receive count starts afresh).
+
+    Raises what SQS raises: the caller deletes the original only once its copy is on the queue, so a
+    refusal leaves the original to come back, and nothing is lost."""
+    if attributes is None:
+        sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=delay_seconds)
+    else:
+        sqs.send_message(QueueUrl=queue_url, MessageBody=body, DelaySeconds=delay_seconds, MessageAttributes=attributes)

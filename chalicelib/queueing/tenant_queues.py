@@ -18,7 +18,7 @@ from botocore.exceptions import ClientError
 from chalicelib.core.config import Settings
 from chalicelib.core.ports import SqsQueueCreation
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
-from chalicelib.core.routing import alarm_name
+from chalicelib.core.routing import alarm_name, is_free_queue
 from chalicelib.stores.ports import QueueTouch
 from chalicelib.stores.queue_activity import utc_day
 
@@ -101,7 +101,7 @@ class TenantQueues:
 
         Marks the queue used today first (once per container and day), so that the idle-queue job never
         removes a queue that is about to get email; a queue it removed is created again here."""
-        if queue_name == self._settings.resources.free_queue.name:
+        if is_free_queue(self._settings.resources, queue_name):
             return self.url(queue_name)  # provisioned with the platform, never created here
         day = utc_day()
         if self._touched.get(queue_name) != day:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from chalicelib.core import log, metrics
 from chalicelib.core.config import Settings
 from chalicelib.core.metrics import QueueLag
+from chalicelib.core.routing import is_free_queue
 
 
 @dataclass
@@ -57,7 +58,7 @@ def _log(result: DrainResult) -> None:
 
 def _emit(settings: Settings, result: DrainResult) -> None:
     queue_name = result.queue_name
-    free = queue_name == settings.resources.free_queue.name
+    free = is_free_queue(settings.resources, queue_name)
     counts = {
         "Sent": result.sent,
         "Failed": result.failed,

@@ -14,6 +14,7 @@ import math
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
+from chalicelib.core.routing import is_free_queue
 from chalicelib.send.ports import SesQuota
 from chalicelib.stores.ports import TenantKeys
 from chalicelib.stores.tenant_model import Tenant
@@ -69,7 +70,7 @@ class SendingIdentity:
 
     def rate_for(self, queue_name: str, sender: Sender) -> float:
         """The free queue's platform rate, or the campaign's rate within the tenant's SES account's own."""
-        if queue_name == self._settings.resources.free_queue.name:
+        if is_free_queue(self._settings.resources, queue_name):
             return self._settings.free_rate_per_second
         rate = min(sender.rate_per_second, self._settings.max_rate_per_second)
         try:

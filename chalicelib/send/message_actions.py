@@ -2,7 +2,8 @@
 
 Every action but DELETE leaves the email on the queue, as the same message or as a fresh copy. A fresh
 copy is sent before the original is deleted, so a crash in between leaves two copies and the ledger's
-claim sends one; never none.
+claim sends one; never none. A fresh copy goes onto the queue through chalicelib.queueing (`send_copy`), the
+one place that puts messages on a queue.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from chalicelib.core import log
 from chalicelib.core.contract import MAX_DELAY_S
 from chalicelib.core.ports import SqsMessageActions
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
+from chalicelib.queueing.enqueuer import send_copy
 from chalicelib.send.outcomes import Outcome, Verdict
 from chalicelib.stores.payloads import PayloadStore
 
@@ -54,12 +56,8 @@ class MessageActions:
         """
         throttles = int(message.get("MessageAttributes", {}).get(THROTTLES_ATTRIBUTE, {}).get("StringValue", "0"))
         delay = min(MAX_DELAY_S, 2 ** min(throttles + 1, 10))
-        self._sqs.send_message(
-            QueueUrl=url,
-            MessageBody=message["Body"],
-            DelaySeconds=delay,
-            MessageAttributes={THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}},
-        )
+        attributes = {THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}}
+        send_copy(self._sqs, url, message["Body"], delay, attributes)
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def back_off(self, url: str, message: dict[str, Any]) -> None:
@@ -84,7 +82,7 @@ class MessageActions:
         if _receives(message) < MAX_RECEIVE_COUNT - 1:
             self.back_off(url, message)
             return
-        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=_claim_delay(verdict))
+        send_copy(self._sqs, url, message["Body"], _claim_delay(verdict))
         try:
             self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         except ClientError as exc:  # deleted already by the other copy's sender: the new copy finds it sent
@@ -99,7 +97,7 @@ class MessageActions:
         """Back on the queue at once for another drainer of it, as a fresh copy: being received by a drainer
         that may not send it must not count toward the dead-letter queue (a helper restarted every few
         seconds on a queue of mixed rates would receive the same email again and again)."""
-        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=0)
+        send_copy(self._sqs, url, message["Body"], 0)
         try:
             self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         except ClientError as exc:  # deleted already by the other copy's sender: the fresh copy finds it sent
@@ -108,7 +106,7 @@ class MessageActions:
     def keep_on_queue(self, url: str, message: dict[str, Any]) -> None:
         """A paused tenant's email back for later as a fresh message (its redelivery budget intact), when it
         cannot be parked."""
-        self._sqs.send_message(QueueUrl=url, MessageBody=message["Body"], DelaySeconds=MAX_DELAY_S)
+        send_copy(self._sqs, url, message["Body"], MAX_DELAY_S)
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
 
     def _discard(self, body: str) -> None:

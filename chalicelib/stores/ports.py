@@ -83,18 +83,32 @@ class SenderLedger(LedgerClaims, LedgerRecords, Protocol):
     """The sender's and the dead-letter job's: claim a recipient, record its outcome."""
 
 
-class IntakeLedger(LedgerRecords, Protocol):
+class LedgerClaim(Protocol):
+    """The dead-letter job's: take a recipient's claim (its outcome then goes through the recorder)."""
+
+    def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry: ...
+
+
+class RecordedLookup(Protocol):
     """Precompile's: which recipients are already recorded (a redelivered message queues none again)."""
 
     def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]: ...
 
 
-class RetryLedger(LedgerRecords, Protocol):
+class IntakeLedger(LedgerRecords, RecordedLookup, Protocol):
+    """The ledger as the recorder's writes and precompile's lookup (tests/fakes' one ledger is both)."""
+
+
+class LedgerEntries(Protocol):
     """Retry-failed's: the failed (and stale retried) recipients of a campaign."""
 
     def entries(
         self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
     ) -> Iterator[Entry]: ...
+
+
+class RetryLedger(LedgerRecords, LedgerEntries, Protocol):
+    """The ledger as the recorder's writes and retry-failed's read."""
 
 
 class LedgerPages(Protocol):

@@ -7,11 +7,18 @@ write). The counter of a state has the state's name (`sent`, `failed`, ...: chal
 
 `counts` is the campaign counters' writer: CampaignStats writes each call, BufferedStats gathers them
 (the sender's, one write per second per campaign; precompile's, one write per message).
+
+One Recorder is built, in chalicelib.wiring, over the container's ledger and counters, and handed to every
+stage that records; a stage that gathers its counts (one write per message, per batch) asks it for its
+`gathering()` twin. tests/unit/test_one_place_per_job.py holds every other module to that.
 """
 
 from __future__ import annotations
 
+import math
+
 from chalicelib.core import log
+from chalicelib.stores.campaign_stats import BufferedStats
 from chalicelib.stores.ledger_model import (
     EXPIRED,
     FAILED,
@@ -34,6 +41,12 @@ class Recorder:
     def __init__(self, ledger: LedgerRecords, counts: Counts) -> None:
         self._ledger = ledger
         self._counts = counts
+
+    def gathering(self, interval_s: float = math.inf) -> Recorder:
+        """A recorder over the same ledger whose counts are gathered and written at most once per `interval_s`
+        (by default only when flushed): one message's (precompile), one batch's (SES's events), one run's
+        (retry-failed), and not another invocation's sharing the container."""
+        return Recorder(self._ledger, BufferedStats(self._counts, interval_s=interval_s))
 
     def finished(
         self,

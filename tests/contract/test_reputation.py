@@ -29,8 +29,7 @@ def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(st
     c.tenants.accept(user, "free", Sender("news@careless.example", "C", None, None, None, 1.0), c.ses.account_of)
     c.reputation.add(user, sent=300)
     events = SesEvents(
-        c.ledger,
-        c.stats,
+        c.recorder,
         c.suppressions,
         c.tenants,
         c.settings.account_id,

@@ -6,9 +6,11 @@ import time
 from typing import Any
 
 from chalicelib.core.contract import QueuedEmail
+from chalicelib.jobs import dead_letters
 from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, QUEUED, SENT
+from chalicelib.stores.recorder import Recorder
 from tests.fakes import FakeLedger, FakeStats, failed_copies, payloads
 from tests.unit.test_drainer import SETTINGS, queued
 
@@ -47,7 +49,8 @@ class DeadLetterQueue:
 
 def _reconciler(dlq: DeadLetterQueue, ledger: FakeLedger, stats: FakeStats, copies: FailedCopies | None = None):
     queue = SETTINGS.resources.dead_letter_queue.name
-    return DeadLetters(SETTINGS, dlq, ledger, stats, payloads(), copies or failed_copies(), queue)  # type: ignore[arg-type]
+    dead = dead_letters.DeadLetterQueue(dlq, queue)  # type: ignore[arg-type]
+    return DeadLetters(SETTINGS, dead, ledger, Recorder(ledger, stats), payloads(), copies or failed_copies())
 
 
 OLD = time.time() - MIN_AGE_S - 60
@@ -120,12 +123,11 @@ def test_dead_letters_through_the_local_stack_end_recorded(stack, uid):
     sqs.send_message(QueueUrl=url, MessageBody=queued(user, "a@example.org"))
     an_hour_on = DeadLetters(
         c.settings,
-        sqs,
+        dead_letters.DeadLetterQueue(sqs, name),
         c.ledger,
-        c.stats,
+        c.recorder,
         c.payloads,
         c.failed_copies,
-        name,
         clock=lambda: time.time() + MIN_AGE_S + 60,
     )
     result = an_hour_on.reconcile()

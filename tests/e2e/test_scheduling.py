@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from chalicelib import wiring
-from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantHolds
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant
@@ -153,7 +153,7 @@ def _releaser(store, enqueuer=None, lead_s=90.0):
     settings = dataclasses.replace(c.settings, schedule_lead_s=lead_s)
     starts = parts.Starts()
     email_queue = EmailQueue(c.queues, enqueuer or Enqueuer(aws.client("sqs", c.settings.region)), c.payloads)
-    return Releaser(settings, store, c.ledger, c.stats, c.control, email_queue, starts), starts
+    return Releaser(settings, store, c.recorder, c.stats, c.control, email_queue, starts), starts
 
 
 def _batch(store, user, campaign, due_ms, deadline_ms=None, n=3):
@@ -250,7 +250,8 @@ def _actions(store, releaser):
     c = wiring.container()
     settings = dataclasses.replace(c.settings, schedule_lead_s=90)
     parked = ParkedEmail(store, c.email_queue, parts.Starts())
-    return CampaignActions(settings, c.control, releaser, parked, c.retry, c.tenants, store, c.stats, c.ses_tenants)
+    holds = TenantHolds(c.tenants, c.ses_tenants)
+    return CampaignActions(settings, c.control, releaser, parked, c.retry, holds, Rescheduling(store, c.stats))
 
 
 @e2e

@@ -23,8 +23,7 @@ def _bounces_past_the_guards_limit(user: str) -> None:
     c = wiring.container()
     c.reputation.add(user, sent=300)
     events = SesEvents(
-        c.ledger,
-        c.stats,
+        c.recorder,
         c.suppressions,
         c.tenants,
         c.settings.account_id,

@@ -9,6 +9,7 @@ import pytest
 
 from chalicelib.core.links import LinkSigner
 from chalicelib.ingest.tracking import Tracking, add_tracking
+from chalicelib.stores.recorder import Recorder
 from tests.fakes import FakeLedger, FakeStats
 
 LINKS = LinkSigner(b"t" * 32, "https://api.example.com/api")
@@ -34,7 +35,7 @@ def test_http_links_are_rewritten_others_are_left_and_the_pixel_goes_before_body
 
 def test_a_click_redirects_only_to_the_url_its_token_was_signed_for_and_counts_once():
     ledger, stats = FakeLedger(), FakeStats()
-    t = Tracking(LINKS, ledger, stats)
+    t = Tracking(LINKS, Recorder(ledger, stats))
     token = LINKS.click_url("acme", "spring", "ann@x.io", "https://shop.example/p/42").rsplit("/", 1)[1]
     assert t.clicked(token).location == "https://shop.example/p/42"
     assert t.clicked(token).status == 302 and stats.total("clicked") == 1  # unique clicks
@@ -46,7 +47,7 @@ def test_a_click_redirects_only_to_the_url_its_token_was_signed_for_and_counts_o
 def test_an_uppercase_scheme_is_tracked_and_its_click_redirects():
     out = _track('<a href="HTTPS://Shop.example/P">Buy</a>')
     token = out.split("/c/", 1)[1].split('"', 1)[0]
-    r = Tracking(LINKS, FakeLedger(), FakeStats()).clicked(token)
+    r = Tracking(LINKS, Recorder(FakeLedger(), FakeStats())).clicked(token)
     assert (r.status, r.location) == (302, "HTTPS://Shop.example/P")
 
 
@@ -55,12 +56,12 @@ def test_a_url_that_cannot_be_a_location_header_is_left_untracked_and_never_redi
     assert _track(body).startswith(body)  # both links as they were, only the pixel added
     # A token signed for such a URL (by an older version) answers 404, never a broken header.
     token = LINKS.click_url("acme", "spring", "ann@x.io", "https://shop.example/\r\nSet-Cookie: x=1").rsplit("/", 1)[1]
-    assert Tracking(LINKS, FakeLedger(), FakeStats()).clicked(token).status == 404
+    assert Tracking(LINKS, Recorder(FakeLedger(), FakeStats())).clicked(token).status == 404
 
 
 def test_opens_are_unique_per_recipient_and_a_bad_pixel_records_nothing():
     ledger, stats = FakeLedger(), FakeStats()
-    t = Tracking(LINKS, ledger, stats)
+    t = Tracking(LINKS, Recorder(ledger, stats))
     token = LINKS.open_url("acme", "spring", "ann@x.io").rsplit("/", 1)[1]
     assert t.opened(token) and t.opened(token)
     assert stats.total("opened") == 1
@@ -75,12 +76,12 @@ def test_tracking_links_signed_under_a_rotated_key_redirect_and_a_dropped_key_is
     rotated = keys.rotated(1_800_000_000)
     new = LinkSigner(rotated, "https://x").click_url("acme", "spring", "ann@x.io", "https://shop.example/b")
     assert new.rsplit("/", 1)[1].startswith(f"{rotated.current}.")
-    t = Tracking(LinkSigner(rotated, "https://x"), FakeLedger(), FakeStats())
+    t = Tracking(LinkSigner(rotated, "https://x"), Recorder(FakeLedger(), FakeStats()))
     assert [t.clicked(u.rsplit("/", 1)[1]).location for u in (old, new)] == [
         "https://shop.example/a",
         "https://shop.example/b",
     ]
-    dropped = Tracking(LinkSigner(rotated.without("k0"), "https://x"), FakeLedger(), FakeStats())
+    dropped = Tracking(LinkSigner(rotated.without("k0"), "https://x"), Recorder(FakeLedger(), FakeStats()))
     assert dropped.clicked(old.rsplit("/", 1)[1]) == t.clicked("forged.token")  # a 404, nothing more
     assert not dropped.opened(LinkSigner(keys, "https://x").open_url("acme", "s", "ann@x.io").rsplit("/", 1)[1])
 

@@ -20,6 +20,7 @@ from chalicelib.core.links import (
     LinkSigner,
 )
 from chalicelib.core.mime import OutgoingEmail, build_mime
+from chalicelib.stores.recorder import Recorder
 
 SIGNER = LinkSigner(b"k" * 32, "https://api.example.com/api")
 
@@ -164,7 +165,7 @@ def test_a_token_naming_an_unknown_or_dropped_key_fails_like_any_bad_token():
     for token in (k1_token, f"k9.{payload_sig}", f"k0.{payload_sig}", f"{'k' * 17}.{payload_sig}"):
         with pytest.raises(LinkInvalid):
             dropped.verify("unsubscribe", token)
-        page = Unsubscribes(dropped, FakeSuppressions(), FakeLedger(), FakeStats()).unsubscribe(token)
+        page = Unsubscribes(dropped, FakeSuppressions(), Recorder(FakeLedger(), FakeStats())).unsubscribe(token)
         assert page == NOT_FOUND  # the same page as a forged token: nothing said about keys
 
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from chalicelib.core.config import Settings
 from chalicelib.core.links import LinkSigner
 from chalicelib.core.ports import SqsBatchSend, SqsDrain
-from chalicelib.ingest.precompile import Precompiler
+from chalicelib.ingest.precompile import Outlets, Precompiler, RecipientChecks, Rendering, SenderChecks
 from chalicelib.ingest.renderer import TemplateCache
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
@@ -36,6 +36,7 @@ from chalicelib.stores.ports import (
     SuppressionCheck,
     TenantRegistration,
 )
+from chalicelib.stores.recorder import Recorder
 from tests.fakes.control import FakeControl
 from tests.fakes.daily_cap import FakeCap
 from tests.fakes.leases import FakeLeases
@@ -126,19 +127,20 @@ def precompiler(
     drains: DrainStarter | None = None,
     templates: TemplateCache | None = None,
 ) -> Precompiler:
+    stats = stats or FakeStats()
+    ledger = ledger or FakeLedger()
     return Precompiler(
         settings,
-        TemplateCache() if templates is None else templates,  # an empty cache is falsy
-        tenants or FakeTenants(),
-        email_queue(sqs, payload_store, queues),
-        drains or DrainStarter(FakeLeases(), Starts()),
-        stats or FakeStats(),
-        ledger or FakeLedger(),
-        campaign_senders or FakeCampaignSenders(),
-        FakeFreeAddresses(),
-        no_account,
-        daily_cap or FakeCap(),
-        suppressions or FakeSuppressions(),
-        links(),
-        schedule or FakeSchedule(),
+        SenderChecks(
+            tenants or FakeTenants(), FakeFreeAddresses(), no_account, campaign_senders or FakeCampaignSenders()
+        ),
+        RecipientChecks(ledger, suppressions or FakeSuppressions(), daily_cap or FakeCap()),
+        Rendering(TemplateCache() if templates is None else templates, links()),  # an empty cache is falsy
+        Outlets(
+            email_queue(sqs, payload_store, queues),
+            drains or DrainStarter(FakeLeases(), Starts()),
+            schedule or FakeSchedule(),
+        ),
+        Recorder(ledger, stats),
+        stats,
     )

@@ -4,6 +4,7 @@ import json
 
 from chalicelib.feedback.ses_events import SesEvents, parse_event
 from chalicelib.stores.pauses import SES
+from chalicelib.stores.recorder import Recorder
 from infra.local.ses import send_event
 from tests.fakes import FakeLedger, FakeReputation, FakeStats, FakeSuppressions, FakeTenants
 from tests.fakes.ses import FakeSesTenants
@@ -27,8 +28,7 @@ def _event(kind="Send", **extra):
 def _recording(ledger, stats, account="111122223333"):
     """SesEvents with a fake per port; acme's keys are of the account the events come from."""
     return SesEvents(
-        ledger,
-        stats,
+        Recorder(ledger, stats),
         FakeSuppressions(),
         FakeTenants(_acme(account)),
         PLATFORM,
@@ -155,7 +155,13 @@ def _acme(account="111122223333"):
 def _handler(account="111122223333"):
     ledger, stats, sup = FakeLedger(), FakeStats(), FakeSuppressions()
     events = SesEvents(
-        ledger, stats, sup, FakeTenants(_acme(account)), PLATFORM, FakeReputation(), FakeSesTenants(), "us-east-1"
+        Recorder(ledger, stats),
+        sup,
+        FakeTenants(_acme(account)),
+        PLATFORM,
+        FakeReputation(),
+        FakeSesTenants(),
+        "us-east-1",
     )
     return events, ledger, stats, sup
 
@@ -243,8 +249,7 @@ def test_a_bounce_from_the_platforms_account_has_the_guard_read_ses_status_and_p
     paused = TenantStatus("moonsend-test-acme", "DISABLED", "The bounce rate exceeded 10.0%", None)
     tenants = FakeTenants(_acme(PLATFORM))
     events = SesEvents(
-        FakeLedger(),
-        FakeStats(),
+        Recorder(FakeLedger(), FakeStats()),
         FakeSuppressions(),
         tenants,
         PLATFORM,
@@ -257,8 +262,7 @@ def test_a_bounce_from_the_platforms_account_has_the_guard_read_ses_status_and_p
     # From a tenant's own account, SES's tenants of the platform's account say nothing about it.
     own = FakeTenants(_acme())
     events = SesEvents(
-        FakeLedger(),
-        FakeStats(),
+        Recorder(FakeLedger(), FakeStats()),
         FakeSuppressions(),
         own,
         PLATFORM,

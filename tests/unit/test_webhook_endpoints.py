@@ -127,7 +127,7 @@ def test_signatures_are_the_specifications_hmac_and_verify_with_its_own_library(
 
 
 def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endpoint_id_none_can_have():
-    from chalicelib.control.tenant_api import TenantApi, UnreadableBody
+    from chalicelib.control.tenant_api import DigestRuns, TenantApi, UnreadableBody
     from chalicelib.control.webhook_registration import NO_ENDPOINT
     from chalicelib.feedback.reports import Answer
 
@@ -139,7 +139,8 @@ def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endp
         def __getattr__(self, name):
             raise AssertionError(f"reached: {name}")
 
-    api = TenantApi(Reports(), Untouched(), Untouched(), Untouched(), Untouched(), lambda *_: None, Untouched())
+    digests = DigestRuns(Untouched(), lambda *_: None)
+    api = TenantApi(Reports(), Untouched(), Untouched(), Untouched(), digests, Untouched())
     read = []
 
     def body():

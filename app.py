@@ -50,7 +50,10 @@ def send_emails(event: SNSEvent) -> None:
     except QueueNotOurs as exc:
         log.warning("trigger ignored", reason=str(exc))
         return
-    drain_chain.run(c, request, queue, event.context)
+    context: object = event.context  # Lambda's context object, though Chalice annotates it `dict | None`
+    if not isinstance(context, drain_chain.LambdaContext):
+        raise TypeError(f"send_emails' context is {type(context).__name__}, not Lambda's context")
+    drain_chain.run(c.drain_chain, request, queue, context)
 
 
 @app.lambda_function(name="run_digest")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -20,6 +21,7 @@ from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.links import LinkKeys, LinkSigner
+from chalicelib.core.ports import SqsDrain
 from chalicelib.digest.assembly import DigestAssembly
 from chalicelib.digest.intake import DigestIntake
 from chalicelib.digest.runner import DigestRunner
@@ -41,8 +43,18 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.queueing.tenant_queues import TenantQueues
+from chalicelib.send.delivery import Delivery
+from chalicelib.send.drain_chain import DrainChain
 from chalicelib.send.drainer import Drainer
+from chalicelib.send.executor import Executor
+from chalicelib.send.identity import SendingIdentity
+from chalicelib.send.message_actions import MessageActions
+from chalicelib.send.parking import Parking
+from chalicelib.send.ports import SesSending
+from chalicelib.send.rate_limiter import Pacings
+from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.send.ses_sender import SesSender
+from chalicelib.send.sides import Content, DrainQueues, GateReads, LedgerSide, SendState, SesSide
 from chalicelib.send.triggers import continuation_event, sweep_event
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_sender import CampaignSenders
@@ -55,6 +67,14 @@ from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.platform_identities import PlatformIdentities
+from chalicelib.stores.ports import (
+    ControlState,
+    LedgerClaims,
+    ReputationAdd,
+    SenderTenants,
+    SesTenantSetup,
+    SuppressionCheck,
+)
 from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.reputation import Limits, Reputation
@@ -262,23 +282,28 @@ class Container:
 
     @cached_property
     def drainer(self) -> Drainer:
-        return Drainer(
+        return send_path(
             self.settings,
             aws.client("sqs", self.settings.region),
-            self.tenants,
-            self.stats,
-            self.ses,
-            self.ses_tenants,
-            self.ledger,
-            self.payloads,
-            self.suppressions,
-            self.links,
-            self.reputation,
-            self.control,
-            self.failed_copies,
+            SendStores(
+                self.tenants,
+                self.recorder,
+                self.ledger,
+                self.suppressions,
+                self.control,
+                self.reputation,
+                self.failed_copies,
+            ),
+            SesParts(self.ses, self.ses_tenants),
+            Content(self.payloads, self.links),
             self.parked,
             self.drains,
         )
+
+    @cached_property
+    def drain_chain(self) -> DrainChain:
+        """What send_emails' link of a queue's drain chain uses (chalicelib.send.drain_chain)."""
+        return DrainChain(self.leases, self.drainer, self.reinvoke, self.settings.deadline_margin_ms)
 
     @cached_property
     def actions(self) -> CampaignActions:
@@ -452,6 +477,52 @@ class Container:
         topic = self.settings.topic_arn(self.settings.resources.send_topic.name)
         event = continuation_event(queue_name, generation, topic, lease, slot, start_at_ms)
         self.invoke_async(function_name, event)
+
+
+@dataclass(frozen=True)
+class SendStores:
+    """The stores the send path reads and writes (the container's, or a test's fakes)."""
+
+    tenants: SenderTenants
+    recorder: Recorder  # the container's one (chalicelib.stores.recorder)
+    ledger: LedgerClaims
+    suppressions: SuppressionCheck
+    control: ControlState
+    reputation: ReputationAdd
+    failed_copies: FailedCopies
+
+
+@dataclass(frozen=True)
+class SesParts:
+    """SES as the send path uses it: the sends, and the free tenants' SES tenants."""
+
+    ses: SesSending
+    ses_tenants: SesTenantSetup
+
+
+def send_path(
+    settings: Settings,
+    sqs: SqsDrain,
+    stores: SendStores,
+    ses: SesParts,
+    content: Content,
+    parked: ParkedEmail,
+    drains: DrainStarter,
+) -> Drainer:
+    """The send path, built whole: every collaborator of the Drainer and its Delivery, here and only here."""
+    recorder = stores.recorder.gathering(1.0)  # the drains' counts: one write per second per campaign
+    # The reputation guard's denominator is counted before each send (SentAhead says why).
+    state = SendState(Pacings(), recorder, SentAhead(stores.reputation))
+    ledger = LedgerSide(stores.ledger, recorder)
+    executor = Executor(ledger, stores.tenants, ses.ses_tenants, state, stores.failed_copies)
+    gate = GateReads(stores.tenants, stores.suppressions, stores.control)
+    identity = SendingIdentity(settings, stores.tenants, ses.ses)
+    delivery = Delivery(
+        settings, stores.ledger, SesSide(ses.ses, ses.ses_tenants, identity), gate, state, content, executor
+    )
+    actions = MessageActions(sqs, content.payloads)
+    parking = Parking(parked, stores.control, stores.tenants, actions)
+    return Drainer(settings, DrainQueues(sqs, actions, parking), delivery, state, gate, drains)
 
 
 # One container per function: on Lambda a process runs one function, so there is one; a process running

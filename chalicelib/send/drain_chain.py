@@ -10,22 +10,65 @@ rate needs several drainers has one chain per slot, each with its own lease (cha
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from chalicelib.core import log
 from chalicelib.core.drainer_shares import lease_key
-from chalicelib.send.drainer import DrainResult
+from chalicelib.send.drain_report import DrainResult
 from chalicelib.send.triggers import DrainRequest
 from chalicelib.stores.lease import Lease
+from chalicelib.stores.ports import DrainLeases
 
 # A lease outlives its holder's Lambda time by this much, so that a re-invocation can renew it.
 LEASE_GRACE_MS = 60_000
 
 
-def run(container: Any, request: DrainRequest, queue: str, context: Any) -> DrainResult | None:
+@runtime_checkable
+class LambdaContext(Protocol):
+    """What the chain reads of its invocation's context (Lambda's)."""
+
+    @property
+    def function_name(self) -> str: ...
+
+    def get_remaining_time_in_millis(self) -> int: ...
+
+
+class Drains(Protocol):
+    """The drainer (chalicelib.send.drainer.Drainer): drain one queue's slot until told to stop."""
+
+    def drain(self, queue_name: str, remaining_ms: Callable[[], int], slot: int = 0) -> DrainResult: ...
+
+
+class HandOn(Protocol):
+    """Re-invoke the chain's function with its lease (chalicelib.wiring.Container.reinvoke)."""
+
+    def __call__(
+        self,
+        function_name: str,
+        queue_name: str,
+        generation: int,
+        lease: str,
+        slot: int = 0,
+        start_at_ms: int | None = None,
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class DrainChain:
+    """What one link of the chain uses (chalicelib.wiring builds it)."""
+
+    leases: DrainLeases
+    drainer: Drains
+    hand_on: HandOn
+    deadline_margin_ms: int
+
+
+def run(chain: DrainChain, request: DrainRequest, queue: str, context: LambdaContext) -> DrainResult | None:
     """One link of the chain. Returns None when another drainer holds the queue."""
     hold = int(context.get_remaining_time_in_millis()) + LEASE_GRACE_MS
-    leases = container.leases
+    leases = chain.leases
     key = lease_key(queue, request.slot)
     lease: Lease | None
     if request.source == "continue" and request.lease:
@@ -37,12 +80,10 @@ def run(container: Any, request: DrainRequest, queue: str, context: Any) -> Drai
         return None
     starts = [at for at in (request.start_at_ms, lease.quiet_from_ms) if at is not None]
     if starts:
-        _wait_until(max(starts), context, container.settings.deadline_margin_ms)
-    result: DrainResult = container.drainer.drain(
-        queue, remaining_ms=context.get_remaining_time_in_millis, slot=request.slot
-    )
+        _wait_until(max(starts), context, chain.deadline_margin_ms)
+    result = chain.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis, slot=request.slot)
     if result.unfinished:
-        container.reinvoke(
+        chain.hand_on(
             context.function_name, queue, request.generation + 1, lease.token, request.slot, result.quiet_from_ms
         )
     else:
@@ -50,7 +91,7 @@ def run(container: Any, request: DrainRequest, queue: str, context: Any) -> Drai
     return result
 
 
-def _wait_until(start_at_ms: int, context: Any, margin_ms: int) -> None:
+def _wait_until(start_at_ms: int, context: LambdaContext, margin_ms: int) -> None:
     """A scheduled start: the queue's email becomes visible at `start_at_ms`; begin then, not a poll later.
     A continuation, or a drain after one that ended: the last drain's sends fill a window until then.
 

@@ -25,33 +25,14 @@ from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
-from chalicelib.core.links import LinkSigner
-from chalicelib.core.ports import SqsDrain
 from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
+from chalicelib.core.routing import is_free_queue
 from chalicelib.queueing.drain_starter import RECENTLY_S, DrainStarter
-from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.delivery import Delivery, Suppressed
 from chalicelib.send.drain_report import DrainResult, report_drain
-from chalicelib.send.identity import SendingIdentity
-from chalicelib.send.message_actions import THROTTLES_ATTRIBUTE, MessageActions
+from chalicelib.send.message_actions import THROTTLES_ATTRIBUTE
 from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Outcome, Verdict
-from chalicelib.send.parking import Parking
-from chalicelib.send.ports import SesSending
-from chalicelib.send.rate_limiter import Pacings
-from chalicelib.send.sent_ahead import SentAhead
-from chalicelib.stores.campaign_stats import BufferedStats
-from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import (
-    ControlState,
-    Counts,
-    ReputationAdd,
-    SenderLedger,
-    SenderTenants,
-    SesTenantSetup,
-    SuppressionCheck,
-)
-from chalicelib.stores.recorder import Recorder
+from chalicelib.send.sides import DrainQueues, GateReads, QueueRef, SendState
 
 EMPTY_POLLS_TO_FINISH = 2
 # Another copy's business: the drain did not handle this tenant's email (its metrics dimension).
@@ -69,16 +50,14 @@ CLAIM_HOLD_S = 6 * SEND_VISIBILITY_TIMEOUT_S
 SEND_WORKERS = 48
 MAX_AHEAD = 200
 RECEIVE_BATCH = 10  # SQS's most per ReceiveMessage
+_ToPark = tuple[dict[str, Any], Verdict]  # a paused email's message and verdict, parked once per collect
 
 
 @dataclass
 class _Drain:
     """One drain's moving parts (a container's Drainer may run several drains at once: the local stack does)."""
 
-    url: str
-    queue_name: str
-    slot: int  # which of the queue's drainers this is (chalicelib.core.drainer_shares)
-    free: bool
+    ref: QueueRef
     result: DrainResult
     inflight: dict[Future[Verdict], dict[str, Any]] = field(default_factory=dict)
     finished: queue.SimpleQueue[Future[Verdict]] = field(default_factory=queue.SimpleQueue)
@@ -91,49 +70,33 @@ class Drainer:
     def __init__(
         self,
         settings: Settings,
-        sqs: SqsDrain,
-        tenants: SenderTenants,
-        stats: Counts,
-        ses: SesSending,
-        ses_tenants: SesTenantSetup,
-        ledger: SenderLedger,
-        payloads: PayloadStore,
-        suppressions: SuppressionCheck,
-        links: LinkSigner,
-        reputation: ReputationAdd,
-        control: ControlState,
-        failed_copies: FailedCopies,
-        parked: ParkedEmail,
+        queues: DrainQueues,
+        delivery: Delivery,
+        state: SendState,
+        gate: GateReads,
         drains: DrainStarter,
     ) -> None:
         self._settings = settings
-        self._sqs = sqs
+        self._sqs = queues.sqs
+        self._actions = queues.actions
+        self._parking = queues.parking
+        self._delivery = delivery
+        self._state = state
+        self._gate = gate
         self._drains = drains
-        self._tenants = tenants
-        self._suppressions = suppressions
-        self._stats = BufferedStats(stats)
-        # The reputation guard's denominator, counted before each send (see SentAhead for why).
-        self._sent_ahead = SentAhead(reputation)
-        self._pacings = Pacings()
-        self._actions = MessageActions(sqs, payloads)
-        self._parking = Parking(parked, control, tenants, self._actions)
-        self._delivery = Delivery(
-            settings,
-            tenants,
-            SendingIdentity(settings, tenants, ses),
-            ledger,
-            Recorder(ledger, self._stats),
-            ses,
-            ses_tenants,
-            self._pacings,
-            self._sent_ahead,
-            payloads,
-            suppressions,
-            links,
-            control,
-            failed_copies,
-        )
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
+        # One message's action, by the outcome table's Action (chalicelib.send.outcomes).
+        self._on: dict[Action, Callable[[_Drain, dict[str, Any], Verdict, list[_ToPark]], None]] = {
+            Action.DELETE: self._delete,
+            Action.REQUEUE_LATER: lambda d, m, _v, _p: self._actions.requeue_later(d.ref.url, m),
+            Action.BACK_OFF: lambda d, m, _v, _p: self._actions.back_off(d.ref.url, m),
+            Action.WAIT_FOR_CLAIM: lambda d, m, v, _p: self._actions.wait_for_claim(d.ref.url, m, v),
+            Action.TO_DEAD_LETTER: lambda d, m, _v, _p: self._actions.visible_now(d.ref.url, m),
+            Action.HAND_BACK: self._hand_back,
+            Action.PARK: self._park,
+            Action.PARK_OR_STOP: self._park_or_stop,
+            Action.STOP: self._stop,
+        }
 
     def drain(self, queue_name: str, remaining_ms: Callable[[], int], slot: int = 0) -> DrainResult:
         """Drain until the queue is empty, the deadline nears, or SES says stop for today.
@@ -156,16 +119,16 @@ class Drainer:
             result.stopped_reason = paused
             log.info("drain skipped", queue=queue_name, reason=paused)
             return result
-        d = _Drain(url, queue_name, slot, queue_name == self._settings.resources.free_queue.name, result)
+        d = _Drain(QueueRef(queue_name, url, slot, is_free_queue(self._settings.resources, queue_name)), result)
         with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
             self._loop(d, pool, remaining_ms)
             # Whatever was started is finished and recorded before the drain hands on or ends.
             while d.inflight:
                 self._collect(d, wait=True)
         self._actions.delete(url, d.to_delete)
-        result.quiet_from_ms = self._pacings.of(queue_name, slot).quiet_from_ms()
-        self._stats.flush()
-        self._sent_ahead.settle()
+        result.quiet_from_ms = self._state.pacings.of(queue_name, slot).quiet_from_ms()
+        self._state.recorder.flush()
+        self._state.sent_ahead.settle()
         report_drain(self._settings, result)
         return result
 
@@ -174,7 +137,7 @@ class Drainer:
         while True:
             self._collect(d, wait=False)
             if len(d.to_delete) >= 10:
-                self._actions.delete(d.url, d.to_delete)
+                self._actions.delete(d.ref.url, d.to_delete)
             if d.result.stopped_reason:
                 return
             if remaining_ms() < self._settings.deadline_margin_ms:
@@ -197,7 +160,7 @@ class Drainer:
                 empty_polls = 0
                 suppressed = self._suppressed_in(messages)
                 for m in messages:
-                    future = pool.submit(self._delivery.deliver, d.queue_name, d.slot, m, suppressed)
+                    future = pool.submit(self._delivery.deliver, d.ref, m, suppressed)
                     d.inflight[future] = m
                     future.add_done_callback(d.finished.put)
             elif d.inflight:
@@ -209,7 +172,7 @@ class Drainer:
 
     def _receive(self, d: _Drain, asked: int) -> list[dict[str, Any]]:
         return self._sqs.receive_message(
-            QueueUrl=d.url,
+            QueueUrl=d.ref.url,
             MaxNumberOfMessages=asked,
             WaitTimeSeconds=0 if d.inflight else self._settings.long_poll_seconds,
             MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
@@ -226,7 +189,7 @@ class Drainer:
         holding 20 needed 40 s, past the 20 s margin, and Lambda would stop it mid-send (its claims then
         hold those recipients back for the claim's lifetime). Until the first send gives the pace, a
         drain holds one batch."""
-        paced = self._pacings.rate(d.queue_name, d.slot)
+        paced = self._state.pacings.rate(d.ref.name, d.ref.slot)
         if not paced:
             return RECEIVE_BATCH
         wanted = max(20, min(MAX_AHEAD, math.ceil(paced * 1.5) + 10))
@@ -234,7 +197,7 @@ class Drainer:
 
     def _rate(self, d: _Drain) -> float:
         """This drainer's rate as paced so far (10 a second until its first send)."""
-        return self._pacings.rate(d.queue_name, d.slot) or 10.0
+        return self._state.pacings.rate(d.ref.name, d.ref.slot) or 10.0
 
     def _collect(self, d: _Drain, *, wait: bool) -> None:
         """Act on every verdict that has come in (waiting up to 0.2 s for the first, if asked to)."""
@@ -249,7 +212,7 @@ class Drainer:
                 done.append(d.finished.get_nowait())
         except queue.Empty:
             pass
-        to_park: list[tuple[dict[str, Any], Verdict]] = []
+        to_park: list[_ToPark] = []
         drainers = 1
         for future in done:
             m = d.inflight.pop(future)
@@ -262,10 +225,10 @@ class Drainer:
             if verdict.lag_ms is not None:
                 d.result.lag.add(verdict.lag_ms)
             drainers = max(drainers, verdict.drainers)
-            self._act(d, disposition.action, m, verdict, to_park)
+            self._on[disposition.action](d, m, verdict, to_park)
         if to_park:
-            d.to_delete.extend(self._parking.park(d.url, d.free, to_park))
-        if d.slot == 0 and drainers > 1:
+            d.to_delete.extend(self._parking.park(d.ref, to_park))
+        if d.ref.slot == 0 and drainers > 1:
             self._start_helpers(d, drainers)
 
     def _start_helpers(self, d: _Drain, drainers: int) -> None:
@@ -283,46 +246,41 @@ class Drainer:
         d.backlog_read_at = now
         try:
             attributes = self._sqs.get_queue_attributes(
-                QueueUrl=d.url, AttributeNames=["ApproximateNumberOfMessages"]
+                QueueUrl=d.ref.url, AttributeNames=["ApproximateNumberOfMessages"]
             ).get("Attributes", {})
             waiting = int(attributes.get("ApproximateNumberOfMessages", "0"))
         except Exception as exc:  # no helpers this time: this drainer goes on at its band
-            log.warning("queue depth unknown", queue=d.queue_name, error=type(exc).__name__)
+            log.warning("queue depth unknown", queue=d.ref.name, error=type(exc).__name__)
             return
         if waiting <= self._ahead(d):
             return
         for slot in range(1, drainers):
-            self._drains.ensure(d.queue_name, slot=slot)
+            self._drains.ensure(d.ref.name, slot=slot)
 
-    def _act(
-        self,
-        d: _Drain,
-        action: Action,
-        m: dict[str, Any],
-        verdict: Verdict,
-        to_park: list[tuple[dict[str, Any], Verdict]],
-    ) -> None:
-        """Carry out one message's action (parking is gathered, to store one batch per paused campaign)."""
-        if action is Action.DELETE:
-            d.to_delete.append(m)
-        elif action is Action.REQUEUE_LATER:
-            self._actions.requeue_later(d.url, m)
-        elif action is Action.BACK_OFF:
-            self._actions.back_off(d.url, m)
-        elif action is Action.WAIT_FOR_CLAIM:
-            self._actions.wait_for_claim(d.url, m, verdict)
-        elif action is Action.TO_DEAD_LETTER:
-            self._actions.visible_now(d.url, m)
-        elif action is Action.HAND_BACK:
-            self._actions.hand_back(d.url, m)
-            self._drains.ensure(d.queue_name)  # slot 0 may have ended while this one held the email
-            d.result.stopped_reason = STOP_REASONS[action]
-        elif action is Action.PARK or (action is Action.PARK_OR_STOP and d.free):
-            to_park.append((m, verdict))  # the shared queue goes on for the other free tenants
-        else:  # STOP, or a paused tenant's own queue: later drains check the pause before receiving
-            if action is Action.PARK_OR_STOP:
-                self._actions.visible_now(d.url, m)
-            d.result.stopped_reason = STOP_REASONS[action]
+    # --- the actions (the outcome table's; parking is gathered, to store one batch per paused campaign) ----
+
+    def _delete(self, d: _Drain, m: dict[str, Any], _verdict: Verdict, _to_park: list[_ToPark]) -> None:
+        d.to_delete.append(m)
+
+    def _hand_back(self, d: _Drain, m: dict[str, Any], _verdict: Verdict, _to_park: list[_ToPark]) -> None:
+        self._actions.hand_back(d.ref.url, m)
+        self._drains.ensure(d.ref.name)  # slot 0 may have ended while this one held the email
+        d.result.stopped_reason = STOP_REASONS[Action.HAND_BACK]
+
+    def _park(self, _d: _Drain, m: dict[str, Any], verdict: Verdict, to_park: list[_ToPark]) -> None:
+        to_park.append((m, verdict))
+
+    def _park_or_stop(self, d: _Drain, m: dict[str, Any], verdict: Verdict, to_park: list[_ToPark]) -> None:
+        """The shared queue goes on for the other free tenants; a paused tenant's own queue stops (later drains
+        check the pause before receiving)."""
+        if d.ref.free:
+            to_park.append((m, verdict))
+            return
+        self._actions.visible_now(d.ref.url, m)
+        d.result.stopped_reason = STOP_REASONS[Action.PARK_OR_STOP]
+
+    def _stop(self, d: _Drain, _m: dict[str, Any], _verdict: Verdict, _to_park: list[_ToPark]) -> None:
+        d.result.stopped_reason = STOP_REASONS[Action.STOP]
 
     def _suppressed_in(self, messages: list[dict[str, Any]]) -> Suppressed:
         """One look-up per receive batch: which of these recipients were suppressed since queued."""
@@ -335,13 +293,13 @@ class Drainer:
             by_user.setdefault(email.user_id, []).append(email.recipient_email)
         found: dict[tuple[str, str], str] = {}
         for user, emails in by_user.items():
-            for address, why in self._suppressions.check(user, emails).items():
+            for address, why in self._gate.suppressions.check(user, emails).items():
                 found[(user, address)] = why
         return found
 
     def _paused_owner(self, queue_name: str, url: str) -> str | None:
         """`tenant paused: <why>` when a tenant queue's owner is paused (from the queue's tenant tag)."""
-        if queue_name == self._settings.resources.free_queue.name:
+        if is_free_queue(self._settings.resources, queue_name):
             return None
         owner = self._owners.get(queue_name)
         if owner is None:
@@ -352,5 +310,5 @@ class Drainer:
                 return None
             owner = tags.get("moonsend:tenant", "")
             self._owners[queue_name] = owner
-        tenant = self._tenants.get(owner) if owner else None
+        tenant = self._gate.tenants.get(owner) if owner else None
         return f"tenant paused: {tenant.paused_reason}" if tenant and tenant.paused_reason else None

@@ -1,18 +1,36 @@
-"""What can become of one received message, and what the drain then does with it: a table, not a chain of ifs.
+"""What can become of one received message, and what is done about it: tables, not chains of ifs.
 
-A delivery (chalicelib.send.delivery) ends every message in one Outcome, returned as a Verdict with what
-the drain needs to act on it. DISPOSITIONS says, for each outcome, which count of the drain's result it
-adds to and which Action is taken on the SQS message (chalicelib.send.message_actions carries them out).
-The rule the table encodes: a message is deleted only when its outcome is in the ledger (record before
-delete); every other message comes back, later or as a fresh copy, so nothing is lost.
+Decide, then do (as chalice's deploy planner and executor): a delivery (chalicelib.send.delivery) reads what
+it must (the ledger's claim, the tenant, the campaign, SES's answer) and decides; the decision is a value,
+a Decision naming the outcome, its ledger effect and its side effects as data (chalicelib.send.decisions
+makes them, pure); one executor (chalicelib.send.executor) applies it by dispatch on each effect's type.
+
+DISPOSITIONS says, for each outcome, its ledger effect on a claimed recipient, which count of the drain's
+result it adds to and which Action is taken on the SQS message (chalicelib.send.message_actions carries
+them out). NOT_SENT says, for each refusal SES's answer is classified as (chalicelib.send.ses_sender's
+`classify`), the outcome it decides and its side effects. The rule the tables encode: a message is deleted
+only when its outcome is in the ledger (record before delete); every other message comes back, later or
+as a fresh copy, so nothing is lost; and a claim is given back only when no email went to SES.
 """
 
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from chalicelib.core.contract import QueuedEmail
+from chalicelib.core.errors import (
+    KeysRejected,
+    QuotaExhausted,
+    SendFailed,
+    SendOutcomeUnknown,
+    SendThrottled,
+    TenantNotReady,
+    TenantSendingPaused,
+    TransientSendError,
+)
+from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, SENT, SUPPRESSED
 
 
 class Outcome(enum.Enum):
@@ -47,28 +65,38 @@ class Action(enum.Enum):
     HAND_BACK = "hand-back"  # a fresh copy on the queue at once (its receive count afresh), and the drain stops
 
 
+class Ledger(enum.Enum):
+    """What an outcome does to the recipient's claim in the ledger (chalicelib.stores.ledger)."""
+
+    RECORD = "record"  # its outcome recorded (a final state): the message may be deleted
+    UNCLAIM = "unclaim"  # the claim given back: nothing went to SES, a later try or another drainer sends it
+    LEAVE = "leave"  # the claim left as it is: another copy's, or ours held until SES's Send event records it
+
+
 @dataclass(frozen=True)
 class Disposition:
     count: str | None  # the DrainResult count it adds to
     action: Action
+    ledger: Ledger  # its effect on a claimed recipient
+    recorded: str | None = None  # RECORD: the ledger state it is recorded as
 
 
 DISPOSITIONS: dict[Outcome, Disposition] = {
-    Outcome.SENT: Disposition("sent", Action.DELETE),
-    Outcome.FAILED: Disposition("failed", Action.DELETE),
-    Outcome.SUPPRESSED: Disposition("suppressed", Action.DELETE),
-    Outcome.CANCELLED: Disposition("cancelled", Action.DELETE),
-    Outcome.EXPIRED: Disposition("expired", Action.DELETE),
-    Outcome.DUPLICATE: Disposition("duplicates", Action.DELETE),
-    Outcome.THROTTLED: Disposition("throttled", Action.REQUEUE_LATER),
-    Outcome.RETRY: Disposition("retried", Action.BACK_OFF),
-    Outcome.IN_FLIGHT: Disposition("retried", Action.WAIT_FOR_CLAIM),
-    Outcome.ORPHANED: Disposition("retried", Action.WAIT_FOR_CLAIM),
-    Outcome.DEAD_LETTER: Disposition("dead_lettered", Action.TO_DEAD_LETTER),
-    Outcome.CAMPAIGN_PAUSED: Disposition("retried", Action.PARK),
-    Outcome.TENANT_PAUSED: Disposition("retried", Action.PARK_OR_STOP),
-    Outcome.QUOTA_REACHED: Disposition(None, Action.STOP),
-    Outcome.FEWER_DRAINERS: Disposition("handed_back", Action.HAND_BACK),
+    Outcome.SENT: Disposition("sent", Action.DELETE, Ledger.RECORD, SENT),
+    Outcome.FAILED: Disposition("failed", Action.DELETE, Ledger.RECORD, FAILED),
+    Outcome.SUPPRESSED: Disposition("suppressed", Action.DELETE, Ledger.RECORD, SUPPRESSED),
+    Outcome.CANCELLED: Disposition("cancelled", Action.DELETE, Ledger.RECORD, CANCELLED),
+    Outcome.EXPIRED: Disposition("expired", Action.DELETE, Ledger.RECORD, EXPIRED),
+    Outcome.DUPLICATE: Disposition("duplicates", Action.DELETE, Ledger.LEAVE),
+    Outcome.THROTTLED: Disposition("throttled", Action.REQUEUE_LATER, Ledger.UNCLAIM),
+    Outcome.RETRY: Disposition("retried", Action.BACK_OFF, Ledger.UNCLAIM),
+    Outcome.IN_FLIGHT: Disposition("retried", Action.WAIT_FOR_CLAIM, Ledger.LEAVE),
+    Outcome.ORPHANED: Disposition("retried", Action.WAIT_FOR_CLAIM, Ledger.LEAVE),
+    Outcome.DEAD_LETTER: Disposition("dead_lettered", Action.TO_DEAD_LETTER, Ledger.RECORD, FAILED),
+    Outcome.CAMPAIGN_PAUSED: Disposition("retried", Action.PARK, Ledger.UNCLAIM),
+    Outcome.TENANT_PAUSED: Disposition("retried", Action.PARK_OR_STOP, Ledger.UNCLAIM),
+    Outcome.QUOTA_REACHED: Disposition(None, Action.STOP, Ledger.UNCLAIM),
+    Outcome.FEWER_DRAINERS: Disposition("handed_back", Action.HAND_BACK, Ledger.UNCLAIM),
 }
 
 # Why a drain stopped early, by the action that stops it.
@@ -89,3 +117,124 @@ class Verdict:
     claim_until_ms: int | None = None  # ORPHANED: when the dead sender's claim expires
     lag_ms: int | None = None  # SENT: from queueing to sending
     drainers: int = 1  # how many drainers its rate needs (known once its sender is: sent or not, after the gate)
+
+
+# --- side effects, as data (chalicelib.send.executor applies them, by type) ------------------------------------
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One side effect of a decision. Applied before its ledger effect unless `after_ledger`."""
+
+    after_ledger: ClassVar[bool] = False
+
+
+@dataclass(frozen=True)
+class GiveBackCount(Effect):
+    """The send counted ahead for the reputation guard (chalicelib.send.sent_ahead) did not happen."""
+
+    user_id: str
+
+
+@dataclass(frozen=True)
+class ForgetSesTenant(Effect):
+    """SES does not know the tenant's SES tenant: set up again on its next send."""
+
+    user_id: str
+
+
+@dataclass(frozen=True)
+class SlowPacing(Effect):
+    """SES said Throttling: the queue's pacing slows by `factor` for `for_seconds`."""
+
+    queue_name: str
+    slot: int
+    factor: float = 2.0
+    for_seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class SaveFailedCopy(Effect):
+    """A failed email kept for retry-failed: saved before it is recorded, so every failed one's is found."""
+
+    email: QueuedEmail
+
+
+@dataclass(frozen=True)
+class PauseTenant(Effect):
+    """The tenant paused by `owner` (chalicelib.stores.pauses), after its claim is given back."""
+
+    after_ledger: ClassVar[bool] = True
+    user_id: str
+    owner: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RecordUnattributed(Effect):
+    """An unreadable message: recorded under `_unattributed` (once, however often it comes back)."""
+
+    body: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Log(Effect):
+    """A log line (chalicelib.core.log) at `level`."""
+
+    level: str  # "info", "warning" or "error"
+    event: str
+    fields: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What a delivery decided for one message: its outcome, its ledger effect, its side effects in order."""
+
+    outcome: Outcome
+    ledger: Ledger
+    recorded: str | None = None  # RECORD: the state
+    reason: str | None = None  # RECORD: why (a failure's, a suppression's, ...)
+    message_id: str | None = None  # SENT: SES's id
+    effects: tuple[Effect, ...] = ()
+    claim_until_ms: int | None = None  # ORPHANED: when the dead sender's claim expires
+
+
+# --- SES's refusals (chalicelib.send.ses_sender.classify makes them from SES's errors) -------------------------
+
+
+@dataclass(frozen=True)
+class NotSent:
+    """What a refusal of SES's decides for a claimed recipient."""
+
+    outcome: Outcome
+    gives_back_count: bool = True  # SES did not send it: the guard's count taken ahead is given back
+    forgets_ses_tenant: bool = False
+    slows_pacing: bool = False
+    on_last_try: Outcome | None = None  # on its last receive (SQS dead-letters it next): recorded failed
+    with_newer_keys: Outcome | None = None  # newer keys registered since this container read them: retried
+
+
+# Looked up by the exception's class, most specific first (its MRO): KeysRejected is a SendFailed,
+# TenantNotReady a TransientSendError.
+NOT_SENT: dict[type[Exception], NotSent] = {
+    SendFailed: NotSent(Outcome.FAILED),
+    KeysRejected: NotSent(Outcome.FAILED, with_newer_keys=Outcome.RETRY),
+    SendThrottled: NotSent(Outcome.THROTTLED, slows_pacing=True),
+    QuotaExhausted: NotSent(Outcome.QUOTA_REACHED),
+    TransientSendError: NotSent(Outcome.RETRY, on_last_try=Outcome.DEAD_LETTER),
+    TenantNotReady: NotSent(Outcome.RETRY, forgets_ses_tenant=True, on_last_try=Outcome.DEAD_LETTER),
+    # SES may have accepted it: it stays counted and its claim is kept (Ledger.LEAVE).
+    SendOutcomeUnknown: NotSent(Outcome.IN_FLIGHT, gives_back_count=False),
+    # The tenant paused by SES (PauseTenant), or QUOTA_REACHED when the whole account's sending is paused.
+    TenantSendingPaused: NotSent(Outcome.TENANT_PAUSED),
+}
+NOT_SENT_ERRORS = tuple(NOT_SENT)
+
+
+def not_sent_rule(exc: Exception) -> NotSent:
+    """The row of NOT_SENT for this refusal (KeyError for an exception SES's adapter does not raise)."""
+    for cls in type(exc).__mro__:
+        if cls in NOT_SENT:
+            return NOT_SENT[cls]
+    raise KeyError(type(exc).__name__)

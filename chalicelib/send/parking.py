@@ -15,6 +15,7 @@ from chalicelib.core import log
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.message_actions import MessageActions
 from chalicelib.send.outcomes import Outcome, Verdict
+from chalicelib.send.queue_ref import QueueRef
 from chalicelib.stores.campaign_control import PAUSED
 from chalicelib.stores.ports import ControlState, TenantLookup
 
@@ -28,9 +29,9 @@ class Parking:
         self._tenants = tenants
         self._actions = actions
 
-    def park(self, url: str, free: bool, items: list[tuple[dict[str, Any], Verdict]]) -> list[dict[str, Any]]:
+    def park(self, queue: QueueRef, items: list[tuple[dict[str, Any], Verdict]]) -> list[dict[str, Any]]:
         """Park the paused email of these messages; returns the messages that may now be deleted."""
-        queue = url.rstrip("/").rsplit("/", 1)[-1]
+        url = queue.url
         groups: dict[tuple[str, str | None], list[tuple[dict[str, Any], str, str]]] = {}
         for m, verdict in items:
             email, body = verdict.email, verdict.body
@@ -43,7 +44,7 @@ class Parking:
         for (user, campaign), group in groups.items():
             emails = [(address, body) for _m, address, body in group]
             try:
-                batch = self._parked.park(user, campaign, "free" if free else "paid", queue, emails)
+                batch = self._parked.park(user, campaign, "free" if queue.free else "paid", queue.name, emails)
             except Exception as exc:
                 log.warning("paused email not parked, kept on the queue", user=user, error=type(exc).__name__)
                 for m, _a, _b in group:

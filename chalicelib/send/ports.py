@@ -28,3 +28,9 @@ class SesSend(Protocol):
 
 class SesSending(SesQuota, SesSend, Protocol):
     """The drainer's, which hands SES to both."""
+
+
+class SesTenantForget(Protocol):
+    """The executor's (chalicelib.send.executor): a free tenant's SES tenant, set up again on its next send."""
+
+    def forget(self, user_id: str) -> None: ...

@@ -49,6 +49,9 @@ class FakeContainer:
 
         self.drainer = Drainer()
 
+    def chain(self):
+        return drain_chain.DrainChain(self.leases, self.drainer, self.reinvoke, self.settings.deadline_margin_ms)
+
     def reinvoke(self, function_name, queue, generation, lease, slot=0, start_at_ms=None):
         self.reinvoked.append((queue, generation, lease) if slot == 0 else (queue, generation, lease, slot))
 
@@ -60,7 +63,7 @@ def test_two_alarms_at_once_start_one_drainer(stack, uid):
 
     def trigger():
         barrier.wait()
-        return drain_chain.run(c, req, req.queue_name, FakeContext())
+        return drain_chain.run(c.chain(), req, req.queue_name, FakeContext())
 
     with ThreadPoolExecutor(2) as pool:
         results = list(pool.map(lambda _: trigger(), range(2)))
@@ -71,13 +74,13 @@ def test_the_chain_hands_its_lease_on_and_releases_it_at_the_end(stack, uid):
     leases = wiring.container().leases
     queue = f"moonsend-local-t-{uid}"
     c = FakeContainer(leases, unfinished_times=1)
-    drain_chain.run(c, DrainRequest(queue, "alarm"), queue, FakeContext())
+    drain_chain.run(c.chain(), DrainRequest(queue, "alarm"), queue, FakeContext())
     ((_queue, generation, token),) = c.reinvoked
     assert generation == 1 and leases.holder(queue).token == token
     # While the chain holds it, another alarm does nothing.
-    assert drain_chain.run(c, DrainRequest(queue, "alarm"), queue, FakeContext()) is None
+    assert drain_chain.run(c.chain(), DrainRequest(queue, "alarm"), queue, FakeContext()) is None
     # The continuation renews with the token, drains to the end and releases.
-    assert drain_chain.run(c, DrainRequest(queue, "continue", 1, token), queue, FakeContext()) is not None
+    assert drain_chain.run(c.chain(), DrainRequest(queue, "continue", 1, token), queue, FakeContext()) is not None
     assert leases.holder(queue) is None and c.drains == 2
 
 
@@ -86,7 +89,7 @@ def test_a_continuation_with_a_stale_token_does_not_drain(stack, uid):
     queue = f"moonsend-local-t-{uid}"
     leases.acquire(queue, 60_000)
     c = FakeContainer(leases)
-    assert drain_chain.run(c, DrainRequest(queue, "continue", 3, "stale"), queue, FakeContext()) is None
+    assert drain_chain.run(c.chain(), DrainRequest(queue, "continue", 3, "stale"), queue, FakeContext()) is None
     assert c.drains == 0
 
 
@@ -122,10 +125,10 @@ def test_a_drain_that_ended_makes_the_next_one_wait_until_its_last_window_is_ove
 
     other = f"{queue}-b"
     c = Ended()
-    drain_chain.run(c, DrainRequest(other, "alarm"), other, FakeContext())
+    drain_chain.run(c.chain(), DrainRequest(other, "alarm"), other, FakeContext())
     assert leases.holder(other) is None
     d = Ended()
-    drain_chain.run(d, DrainRequest(other, "alarm"), other, FakeContext())
+    drain_chain.run(d.chain(), DrainRequest(other, "alarm"), other, FakeContext())
     assert d.started_at >= c.started_at + 690
 
 
@@ -145,14 +148,16 @@ def test_each_drainer_of_a_queue_holds_its_own_slots_lease_and_hands_it_on(stack
     leases = wiring.container().leases
     queue = f"moonsend-local-t-{uid}"
     c = FakeContainer(leases, unfinished_times=1)
-    drain_chain.run(c, DrainRequest(queue, "helper", slot=2), queue, FakeContext())
+    drain_chain.run(c.chain(), DrainRequest(queue, "helper", slot=2), queue, FakeContext())
     ((_q, generation, token, slot),) = c.reinvoked
     assert (generation, slot, c.slots) == (1, 2, [2])
     assert leases.holder(f"{queue}#2").token == token and leases.holder(queue) is None
     # Slot 0 is free for the alarm; a second start of slot 2 finds it held.
-    assert drain_chain.run(c, DrainRequest(queue, "alarm"), queue, FakeContext()) is not None
-    assert drain_chain.run(c, DrainRequest(queue, "helper", slot=2), queue, FakeContext()) is None
-    assert drain_chain.run(c, DrainRequest(queue, "continue", 1, token, slot=2), queue, FakeContext()) is not None
+    assert drain_chain.run(c.chain(), DrainRequest(queue, "alarm"), queue, FakeContext()) is not None
+    assert drain_chain.run(c.chain(), DrainRequest(queue, "helper", slot=2), queue, FakeContext()) is None
+    assert (
+        drain_chain.run(c.chain(), DrainRequest(queue, "continue", 1, token, slot=2), queue, FakeContext()) is not None
+    )
     assert leases.holder(f"{queue}#2") is None and c.slots == [2, 0, 2]
 
 

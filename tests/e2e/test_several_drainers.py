@@ -171,8 +171,7 @@ class Lambdas:
     def _run(self, request):
         ses = self.ses_for_slot.pop(request.slot, None) if request.source != "continue" else None
         deadline = time.monotonic() + self.lambda_s
-        container = SimpleNamespace(
-            settings=SETTINGS,
+        chain = drain_chain.DrainChain(
             leases=self.leases,
             drainer=parts.drainer(
                 SETTINGS,
@@ -182,16 +181,17 @@ class Lambdas:
                 ledger=self.ledger,
                 drains=DrainStarter(self.leases, self.start_drain),
             ),
-            reinvoke=lambda _fn, queue, generation, lease, slot, at: self._invoke(
+            hand_on=lambda _fn, queue, generation, lease, slot, at: self._invoke(
                 DrainRequest(queue, "continue", generation, lease, at, slot)
             ),
+            deadline_margin_ms=SETTINGS.deadline_margin_ms,
         )
         context = SimpleNamespace(
             function_name="send_emails",
             get_remaining_time_in_millis=lambda: int((deadline - time.monotonic()) * 1000),
         )
         try:
-            result = drain_chain.run(container, request, request.queue_name, context)
+            result = drain_chain.run(chain, request, request.queue_name, context)
         except Killed:
             self.died.append(request.slot)
             return

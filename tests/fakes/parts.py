@@ -20,6 +20,7 @@ from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.queueing.ports import QueueRegistry
 from chalicelib.send.drainer import Drainer
 from chalicelib.send.ports import SesSending
+from chalicelib.send.sides import Content
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.ports import (
     ControlState,
@@ -37,6 +38,7 @@ from chalicelib.stores.ports import (
     TenantRegistration,
 )
 from chalicelib.stores.recorder import Recorder
+from chalicelib.wiring import SendStores, SesParts, send_path
 from tests.fakes.control import FakeControl
 from tests.fakes.daily_cap import FakeCap
 from tests.fakes.leases import FakeLeases
@@ -92,20 +94,22 @@ def drainer(
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
-    return Drainer(
+    ledger = ledger or FakeLedger()
+    stores = SendStores(
+        tenants,
+        Recorder(ledger, stats or FakeStats()),
+        ledger,
+        suppressions or FakeSuppressions(),
+        control or FakeControl(),
+        reputation or FakeReputation(),
+        failed_copies(),
+    )
+    return send_path(
         settings,
         sqs,
-        tenants,
-        stats or FakeStats(),
-        ses,
-        ses_tenants or FakeSesTenants(),
-        ledger or FakeLedger(),
-        payload_store,
-        suppressions or FakeSuppressions(),
-        links(),
-        reputation or FakeReputation(),
-        control or FakeControl(),
-        failed_copies(),
+        stores,
+        SesParts(ses, ses_tenants or FakeSesTenants()),
+        Content(payload_store, links()),
         parked,
         drains or DrainStarter(FakeLeases(), Starts()),
     )

@@ -16,7 +16,7 @@ from typing import Any
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantHolds
 from chalicelib.control.retry import RetryFailed
 from chalicelib.control.tenant_api import DigestRuns, TenantApi
-from chalicelib.control.webhook_registration import WebhookRegistration
+from chalicelib.control.webhook_registration import BackgroundJobs, WebhookRegistration
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
@@ -90,6 +90,7 @@ from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.jobs import WebhookJobRunner, job_event
 from chalicelib.webhooks.test_delivery import WebhookTester
+from chalicelib.webhooks.url_policy import AddressPolicy
 
 
 class Container:
@@ -334,16 +335,13 @@ class Container:
 
     @cached_property
     def webhook_registration(self) -> WebhookRegistration:
-        loopback = self.settings.webhook_allow_loopback
-        tester = WebhookTester(self.webhook_endpoints, allow_loopback=loopback)
-        return WebhookRegistration(
-            self.webhook_endpoints,
-            tester,
-            self.parked_deliveries,
-            self.webhook_jobs,
-            self.start_webhook_job,
-            allow_loopback=loopback,
-        )
+        tester = WebhookTester(self.webhook_endpoints, allow_loopback=self.settings.webhook_allow_loopback)
+        jobs = BackgroundJobs(self.webhook_jobs, self.start_webhook_job)
+        return WebhookRegistration(self.webhook_endpoints, tester, self.parked_deliveries, jobs, self.webhook_addresses)
+
+    @cached_property
+    def webhook_addresses(self) -> AddressPolicy:
+        return AddressPolicy(allow_loopback=self.settings.webhook_allow_loopback)
 
     @cached_property
     def webhook_jobs(self) -> WebhookJobs:
@@ -377,7 +375,7 @@ class Container:
             self.parked_deliveries,
             self.delivery_queue,
             self.settings.webhook_retry_s,
-            allow_loopback=self.settings.webhook_allow_loopback,
+            self.webhook_addresses,
         )
 
     @cached_property

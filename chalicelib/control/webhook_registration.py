@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.webhook_contract import parse_endpoint
@@ -32,28 +33,34 @@ PARKED_COUNT_BOUND = 10_000
 PARKED_COUNT_PAGES = 10
 
 
+@dataclass(frozen=True)
+class BackgroundJobs:
+    """Replays and removals of parked deliveries: their records, and how one is started (webhook_jobs,
+    invoked asynchronously with the job)."""
+
+    records: WebhookJobs
+    start: Callable[[Job], None]
+
+
 class WebhookRegistration:
     def __init__(
         self,
         endpoints: WebhookEndpoints,
         tester: WebhookTester,
         parked: ParkedDeliveries,
-        jobs: WebhookJobs,
-        run_job: Callable[[Job], None],
+        jobs: BackgroundJobs,
+        addresses: url_policy.AddressPolicy,
         *,
-        allow_loopback: bool,
-        resolver: url_policy.Resolver = url_policy.resolve,
         clock: Callable[[], float] = time.time,
         count_bound: int = PARKED_COUNT_BOUND,
     ) -> None:
         self._endpoints = endpoints
         self._tester = tester
         self._parked = parked
-        self._jobs = jobs
-        self._run_job = run_job  # webhook_jobs invoked asynchronously with the job
+        self._jobs = jobs.records
+        self._run_job = jobs.start
         self._count_bound = count_bound
-        self._allow_loopback = allow_loopback
-        self._resolver = resolver
+        self._addresses = addresses
         self._clock = clock
 
     def add(self, user_id: str, body: Any) -> Answer:
@@ -61,7 +68,7 @@ class WebhookRegistration:
         adds or removals of the tenant's kept conflicting with it (nothing added: try again)."""
         try:
             request = parse_endpoint(body)
-            url_policy.check(request.url, allow_loopback=self._allow_loopback, resolver=self._resolver)
+            self._addresses.check(request.url)
             secret = new_secret()
             endpoint = self._endpoints.add(user_id, request, secret, self._clock())
         except (ValueError, TooManyEndpoints) as exc:

@@ -45,19 +45,17 @@ class WebhookDeliverer:
         parked: ParkedDeliveries,
         queue: DeliveryQueue,
         retry_s: tuple[int, ...],
+        addresses: url_policy.AddressPolicy,
         *,
-        allow_loopback: bool,
         post: Post = client.post,
-        resolver: url_policy.Resolver = url_policy.resolve,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._endpoints = endpoints
         self._parked = parked
         self._queue = queue
         self._retry_s = retry_s
-        self._allow_loopback = allow_loopback
+        self._addresses = addresses
         self._post = post
-        self._resolver = resolver
         self._clock = clock
 
     def batch(self, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -125,7 +123,7 @@ class WebhookDeliverer:
 
     def _send(self, endpoint: Endpoint, delivery: Delivery) -> tuple[int | None, str | None]:
         try:
-            target = url_policy.check(endpoint.url, allow_loopback=self._allow_loopback, resolver=self._resolver)
+            target = self._addresses.check(endpoint.url)
         except ValueError as exc:  # the name resolves elsewhere now than when it was registered
             return None, str(exc)
         headers = signed_headers(endpoint.secret, delivery.webhook_id, int(self._clock()), delivery.payload)

@@ -45,6 +45,19 @@ class Target:
     addresses: tuple[str, ...]
 
 
+@dataclass(frozen=True)
+class AddressPolicy:
+    """Where this stage's webhooks may go: what `check` allows, and how names are resolved (tests resolve
+    names to the addresses they mean). Built once, from the stage's settings, and passed to every unit that
+    connects to or registers an endpoint."""
+
+    allow_loopback: bool
+    resolver: Resolver = resolve
+
+    def check(self, url: str) -> Target:
+        return check(url, allow_loopback=self.allow_loopback, resolver=self.resolver)
+
+
 def check(url: str, *, allow_loopback: bool, resolver: Resolver = resolve) -> Target:
     """The URL's target, or ValueError saying why a webhook may not go there."""
     if not all("\x21" <= c <= "\x7e" for c in url):

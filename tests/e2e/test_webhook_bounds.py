@@ -402,7 +402,8 @@ def test_a_transaction_conflict_is_retried_and_a_lasting_one_answered_409_never_
 
 
 def test_a_replays_answer_counts_what_it_will_replay_up_to_the_listings_bound(stack, uid):
-    from chalicelib.control.webhook_registration import WebhookRegistration
+    from chalicelib.control.webhook_registration import BackgroundJobs, WebhookRegistration
+    from chalicelib.webhooks.url_policy import AddressPolicy
 
     user = f"replay-bound-{uid}"
     key = _tenant(user)
@@ -413,9 +414,8 @@ def test_a_replays_answer_counts_what_it_will_replay_up_to_the_listings_bound(st
         c.webhook_endpoints,
         None,
         c.parked_deliveries,
-        c.webhook_jobs,
-        started.append,
-        allow_loopback=True,
+        BackgroundJobs(c.webhook_jobs, started.append),
+        AddressPolicy(allow_loopback=True),
         count_bound=100,
     )
     answer = bounded.replay(user, added["id"])

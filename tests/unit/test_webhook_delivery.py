@@ -35,7 +35,7 @@ from chalicelib.webhooks.delivery_queue import Unqueued
 from chalicelib.webhooks.events import WebhookEvent, ledger_events
 from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.signing import new_secret
-from chalicelib.webhooks.url_policy import Target
+from chalicelib.webhooks.url_policy import AddressPolicy, Target
 
 _ser = TypeSerializer().serialize
 STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/moonsend-local-ledger/stream/2026-11-24T00:00:00.000"
@@ -205,9 +205,8 @@ def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_SCHEDULE
         parked,  # type: ignore[arg-type]
         queue,  # type: ignore[arg-type]
         retry_s,
-        allow_loopback=False,
+        AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["93.184.216.34"]),
         post=post,
-        resolver=lambda host, port: ["93.184.216.34"],
     )
     return d, sent, endpoints, parked, queue
 
@@ -257,9 +256,8 @@ def test_no_answer_and_an_address_now_private_are_retried_like_any_failure():
         _Parked(),  # type: ignore[arg-type]
         _Queue(),  # type: ignore[arg-type]
         (5,),
-        allow_loopback=False,
+        AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["10.0.0.7"]),
         post=lambda *a: pytest.fail("no request to a private address"),
-        resolver=lambda host, port: ["10.0.0.7"],
     )
     assert rebound.attempt(_message(endpoint), 1).what == RETRY
 
@@ -284,9 +282,8 @@ def test_a_batch_is_attempted_at_once_and_names_only_the_deliveries_to_come_back
         _Parked(),  # type: ignore[arg-type]
         queue,  # type: ignore[arg-type]
         (7,),
-        allow_loopback=False,
+        AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["93.184.216.34"]),
         post=post,
-        resolver=lambda host, port: ["93.184.216.34"],
     )
     made = list(deliveries(endpoint, _events(3), 0))
     records = [
@@ -383,9 +380,8 @@ def test_a_delivery_that_keeps_raising_past_the_schedule_is_parked_not_left_to_e
         parked,  # type: ignore[arg-type]
         queue,  # type: ignore[arg-type]
         (5, 10),
-        allow_loopback=False,
+        AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["93.184.216.34"]),
         post=lambda *a: pytest.fail("no request without its endpoint"),
-        resolver=lambda host, port: ["93.184.216.34"],
     )
     message = _message(endpoint)
 

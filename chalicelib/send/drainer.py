@@ -55,7 +55,8 @@ _ToPark = tuple[dict[str, Any], Verdict]  # a paused email's message and verdict
 
 @dataclass
 class _Drain:
-    """One drain's moving parts (a container's Drainer may run several drains at once: the local stack does)."""
+    """One drain's moving parts (a container's Drainer may run several drains at once, one per queue it was
+    started for)."""
 
     ref: QueueRef
     result: DrainResult

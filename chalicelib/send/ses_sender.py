@@ -75,7 +75,8 @@ class SendQuota:
 
 EVENT_DESTINATION = "moonsend-events"
 EVENT_TYPES = ["SEND", "REJECT", "BOUNCE", "COMPLAINT", "DELIVERY"]
-# SES v2 says AlreadyExistsException; its v1 codes (which moto also answers v2 calls with) are tolerated.
+# SES v2 says AlreadyExistsException; its v1 codes (which some SES-compatible endpoints answer v2 calls with)
+# are tolerated.
 _EXISTS = {
     "AlreadyExistsException",
     "ConfigurationSetAlreadyExists",

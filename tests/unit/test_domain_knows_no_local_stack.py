@@ -12,20 +12,6 @@ import re
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMES_THE_STACK = re.compile(r"local(?:[_-]|\s+(?:#\s*)?)stack|\bmoto\b|infra[./]local", re.IGNORECASE)
 
-# Mentions in the send path, which its own rework is rewording (issue 40); each is matched by its whole
-# line, so a new mention anywhere still fails. Remove an entry once its line is reworded.
-BEING_REWORDED = {
-    (
-        "chalicelib/send/drainer.py",
-        '"""One drain\'s moving parts (a container\'s Drainer may run several drains at once: '
-        'the local stack does)."""',
-    ),
-    (
-        "chalicelib/send/ses_sender.py",
-        "# SES v2 says AlreadyExistsException; its v1 codes (which moto also answers v2 calls with) are tolerated.",
-    ),
-}
-
 
 def _domain_files() -> list[pathlib.Path]:
     return [ROOT / "app.py", *sorted((ROOT / "chalicelib").rglob("*.py"))]
@@ -42,7 +28,7 @@ def mentions(path: pathlib.Path, root: pathlib.Path = ROOT) -> list[tuple[str, i
 
 def test_no_domain_module_names_the_local_stack_moto_or_infra_local():
     found = [m for path in _domain_files() for m in mentions(path)]
-    assert [f"{name}:{n}: {line}" for name, n, line in found if (name, line) not in BEING_REWORDED] == []
+    assert [f"{name}:{n}: {line}" for name, n, line in found] == []
 
 
 def test_the_check_sees_each_way_of_naming_the_stack(tmp_path):

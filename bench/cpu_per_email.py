@@ -259,6 +259,8 @@ def main() -> int:
                 "AWS_ACCESS_KEY_ID": "bench",
                 "AWS_SECRET_ACCESS_KEY": "bench",
                 "AWS_DEFAULT_REGION": "us-east-1",
+                # send_emails' own setting on a deployed stage: every email carries unsubscribe links.
+                "MOONSEND_API_URL": "https://api.moonsend.example",
             }
         )
         per_email, wall_rate, shares, calls = _measure(endpoint, modes, args.emails, args.rounds)

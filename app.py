@@ -82,7 +82,7 @@ def deliver_webhooks(event: SQSEvent) -> dict[str, Any]:
 
 @app.lambda_function(name="webhook_jobs")
 def webhook_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    """Replay or delete an endpoint's parked deliveries in the background, continuing itself when time runs short."""
+    """Replay or delete an endpoint's held requests in the background, continuing itself when time runs short."""
     runner = wiring.container().webhook_job_runner
     return runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
 
@@ -273,7 +273,7 @@ def test_webhook(endpoint_id: str) -> Response:
 
 @app.route("/webhooks/{endpoint_id}/replay", methods=["POST"], content_types=_API_BODIES)
 def replay_webhook(endpoint_id: str) -> Response:
-    """Enable the endpoint again and deliver the events parked while it was disabled."""
+    """Enable the endpoint again and deliver the events held while it was disabled."""
     return _webhooks("replay", endpoint_id)
 
 

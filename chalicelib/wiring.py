@@ -84,7 +84,7 @@ from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from chalicelib.stores.webhook_jobs import Job, WebhookJobs
-from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
+from chalicelib.stores.webhooks import HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliverer import WebhookDeliverer
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.fanout import WebhookFanout
@@ -337,7 +337,7 @@ class Container:
     def webhook_registration(self) -> WebhookRegistration:
         tester = WebhookTester(self.webhook_endpoints, allow_loopback=self.settings.webhook_allow_loopback)
         jobs = BackgroundJobs(self.webhook_jobs, self.start_webhook_job)
-        return WebhookRegistration(self.webhook_endpoints, tester, self.parked_deliveries, jobs, self.webhook_addresses)
+        return WebhookRegistration(self.webhook_endpoints, tester, self.held_requests, jobs, self.webhook_addresses)
 
     @cached_property
     def webhook_addresses(self) -> AddressPolicy:
@@ -349,15 +349,15 @@ class Container:
 
     @cached_property
     def webhook_job_runner(self) -> WebhookJobRunner:
-        return WebhookJobRunner(self.webhook_jobs, self.parked_deliveries, self.delivery_queue, self.invoke_async)
+        return WebhookJobRunner(self.webhook_jobs, self.held_requests, self.delivery_queue, self.invoke_async)
 
     def start_webhook_job(self, job: Job) -> None:
-        """Invoke webhook_jobs asynchronously with a job (a replay or a removal's parked deliveries)."""
+        """Invoke webhook_jobs asynchronously with a job (a replay or a removal's held requests)."""
         self.invoke_async(self.settings.resources.function_name("webhook_jobs"), job_event(job))
 
     @cached_property
-    def parked_deliveries(self) -> ParkedDeliveries:
-        return ParkedDeliveries(self.settings.resources.parked_deliveries_table.name, self.settings.region)
+    def held_requests(self) -> HeldRequests:
+        return HeldRequests(self.settings.resources.parked_deliveries_table.name, self.settings.region)
 
     @cached_property
     def delivery_queue(self) -> DeliveryQueue:
@@ -366,13 +366,13 @@ class Container:
 
     @cached_property
     def webhook_fanout(self) -> WebhookFanout:
-        return WebhookFanout(self.webhook_endpoints, self.delivery_queue, self.parked_deliveries)
+        return WebhookFanout(self.webhook_endpoints, self.delivery_queue, self.held_requests)
 
     @cached_property
     def webhook_deliverer(self) -> WebhookDeliverer:
         return WebhookDeliverer(
             self.webhook_endpoints,
-            self.parked_deliveries,
+            self.held_requests,
             self.delivery_queue,
             self.settings.webhook_retry_s,
             self.webhook_addresses,

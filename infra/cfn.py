@@ -480,7 +480,7 @@ def _function_edits(r: Resources) -> dict[str, Any]:
 # The ledger stream's mapping gives up on a record rather than hold every tenant's events behind it for
 # the stream's 24 hours: retried at most this many times (a batch that raises is halved first, which
 # spends none of them), and never once it is older than this. What it gives up on goes to the on-failure
-# queue as Lambda's shard pointers; its events webhook_events has already parked for replay.
+# queue as Lambda's shard pointers; its events webhook_events has already held for replay.
 STREAM_RETRIES = 10
 STREAM_MAX_RECORD_AGE_S = 6 * 3600
 

@@ -543,7 +543,7 @@ def cmd_webhook(args: argparse.Namespace) -> int:
 
 def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, wait_s: float) -> Any:
     """The answer of a replay or a removal once its background job is done (webhook_jobs), its progress on
-    stderr meanwhile: `replayed` (or `deleted`) is how many parked deliveries it handled. A job still running
+    stderr meanwhile: `replayed` (or `deleted`) is how many held requests it handled. A job still running
     after `wait_s` is shown as it is (exit status 1); `webhook list` shows it until it is done."""
     from chalicelib.feedback.reports import Answer
 

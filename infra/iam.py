@@ -286,25 +286,25 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("GoOn", ["lambda:InvokeFunction"], [digest_fn]),  # a run out of time continues itself
     ]
     webhooks_table, webhooks_queue = tables["WebhooksTable"], _queue(r.webhooks_queue.name)
-    parked_table = tables["ParkedDeliveriesTable"]
+    held_table = tables["ParkedDeliveriesTable"]
     jobs_fn = f"arn:aws:lambda:*:*:function:{r.function_name('webhook_jobs')}"
     put_deliveries = _stmt("PutDeliveries", ["sqs:GetQueueUrl", "sqs:SendMessage"], [webhooks_queue])
     api.extend(
         [
             # A status reads a digest's rows; a run asked for is claimed on its definition (its rate limit).
             _stmt("DigestStatus", [*_READ, "dynamodb:Query", "dynamodb:UpdateItem"], [tables["DigestsTable"]]),
-            # Registered, listed, removed; enabled again with its parked deliveries put back (replay).
+            # Registered, listed, removed; enabled again with its held requests put back (replay).
             _stmt(
                 "WebhookEndpoints",
                 [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
                 [webhooks_table],
             ),
-            # A disabled endpoint's parked deliveries counted (up to a bound); a replay or a removal started as
+            # A disabled endpoint's held requests counted (up to a bound); a replay or a removal started as
             # a job (a row of that table, which the listing reads) and run by webhook_jobs, in the background.
             _stmt(
                 "ParkedDeliveries",
                 ["dynamodb:Query", "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DescribeTable"],
-                [parked_table],
+                [held_table],
             ),
             _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
             _stmt("StartWebhookJobs", ["lambda:InvokeFunction"], [jobs_fn]),
@@ -319,17 +319,17 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         ),
         _stmt("ListStreams", ["dynamodb:ListStreams"], "*"),
         # Each tenant's endpoints read (never written: their secrets are there); deliveries for a disabled
-        # one parked in a table of their own.
+        # one held in a table of their own.
         _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:DescribeTable"], [webhooks_table]),
-        _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [parked_table]),
+        _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [held_table]),
         put_deliveries,
         # Lambda's stream poller puts the shard pointers of what it gave up on there, with the function's role.
         _stmt("StreamOnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)]),
     ]
     deliver_webhooks = [
-        # The endpoint read, and disabled when it asks (410) or keeps failing; deliveries parked for replay.
+        # The endpoint read, and disabled when it asks (410) or keeps failing; requests held for replay.
         _stmt("WebhookEndpoints", [*_READ, "dynamodb:UpdateItem"], [webhooks_table]),
-        _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [parked_table]),
+        _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [held_table]),
         _stmt(
             "Deliveries",
             [
@@ -342,7 +342,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             [webhooks_queue],
         ),
     ]
-    # An endpoint's parked deliveries replayed or deleted, a page at a time, its job's row advanced after each
+    # An endpoint's held requests replayed or deleted, a page at a time, its job's row advanced after each
     # (chalicelib.webhooks.jobs); never the endpoints' table, where the secrets are.
     webhook_jobs = [
         _stmt(
@@ -355,7 +355,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
                 "dynamodb:BatchWriteItem",
                 "dynamodb:DescribeTable",
             ],
-            [parked_table],
+            [held_table],
         ),
         put_deliveries,
         _stmt("GoOn", ["lambda:InvokeFunction"], [jobs_fn]),  # a job out of time continues itself

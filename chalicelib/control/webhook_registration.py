@@ -14,7 +14,7 @@ from chalicelib.stores.webhook_jobs import REMOVE, REPLAY, Job, WebhookJobs
 from chalicelib.stores.webhooks import (
     Endpoint,
     EndpointsBusy,
-    ParkedDeliveries,
+    HeldRequests,
     TooManyEndpoints,
     WebhookEndpoints,
 )
@@ -25,17 +25,17 @@ from chalicelib.webhooks.test_delivery import WebhookTester
 NO_ENDPOINT = Answer(404, {"error": "no such webhook endpoint"})
 BUSY = 409  # other requests kept changing the tenant's endpoints at the same time: nothing done, try again
 TEST_INTERVAL_S = 10.0
-# A listing counts a disabled endpoint's parked deliveries up to this many (`parked`; past it,
-# `parkedIsLowerBound` is true: "10,000+"), and reads at most PARKED_COUNT_PAGES of DynamoDB's 1 MB pages
-# for it (deliveries of many events are large: the count is then a lower bound below PARKED_COUNT_BOUND).
+# A listing counts a disabled endpoint's held requests up to this many (`parked`; past it,
+# `parkedIsLowerBound` is true: "10,000+"), and reads at most HELD_COUNT_PAGES of DynamoDB's 1 MB pages
+# for it (deliveries of many events are large: the count is then a lower bound below HELD_COUNT_BOUND).
 # The endpoints are counted at once, so a listing takes about one endpoint's count.
-PARKED_COUNT_BOUND = 10_000
-PARKED_COUNT_PAGES = 10
+HELD_COUNT_BOUND = 10_000
+HELD_COUNT_PAGES = 10
 
 
 @dataclass(frozen=True)
 class BackgroundJobs:
-    """Replays and removals of parked deliveries: their records, and how one is started (webhook_jobs,
+    """Replays and removals of held requests: their records, and how one is started (webhook_jobs,
     invoked asynchronously with the job)."""
 
     records: WebhookJobs
@@ -47,16 +47,16 @@ class WebhookRegistration:
         self,
         endpoints: WebhookEndpoints,
         tester: WebhookTester,
-        parked: ParkedDeliveries,
+        held: HeldRequests,
         jobs: BackgroundJobs,
         addresses: url_policy.AddressPolicy,
         *,
         clock: Callable[[], float] = time.time,
-        count_bound: int = PARKED_COUNT_BOUND,
+        count_bound: int = HELD_COUNT_BOUND,
     ) -> None:
         self._endpoints = endpoints
         self._tester = tester
-        self._parked = parked
+        self._held = held
         self._jobs = jobs.records
         self._run_job = jobs.start
         self._count_bound = count_bound
@@ -78,7 +78,7 @@ class WebhookRegistration:
         return Answer(201, {**endpoint.public(), "secret": secret})
 
     def list(self, user_id: str) -> Answer:
-        """The tenant's endpoints, each disabled one with its parked deliveries counted up to a bound, and
+        """The tenant's endpoints, each disabled one with its held requests counted up to a bound, and
         the tenant's background jobs (replays, removals) with how far each got."""
         endpoints = self._endpoints.list(user_id)
         disabled = [e for e in endpoints if not e.enabled]
@@ -89,39 +89,39 @@ class WebhookRegistration:
                 counts = dict(zip([e.id for e in disabled], found, strict=True))
         listed = []
         for e in endpoints:
-            # Parked deliveries are counted for a disabled endpoint (what a replay would send).
-            parked, more = counts.get(e.id, (0, False))
-            listed.append({**e.public(), "parked": parked, "parkedIsLowerBound": more})
+            # Held requests are counted for a disabled endpoint (what a replay would send).
+            held, more = counts.get(e.id, (0, False))
+            listed.append({**e.public(), "parked": held, "parkedIsLowerBound": more})
         now = self._clock()
         return Answer(200, {"endpoints": listed, "jobs": [j.public(now) for j in self._jobs.list(user_id)]})
 
     def _count(self, user_id: str, endpoint: Endpoint) -> tuple[int, bool]:
-        return self._parked.count_upto(user_id, endpoint.id, self._count_bound, PARKED_COUNT_PAGES)
+        return self._held.count_upto(user_id, endpoint.id, self._count_bound, HELD_COUNT_PAGES)
 
     def remove(self, user_id: str, endpoint_id: str) -> Answer:
-        """Remove the endpoint now; its parked deliveries are deleted in the background (a job the listing
+        """Remove the endpoint now; its held requests are deleted in the background (a job the listing
         shows), when there are any. 409 when other adds or removals kept conflicting with it (not removed)."""
         try:
             if not self._endpoints.remove(user_id, endpoint_id):
                 return NO_ENDPOINT
         except EndpointsBusy as exc:
             return Answer(BUSY, {"error": str(exc)})
-        if not self._parked.count_upto(user_id, endpoint_id, 1, 1)[0]:
+        if not self._held.count_upto(user_id, endpoint_id, 1, 1)[0]:
             return Answer(200, {"removed": endpoint_id})
         job, _ = self._jobs.start(user_id, endpoint_id, REMOVE, self._clock())
         self._run_job(job)
         return Answer(200, {"removed": endpoint_id, "job": job.public(self._clock())})
 
     def replay(self, user_id: str, endpoint_id: str) -> Answer:
-        """Enable the endpoint again and start putting its parked deliveries back on the queue, in the
+        """Enable the endpoint again and start putting its held requests back on the queue, in the
         background (each under its own webhook-id, so a receiver that had one already drops it). 200, as a
-        replay always answered, with `replayed`: the parked deliveries the job will replay, counted as the
+        replay always answered, with `replayed`: the held requests the job will replay, counted as the
         listing counts them (`replayedIsLowerBound` as its `parkedIsLowerBound`), and the job, which the
         listing shows until it is done. A replay asked for while one runs is that one."""
         if not self._endpoints.enable(user_id, endpoint_id):
             return NO_ENDPOINT
         # Counted before the job starts, which takes them off the table as it goes.
-        replayed, more = self._parked.count_upto(user_id, endpoint_id, self._count_bound, PARKED_COUNT_PAGES)
+        replayed, more = self._held.count_upto(user_id, endpoint_id, self._count_bound, HELD_COUNT_PAGES)
         job, started = self._jobs.start(user_id, endpoint_id, REPLAY, self._clock())
         if started:
             self._run_job(job)

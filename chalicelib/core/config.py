@@ -16,7 +16,7 @@ from chalicelib.core.resources import (
     Resources,
     resources_for,
 )
-from chalicelib.core.webhook_contract import RETRY_SCHEDULE_S
+from chalicelib.core.webhook_contract import RETRY_WAITS_S
 
 APP_NAME = "moonsend"
 MIN_CLAIM_HOLD_S = 2 * SEND_VISIBILITY_TIMEOUT_S
@@ -61,7 +61,7 @@ class Settings:
     # A tenant queue (and its alarm) unused for this many days is removed; the next send recreates it.
     idle_queue_days: int = 14
     # How long a send's claim on a recipient holds (chalicelib.send.drainer): the time SES's Send event has to
-    # arrive if the sender died after SES accepted the email. At least twice the send queues' visibility
+    # arrive if the drainer died after SES accepted the email. At least twice the send queues' visibility
     # timeout (10 min); shorter, a redelivered copy could be sent before the event that would stop it.
     claim_hold_s: float = 1800.0
     # The most one drainer sends a second; a tenant whose rate is higher is drained by several at once
@@ -70,7 +70,7 @@ class Settings:
     drainer_max_rate: int = DRAINER_MAX_RATE
     # The waits before each retry of a webhook delivery (seconds, each at most SQS's 12 h of invisibility).
     # The local stage's are seconds, so that a disabled endpoint can be seen in a test.
-    webhook_retry_s: tuple[int, ...] = RETRY_SCHEDULE_S
+    webhook_retry_s: tuple[int, ...] = RETRY_WAITS_S
     # The reputation policy each new SES tenant of the platform's account is given (chalicelib.stores.ses_tenants):
     # standard (SES pauses it on a high-impact finding), strict (on any finding) or none.
     ses_tenant_policy: str = "standard"
@@ -128,7 +128,7 @@ class Settings:
 def _waits(given: str | None) -> tuple[int, ...]:
     """`5,300,1800`: whole seconds from 0 to 43,200 (SQS's longest invisibility), at least one."""
     if not given:
-        return RETRY_SCHEDULE_S
+        return RETRY_WAITS_S
     waits = tuple(int(w) for w in given.split(","))
     # Fewer waits than the queue's receives before dead-lettering: the last attempt must be ours to record.
     if not waits or len(waits) >= WEBHOOKS_MAX_RECEIVE_COUNT - 2 or any(not 0 <= w <= 43200 for w in waits):

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 # Redelivery budget before a queued email is moved to the dead-letter queue.
 MAX_RECEIVE_COUNT = 5
-# Long enough for the sender to pace, send and delete a batch at the slowest rate it accepts.
+# Long enough for the drainer to pace, send and delete a batch at the slowest rate it accepts.
 SEND_VISIBILITY_TIMEOUT_S = 300
 # Dead letters are kept as long as SQS allows, so that an operator can look at them.
 DLQ_RETENTION_S = 14 * 24 * 3600
@@ -61,7 +61,7 @@ WEBHOOKS_VISIBILITY_TIMEOUT_S = 360
 # The most deliver_webhooks' SQS event source runs at once (its ScalingConfig): a flood of requests to dead
 # receivers may take this many of the account's concurrent executions, never the ones sending needs.
 WEBHOOKS_MAX_CONCURRENCY = 20
-# Receives of a delivery before SQS dead-letters it: more than any retry schedule's attempts (a delivery's
+# Receives of a delivery before SQS dead-letters it: more than the retry waits' attempts (a delivery's
 # last attempt deletes it), so only a message deliver_webhooks cannot handle at all ends there.
 WEBHOOKS_MAX_RECEIVE_COUNT = 20
 
@@ -133,7 +133,7 @@ class Resources:
     digests_table: TableDef
     # Tenants' webhook endpoints and their signing secrets (chalicelib.stores.webhooks).
     webhooks_table: TableDef
-    # Webhook deliveries parked for replay, apart from the endpoints' secrets: the functions that park
+    # Webhook requests held for replay, apart from the endpoints' secrets: the functions that park
     # may write here and not there.
     parked_deliveries_table: TableDef
     dead_letter_queue: QueueDef
@@ -287,7 +287,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             "WebhooksQueue",
             f"{p}-webhook-deliveries",
             visibility_timeout=WEBHOOKS_VISIBILITY_TIMEOUT_S,
-            # SQS's longest: the schedule (27 h 35 min), and ten-hour waits after it if the endpoint's table
+            # SQS's longest: the retry waits (27 h 35 min), and ten-hour waits after it if the endpoint's table
             # fails, all come before SQS would drop a message.
             retention_seconds=DLQ_RETENTION_S,
             dead_letter=webhooks_dlq.name,

@@ -29,12 +29,12 @@ EVENT_TYPES = (
 MAX_EVENTS_PER_REQUEST = 100
 MAX_URL_LENGTH = 2048
 MAX_ENDPOINTS_PER_TENANT = 10
-# A failed delivery is tried again after each of these waits (seconds; the schedule Standard Webhooks'
+# A failed delivery is tried again after each of these waits (seconds; the retry waits Standard Webhooks'
 # reference service documents): eight attempts over 27 h 35 min. A delivery failed at every one disables its
-# endpoint, and is parked for replay with everything that comes for the endpoint after.
-RETRY_SCHEDULE_S = (5, 300, 1800, 7200, 18000, 36000, 36000)
-# How long parked deliveries wait for `moonsend webhook replay`.
-PARKED_DAYS = 14
+# endpoint, and is held for replay with everything that comes for the endpoint after.
+RETRY_WAITS_S = (5, 300, 1800, 7200, 18000, 36000, 36000)
+# How long held requests wait for `moonsend webhook replay`.
+HELD_DAYS = 14
 
 
 @dataclass(frozen=True)

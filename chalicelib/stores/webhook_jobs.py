@@ -1,8 +1,8 @@
-"""An endpoint's background job (its parked deliveries replayed, or deleted once it is removed) and its progress.
+"""An endpoint's background job (its held requests replayed, or deleted once it is removed) and its progress.
 
-A job is one row of the parked deliveries' table, `<user>#jobs` / `<endpoint id>` (no endpoint id is
+A job is one row of the held requests' table, `<user>#jobs` / `<endpoint id>` (no endpoint id is
 `jobs`, so no endpoint's deliveries are there): one job per endpoint at a time, which the tenant's listing
-shows. The row says how far the job went: the key of the last parked delivery it handled (`after`), how
+shows. The row says how far the job went: the key of the last held request it handled (`after`), how
 many it handled (`done`), and a step number. An invocation records each page it handled on the condition
 that the step is the one it read: of two invocations of one job (Lambda may run an asynchronous event
 twice), only one records a page and goes on; the other stops at its first page. Its functions write only
@@ -27,7 +27,7 @@ RUNNING, DONE = "running", "done"
 STALE_S = 30 * 60
 # A job is shown, and its row kept, for this long after it is done (DynamoDB's TTL deletes it then).
 KEPT_S = 24 * 3600
-# A running job's row, should every invocation fail, goes after PARKED_DAYS as its deliveries do.
+# A running job's row, should every invocation fail, goes after HELD_DAYS as its deliveries do.
 RUNNING_KEPT_S = 14 * 24 * 3600
 JOBS_LISTED = 50
 

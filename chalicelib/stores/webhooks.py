@@ -1,4 +1,4 @@
-"""Tenants' webhook endpoints, and the deliveries parked for replay, each in a table of its own.
+"""Tenants' webhook endpoints, and the deliveries held for replay, each in a table of its own.
 
 - An endpoint is one row, `<user>` / `<endpoint id>` (`ep_...`), its secret with it. The secret is stored
   because every request is signed with it; it is shown to the tenant once, when the endpoint is
@@ -14,9 +14,9 @@
 - The count can drift: a removal by the release before it does not lower it. When it refuses an add, it
   is checked against the endpoints there and set to them, on the condition that no add or removal came
   in between (each raises its `version`), and the add decided again.
-- A parked delivery is one row, `<user>#<endpoint id>` / `<webhook id>`: a request that an endpoint was
-  disabled for (or while disabled), kept PARKED_DAYS for `moonsend webhook replay`. Its own table, so that
-  the functions that park deliveries can write there and never to the endpoints' secrets.
+- A held request is one row, `<user>#<endpoint id>` / `<webhook id>`: a request that an endpoint was
+  disabled for (or while disabled), kept HELD_DAYS for `moonsend webhook replay`. Its own table, so that
+  the functions that hold deliveries can write there and never to the endpoints' secrets.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pynamodb.exceptions import DeleteError, DoesNotExist, PutError, TransactWri
 from pynamodb.models import Model
 from pynamodb.transactions import TransactWrite
 
-from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT, PARKED_DAYS, EndpointRequest
+from chalicelib.core.webhook_contract import HELD_DAYS, MAX_ENDPOINTS_PER_TENANT, EndpointRequest
 from chalicelib.stores.tables import bound, condition_failed, response_code
 
 ENDPOINT_PREFIX = "ep_"
@@ -75,7 +75,7 @@ class EndpointCountModel(Model):
     version = NumberAttribute(default=0)  # raised by every add and removal: a repair is made on the one it read
 
 
-class ParkedModel(Model):
+class HeldModel(Model):
     class Meta:
         table_name = "unbound"
 
@@ -312,43 +312,43 @@ class WebhookEndpoints:
 
 
 @dataclass(frozen=True)
-class Parked:
+class HeldRequest:
     endpoint_id: str
     webhook_id: str
     body: str  # the delivery's queue message
     parked_at: float
 
 
-class ParkedDeliveries:
-    """Deliveries an endpoint did not take, kept for replay (PARKED_DAYS, then DynamoDB's TTL drops them)."""
+class HeldRequests:
+    """Deliveries an endpoint did not take, kept for replay (HELD_DAYS, then DynamoDB's TTL drops them)."""
 
     def __init__(self, table_name: str, region: str) -> None:
-        self._model = bound(ParkedModel, table_name, region)
+        self._model = bound(HeldModel, table_name, region)
 
-    def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
-        # Parked again under the same key (a redelivered message) is the same row, with a new `parked_at`:
+    def hold(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
+        # Held again under the same key (a redelivered message) is the same row, with a new `parked_at`:
         # nothing is doubled, and a replay that read the row before does not delete it.
-        pk = _parked_pk(user_id, endpoint_id)
-        self._model(pk, webhook_id, body=body, parked_at=now, expires_at=int(now) + PARKED_DAYS * 86400).save()
+        pk = _held_pk(user_id, endpoint_id)
+        self._model(pk, webhook_id, body=body, parked_at=now, expires_at=int(now) + HELD_DAYS * 86400).save()
 
-    def parked(self, user_id: str, endpoint_id: str) -> Iterator[Parked]:
-        """Every delivery parked for the endpoint, in key order."""
-        for row in self._model.query(_parked_pk(user_id, endpoint_id), consistent_read=True):
-            yield Parked(endpoint_id, row.webhook_id, row.body, float(row.parked_at))
+    def held(self, user_id: str, endpoint_id: str) -> Iterator[HeldRequest]:
+        """Every delivery held for the endpoint, in key order."""
+        for row in self._model.query(_held_pk(user_id, endpoint_id), consistent_read=True):
+            yield HeldRequest(endpoint_id, row.webhook_id, row.body, float(row.parked_at))
 
     def count(self, user_id: str, endpoint_id: str) -> int:
         """Every row counted (tests; a tenant's listing counts up to a bound: count_upto)."""
-        return self._model.count(_parked_pk(user_id, endpoint_id), consistent_read=True)
+        return self._model.count(_held_pk(user_id, endpoint_id), consistent_read=True)
 
     def count_upto(self, user_id: str, endpoint_id: str, bound: int, max_pages: int) -> tuple[int, bool]:
-        """How many are parked, counted up to `bound` rows or `max_pages` of DynamoDB's pages (a page reads
+        """How many are held, counted up to `bound` rows or `max_pages` of DynamoDB's pages (a page reads
         at most 1 MB), and whether there may be more than that (the count is then a lower bound). The rows'
         bodies are read to be counted, so pages, not rows, are what a count of large deliveries costs."""
         connection = self._model._get_connection()
         counted, start = 0, None
         for _ in range(max_pages):
             page = connection.query(
-                _parked_pk(user_id, endpoint_id),
+                _held_pk(user_id, endpoint_id),
                 consistent_read=True,
                 exclusive_start_key=start,
                 limit=bound + 1 - counted,
@@ -362,29 +362,29 @@ class ParkedDeliveries:
                 return counted, False
         return counted, True
 
-    def page(self, user_id: str, endpoint_id: str, after: str | None, limit: int) -> tuple[list[Parked], bool]:
-        """Up to `limit` parked deliveries whose key is past `after`, in key order, and whether there may be
-        more. A key is a webhook id: a delivery parked again under one a job has passed is not read again."""
+    def page(self, user_id: str, endpoint_id: str, after: str | None, limit: int) -> tuple[list[HeldRequest], bool]:
+        """Up to `limit` held requests whose key is past `after`, in key order, and whether there may be
+        more. A key is a webhook id: a delivery held again under one a job has passed is not read again."""
         m = self._model
         condition = m.webhook_id > after if after is not None else None
         rows = list(
-            m.query(_parked_pk(user_id, endpoint_id), condition, consistent_read=True, limit=limit, page_size=limit)
+            m.query(_held_pk(user_id, endpoint_id), condition, consistent_read=True, limit=limit, page_size=limit)
         )
-        parked = [Parked(endpoint_id, r.webhook_id, r.body, float(r.parked_at)) for r in rows]
-        return parked, len(parked) == limit
+        held = [HeldRequest(endpoint_id, r.webhook_id, r.body, float(r.parked_at)) for r in rows]
+        return held, len(held) == limit
 
-    def delete(self, user_id: str, rows: list[Parked]) -> None:
+    def delete(self, user_id: str, rows: list[HeldRequest]) -> None:
         """Delete the rows whatever they hold now (an endpoint removed: none of them is wanted)."""
         with self._model.batch_write() as batch:
             for row in rows:
-                batch.delete(self._model(_parked_pk(user_id, row.endpoint_id), row.webhook_id))
+                batch.delete(self._model(_held_pk(user_id, row.endpoint_id), row.webhook_id))
 
-    def remove(self, user_id: str, parked: Parked) -> bool:
-        """Delete the row as it was read: not if it was parked again since (a replayed delivery that failed
+    def remove(self, user_id: str, held: HeldRequest) -> bool:
+        """Delete the row as it was read: not if it was held again since (a replayed delivery that failed
         again while the replay ran), which stays for the next replay."""
         try:
-            self._model(_parked_pk(user_id, parked.endpoint_id), parked.webhook_id).delete(
-                condition=self._model.parked_at == parked.parked_at
+            self._model(_held_pk(user_id, held.endpoint_id), held.webhook_id).delete(
+                condition=self._model.parked_at == held.parked_at
             )
             return True
         except DeleteError as exc:
@@ -393,7 +393,7 @@ class ParkedDeliveries:
             raise
 
 
-def _parked_pk(user_id: str, endpoint_id: str) -> str:
+def _held_pk(user_id: str, endpoint_id: str) -> str:
     return f"{user_id}#{endpoint_id}"
 
 

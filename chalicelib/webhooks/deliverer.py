@@ -1,12 +1,12 @@
 """deliver_webhooks: one attempt of each delivery in a batch, at the same time, and what becomes of it.
 
 - The receiver answered 2xx: delivered, the message is deleted.
-- It answered 410 Gone: the endpoint is disabled (the tenant said so), the delivery parked for replay.
+- It answered 410 Gone: the endpoint is disabled (the tenant said so), the delivery held for replay.
 - Anything else (another status, no answer, an address the URL policy now refuses): tried again after
   the schedule's next wait (`Settings.webhook_retry_s`: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h); a
   delivery that failed every attempt (27 h 35 min) disables its endpoint with the last failure as the
-  reason, and is parked.
-- For an endpoint disabled already, the delivery is parked without a request; for one removed, dropped.
+  reason, and is held.
+- For an endpoint disabled already, the delivery is held without a request; for one removed, dropped.
 
 The attempt is the message's receive count: SQS counts it, so a crash between the answer and its record
 costs a retry, never a lost delivery.
@@ -21,19 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
-from chalicelib.stores.webhooks import Endpoint, ParkedDeliveries, WebhookEndpoints
+from chalicelib.stores.webhooks import Endpoint, HeldRequests, WebhookEndpoints
 from chalicelib.webhooks import client, url_policy
-from chalicelib.webhooks.deliveries import Delivery
+from chalicelib.webhooks.deliveries import WebhookRequest
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.signing import signed_headers
 
-DELIVERED, RETRY, DISABLED, PARKED, DROPPED = "delivered", "retry", "disabled", "parked", "dropped"
+DELIVERED, RETRY, DISABLED, HELD, DROPPED = "delivered", "retry", "disabled", "parked", "dropped"
 
 Post = Callable[[url_policy.Target, dict[str, str], str], client.Answer]
 
 
 @dataclass(frozen=True)
-class Outcome:
+class RequestOutcome:
     what: str  # one of the words above
     retry_in_s: int | None = None
 
@@ -42,7 +42,7 @@ class WebhookDeliverer:
     def __init__(
         self,
         endpoints: WebhookEndpoints,
-        parked: ParkedDeliveries,
+        held: HeldRequests,
         queue: DeliveryQueue,
         retry_s: tuple[int, ...],
         addresses: url_policy.AddressPolicy,
@@ -51,7 +51,7 @@ class WebhookDeliverer:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._endpoints = endpoints
-        self._parked = parked
+        self._held = held
         self._queue = queue
         self._retry_s = retry_s
         self._addresses = addresses
@@ -76,36 +76,36 @@ class WebhookDeliverer:
             failures.append({"itemIdentifier": record["messageId"]})
         return {"batchItemFailures": failures}
 
-    def _record(self, record: dict[str, Any]) -> Outcome:
+    def _record(self, record: dict[str, Any]) -> RequestOutcome:
         attempt = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1"))
         try:
             return self.attempt(record["body"], attempt)
-        except Exception as exc:  # a table that failed: try again on the schedule
+        except Exception as exc:  # a table that failed: try again after the retry waits
             log.warning("webhook delivery raised", error=type(exc).__name__, attempt=attempt)
-            if attempt > len(self._retry_s):  # past the schedule however it failed: kept for replay
+            if attempt > len(self._retry_s):  # past the retry waits however it failed: kept for replay
                 try:
-                    self._park(Delivery.from_message(record["body"]), record["body"])
-                    return Outcome(PARKED)
+                    self._hold(WebhookRequest.from_message(record["body"]), record["body"])
+                    return RequestOutcome(HELD)
                 except Exception as again:  # left to the queue's dead-letter queue (20 receives)
                     log.error("webhook delivery not parked", error=type(again).__name__)
             return self._retry(attempt)
 
-    def attempt(self, message: str, attempt: int) -> Outcome:
+    def attempt(self, message: str, attempt: int) -> RequestOutcome:
         try:
-            delivery = Delivery.from_message(message)
+            delivery = WebhookRequest.from_message(message)
         except ValueError as exc:
             log.error("webhook delivery dropped", reason=str(exc))
-            return Outcome(DROPPED)
+            return RequestOutcome(DROPPED)
         endpoint = self._endpoints.get(delivery.user_id, delivery.endpoint_id)
         if endpoint is None:
             log.info("webhook delivery dropped: endpoint removed", user=delivery.user_id, endpoint=delivery.endpoint_id)
-            return Outcome(DROPPED)
+            return RequestOutcome(DROPPED)
         if not endpoint.enabled:
-            self._park(delivery, message)
-            return Outcome(PARKED)
+            self._hold(delivery, message)
+            return RequestOutcome(HELD)
         status, error = self._send(endpoint, delivery)
         if status is not None and 200 <= status < 300:
-            return Outcome(DELIVERED)
+            return RequestOutcome(DELIVERED)
         if status == 410:
             return self._disable(delivery, message, "the endpoint answered 410 Gone")
         failure = f"HTTP {status}" if status is not None else str(error)
@@ -121,7 +121,7 @@ class WebhookDeliverer:
             return self._disable(delivery, message, f"{attempt} attempts of a delivery failed; the last: {failure}")
         return self._retry(attempt)
 
-    def _send(self, endpoint: Endpoint, delivery: Delivery) -> tuple[int | None, str | None]:
+    def _send(self, endpoint: Endpoint, delivery: WebhookRequest) -> tuple[int | None, str | None]:
         try:
             target = self._addresses.check(endpoint.url)
         except ValueError as exc:  # the name resolves elsewhere now than when it was registered
@@ -130,16 +130,16 @@ class WebhookDeliverer:
         answer = self._post(target, headers, delivery.payload)
         return answer.status, answer.error
 
-    def _retry(self, attempt: int) -> Outcome:
+    def _retry(self, attempt: int) -> RequestOutcome:
         waits = self._retry_s
-        return Outcome(RETRY, waits[min(attempt, len(waits)) - 1] if waits else 0)
+        return RequestOutcome(RETRY, waits[min(attempt, len(waits)) - 1] if waits else 0)
 
-    def _disable(self, delivery: Delivery, message: str, reason: str) -> Outcome:
+    def _disable(self, delivery: WebhookRequest, message: str, reason: str) -> RequestOutcome:
         if self._endpoints.disable(delivery.user_id, delivery.endpoint_id, reason, self._clock()):
             user, endpoint = delivery.user_id, delivery.endpoint_id
             log.warning("webhook endpoint disabled", user=user, endpoint=endpoint, reason=reason)
-        self._park(delivery, message)
-        return Outcome(DISABLED)
+        self._hold(delivery, message)
+        return RequestOutcome(DISABLED)
 
-    def _park(self, delivery: Delivery, message: str) -> None:
-        self._parked.park(delivery.user_id, delivery.endpoint_id, delivery.webhook_id, message, self._clock())
+    def _hold(self, delivery: WebhookRequest, message: str) -> None:
+        self._held.hold(delivery.user_id, delivery.endpoint_id, delivery.webhook_id, message, self._clock())

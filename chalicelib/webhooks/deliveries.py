@@ -33,7 +33,7 @@ MAX_PAYLOAD_BYTES = 96 * 1024
 
 
 @dataclass(frozen=True)
-class Delivery:
+class WebhookRequest:
     user_id: str
     endpoint_id: str
     webhook_id: str
@@ -54,7 +54,7 @@ class Delivery:
         )
 
     @classmethod
-    def from_message(cls, body: str) -> Delivery:
+    def from_message(cls, body: str) -> WebhookRequest:
         """The delivery of a queue message; ValueError if it is not one."""
         try:
             m = json.loads(body)
@@ -67,7 +67,7 @@ class Delivery:
         return cls(*fields, events)
 
 
-def deliveries(endpoint: Endpoint, events: Iterable[WebhookEvent], now_ms: int) -> Iterator[Delivery]:
+def deliveries(endpoint: Endpoint, events: Iterable[WebhookEvent], now_ms: int) -> Iterator[WebhookRequest]:
     """The endpoint's requests for the events it subscribed to, in order."""
     batch: list[tuple[str, str]] = []  # each event's id and JSON
     size = 0
@@ -85,9 +85,9 @@ def deliveries(endpoint: Endpoint, events: Iterable[WebhookEvent], now_ms: int) 
         yield _delivery(endpoint, batch, now_ms)
 
 
-def _delivery(endpoint: Endpoint, events: list[tuple[str, str]], now_ms: int) -> Delivery:
+def _delivery(endpoint: Endpoint, events: list[tuple[str, str]], now_ms: int) -> WebhookRequest:
     ids = "\0".join(event_id for event_id, _text in events)
     webhook_id = "msg_" + hashlib.sha256(f"{endpoint.id}\0{ids}".encode()).hexdigest()[:32]
     head = '{"type":"moonsend.events","timestamp":' + json.dumps(iso_ms(now_ms)) + ',"data":{"events":['
     body = head + ",".join(text for _id, text in events) + "]}}"
-    return Delivery(endpoint.user_id, endpoint.id, webhook_id, body, len(events))
+    return WebhookRequest(endpoint.user_id, endpoint.id, webhook_id, body, len(events))

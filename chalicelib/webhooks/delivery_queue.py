@@ -8,7 +8,7 @@ rather than before them. A delivery that
 failed is not deleted; it is made invisible for the wait before its next attempt (SQS allows up to 12 h),
 and comes back as the same message, with the same `webhook-id`, and a receive count that is its attempt.
 
-Every message is made safe for SQS on its way (`sqs_safe`), a parked one made before that included.
+Every message is made safe for SQS on its way (`sqs_safe`), a held one made before that included.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.errors import DeliveryNotQueued
-from chalicelib.webhooks.deliveries import Delivery, sqs_safe
+from chalicelib.webhooks.deliveries import WebhookRequest, sqs_safe
 
 SQS_BATCH = 10
 # What one SendMessageBatch carries at most, its messages' bodies together, in UTF-8 bytes (SQS's limit,
@@ -45,7 +45,7 @@ class DeliveryQueue:
             self._url = str(self._sqs.get_queue_url(QueueName=self._name)["QueueUrl"])
         return self._url
 
-    def put(self, deliveries: list[Delivery]) -> list[Unqueued]:
+    def put(self, deliveries: list[WebhookRequest]) -> list[Unqueued]:
         """Each delivery on the queue; those SQS did not take, by their place in `deliveries`."""
         return self.put_each([(d.user_id, d.to_message()) for d in deliveries])
 

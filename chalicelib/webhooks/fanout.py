@@ -2,19 +2,19 @@
 
 For each tenant with events in the batch, its endpoints are read once; each endpoint gets its subscribed
 events, in the order the stream gave them, in requests of its size. A delivery for an enabled endpoint
-goes on the delivery queue; one for a disabled endpoint is parked for replay at once (no request is made
+goes on the delivery queue; one for a disabled endpoint is held for replay at once (no request is made
 to an endpoint that was disabled).
 
 One tenant's trouble must not hold the stream, which carries every tenant's events:
 - A record that is not of the ledger's shape is logged and skipped.
-- A delivery SQS refuses for what it is (SenderFault: sent again, it is refused again) is parked for
+- A delivery SQS refuses for what it is (SenderFault: sent again, it is refused again) is held for
   replay, and its records count as done.
 - Anything that may pass on a retry (an endpoint table or the queue that failed, SQS's own fault) fails
   only the records it came from: Lambda is told them (ReportBatchItemFailures) and gives the stream again
   from the first of them (the same events make deliveries with the same event ids). A delivery the queue
-  did not take is parked as well, so that if Lambda gives up on its records (the mapping's retries and
+  did not take is held as well, so that if Lambda gives up on its records (the mapping's retries and
   age limit: infra/cfn.py), which sends its on-failure destination only where they were in the stream,
-  its events are still there to replay. A parked delivery whose retry went through is sent again by a
+  its events are still there to replay. A held request whose retry went through is sent again by a
   replay, under its own webhook-id: receivers drop repeats.
 """
 
@@ -27,20 +27,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
-from chalicelib.stores.webhooks import Endpoint, ParkedDeliveries, WebhookEndpoints
-from chalicelib.webhooks.deliveries import Delivery, deliveries
+from chalicelib.stores.webhooks import Endpoint, HeldRequests, WebhookEndpoints
+from chalicelib.webhooks.deliveries import WebhookRequest, deliveries
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.events import WebhookEvent, ledger_events
 
 Sourced = tuple[int, WebhookEvent]  # an event and the place of its record in the batch
-Made = tuple[Delivery, frozenset[int]]  # a delivery and the places of the records its events came from
+Made = tuple[WebhookRequest, frozenset[int]]  # a delivery and the places of the records its events came from
 
 
 @dataclass(frozen=True)
 class FanoutResult:
     events: int  # events the records made
     queued: int  # deliveries put on the queue
-    parked: int  # deliveries parked: for disabled endpoints, or not taken by the queue
+    held: int  # deliveries held: for disabled endpoints, or not taken by the queue
     skipped: int  # records not of the ledger's shape
     failed: tuple[str, ...] = ()  # sequence numbers of the records to be given again
 
@@ -50,12 +50,12 @@ class WebhookFanout:
         self,
         endpoints: WebhookEndpoints,
         queue: DeliveryQueue,
-        parked: ParkedDeliveries,
+        held: HeldRequests,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._endpoints = endpoints
         self._queue = queue
-        self._parked = parked
+        self._held = held
         self._clock = clock
 
     def batch(self, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -67,7 +67,7 @@ class WebhookFanout:
         now = self._clock()
         failed: set[int] = set()
         to_queue: list[Made] = []
-        to_park: list[Made] = []
+        to_hold: list[Made] = []
         for user_id, events in by_user.items():
             try:
                 endpoints = self._endpoints.list(user_id)
@@ -77,22 +77,24 @@ class WebhookFanout:
                 continue
             for endpoint in endpoints:
                 made = _made(endpoint, events, int(now * 1000))
-                (to_queue if endpoint.enabled else to_park).extend(made)
-        parked = sum(self._park(d, sources, now, failed) for d, sources in to_park)
+                (to_queue if endpoint.enabled else to_hold).extend(made)
+        held = sum(self._hold(d, sources, now, failed) for d, sources in to_hold)
         queued, kept = self._queue_all(to_queue, now, failed)
         result = FanoutResult(
             sum(len(e) for e in by_user.values()),
             queued,
-            parked + kept,
+            held + kept,
             skipped,
             tuple(_sequence_number(records[i]) for i in sorted(failed)),
         )
-        if to_queue or to_park or skipped or failed:
-            log.info("webhook deliveries made", **vars(result))
+        if to_queue or to_hold or skipped or failed:
+            # The log line keeps its field's public name, `parked`, which operators' queries read.
+            fields = {("parked" if k == "held" else k): v for k, v in vars(result).items()}
+            log.info("webhook deliveries made", **fields)
         return result
 
     def _queue_all(self, made: list[Made], now: float, failed: set[int]) -> tuple[int, int]:
-        """The deliveries on the queue; (how many it took, how many it did not and were parked)."""
+        """The deliveries on the queue; (how many it took, how many it did not and were held)."""
         unqueued = self._queue.put([d for d, _sources in made])
         kept = 0
         for u in unqueued:
@@ -105,17 +107,17 @@ class WebhookFanout:
                 code=u.code,
                 permanent=u.permanent,
             )
-            parked = self._park(delivery, sources, now, failed)
-            kept += parked
-            if not (u.permanent and parked):  # a retry may take it
+            held = self._hold(delivery, sources, now, failed)
+            kept += held
+            if not (u.permanent and held):  # a retry may take it
                 failed.update(sources)
         return len(made) - len(unqueued), kept
 
-    def _park(self, delivery: Delivery, sources: frozenset[int], now: float, failed: set[int]) -> bool:
+    def _hold(self, delivery: WebhookRequest, sources: frozenset[int], now: float, failed: set[int]) -> bool:
         """Keep it for replay; if the table fails, its records are given again."""
         d = delivery
         try:
-            self._parked.park(d.user_id, d.endpoint_id, d.webhook_id, d.to_message(), now)
+            self._held.hold(d.user_id, d.endpoint_id, d.webhook_id, d.to_message(), now)
             return True
         except Exception as exc:
             log.warning("webhook delivery not parked", user=d.user_id, endpoint=d.endpoint_id, error=type(exc).__name__)

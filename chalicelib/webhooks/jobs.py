@@ -1,4 +1,4 @@
-"""webhook_jobs: an endpoint's parked deliveries replayed (put back on the delivery queue) or deleted (the
+"""webhook_jobs: an endpoint's held requests replayed (put back on the delivery queue) or deleted (the
 endpoint was removed), a page at a time, in the background, however many there are.
 
 The tenant API and the CLI start a job (chalicelib.stores.webhook_jobs) and invoke webhook_jobs
@@ -8,7 +8,7 @@ with CONTINUE_WITH_S of its time left it invokes itself again with the same even
 the row.
 
 Run twice (Lambda retries an invocation that failed, and may deliver an asynchronous event twice), a page
-is at worst replayed twice: its deliveries are put on the queue again as they were parked, each under its
+is at worst replayed twice: its deliveries are put on the queue again as they were held, each under its
 own `webhook-id` with the same body, which the receiver drops the second time; no delivery is ever sent
 under another id or with another body. Only one invocation records a page (its step is conditional), and
 the other stops there.
@@ -24,7 +24,7 @@ from typing import Any
 from chalicelib.core import log
 from chalicelib.core.errors import DeliveryNotQueued
 from chalicelib.stores.webhook_jobs import DONE, REMOVE, REPLAY, Job, WebhookJobs
-from chalicelib.stores.webhooks import Parked, ParkedDeliveries
+from chalicelib.stores.webhooks import HeldRequest, HeldRequests
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 
 # Deliveries per page: one Query, ten SendMessageBatch requests and a hundred conditional deletes (ten at
@@ -44,7 +44,7 @@ class WebhookJobRunner:
     def __init__(
         self,
         jobs: WebhookJobs,
-        parked: ParkedDeliveries,
+        held: HeldRequests,
         queue: DeliveryQueue,
         invoke_async: Callable[[str, dict[str, Any]], None],
         *,
@@ -52,7 +52,7 @@ class WebhookJobRunner:
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._jobs = jobs
-        self._parked = parked
+        self._held = held
         self._queue = queue
         self._invoke_async = invoke_async
         self._page = page
@@ -83,17 +83,17 @@ class WebhookJobRunner:
         return {"ran": True, "pages": pages, "done": job.done, "continued": False}
 
     def _one_page(self, job: Job) -> Job | None:
-        rows, more = self._parked.page(job.user_id, job.endpoint_id, job.after, self._page)
+        rows, more = self._held.page(job.user_id, job.endpoint_id, job.after, self._page)
         if job.kind == REPLAY:
             self._replay(job.user_id, rows)
         elif job.kind == REMOVE:
-            self._parked.delete(job.user_id, rows)
+            self._held.delete(job.user_id, rows)
         after = rows[-1].webhook_id if rows else None
         return self._jobs.advance(job, len(rows), after, finished=not more, now=self._clock())
 
-    def _replay(self, user_id: str, rows: list[Parked]) -> None:
-        """The page's deliveries on the queue first, then off the table: a crash between leaves a copy parked,
-        never none. A delivery parked again meanwhile (it failed again) is left for the next replay, as is one
+    def _replay(self, user_id: str, rows: list[HeldRequest]) -> None:
+        """The page's deliveries on the queue first, then off the table: a crash between leaves a copy held,
+        never none. A delivery held again meanwhile (it failed again) is left for the next replay, as is one
         SQS refuses for what it is; any other refusal raises, and the invocation is tried again."""
         unqueued = self._queue.put_each([(user_id, row.body) for row in rows])
         passing = [u for u in unqueued if not u.permanent]
@@ -105,4 +105,4 @@ class WebhookJobRunner:
         refused = {u.index for u in unqueued}
         queued = [row for n, row in enumerate(rows) if n not in refused]
         with ThreadPoolExecutor(max_workers=DELETES_AT_ONCE) as pool:
-            list(pool.map(lambda row: self._parked.remove(user_id, row), queued))
+            list(pool.map(lambda row: self._held.remove(user_id, row), queued))

@@ -108,11 +108,11 @@ def _park_many(user, endpoint_id, n):
     """`n` deliveries parked for the endpoint as deliver_webhooks parks them (each its queue message, one
     event), written in batches; their webhook ids, in key order."""
     from chalicelib.stores.tables import bound
-    from chalicelib.stores.webhooks import ParkedModel
-    from chalicelib.webhooks.deliveries import Delivery
+    from chalicelib.stores.webhooks import HeldModel
+    from chalicelib.webhooks.deliveries import WebhookRequest
 
     c = wiring.container()
-    model = bound(ParkedModel, c.settings.resources.parked_deliveries_table.name, c.settings.region)
+    model = bound(HeldModel, c.settings.resources.parked_deliveries_table.name, c.settings.region)
     now = time.time()
     ids = []
     with model.batch_write() as batch:
@@ -123,7 +123,7 @@ def _park_many(user, endpoint_id, n):
             payload = json.dumps(
                 {"type": "moonsend.events", "timestamp": event["timestamp"], "data": {"events": [event]}}
             )
-            body = Delivery(user, endpoint_id, wid, payload, 1).to_message()
+            body = WebhookRequest(user, endpoint_id, wid, payload, 1).to_message()
             batch.save(model(f"{user}#{endpoint_id}", wid, body=body, parked_at=now, expires_at=int(now) + 86400))
             ids.append(wid)
     return ids
@@ -141,13 +141,13 @@ def _listed(stack, key):
 
 
 def test_a_listing_counts_parked_deliveries_up_to_10000_and_a_removal_deletes_them_in_the_background(stack, uid):
-    from chalicelib.control.webhook_registration import PARKED_COUNT_BOUND
+    from chalicelib.control.webhook_registration import HELD_COUNT_BOUND
 
     user = f"bound-{uid}"
     key = _tenant(user)
     added = _disabled_endpoint(stack, key, user, "http://127.0.0.1:9/x")
-    _park_many(user, added["id"], PARKED_COUNT_BOUND + 1)
-    parked = wiring.container().parked_deliveries
+    _park_many(user, added["id"], HELD_COUNT_BOUND + 1)
+    parked = wiring.container().held_requests
 
     (listed,) = _listed(stack, key)["endpoints"]
     assert (listed["parked"], listed["parkedIsLowerBound"]) == (10_000, True)  # "10,000+"
@@ -194,7 +194,7 @@ def test_a_replay_runs_in_the_background_and_every_parked_delivery_arrives_once_
         assert job()["done"] == 250 and job()["id"] == replay["job"]["id"]
         assert eventually(lambda: len(receiver.accepted) == 250, 120), len(receiver.accepted)
         assert sorted(receiver.accepted) == ids and receiver.repeats == []
-        assert wiring.container().parked_deliveries.count(user, added["id"]) == 0
+        assert wiring.container().held_requests.count(user, added["id"]) == 0
     finally:
         receiver.close()
 
@@ -210,9 +210,9 @@ class _Queue:
         self._fail_once = fail_once
 
     def put_each(self, messages):
-        from chalicelib.webhooks.deliveries import Delivery
+        from chalicelib.webhooks.deliveries import WebhookRequest
 
-        self.sent += [(Delivery.from_message(body).webhook_id, body) for _, body in messages]
+        self.sent += [(WebhookRequest.from_message(body).webhook_id, body) for _, body in messages]
         during, self._during = self._during, None
         if during is not None:
             during()
@@ -227,7 +227,7 @@ def _runner(queue, invoked, page=100):
 
     c = wiring.container()
     return WebhookJobRunner(
-        c.webhook_jobs, c.parked_deliveries, queue, lambda fn, event: invoked.append((fn, event)), page=page
+        c.webhook_jobs, c.held_requests, queue, lambda fn, event: invoked.append((fn, event)), page=page
     )
 
 
@@ -250,7 +250,7 @@ def _each_sent_as_parked(queue, parked_bodies):
 def test_a_job_out_of_time_goes_on_in_a_fresh_invocation_from_where_it_got(stack, uid):
     user, endpoint = f"cont-{uid}", "ep_continued"
     _park_many(user, endpoint, 250)
-    bodies = {p.webhook_id: p.body for p in wiring.container().parked_deliveries.parked(user, endpoint)}
+    bodies = {p.webhook_id: p.body for p in wiring.container().held_requests.held(user, endpoint)}
     event = _started(user, endpoint)
     queue, invoked = _Queue(), []
     time_left = iter([300_000, 10_000])  # one page, then 10 s left: under the 30 s it stops at
@@ -266,13 +266,13 @@ def test_a_job_out_of_time_goes_on_in_a_fresh_invocation_from_where_it_got(stack
     _each_sent_as_parked(queue, bodies)
     # The event once more (Lambda delivers an asynchronous event twice at times): the job is done, nothing goes.
     assert _runner(queue, invoked).handle(event, "moonsend-local-webhook_jobs", lambda: 300_000) == {"ran": False}
-    assert len(queue.sent) == 250 and wiring.container().parked_deliveries.count(user, endpoint) == 0
+    assert len(queue.sent) == 250 and wiring.container().held_requests.count(user, endpoint) == 0
 
 
 def test_a_job_run_twice_at_once_or_retried_after_a_crash_sends_no_delivery_under_another_id_or_body(stack, uid):
     user, endpoint = f"twice-{uid}", "ep_twice"
     _park_many(user, endpoint, 230)
-    bodies = {p.webhook_id: p.body for p in wiring.container().parked_deliveries.parked(user, endpoint)}
+    bodies = {p.webhook_id: p.body for p in wiring.container().held_requests.held(user, endpoint)}
     event = _started(user, endpoint)
     invoked: list = []
     results = {}
@@ -293,7 +293,7 @@ def test_a_job_run_twice_at_once_or_retried_after_a_crash_sends_no_delivery_unde
     # A crash after SQS took a page and before it was recorded: Lambda's retry puts that page again, as it was.
     user2, endpoint2 = f"crash-{uid}", "ep_crash"
     _park_many(user2, endpoint2, 150)
-    bodies2 = {p.webhook_id: p.body for p in wiring.container().parked_deliveries.parked(user2, endpoint2)}
+    bodies2 = {p.webhook_id: p.body for p in wiring.container().held_requests.held(user2, endpoint2)}
     event2 = _started(user2, endpoint2)
     crashing = _Queue(fail_once=True)
     with pytest.raises(ConnectionError):
@@ -413,7 +413,7 @@ def test_a_replays_answer_counts_what_it_will_replay_up_to_the_listings_bound(st
     bounded = WebhookRegistration(
         c.webhook_endpoints,
         None,
-        c.parked_deliveries,
+        c.held_requests,
         BackgroundJobs(c.webhook_jobs, started.append),
         AddressPolicy(allow_loopback=True),
         count_bound=100,

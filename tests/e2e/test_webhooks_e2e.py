@@ -309,14 +309,14 @@ def test_a_receiver_that_hangs_delays_neither_sending_nor_another_tenants_webhoo
         fast.close()
 
 
-def test_a_delivery_parked_again_while_a_replay_runs_stays_parked_for_the_next(stack, uid):
-    parked, user = wiring.container().parked_deliveries, f"hooks-race-{uid}"
-    parked.park(user, "ep_x", "msg_1", "body", 100.0)
-    (read,) = parked.parked(user, "ep_x")
-    parked.park(user, "ep_x", "msg_1", "body", 200.0)  # its replayed delivery failed again meanwhile
-    assert parked.remove(user, read) is False and parked.count(user, "ep_x") == 1
-    (again,) = parked.parked(user, "ep_x")
-    assert parked.remove(user, again) is True and parked.count(user, "ep_x") == 0
+def test_a_request_held_again_while_a_replay_runs_stays_held_for_the_next(stack, uid):
+    held, user = wiring.container().held_requests, f"hooks-race-{uid}"
+    held.hold(user, "ep_x", "msg_1", "body", 100.0)
+    (read,) = held.held(user, "ep_x")
+    held.hold(user, "ep_x", "msg_1", "body", 200.0)  # its replayed delivery failed again meanwhile
+    assert held.remove(user, read) is False and held.count(user, "ep_x") == 1
+    (again,) = held.held(user, "ep_x")
+    assert held.remove(user, again) is True and held.count(user, "ep_x") == 0
 
 
 def test_a_tenants_text_sqs_refuses_reaches_its_endpoint_escaped_and_stalls_no_other_tenants_webhooks(stack, uid):

@@ -18,19 +18,19 @@ from boto3.dynamodb.types import TypeSerializer
 from standardwebhooks.webhooks import Webhook
 
 from chalicelib.core.config import Settings
-from chalicelib.core.webhook_contract import EVENT_TYPES, RETRY_SCHEDULE_S
+from chalicelib.core.webhook_contract import EVENT_TYPES, RETRY_WAITS_S
 from chalicelib.stores.webhooks import Endpoint
 from chalicelib.webhooks.client import Answer
 from chalicelib.webhooks.deliverer import (
     DELIVERED,
     DISABLED,
     DROPPED,
-    PARKED,
+    HELD,
     RETRY,
-    Outcome,
+    RequestOutcome,
     WebhookDeliverer,
 )
-from chalicelib.webhooks.deliveries import MAX_PAYLOAD_BYTES, Delivery, deliveries, sqs_safe
+from chalicelib.webhooks.deliveries import MAX_PAYLOAD_BYTES, WebhookRequest, deliveries, sqs_safe
 from chalicelib.webhooks.delivery_queue import Unqueued
 from chalicelib.webhooks.events import WebhookEvent, ledger_events
 from chalicelib.webhooks.fanout import WebhookFanout
@@ -138,7 +138,7 @@ def test_events_go_in_requests_of_the_endpoints_size_in_order_and_only_the_types
     assert all(b["type"] == "moonsend.events" and b["timestamp"] == "2026-10-26T07:33:20.000Z" for b in bodies)
     assert [d.webhook_id for d in made] == [d.webhook_id for d in deliveries(endpoint, mixed, 0)]  # the same ids
     assert len({d.webhook_id for d in made}) == 3
-    assert Delivery.from_message(made[0].to_message()) == made[0]
+    assert WebhookRequest.from_message(made[0].to_message()) == made[0]
     # Large events close a request well before SQS's limit, whatever the endpoint allows.
     big = list(deliveries(_endpoint(max_events=100), _events(100, size=4000), 0))
     assert len(big) > 1 and all(len(d.to_message().encode()) < 2 * MAX_PAYLOAD_BYTES + 1024 for d in big)
@@ -148,7 +148,7 @@ def test_events_go_in_requests_of_the_endpoints_size_in_order_and_only_the_types
 def test_a_message_that_is_not_a_delivery_is_named_as_such():
     for body in ("", "[]", "{}", '{"userId": 1, "endpointId": "e", "webhookId": "w", "payload": "p"}', "\x00"):
         with pytest.raises(ValueError, match="not a webhook delivery"):
-            Delivery.from_message(body)
+            WebhookRequest.from_message(body)
 
 
 class _Endpoints:
@@ -169,21 +169,21 @@ class _Endpoints:
         return True
 
 
-class _Parked:
+class _Held:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], str] = {}
 
-    def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
+    def hold(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
         self.rows[(endpoint_id, webhook_id)] = body
 
 
 class _Queue:
-    def __init__(self, refuse: Callable[[Delivery], Unqueued | None] = lambda d: None) -> None:
-        self.put_deliveries: list[Delivery] = []
+    def __init__(self, refuse: Callable[[WebhookRequest], Unqueued | None] = lambda d: None) -> None:
+        self.put_deliveries: list[WebhookRequest] = []
         self.hidden: list[tuple[str, int]] = []
         self._refuse = refuse
 
-    def put(self, made: list[Delivery]) -> list[Unqueued]:
+    def put(self, made: list[WebhookRequest]) -> list[Unqueued]:
         refused = [(i, self._refuse(d)) for i, d in enumerate(made)]
         self.put_deliveries.extend(d for d, (_i, r) in zip(made, refused, strict=True) if r is None)
         return [Unqueued(i, r.code, r.permanent) for i, r in refused if r is not None]
@@ -192,14 +192,14 @@ class _Queue:
         self.hidden.append((receipt, wait_s))
 
 
-def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_SCHEDULE_S):
+def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_WAITS_S):
     sent: list[tuple[dict[str, str], str]] = []
 
     def post(target: Target, headers: dict[str, str], body: str) -> Answer:
         sent.append((headers, body))
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
-    endpoints, parked, queue = _Endpoints(endpoint), _Parked(), _Queue()
+    endpoints, parked, queue = _Endpoints(endpoint), _Held(), _Queue()
     d = WebhookDeliverer(
         endpoints,  # type: ignore[arg-type]
         parked,  # type: ignore[arg-type]
@@ -228,14 +228,14 @@ def test_a_failure_waits_on_the_schedule_and_the_last_attempt_disables_and_parks
     endpoint = _endpoint()
     message = _message(endpoint)
     d, sent, endpoints, parked, _ = _deliverer(endpoint, [Answer(500, None, 3)])
-    waits = [d.attempt(message, n).retry_in_s for n in range(1, len(RETRY_SCHEDULE_S) + 1)]
-    assert waits == list(RETRY_SCHEDULE_S) and sum(waits) >= 24 * 3600  # at least a day of retries
-    assert d.attempt(message, len(RETRY_SCHEDULE_S) + 1).what == DISABLED
+    waits = [d.attempt(message, n).retry_in_s for n in range(1, len(RETRY_WAITS_S) + 1)]
+    assert waits == list(RETRY_WAITS_S) and sum(waits) >= 24 * 3600  # at least a day of retries
+    assert d.attempt(message, len(RETRY_WAITS_S) + 1).what == DISABLED
     reason = endpoints.get("acme", "ep_1").disabled_reason
     assert reason == "8 attempts of a delivery failed; the last: HTTP 500"
     assert list(parked.rows.values()) == [message]
     # What comes for it after is parked without a request.
-    assert d.attempt(_message(endpoint), 1).what == PARKED and len(sent) == 8
+    assert d.attempt(_message(endpoint), 1).what == HELD and len(sent) == 8
 
 
 def test_410_disables_at_once_and_a_removed_endpoint_or_a_foreign_message_is_dropped():
@@ -250,10 +250,10 @@ def test_410_disables_at_once_and_a_removed_endpoint_or_a_foreign_message_is_dro
 def test_no_answer_and_an_address_now_private_are_retried_like_any_failure():
     endpoint = _endpoint()
     d, *_ = _deliverer(endpoint, [Answer(None, "TimeoutError", 10000)])
-    assert d.attempt(_message(endpoint), 1) == Outcome(RETRY, RETRY_SCHEDULE_S[0])
+    assert d.attempt(_message(endpoint), 1) == RequestOutcome(RETRY, RETRY_WAITS_S[0])
     rebound = WebhookDeliverer(
         _Endpoints(endpoint),  # type: ignore[arg-type]
-        _Parked(),  # type: ignore[arg-type]
+        _Held(),  # type: ignore[arg-type]
         _Queue(),  # type: ignore[arg-type]
         (5,),
         AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["10.0.0.7"]),
@@ -279,7 +279,7 @@ def test_a_batch_is_attempted_at_once_and_names_only_the_deliveries_to_come_back
     queue = _Queue()
     d = WebhookDeliverer(
         _Endpoints(endpoint),  # type: ignore[arg-type]
-        _Parked(),  # type: ignore[arg-type]
+        _Held(),  # type: ignore[arg-type]
         queue,  # type: ignore[arg-type]
         (7,),
         AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["93.184.216.34"]),
@@ -297,19 +297,19 @@ def test_a_batch_is_attempted_at_once_and_names_only_the_deliveries_to_come_back
 
 def test_the_fanout_skips_a_record_it_cannot_read_and_parks_for_a_disabled_endpoint():
     on, off = _endpoint(id="ep_on"), _endpoint(id="ep_off", disabled_reason="410", disabled_at=1.0)
-    endpoints, parked, queue = _Endpoints(on, off), _Parked(), _Queue()
+    endpoints, parked, queue = _Endpoints(on, off), _Held(), _Queue()
     fanout = WebhookFanout(endpoints, queue, parked, clock=lambda: 1793000000.0)  # type: ignore[arg-type]
     foreign = _record(None, {"pk": "x", "rcpt": "y"})
     foreign["dynamodb"]["NewImage"] = {"pk": {"Q": "not a DynamoDB type"}}
     sent = _row(state="sent", updated_at=5)
     result = fanout.handle([foreign, {"eventName": "MODIFY"}, _record(_row(state="queued"), sent)])
-    assert (result.events, result.queued, result.parked, result.skipped) == (1, 1, 1, 2)
+    assert (result.events, result.queued, result.held, result.skipped) == (1, 1, 1, 2)
     assert [d.endpoint_id for d in queue.put_deliveries] == ["ep_on"]
     assert [k[0] for k in parked.rows] == ["ep_off"]
 
 
 def test_the_retry_schedule_is_configurable_within_sqss_limits():
-    assert Settings.from_env({}).webhook_retry_s == RETRY_SCHEDULE_S
+    assert Settings.from_env({}).webhook_retry_s == RETRY_WAITS_S
     assert Settings.from_env({"MOONSEND_WEBHOOK_RETRY_S": "1,2"}).webhook_retry_s == (1, 2)
     for bad in ("43201", "-1", "a", ",".join(["1"] * 18)):
         with pytest.raises(ValueError):
@@ -374,7 +374,7 @@ class _BrokenEndpoints(_Endpoints):
 
 
 def test_a_delivery_that_keeps_raising_past_the_schedule_is_parked_not_left_to_expire():
-    endpoint, parked, queue = _endpoint(), _Parked(), _Queue()
+    endpoint, parked, queue = _endpoint(), _Held(), _Queue()
     d = WebhookDeliverer(
         _BrokenEndpoints(endpoint),  # type: ignore[arg-type]
         parked,  # type: ignore[arg-type]
@@ -426,18 +426,18 @@ def test_code_points_sqs_refuses_are_escaped_so_the_json_reads_the_same_and_sqs_
     assert json.loads(made.payload)["data"]["events"][0]["reason"] == reason
     message = made.to_message()
     assert refused_character(message) is None and refused_character(made.payload) is None
-    assert Delivery.from_message(message) == made
+    assert WebhookRequest.from_message(message) == made
     # A message parked before (raw U+FFFF in it) is made safe on its way back to the queue.
     raw = json.dumps({"userId": "acme", "endpointId": "e", "webhookId": "w", "payload": "\uffff"}, ensure_ascii=False)
     assert refused_character(sqs_safe(raw)) is None and json.loads(sqs_safe(raw)) == json.loads(raw)
     assert sqs_safe('{"a":"plain"}') == '{"a":"plain"}'
 
 
-def _fanout(endpoints: list[Endpoint], queue: _Queue | None = None, parked: _Parked | None = None) -> WebhookFanout:
+def _fanout(endpoints: list[Endpoint], queue: _Queue | None = None, parked: _Held | None = None) -> WebhookFanout:
     return WebhookFanout(
         _Endpoints(*endpoints),  # type: ignore[arg-type]
         queue or _Queue(),  # type: ignore[arg-type]
-        parked or _Parked(),  # type: ignore[arg-type]
+        parked or _Held(),  # type: ignore[arg-type]
         clock=lambda: 1793000000.0,
     )
 
@@ -450,7 +450,7 @@ def _sent(user: str, n: int) -> dict[str, Any]:
 def test_a_delivery_sqs_refuses_for_what_it_is_is_parked_and_the_stream_goes_on():
     bad, good = _endpoint(id="ep_bad", max_events=1), _endpoint(user_id="globex", id="ep_good", max_events=1)
     queue = _Queue(lambda d: Unqueued(0, "InvalidMessageContents", True) if d.endpoint_id == "ep_bad" else None)
-    parked = _Parked()
+    parked = _Held()
     fanout = _fanout([bad, good], queue, parked)
     answer = fanout.batch([_sent("acme", 1), _sent("globex", 2)])
     assert answer == {"batchItemFailures": []}  # sent again, it would be refused again: kept for replay
@@ -461,9 +461,9 @@ def test_a_delivery_sqs_refuses_for_what_it_is_is_parked_and_the_stream_goes_on(
 def test_what_a_retry_may_fix_fails_only_its_own_records_and_is_parked_in_case_lambda_gives_up():
     a, b = _endpoint(id="ep_a", max_events=1), _endpoint(user_id="globex", id="ep_b", max_events=1)
     queue = _Queue(lambda d: Unqueued(0, "ConnectTimeoutError", False) if d.user_id == "acme" else None)
-    parked = _Parked()
+    parked = _Held()
     result = _fanout([a, b], queue, parked).handle([_sent("globex", 1), _sent("acme", 2), _sent("globex", 3)])
-    assert result.failed == ("2",) and result.queued == 2 and result.parked == 1
+    assert result.failed == ("2",) and result.queued == 2 and result.held == 1
     assert [k[0] for k in parked.rows] == ["ep_a"]
 
 
@@ -474,20 +474,20 @@ class _FlakyEndpoints(_Endpoints):
         return super().list(user_id)
 
 
-class _BrokenParked(_Parked):
-    def park(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
+class _BrokenHeld(_Held):
+    def hold(self, user_id: str, endpoint_id: str, webhook_id: str, body: str, now: float) -> None:
         raise ConnectionError("DynamoDB unreachable")
 
 
 def test_a_tenant_whose_endpoints_cannot_be_read_fails_its_records_alone():
     a, b = _endpoint(id="ep_a"), _endpoint(user_id="globex", id="ep_b")
     queue = _Queue()
-    fanout = WebhookFanout(_FlakyEndpoints(a, b), queue, _Parked(), clock=lambda: 0.0)  # type: ignore[arg-type]
+    fanout = WebhookFanout(_FlakyEndpoints(a, b), queue, _Held(), clock=lambda: 0.0)  # type: ignore[arg-type]
     assert fanout.batch([_sent("acme", 7), _sent("globex", 8)]) == {"batchItemFailures": [{"itemIdentifier": "7"}]}
     assert [d.user_id for d in queue.put_deliveries] == ["globex"]
     # Nor parked, nor queued: the record is given again.
     off = _endpoint(id="ep_off", disabled_reason="410", disabled_at=1.0)
     refused = _Queue(lambda d: Unqueued(0, "InvalidMessageContents", True))
     for q, endpoint in ((_Queue(), off), (refused, _endpoint())):
-        stuck = WebhookFanout(_Endpoints(endpoint), q, _BrokenParked(), clock=lambda: 0.0)  # type: ignore[arg-type]
+        stuck = WebhookFanout(_Endpoints(endpoint), q, _BrokenHeld(), clock=lambda: 0.0)  # type: ignore[arg-type]
         assert stuck.handle([_sent("acme", 9)]).failed == ("9",)

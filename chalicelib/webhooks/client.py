@@ -90,7 +90,7 @@ def post(
     target: Target, headers: dict[str, str], body: str, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S
 ) -> Answer:
     """POST `body` to the target; its status, or why there was none. The answer's body is read up to 64 KB
-    and dropped (a receiver that answers forever does not hold up webhook_delivery)."""
+    and dropped (a receiver that answers forever does not hold up deliver_webhooks)."""
     started = time.monotonic()
     error = "no address"
     for address in target.addresses[:MAX_ADDRESSES]:

@@ -169,9 +169,9 @@ class FunctionRunner:
         self.stats = InvocationStats()
         self._closed = False
         # Stopping to save the stack's state: running invocations are told their time is up, and every
-        # asynchronous event not yet started (or arriving meanwhile) is parked, to run after the restart.
+        # asynchronous event not yet started (or arriving meanwhile) is deferred, to run after the restart.
         self._hurry = threading.Event()
-        self.parked: list[tuple[str, dict[str, Any]]] = []
+        self.deferred: list[tuple[str, dict[str, Any]]] = []
         # Sends an invocation record to a function's on-failure destination (the stack's SQS client).
         self._send_on_failure = on_failure
 
@@ -229,7 +229,7 @@ class FunctionRunner:
             if self._closed:
                 raise RuntimeError("the local runtime is stopped")
             if self._hurry.is_set():
-                self.parked.append((fn.function_name, event))
+                self.deferred.append((fn.function_name, event))
                 if on_done is not None:
                     on_done(True)  # accepted, as Lambda's async queue accepts it: it runs after the restart
                 return request_id
@@ -255,7 +255,7 @@ class FunctionRunner:
         try:
             if self._hurry.is_set():  # queued behind others when the stack began to stop: runs after the restart
                 with self._cv:
-                    self.parked.append((fn.function_name, event))
+                    self.deferred.append((fn.function_name, event))
                 ok = True
                 return
             for attempt in range(fn.async_retries + 1):
@@ -263,7 +263,7 @@ class FunctionRunner:
                     time.sleep(self._retry_delay_s * attempt)
                     if self._hurry.is_set():  # its retry runs after the restart
                         with self._cv:
-                            self.parked.append((fn.function_name, event))
+                            self.deferred.append((fn.function_name, event))
                         ok = True
                         break
                 try:
@@ -297,8 +297,8 @@ class FunctionRunner:
                 self._running[fn.function_name] -= 1
                 self._cv.notify_all()
 
-    def park(self, timeout: float) -> bool:
-        """Stop for a save: no new invocation starts (events are parked), running ones are told their time
+    def stop_for_save(self, timeout: float) -> bool:
+        """Stop for a save: no new invocation starts (events are deferred), running ones are told their time
         is up; True when every running invocation has finished within `timeout`."""
         self._hurry.set()
         return self.wait_idle(timeout)

@@ -297,7 +297,7 @@ class LocalStack:
         self.loaded = self._load_state()
         self._start_runtime(gateway, roles)
         if self.loaded is not None:
-            self._run_parked(self.loaded.parked)
+            self._run_deferred(self.loaded.deferred)
             # Used up: if this run dies without a clean stop, the next start must not load the data of before
             # it (the ledger would forget what this run sent). Kept aside for an operator, never loaded.
             assert self.config.state_file is not None
@@ -320,10 +320,10 @@ class LocalStack:
         self.ses.load_state(saved.ses)
         return saved
 
-    def _run_parked(self, parked: list[tuple[str, dict[str, Any]]]) -> None:
+    def _run_deferred(self, deferred: list[tuple[str, dict[str, Any]]]) -> None:
         """The asynchronous events accepted before the last stop and not run then: run now, as Lambda would."""
         assert self.runner is not None
-        for name, event in parked:
+        for name, event in deferred:
             fn = self.runner.functions.get(name)
             if fn is None:
                 print(f"[state] an event for {name}, which the template no longer has, was dropped")
@@ -338,8 +338,8 @@ class LocalStack:
         for part in (self.alarms, self.scheduler, self.schedules):
             if part is not None:
                 part.stop()
-        finished = self.runner.park(timeout_s)
-        self.ses.flush_events()  # their SNS deliveries are parked: they run after the restart
+        finished = self.runner.stop_for_save(timeout_s)
+        self.ses.flush_events()  # their SNS deliveries are deferred: they run after the restart
         finished = self.runner.wait_idle(5.0) and finished
         if not finished:
             print(
@@ -348,7 +348,7 @@ class LocalStack:
             )
         assert self.gateway is not None
         self.gateway.closed = True  # nothing more is accepted that the saved state would not hold
-        saved = state.capture(self.ses.saved_state(), list(self.runner.parked), self.config.fast_sqs)
+        saved = state.capture(self.ses.saved_state(), list(self.runner.deferred), self.config.fast_sqs)
         state.save(self.config.state_file, saved)
         self.saved = saved
         return saved
@@ -668,16 +668,16 @@ class LocalStack:
         process (and its GIL) with the handlers, so polling fast slows down what it waits for.
         """
         assert self.sns is not None and self.runner is not None and self.settings is not None
-        # Dead letters and failed invocations are parked for an operator, not work the stack will do.
+        # Dead-lettered messages and failed invocations wait for an operator: not work the stack will do.
         r = self.settings.resources
-        parked = {r.dead_letter_queue.name, r.failed_invocations_queue.name, r.webhooks_dead_letter_queue.name}
+        for_operator = {r.dead_letter_queue.name, r.failed_invocations_queue.name, r.webhooks_dead_letter_queue.name}
         end = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < end:
             busy = (
                 self.sns.backlog() > 0
                 or self.runner.inflight > 0
-                or any(sum(v) for name, v in self.queue_depths().items() if name not in parked)
+                or any(sum(v) for name, v in self.queue_depths().items() if name not in for_operator)
             )
             if busy:
                 quiet_since = None

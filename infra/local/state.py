@@ -12,7 +12,7 @@ What each start makes again from the packaged template: the stack, its functions
 topics, subscriptions and schedules, so a code change between two runs is picked up with the data kept.
 
 A stop for a save first lets every running invocation finish: their Lambda time is up at once, so each
-drain records what it sent and hands on (the hand-on is parked with the other events). Timestamps in the
+drain records what it sent and hands on (the hand-on is deferred with the other events). Timestamps in the
 data are wall-clock (epoch) times, so visibility timeouts, claims and leases run on across the restart.
 
 The file is a pickle of moto's objects, read back only from the outbox's own `.state` folder, which
@@ -56,11 +56,18 @@ def state_path(outbox: Path) -> Path:
 class SavedState:
     backends: dict[str, dict[str, dict[str, Any]]]  # service -> account -> region -> moto's backend
     ses: dict[str, Any]
-    parked: list[tuple[str, dict[str, Any]]]  # (function name, event) of the events not yet run
+    deferred: list[tuple[str, dict[str, Any]]]  # (function name, event) of the events not yet run
     fast_sqs: bool
     moto_version: str = field(default_factory=lambda: version("moto"))
     saved_at: float = field(default_factory=time.time)
     format: int = FORMAT
+
+    def __setstate__(self, saved: dict[str, Any]) -> None:
+        # A state saved before the events not yet run were called deferred names them by the old word: read
+        # it as it was written (the file's FORMAT did not change).
+        if "parked" in saved:
+            saved["deferred"] = saved.pop("parked")
+        self.__dict__.update(saved)
 
     def summary(self) -> str:
         queues = [
@@ -77,7 +84,7 @@ class SavedState:
         saved = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(self.saved_at))
         return (
             f"saved {saved}: {len(queues)} queues holding {messages} messages ({inflight} in flight), "
-            f"{items} table items, {len(self.parked)} events to run"
+            f"{items} table items, {len(self.deferred)} events to run"
         )
 
 
@@ -108,14 +115,14 @@ class _Pickler(pickle.Pickler):
         return NotImplemented
 
 
-def capture(ses: dict[str, Any], parked: list[tuple[str, dict[str, Any]]], fast_sqs: bool) -> SavedState:
+def capture(ses: dict[str, Any], deferred: list[tuple[str, dict[str, Any]]], fast_sqs: bool) -> SavedState:
     from moto.backends import get_backend
 
     backends: dict[str, dict[str, dict[str, Any]]] = {}
     for service in SERVICES:
         accounts = get_backend(service)  # type: ignore[call-overload]
         backends[service] = {a: dict(accounts[a].items()) for a in list(accounts.keys())}
-    return SavedState(backends, ses, list(parked), fast_sqs)
+    return SavedState(backends, ses, list(deferred), fast_sqs)
 
 
 def save(path: Path, state: SavedState) -> None:

@@ -1,6 +1,6 @@
 """What a tenant (or an operator) can do to its campaigns and its sending: one place for CLI and HTTP.
 
-- pause a campaign: its unsent email is parked off the queue as the sender meets it
+- pause a campaign: its unsent email is parked off the queue as the drainer meets it
   (chalicelib.send.parking, chalicelib.queueing.parked_email); its other campaigns go on;
 - resume: the pause is lifted, then the parked email goes back on the queue at once and a drain starts;
 - cancel: unsent email is recorded `cancelled` (scheduled batches now; queued and parked email by the
@@ -114,7 +114,7 @@ class CampaignActions:
     def cancel(self, user_id: str, campaign_id: str) -> Done:
         self._control.set(user_id, campaign_id, CANCELLED)
         n = self._releaser.cancel_scheduled(user_id, campaign_id)
-        # Parked email goes back to the sender, which records it cancelled as it meets it.
+        # Parked email goes back to the drainer, which records it cancelled as it meets it.
         parked = self._parked.unpark(user_id, campaign_id)
         return Done(
             True,

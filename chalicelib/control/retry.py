@@ -1,16 +1,16 @@
 """Retry the failed: queue a campaign's failed recipients again, each still sent at most once.
 
 To send a failed email again its rendered form is needed, and the queue message is gone once its
-failure is recorded. The sender therefore keeps a copy of each email it records `failed` (the queued
+failure is recorded. The drainer therefore keeps a copy of each email it records `failed` (the queued
 JSON, in the payload bucket under `failed/`, 30 days), and retry-failed queues that copy again.
 
 Per recipient: the ledger moves it from `failed` back to `queued` with a conditional write (so two
-retries running at once queue it once), then the copy goes on the tenant's queue, and the sender's
+retries running at once queue it once), then the copy goes on the tenant's queue, and the drainer's
 claim does the rest: a recipient that is sent is never sent again. If the retry dies between the two,
 the recipient is left `queued` with nothing on the queue; the next retry takes such a recipient again
 once its retry is 15 minutes old (an extra copy is harmless, for the same reason).
 
-Emails that failed before this copy existed, or whose failure came from SES's Reject event (the sender
+Emails that failed before this copy existed, or whose failure came from SES's Reject event (the drainer
 had already let the message go), have no copy: they are reported, not retried.
 """
 

@@ -53,11 +53,11 @@ class Sender:
 
     @property
     def has_own_account(self) -> bool:
-        """A sender that brings its own SES keys; without them it sends on the platform's account."""
+        """A Sender that brings its own SES keys; without them it sends on the platform's account."""
         return bool(self.api_key and self.api_secret)
 
     def public_dict(self) -> dict[str, Any]:
-        """The sender as it may travel and be logged: everything but the keys."""
+        """The Sender as it may travel and be logged: everything but the keys."""
         return {
             "region": self.region,
             "ratePerSecond": self.rate_per_second,
@@ -117,7 +117,7 @@ class PrecompileRequest:
     campaign: Campaign
     recipients: list[Recipient]
     rejected: list[RejectedRecipient]
-    # The sender is the registry's own, as registered (a digest's run): nothing to register or compare, and
+    # The Sender is the registry's own, as registered (a digest's run): nothing to register or compare, and
     # no secret in it (the registry hands out none); its email goes with the tenant's current keys.
     registered: bool = False
 
@@ -125,7 +125,7 @@ class PrecompileRequest:
 # The queued message's field for the composed email. Deflated: composed, an email is 1.3 to 5 times its
 # HTML (a text part beside it, quoted-printable, CRLF escaped in JSON), deflated and in base64 about half
 # of it for Latin text and as large for Japanese, so a queued message stays as small as it was (SQS bills
-# by 64 KB; a larger one goes by way of S3). Deflating costs precompile 40-130 us, inflating the sender 10-25.
+# by 64 KB; a larger one goes by way of S3). Deflating costs precompile 40-130 us, inflating the drainer 10-25.
 MIME = "mimeZlib"
 # Larger than SES takes (40 MB): an inflated message past it is not one we wrote.
 MAX_INFLATED_BYTES = 48 * 1024 * 1024
@@ -133,13 +133,13 @@ MAX_INFLATED_BYTES = 48 * 1024 * 1024
 
 @dataclass(frozen=True)
 class QueuedEmail:
-    """What precompile puts on a tenant's queue and the sender takes off it.
+    """What precompile puts on a tenant's queue and the drainer takes off it.
 
     The canonical queued message (rendered subject, the composed message, recipient without metadata),
-    with the tenant's SES keys left out: the sender looks them up in the tenant registry by `userId`.
+    with the tenant's SES keys left out: the drainer looks them up in the tenant registry by `userId`.
     `campaign.mimeZlib` is the message as precompile composed it, all but its Date
     (chalicelib.core.mime.compose), deflated and in base64 (`pack_mime`); email queued before precompile
-    composed it carries the rendered HTML as `campaign.body` instead, and the sender composes it.
+    composed it carries the rendered HTML as `campaign.body` instead, and the drainer composes it.
     """
 
     user_id: str

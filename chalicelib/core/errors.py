@@ -50,7 +50,7 @@ class SendFailed(MoonsendError):
 
 class KeysRejected(SendFailed):
     """AWS refused the tenant's keys for a send (invalid, deactivated): failed, unless newer keys of the same
-    account are registered, which the sender then takes on a retry."""
+    account are registered, which the drainer then takes on a retry."""
 
 
 class SendThrottled(MoonsendError):
@@ -84,7 +84,7 @@ class LinksNotConfigured(MoonsendError):
 
 class SenderRefused(MoonsendError):
     """A message's sender that moonsend will not use: keys of another AWS account, a From address another
-    free-plan tenant owns, a sender other than the one its campaign was fixed with. Every recipient of the
+    free-plan tenant owns, a Sender other than the one its campaign was fixed with. Every recipient of the
     message is rejected with this reason."""
 
 

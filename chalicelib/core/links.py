@@ -278,7 +278,7 @@ class LinkSigner:
         expires = (time.time() if now is None else now) + ttl_s
         if ttl_s >= DAY_S:
             # Rounded up to a whole day: the link rendered into the body and the one in the header, signed
-            # minutes apart by precompile and the sender, then come out the same (unless a rotation came
+            # minutes apart by precompile and the drainer, then come out the same (unless a rotation came
             # between: both verify).
             expires = math.ceil(expires / DAY_S) * DAY_S
         expires = int(expires)

@@ -2,7 +2,7 @@
 
 multipart/alternative with a plain-text part derived from the HTML (spam filters and text-only
 clients want one), From with the display name, RFC 2047 encoding of non-ASCII headers, a Message-ID
-on the sender's domain, and headers naming tenant and campaign.
+on the Sender's domain, and headers naming tenant and campaign.
 """
 
 from __future__ import annotations
@@ -192,7 +192,7 @@ def _utf8_pieces(text: str, max_bytes: int) -> list[str]:
 
 
 def list_id(campaign_id: str, user_id: str, from_address: str) -> str:
-    """RFC 2919's List-Id: the campaign, the tenant and the sender's domain, as a dot-atom.
+    """RFC 2919's List-Id: the campaign, the tenant and the Sender's domain, as a dot-atom.
 
     Filters weigh a List-Id on bulk mail; one per campaign lets a reader filter or report one campaign."""
     domain = from_address.rpartition("@")[2]

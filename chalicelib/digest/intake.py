@@ -85,8 +85,8 @@ class DigestIntake:
             recorder.rejected(r.user_id, r.campaign_id, r.records)
             return DigestIntakeResult(r.given_user, r.given_campaign, rejected=r.rejected)
         result = DigestIntakeResult(req.user_id, req.digest.id, rejected=list(req.rejected))
-        # The sender first: an event whose sender is refused changes nothing, and once the definition is
-        # seen stored, the tenant is registered (an item event without a sender may follow at once).
+        # The Sender first: an event whose sender is refused changes nothing, and once the definition is
+        # seen stored, the tenant is registered (an item event without a Sender may follow at once).
         if (req.recipients or req.sender is not None) and not self._register_sender(req, result):
             return self._finish(req, result, raw, recorder)
         if not self._templates_compile(req, result):

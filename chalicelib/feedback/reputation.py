@@ -5,10 +5,10 @@ the platform's account one careless free tenant would take every other free tena
 paid tenant's own account is its livelihood. So each tenant's sends, permanent bounces and complaints
 are counted per UTC day (the `usage` table, beside the free plan's cap), and after each bounce or
 complaint the rolling window (7 days by default) is checked: over a limit, with enough volume to mean
-something, the tenant is paused with the reason. The sender parks a paused tenant's email (nothing is
+something, the tenant is paused with the reason. The drainer parks a paused tenant's email (nothing is
 dropped) until `moonsend tenant resume`.
 
-The sends (the rates' denominator) are counted ahead of sending, in blocks (`SentAhead`): a sender that
+The sends (the rates' denominator) are counted ahead of sending, in blocks (`SentAhead`): a drainer that
 dies can then only leave the count a little high (the guard pauses a little late), never low, which
 would pause a tenant whose rates are fine.
 """

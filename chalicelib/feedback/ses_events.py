@@ -5,7 +5,7 @@ SES publishes one JSON record per event to the events topic: `{"eventType": "Sen
 its one recipient (`mail.destination`), so no lookup table is needed.
 
 - `Send`: SES accepted the email. Recorded as sent with SES's message id unless an outcome is already
-  recorded. This is what closes the one ambiguous window of a send (SES accepted it; the sender died
+  recorded. This is what closes the one ambiguous window of a send (SES accepted it; the drainer died
   before recording it): the record appears anyway, and the redelivered queue message is dropped.
 - `Reject`: SES accepted the call but refused the email (a virus): recorded as failed with the reason.
 - `Delivery`, `Bounce`, `Complaint`: recorded beside the recipient's state and counted once each. A
@@ -207,7 +207,7 @@ class SesEvents:
         region = (tenant.sender.region if tenant else None) or self._region
         try:
             status = self._ses_tenants.status(user, region)
-        except Exception as exc:  # the event is recorded; the sender finds SES's pause at its next send
+        except Exception as exc:  # the event is recorded; the drainer finds SES's pause at its next send
             log.warning("SES tenant status unknown", user=user, error=type(exc).__name__)
             return
         if status is not None and status.paused and self._tenants.pause(user, SES, status.reason):

@@ -1,12 +1,12 @@
 """precompile_email: validate a recipient event, render it, and queue it for its tenant.
 
 One SNS message goes through named steps, each on the message's `_Job`: the recipients the ledger does
-not know yet (a redelivered event finds its recipients recorded and queues nothing again) → the sender
+not know yet (a redelivered event finds its recipients recorded and queues nothing again) → the drainer
 fixed for the campaign → the suppressed taken out → the expired taken out → the templates compiled
 (once per container) → each recipient rendered → the free plan's daily cap → into the schedule store or
 onto the queue → everything recorded (queued, or rejected with the reason) and counted. A crash anywhere
 before the record leaves the recipients unrecorded, so Lambda's retry of the event does the work again;
-the sender's claim makes a second queued copy harmless. Nothing is dropped.
+the drainer's claim makes a second queued copy harmless. Nothing is dropped.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ from chalicelib.stores.tenant_model import KeyVersion
 from chalicelib.stores.tenants import AccountOf
 
 # Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
-# queued under it). A recipient expired by the sender did take one: counted as not, the cap errs by one.
+# queued under it). A recipient expired by the drainer did take one: counted as not, the cap errs by one.
 NOT_UNDER_CAP = frozenset({REJECTED, SUPPRESSED, EXPIRED})
 
 
@@ -234,7 +234,7 @@ class Precompiler:
         job.result.known_rejected = {r.key for r in req.recipients if job.known.get(r.key) == REJECTED}
 
     def _fix_sender(self, req: PrecompileRequest) -> SenderSnapshot:
-        """The sender every email of this campaign goes out with; SenderRefused when this message may not
+        """The Sender every email of this campaign goes out with; SenderRefused when this message may not
         send as it says (another free tenant's From, keys of another account, another sender than the
         campaign's first message had)."""
         free = req.plan == "free"

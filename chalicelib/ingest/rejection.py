@@ -71,7 +71,7 @@ def rejection_records(rejected: list[RejectedRecipient], raw: str) -> list[tuple
 def _given_ids(raw: str | bytes | dict[str, Any]) -> str:
     """` (userId given: '../x')`: the ids a rejected message carried, shortened, so its sender can find it.
 
-    Ids are not secrets; the sender's keys are never echoed."""
+    Ids are not secrets; the Sender's keys are never echoed."""
     try:
         d = json.loads(raw) if isinstance(raw, str | bytes) else raw
         campaign = d.get("campaign")

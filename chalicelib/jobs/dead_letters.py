@@ -10,7 +10,7 @@ ends.
 
 `reconcile_dead_letters` (every 15 minutes) reads the dead-letter queue. A recipient with no outcome
 and no live claim is recorded `failed` with the reason, through the ledger's own claim and outcome
-writes: it never overwrites an outcome, and a sender at work wins. `retry-failed` can queue it again.
+writes: it never overwrites an outcome, and a drainer at work wins. `retry-failed` can queue it again.
 Messages stay in the dead-letter queue for operators (14 days), hidden for `RECHECK_S` after each look.
 A message younger than `MIN_AGE_S` is left for a later look: a twin copy of it (SQS delivers at least
 once) may still be on its way through the send queue.
@@ -134,7 +134,7 @@ class DeadLetters:
             if claim.state in FINAL:
                 result.had_outcome += 1
                 return True
-            return False  # a live claim: a sender (or its Send event) settles it, or its claim expires
+            return False  # a live claim: a drainer (or its Send event) settles it, or its claim expires
         reason = REASON.format(n=MAX_RECEIVE_COUNT, q=self._queue_name)
         try:  # kept first, so that retry-failed finds its email
             self._failed_copies.save(email)

@@ -5,7 +5,7 @@ or not; a platform of 10,000 mostly idle tenants would pay for 10,000 alarms. So
 use is kept on the tenant's registry item (`queue_used_day`, UTC), and a scheduled job retires the queues
 idle for `MOONSEND_IDLE_QUEUE_DAYS` (default 14, at least 1).
 
-Why a queue is never deleted under a sender, without any lock held while sending:
+Why a queue is never deleted under a drainer, without any lock held while sending:
 
 - Every container touches the day (one conditional write per queue, container and UTC day) before it
   puts anything on the queue (`TenantQueues.ensure`). A queue touched today or yesterday is never a

@@ -9,7 +9,7 @@ campaign are recorded `cancelled`; batches past their campaign's deadline (`sche
 after an outage or a long pause) are recorded `expired` with the reason, and neither is queued.
 
 Crash safety: a batch is removed from the store only after its emails are on the queue and recorded
-`queued`. A run that dies in between leaves the batch, and the next run queues it again; the sender's
+`queued`. A run that dies in between leaves the batch, and the next run queues it again; the drainer's
 claim makes the second copy of an email a no-op.
 """
 

@@ -1,6 +1,6 @@
 """The one way email goes onto a queue: the queue made sure of, a body over the size limit offloaded to S3.
 
-Precompile, the release of scheduled and parked email, retry-failed and the sender's own put-back all
+Precompile, the release of scheduled and parked email, retry-failed and the drainer's own put-back all
 come through here, so none can forget a step: a tenant queue is marked used (and created again if the
 idle-queue job removed it) before anything goes on it, and an email larger than the queue takes goes to
 S3 with a pointer in its place (chalicelib.stores.payloads), then it is sent in batches.
@@ -35,7 +35,7 @@ class EmailQueue:
     def put_at(
         self, url: str, user_id: str, campaign_id: str | None, emails: Sequence[Outgoing]
     ) -> list[EnqueueFailure]:
-        """Onto a queue known to exist: the sender putting back what it just received from it (it may not
+        """Onto a queue known to exist: the drainer putting back what it just received from it (it may not
         create queues, and need not mark one used that it is draining)."""
         wrapped = []
         for o in emails:
@@ -48,5 +48,5 @@ class EmailQueue:
             try:
                 campaign_id = QueuedEmail.from_json(body).campaign_id
             except MessageInvalid:
-                campaign_id = "_unreadable"  # only names the S3 key; the sender records it unreadable
+                campaign_id = "_unreadable"  # only names the S3 key; the drainer records it unreadable
         return self._payloads.wrap(user_id, campaign_id, body)

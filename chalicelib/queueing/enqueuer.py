@@ -5,7 +5,7 @@ out (a truncated or malformed answer: SQS lists every entry as Successful or Fai
 fail after the last attempt are returned to the caller, which records them, so nothing vanishes. A retried
 entry SQS had in fact queued is a second copy on the queue, which the ledger's claim makes harmless.
 
-`send_copy` is the other way a body goes onto a queue: a received message's fresh copy, put back by the sender
+`send_copy` is the other way a body goes onto a queue: a received message's fresh copy, put back by the drainer
 (chalicelib.send.message_actions) before it deletes the original.
 """
 

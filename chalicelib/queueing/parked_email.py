@@ -52,7 +52,7 @@ class ParkedEmail:
     def put_back(self, batch: StoredBatch, emails: list[tuple[str, str]], url: str | None = None) -> bool:
         """One parked batch back on its queue, and out of the store once all of it is there.
 
-        `url`: the queue's, from a sender that just received from it (put there as it is)."""
+        `url`: the queue's, from a drainer that just received from it (put there as it is)."""
         campaign = None if batch.campaign_id == PARKED_TENANT_CAMPAIGN else batch.campaign_id
         outgoing = [Outgoing(a, b) for a, b in emails]
         if url is None:
@@ -68,7 +68,7 @@ class ParkedEmail:
     def unpark(self, user_id: str, campaign_id: str | None = None) -> int:
         """Put a resumed campaign's (or tenant's) parked email back on its queue now, and start its drain.
 
-        Called after the resume is written: a sender that parks email after this read sees the resume
+        Called after the resume is written: a drainer that parks email after this read sees the resume
         itself and puts that email back (chalicelib.send.parking), so nothing stays parked."""
         queues: set[str] = set()
         n = 0

@@ -3,7 +3,7 @@
 Creation is race-safe: CreateQueue with the same attributes is idempotent in SQS, PutMetricAlarm
 overwrites, and a container remembers the queues it has seen, so the cost is paid once per queue per
 container. The alarm (`ApproximateNumberOfMessagesVisible >= 1`) publishes to SendEmails, which is how
-the sender learns that a queue has work.
+the drainer learns that a queue has work.
 """
 
 from __future__ import annotations

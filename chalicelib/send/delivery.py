@@ -31,7 +31,7 @@ from chalicelib.stores.ledger_model import FINAL, Claim, Entry
 from chalicelib.stores.ports import LedgerClaims
 from chalicelib.stores.tenant_model import Tenant
 
-# A claim older than this whose message came back belongs to a sender that died (a send takes seconds;
+# A claim older than this whose message came back belongs to a drainer that died (a send takes seconds;
 # the message is back only after its visibility timeout).
 ORPHANED_AFTER_MS = SEND_VISIBILITY_TIMEOUT_S * 1000
 CANCELLED_REASON = decisions.CANCELLED_REASON

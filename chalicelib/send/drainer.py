@@ -42,7 +42,7 @@ _NOT_CLAIMED = frozenset({Outcome.DUPLICATE, Outcome.IN_FLIGHT, Outcome.ORPHANED
 # the claim still held, and waits: SES's Send event, which records the email sent, has 30 minutes to
 # arrive before the email is sent again. (With claim and visibility expiring together, the soak test
 # sent two emails twice when its events ran more than 5 minutes late.) An email whose holder died before
-# calling SES waits as long; a dead sender is rare, a duplicate is what we promise never to send.
+# calling SES waits as long; a dead drainer is rare, a duplicate is what we promise never to send.
 # (`Settings.claim_hold_s`, MOONSEND_CLAIM_HOLD_S, defaults to this.)
 CLAIM_HOLD_S = 6 * SEND_VISIBILITY_TIMEOUT_S
 # Sends run concurrently, each paced by the limiter, so that a 50 ms SES call does not cap a tenant

@@ -1,6 +1,6 @@
 """Who an email goes out as, with which keys, and at what rate.
 
-The sender is the campaign's, fixed by its first message and carried in every queued email
+The Sender is the campaign's, fixed by its first message and carried in every queued email
 (chalicelib.stores.campaign_sender): From, name, region and rate come from the queued email, never from
 the registry as it is now, so a later message can not change how queued email goes out. The keys are
 the newest of the account the campaign was queued with (a rotation within that account is followed;
@@ -35,7 +35,7 @@ class SendingIdentity:
         self._ses = ses
 
     def sender_for(self, email: QueuedEmail, tenant: Tenant, free: bool) -> Sender | None:
-        """The sender this email goes out with: its campaign's (in the queued email) and the keys it names.
+        """The Sender this email goes out with: its campaign's (in the queued email) and the keys it names.
 
         None for email on a tenant's queue without keys to send it with: it is never sent through the
         platform's account, whatever the tenant's plan is now. Email queued before senders were fixed per

@@ -76,7 +76,7 @@ class MessageActions:
         """Another copy's claim is live: look again later.
 
         On its last receive but one, backing off once more would let SQS dead-letter it with no outcome
-        recorded, so a fresh copy (its count started again) goes instead: soon for a sender at work; for a
+        recorded, so a fresh copy (its count started again) goes instead: soon for a drainer at work; for a
         dead one's (whose Send event is what it waits for) just after its claim expires (at most SQS's 15
         minutes of delay; it waits again if the claim is longer)."""
         if _receives(message) < MAX_RECEIVE_COUNT - 1:

@@ -114,7 +114,7 @@ class Verdict:
     outcome: Outcome
     email: QueuedEmail | None = None  # None when the message could not be read
     body: str | None = None  # the email as queued, fetched from S3 if the message was a pointer
-    claim_until_ms: int | None = None  # ORPHANED: when the dead sender's claim expires
+    claim_until_ms: int | None = None  # ORPHANED: when the dead drainer's claim expires
     lag_ms: int | None = None  # SENT: from queueing to sending
     drainers: int = 1  # how many drainers its rate needs (known once its sender is: sent or not, after the gate)
 
@@ -197,7 +197,7 @@ class Decision:
     reason: str | None = None  # RECORD: why (a failure's, a suppression's, ...)
     message_id: str | None = None  # SENT: SES's id
     effects: tuple[Effect, ...] = ()
-    claim_until_ms: int | None = None  # ORPHANED: when the dead sender's claim expires
+    claim_until_ms: int | None = None  # ORPHANED: when the dead drainer's claim expires
 
 
 # --- SES's refusals (chalicelib.send.ses_sender.classify makes them from SES's errors) -------------------------

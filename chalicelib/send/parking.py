@@ -1,4 +1,4 @@
-"""The sender's side of a pause: paused email taken off the queue and parked (chalicelib.queueing.parked_email).
+"""The drainer's side of a pause: paused email taken off the queue and parked (chalicelib.queueing.parked_email).
 
 One stored batch per paused campaign (or paused free-plan tenant) per collect. After storing, the pause
 is read again without the cache: if a resume came in meanwhile (and its unparking may have run before

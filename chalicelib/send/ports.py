@@ -1,4 +1,4 @@
-"""The sender's port on SES (chalicelib.send.ses_sender.SesSender), as Protocols sized to each consumer.
+"""The drainer's port on SES (chalicelib.send.ses_sender.SesSender), as Protocols sized to each consumer.
 
 Beside its adapter, as the stores' ports are beside the stores (chalicelib.stores.ports says why)."""
 

@@ -1,4 +1,4 @@
-"""The reputation guard's denominator, counted by the sender before each send."""
+"""The reputation guard's denominator, counted by the drainer before each send."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ sent, throttled (pace down, retry), quota exhausted (stop), failed for good, or 
 
 Every email is sent with the stage's configuration set, whose event destination is the events topic:
 SES then publishes a `Send` event for each email it accepted, and that event records the email as sent
-even if the sender died before it could (chalicelib.feedback.ses_events). The platform's account gets the
+even if the drainer died before it could (chalicelib.feedback.ses_events). The platform's account gets the
 configuration set with the platform's resources; a tenant's own account gets it here, on first use. If
 the tenant's keys may not create it, the tenant's email goes out without it (and the log says so once).
 """
@@ -107,7 +107,7 @@ def ensure_configuration_set(client: Any, name: str, topic_arn: str) -> None:
             raise
 
 
-# Makes the SES v2 client a send goes through: (the sender, whether it sends from the platform's account).
+# Makes the SES v2 client a send goes through: (the Sender, whether it sends from the platform's account).
 SesClients = Callable[[Sender, bool], Any]
 
 

@@ -1,4 +1,4 @@
-"""What starts a drain: the CloudWatch alarm's SNS message, or the sender's own re-invocation.
+"""What starts a drain: the CloudWatch alarm's SNS message, or the drainer's own re-invocation.
 
 The alarm message is CloudWatch's (`Trigger.Dimensions` names the queue; see seed 003). Only the
 transition to ALARM starts a drain: OK and INSUFFICIENT_DATA messages are ignored. The continuation is
@@ -84,7 +84,7 @@ def sweep_event(queue_name: str, topic_arn: str, start_at_ms: int | None = None,
 def continuation_event(
     queue_name: str, generation: int, topic_arn: str, lease: str, slot: int = 0, start_at_ms: int | None = None
 ) -> dict[str, Any]:
-    """The payload of the sender's asynchronous self-invocation, in Lambda's SNS event shape.
+    """The payload of the drainer's asynchronous self-invocation, in Lambda's SNS event shape.
 
     `start_at_ms`: when the continuation may send its first email (a window after the last one's)."""
     message: dict[str, Any] = {"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation, "lease": lease}

@@ -1,6 +1,6 @@
 """Pausing, resuming and cancelling one campaign while it sends.
 
-The state is one attribute on the campaign's counters item (`control`: paused or cancelled). The sender
+The state is one attribute on the campaign's counters item (`control`: paused or cancelled). The drainer
 reads it just before each SES call, after the email has its rate slot, through a cache that lives one
 second: a cancel therefore stops every send that had not started its SES call within a second of it,
 so at most the rate's worth of sends (plus those already on their way to SES) go out after a cancel.

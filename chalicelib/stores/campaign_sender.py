@@ -2,7 +2,7 @@
 
 Every email of a campaign goes out as that message said: From, fromName, plan, region, rate and the
 version of the tenant's keys. The snapshot travels in each queued email (`sender` and `userPlan`), so
-email that is scheduled, parked, retried or re-queued keeps it, and the sender never reads From or the
+email that is scheduled, parked, retried or re-queued keeps it, and the drainer never reads From or the
 plan from the tenant registry, which the next message may have changed. A later message of the campaign
 with another sender is refused, naming the difference; a tenant that changes plan or sender does so for
 its later campaigns.
@@ -58,7 +58,7 @@ class SenderSnapshot:
         )
 
     def queued_sender(self) -> dict[str, Any]:
-        """The queued email's `sender`: what the sender needs, without keys."""
+        """The queued email's `sender`: what the drainer needs, without keys."""
         d: dict[str, Any] = {
             "region": self.region,
             "ratePerSecond": self.rate_per_second,

@@ -1,7 +1,7 @@
 """Per-campaign counters (queued, rejected, sent, failed, ...), updated atomically.
 
 One DynamoDB item per (tenant, campaign); every change is an atomic ADD, so concurrent precompile
-and sender invocations never lose an increment. `moonsend status` reads them.
+and drainer invocations never lose an increment. `moonsend status` reads them.
 """
 
 from __future__ import annotations
@@ -177,7 +177,7 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
 class BufferedStats:
     """Counter increments gathered in memory and written at most once per interval per campaign.
 
-    The sender counts one event per email; writing each would cost a DynamoDB write per email. The
+    The drainer counts one event per email; writing each would cost a DynamoDB write per email. The
     counters are for progress and reports (the per-recipient state is the record of truth), so they
     are flushed every `interval_s` and when a drain ends.
     """

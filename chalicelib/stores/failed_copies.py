@@ -1,4 +1,4 @@
-"""A copy of each email the sender records `failed` (its queued JSON, in the payload bucket under `failed/`,
+"""A copy of each email the drainer records `failed` (its queued JSON, in the payload bucket under `failed/`,
 30 days), so that retry-failed can queue it again (chalicelib.control.retry) and the dead-letter job can
 keep one for a recipient it records failed (chalicelib.jobs.dead_letters)."""
 

@@ -13,7 +13,7 @@ once (the design of seed 001: a conditional-write ledger keyed by a business id,
   or `failed` with the reason, after. A duplicate queue message for a recipient with an outcome is
   deleted without sending; a claim whose holder vanished expires and may be retaken.
 
-The one ambiguous window: SES accepted the email and the sender died before recording `sent`. SES's
+The one ambiguous window: SES accepted the email and the drainer died before recording `sent`. SES's
 Send event (chalicelib.feedback.ses_events) records it `sent`; the claim outlives the message's invisibility
 (`Settings.claim_hold_s`, 30 min against 5 by default), so the redelivered message waits for that event
 and is then dropped. It is sent again only if the event is more than 30 minutes late, or never comes.
@@ -60,7 +60,7 @@ T = TypeVar("T")
 class Ledger:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(LedgerModel, table_name, region)
-        # The sender's claims and records, from its send threads, go to DynamoDB several to a request.
+        # The drainer's claims and records, from its send threads, go to DynamoDB several to a request.
         self._commits = GroupCommit()
 
     def warm(self) -> None:
@@ -79,7 +79,7 @@ class Ledger:
         return out
 
     def record_queued(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
-        """Record recipients as queued, never over another state (the sender may be faster).
+        """Record recipients as queued, never over another state (the drainer may be faster).
 
         Returns how many were newly recorded."""
         m = self._model
@@ -109,9 +109,9 @@ class Ledger:
         return self._apply([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
 
     def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
-        """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a sender.
+        """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a drainer.
 
-        For email that never reached a sender (still scheduled, or expired before it was sent)."""
+        For email that never reached a drainer (still scheduled, or expired before it was sent)."""
         if state not in (EXPIRED, CANCELLED):
             raise ValueError(f"not an unsent state: {state}")
         m = self._model
@@ -206,11 +206,11 @@ class Ledger:
     def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
         """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.
 
-        This closes the ambiguous window of a send: if the sender died after SES accepted the email and
+        This closes the ambiguous window of a send: if the drainer died after SES accepted the email and
         before it recorded `sent`, the event records it, and the redelivered queue message, finding the
         recipient sent, is dropped instead of sent again. True if this call recorded it.
 
-        Nearly always the sender has recorded the outcome already, and a conditional write that fails still
+        Nearly always the drainer has recorded the outcome already, and a conditional write that fails still
         costs a write unit: a read (eventually consistent, a tenth of the price) comes first, and the
         conditional write, which alone decides, only when the read does not show an outcome."""
         m = self._model
@@ -267,7 +267,7 @@ class Ledger:
         Kept beside the state (which stays `sent`: the email did go out) as `<kind>_at` and the latest
         `feedback` line. With `message_id` (SES's events), the entry must be that send's: an event is
         found by tenant, campaign and recipient, and matched to the ledger by SES's MessageId (an entry
-        whose message id is not yet recorded is taken: the Send event or the sender's record may still
+        whose message id is not yet recorded is taken: the Send event or the drainer's record may still
         be on its way). True the first time this kind is recorded, so that it is counted once."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind}")

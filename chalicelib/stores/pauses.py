@@ -1,13 +1,13 @@
 """A tenant's pauses: each has an owner, and the tenant is paused while any of them stands (docs/operations.md).
 
 Owners: the tenant itself (the tenant API), an operator (`moonsend tenant pause`), the reputation guard
-(chalicelib.feedback.ses_events) and SES (its pause of a free tenant's SES tenant, seen by the sender or
+(chalicelib.feedback.ses_events) and SES (its pause of a free tenant's SES tenant, seen by the drainer or
 the guard). Each pause is lifted by its owner or by an operator; SES's only once SES has lifted its own.
 A pause of one owner never hides or replaces another's: a tenant that pauses itself and resumes lifts only
 its own pause, and a guard's pause set meanwhile still holds its email.
 
 In the table each owner has its own pair of attributes (`pause_<owner>`: the reason, `pause_<owner>_at`),
-read with the rest of the tenant's item (the sender's cached read: no request of its own). `paused_reason`
+read with the rest of the tenant's item (the drainer's cached read: no request of its own). `paused_reason`
 is kept as well, all standing reasons in one line, for code from before owners (a container of the
 previous release during a deploy still holds a paused tenant's email), the tenant's own reason last (see
 `summary`).

@@ -80,7 +80,7 @@ class LedgerClaims(Protocol):
 
 
 class SenderLedger(LedgerClaims, LedgerRecords, Protocol):
-    """The sender's and the dead-letter job's: claim a recipient, record its outcome."""
+    """The drainer's and the dead-letter job's: claim a recipient, record its outcome."""
 
 
 class LedgerClaim(Protocol):
@@ -142,7 +142,7 @@ class DrainLeases(LeaseHolders, Protocol):
 
 
 class SuppressionCheck(Protocol):
-    """Precompile's and the sender's: which of these addresses may not be sent to, and why."""
+    """Precompile's and the drainer's: which of these addresses may not be sent to, and why."""
 
     def check(self, user_id: str, emails: Iterable[str]) -> dict[str, str]: ...
 
@@ -157,7 +157,7 @@ class SuppressionAdd(Protocol):
 
 
 class ControlState(Protocol):
-    """Whether a campaign is paused or cancelled: the sender, the parking and the releaser read only this."""
+    """Whether a campaign is paused or cancelled: the drainer, the parking and the releaser read only this."""
 
     def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None: ...
 
@@ -211,7 +211,7 @@ class ScheduleBuckets(Protocol):
 
 
 class IntakeCounts(Counts, ScheduleNotes, Protocol):
-    """Precompile's: counts, and the schedule of a scheduled campaign."""
+    """Precompile's: counts, and the send time of a scheduled campaign."""
 
 
 class ReleaserCounts(Counts, ScheduleBuckets, Protocol):
@@ -232,7 +232,7 @@ class CountsReader(Protocol):
 
 
 class ReputationAdd(Protocol):
-    """The sender's (chalicelib.send.sent_ahead): count sends ahead of them."""
+    """The drainer's (chalicelib.send.sent_ahead): count sends ahead of them."""
 
     def add(
         self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None

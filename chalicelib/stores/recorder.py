@@ -6,7 +6,7 @@ records through here, so no stage can write a state and forget its count (or cou
 write). The counter of a state has the state's name (`sent`, `failed`, ...: chalicelib.stores.campaign_stats).
 
 `counts` is the campaign counters' writer: CampaignStats writes each call, BufferedStats gathers them
-(the sender's, one write per second per campaign; precompile's, one write per message).
+(the drainer's, one write per second per campaign; precompile's, one write per message).
 
 One Recorder is built, in chalicelib.wiring, over the container's ledger and counters, and handed to every
 stage that records; a stage that gathers its counts (one write per message, per batch) asks it for its
@@ -99,7 +99,7 @@ class Recorder:
         return n
 
     def queued(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
-        """Recipients whose email is on the queue. Counted all, recorded where the sender was not faster
+        """Recipients whose email is on the queue. Counted all, recorded where the drainer was not faster
         (its outcome is then already there, and `queued` would only go back in time)."""
         self._ledger.record_queued(user_id, campaign_id, emails)
         self._counts.add(user_id, campaign_id, queued=len(emails))  # 0 too: precompile's count of the message
@@ -127,8 +127,8 @@ class Recorder:
         return n
 
     def sent_event(self, user_id: str, campaign_id: str, address: str, message_id: str) -> bool:
-        """SES's Send event: `sent`, if the sender has not recorded it (it died, or is not there yet).
-        SES's event often beats the sender's own record: expected, so DEBUG, not a warning."""
+        """SES's Send event: `sent`, if the drainer has not recorded it (it died, or is not there yet).
+        SES's event often beats the drainer's own record: expected, so DEBUG, not a warning."""
         if not self._ledger.record_sent_event(user_id, campaign_id, address, message_id):
             return False
         self._counts.add(user_id, campaign_id, sent=1)
@@ -136,7 +136,7 @@ class Recorder:
         return True
 
     def failed_event(self, user_id: str, campaign_id: str, address: str, message_id: str, reason: str) -> bool:
-        """SES's Reject event: `failed`, replacing the `sent` the sender recorded for that very message."""
+        """SES's Reject event: `failed`, replacing the `sent` the drainer recorded for that very message."""
         before = self._ledger.record_failed_event(user_id, campaign_id, address, message_id, reason)
         if before is None:
             return False

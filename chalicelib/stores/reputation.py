@@ -1,7 +1,7 @@
 """Each tenant's sends, permanent bounces and complaints per UTC day: the reputation guard's counts.
 
 Kept in the `usage` table beside the free plan's daily cap. The guard that reads them is
-chalicelib.feedback.reputation; the sender counts its sends ahead (chalicelib.send.sent_ahead).
+chalicelib.feedback.reputation; the drainer counts its sends ahead (chalicelib.send.sent_ahead).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ An address is suppressed for one tenant when it complained about that tenant's e
 from it, and for every tenant when it bounced permanently (it does not exist: nobody should send to it,
 and each send to it costs the sending account reputation). One DynamoDB item per (scope, address):
 scope `tenant#<userId>` or `platform`. Precompile checks every recipient (recorded as `suppressed`,
-never queued), and the sender checks again just before sending, for addresses suppressed meanwhile.
+never queued), and the drainer checks again just before sending, for addresses suppressed meanwhile.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ class _SharedSession:
 
 @lru_cache(maxsize=32)
 def _bind(model: type[Model], table_name: str, region: str) -> type[Model]:
-    # As many pooled connections as the sender has threads (pynamodb's default is 10: the other 38
+    # As many pooled connections as the drainer has threads (pynamodb's default is 10: the other 38
     # threads would open and drop a connection per request, and urllib3 warns about every one).
     meta = type("Meta", (), {"table_name": table_name, "region": region, "max_pool_connections": POOL_SIZE})
     return type(f"{model.__name__}_{table_name}".replace("-", "_"), (_SharedSession, model), {"Meta": meta})

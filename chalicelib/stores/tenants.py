@@ -9,7 +9,7 @@ its account, learned with STS when it is registered, so the tenant's SES events 
 before its first email goes out. Every write is conditional on the entry's version, so two containers
 never overwrite each other's newer settings with older ones.
 
-The sender reads the keys from here by the version the queued email names, which keeps tenant keys out
+The drainer reads the keys from here by the version the queued email names, which keeps tenant keys out
 of every queued message and every log line. Each secret is stored encrypted with the stage's KMS key
 (chalicelib.stores.tenant_secrets), bound to its tenant; `secret_of` decrypts it, which only the roles
 of precompile_email (to compare a message's keys with the registered ones) and send_emails (to sign SES
@@ -42,12 +42,12 @@ from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_
 MAX_KEY_VERSIONS = 100
 _WRITE_TRIES = 5
 
-# The AWS account a sender's keys belong to (STS GetCallerIdentity with those keys).
+# The AWS account a Sender's keys belong to (STS GetCallerIdentity with those keys).
 AccountOf = Callable[[Sender], str]
 
 
 class TenantRegistry:
-    """Read and write tenants, with a short per-container cache for the sender's hot path."""
+    """Read and write tenants, with a short per-container cache for the drainer's hot path."""
 
     def __init__(self, table_name: str, region: str, secrets: SecretSeal, cache_ttl_s: float = 30.0) -> None:
         self._model = bound(TenantModel, table_name, region)
@@ -78,7 +78,7 @@ class TenantRegistry:
     def _key_version(
         self, user_id: str, sender: Sender, keys: tuple[KeyVersion, ...], account_of: AccountOf
     ) -> tuple[KeyVersion | None, tuple[KeyVersion, ...]]:
-        """The version of the sender's keys, registering them (and learning accounts) where needed.
+        """The version of the Sender's keys, registering them (and learning accounts) where needed.
 
         Keys are accepted only in the account of the current keys: new ones of that account become the
         next version, and known keys of an account the tenant was moved away from are refused too."""

@@ -1,7 +1,7 @@
 """Conditional writes to one table, many to a request: DynamoDB's TransactWriteItems.
 
 DynamoDB has no conditional batch write, and every ledger transition is conditional: one UpdateItem per
-recipient cost precompile a request per recipient and the sender two per email (claim, record), each about
+recipient cost precompile a request per recipient and the drainer two per email (claim, record), each about
 a millisecond of client CPU in botocore. A transaction carries up to 100 conditional updates in one
 request. It is all or nothing, which is not what a batch of independent recipients wants, so:
 
@@ -17,7 +17,7 @@ Each transaction carries a client request token, so that botocore's retry of a t
 through does not find its own writes and call them refused. A key may appear once per transaction: a
 second write to it goes alone, after.
 
-`GroupCommit` gathers writes from concurrent threads (the sender's) into such batches: a thread whose write
+`GroupCommit` gathers writes from concurrent threads (the drainer's) into such batches: a thread whose write
 finds no commit under way commits everything waiting; the others wait for one and take their answers. A
 batch is whatever arrived while the request before it was on the wire. A second commit (up to
 `max_commits`) starts beside one under way only when that one is slow (on the wire longer than
@@ -25,7 +25,7 @@ batch is whatever arrived while the request before it was on the wire. A second 
 every send thread of the container (nor every drain of a process that runs several at once: one commit at
 a time made all their claims queue behind each other), and a fast one is waited for, so its
 followers go together (with four commits free to start at any time, most writes went alone: measured,
-half the sender's DynamoDB CPU went on single UpdateItems).
+half the drainer's DynamoDB CPU went on single UpdateItems).
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def apply_one(write: Write) -> bool:
     return True
 
 
-Outcome = bool | Exception  # applied, refused by its condition, or the error a write alone would raise
+WriteOutcome = bool | Exception  # applied, refused by its condition, or the error a write alone would raise
 
 
 def apply_all(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[bool]:
@@ -95,9 +95,9 @@ def apply_all(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[bool]
     return [bool(o) for o in outcomes]
 
 
-def apply_each(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[Outcome]:
+def apply_each(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[WriteOutcome]:
     """apply_all's answers, with each write's own error in its place rather than raised."""
-    results: list[Outcome] = [False] * len(writes)
+    results: list[WriteOutcome] = [False] * len(writes)
     todo = list(range(len(writes)))
     while todo:
         batch: list[int] = []
@@ -115,14 +115,14 @@ def apply_each(writes: Sequence[Write], max_items: int = MAX_ITEMS) -> list[Outc
     return results
 
 
-def _alone(write: Write) -> Outcome:
+def _alone(write: Write) -> WriteOutcome:
     try:
         return apply_one(write)
     except Exception as exc:
         return exc
 
 
-def _transact(writes: list[Write], again: bool = True) -> list[Outcome]:
+def _transact(writes: list[Write], again: bool = True) -> list[WriteOutcome]:
     if not writes:
         return []
     if len(writes) == 1:
@@ -146,7 +146,7 @@ def _transact(writes: list[Write], again: bool = True) -> list[Outcome]:
 @dataclass(eq=False)  # found in the waiting list by identity: two equal writes are two writers
 class _Waiting:
     write: Write
-    outcome: Outcome | None = field(default=None, repr=False)
+    outcome: WriteOutcome | None = field(default=None, repr=False)
 
 
 class GroupCommit:
@@ -208,7 +208,7 @@ class GroupCommit:
         return max(0.0, min(self._started) + self._slow_s - self._clock())
 
     def _commit(self, batch: list[_Waiting], mine: _Waiting, started: float) -> None:
-        outcomes: list[Outcome] = []
+        outcomes: list[WriteOutcome] = []
         try:
             outcomes = apply_each([w.write for w in batch], self._max)
         except Exception as exc:  # not one write's error (a model misconfigured): every writer hears it

@@ -9,6 +9,7 @@ import pytest
 from pynamodb.exceptions import UpdateError
 
 from chalicelib import wiring
+from chalicelib.core import aws
 from chalicelib.stores.ledger_model import LedgerModel, pk_of
 from chalicelib.stores.tables import bound
 from chalicelib.stores.write_batch import GroupCommit, Write, apply_all, apply_each
@@ -87,8 +88,23 @@ def test_writes_from_many_threads_share_requests_and_each_thread_gets_its_own_an
             start.wait()
         return commits.apply(w)
 
-    with ThreadPoolExecutor(20) as pool:
-        answers = list(pool.map(write, _writes(uid, addresses)))
+    # DynamoDB's latency, which the local stack has little of: while one commit is in flight the others' writes
+    # queue behind it, as they do on AWS. On a busy machine, without it, each thread's write could be done
+    # before the next thread asked, and nothing would be shared.
+    settings = wiring.container().settings
+    client = aws.table_client(settings.region, settings.resources.ledger_table.name)
+
+    def latency(**_):
+        time.sleep(0.05)
+
+    client.meta.events.register("before-call.dynamodb.TransactWriteItems", latency)
+    client.meta.events.register("before-call.dynamodb.UpdateItem", latency)  # one write alone
+    try:
+        with ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(write, _writes(uid, addresses)))
+    finally:
+        client.meta.events.unregister("before-call.dynamodb.TransactWriteItems", latency)
+        client.meta.events.unregister("before-call.dynamodb.UpdateItem", latency)
     assert answers == [False] * 10 + [True] * 30
     assert commits.requests < 40
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantHolds
+from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.retry import RetryFailed
 from chalicelib.control.tenant_api import DigestRuns, TenantApi
 from chalicelib.control.webhook_registration import BackgroundJobs, WebhookRegistration
@@ -314,7 +314,7 @@ class Container:
             self.releaser,
             self.parked,
             self.retry,
-            TenantHolds(self.tenants, self.ses_tenants),
+            TenantPausing(self.tenants, self.ses_tenants),
             Rescheduling(self.schedule, self.stats),
         )
 

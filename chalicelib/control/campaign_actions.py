@@ -49,7 +49,7 @@ class Rescheduling:
 
 
 @dataclass(frozen=True)
-class TenantHolds:
+class TenantPausing:
     """A tenant's pauses, each by its owner, and SES's status of its SES tenant (a resume SES would refuse)."""
 
     tenants: TenantPauses
@@ -64,7 +64,7 @@ class CampaignActions:
         releaser: Releaser,
         parked: ParkedEmail,
         retry: RetryFailed,
-        holds: TenantHolds,
+        pausing: TenantPausing,
         rescheduling: Rescheduling,
     ) -> None:
         self._settings = settings
@@ -72,8 +72,8 @@ class CampaignActions:
         self._releaser = releaser
         self._parked = parked
         self._retry = retry
-        self._tenants = holds.tenants
-        self._ses_tenants = holds.ses_tenants
+        self._tenants = pausing.tenants
+        self._ses_tenants = pausing.ses_tenants
         self._store = rescheduling.batches
         self._stats = rescheduling.minutes
 

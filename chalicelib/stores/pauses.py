@@ -58,7 +58,7 @@ class Pause:
 
     @property
     def held_by(self) -> str:
-        """`the reputation guard (reputation guard: bounce rate ...)`: who holds the email, and why."""
+        """`the reputation guard (reputation guard: bounce rate ...)`: whose pause keeps the email back, and why."""
         return f"{OWNER_NAMES.get(self.owner, self.owner)} ({self.reason})"
 
     def as_dict(self) -> dict[str, Any]:

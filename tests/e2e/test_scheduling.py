@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from chalicelib import wiring
-from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantHolds
+from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, parse_duration, parse_instant
@@ -250,8 +250,8 @@ def _actions(store, releaser):
     c = wiring.container()
     settings = dataclasses.replace(c.settings, schedule_lead_s=90)
     parked = ParkedEmail(store, c.email_queue, parts.Starts())
-    holds = TenantHolds(c.tenants, c.ses_tenants)
-    return CampaignActions(settings, c.control, releaser, parked, c.retry, holds, Rescheduling(store, c.stats))
+    pausing = TenantPausing(c.tenants, c.ses_tenants)
+    return CampaignActions(settings, c.control, releaser, parked, c.retry, pausing, Rescheduling(store, c.stats))
 
 
 @e2e

@@ -23,15 +23,18 @@ class _SharedSession:
     """Mixed into every bound model: its connection uses a client from the platform's boto3 session
     (chalicelib.core.aws.table_client) instead of one pynamodb makes from a session of its own. pynamodb
     keeps its client in `Connection._client` and makes one only when that is empty (or has lost its
-    credentials), so the client is put there before the first call; tests/contract/test_tables.py checks it."""
+    credentials), so the client is put there before each call: the shared one of now (a dictionary look-up),
+    so that a model bound before `aws.reset()` (a moved endpoint) follows it like every other client;
+    tests/contract/test_tables.py checks it."""
 
     Meta: Any
 
     @classmethod
     def _get_connection(cls) -> TableConnection:
         table: TableConnection = super()._get_connection()  # type: ignore[misc]
-        if table.connection._client is None:
-            table.connection._client = aws.table_client(cls.Meta.region, cls.Meta.table_name)
+        shared = aws.table_client(cls.Meta.region, cls.Meta.table_name)
+        if table.connection._client is not shared:
+            table.connection._client = shared
         return table
 
 

@@ -42,6 +42,28 @@ def test_a_bound_model_calls_dynamodb_through_the_shared_sessions_client(stack, 
     assert seen == ["GetItem"]
 
 
+def test_a_model_bound_before_the_clients_were_reset_calls_through_the_new_shared_client(stack, uid):
+    """A stack started in the process (or an endpoint moved) resets the shared clients: a model bound and used
+    before follows, as every other client does, rather than keep a client of the old endpoint."""
+    model = _ledger_model()
+    with pytest.raises(model.DoesNotExist):  # bound, and its client made and used
+        model.get(f"u{uid}#c1", f"nobody-{uid}@example.org")
+    aws.reset()
+    shared = aws.table_client(model.Meta.region, model.Meta.table_name)
+    seen: list[str] = []
+
+    def note(**call: Any) -> None:
+        seen.append(call["model"].name)
+
+    shared.meta.events.register("before-call.dynamodb", note)
+    try:
+        with pytest.raises(model.DoesNotExist):
+            model.get(f"u{uid}#c1", f"nobody-{uid}@example.org")
+    finally:
+        shared.meta.events.unregister("before-call.dynamodb", note)
+    assert seen == ["GetItem"]
+
+
 def test_a_bound_models_requests_carry_the_fixed_user_agent(stack, uid):
     model = _ledger_model()
     client = aws.table_client(model.Meta.region, model.Meta.table_name)  # the one it calls through (above)

@@ -66,6 +66,7 @@ from infra.local.stream_poller import StreamPoller, check_stream_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORT = 4566
+STOP_GRACE_S = 10.0  # at most, for running invocations to end when the stack stops
 # What the functions' environment takes from the local stack rather than from the template, and why.
 LOCAL_OVERRIDES = {
     "AWS_ENDPOINT_URL": "every AWS call goes to the local endpoint",
@@ -589,6 +590,10 @@ class LocalStack:
             if part is not None:
                 part.stop()
         if self.runner is not None:
+            # Running invocations are told their time is up and given a moment to end (a drain stops as at its
+            # Lambda deadline) before the endpoint goes: otherwise each would fail on a refused connection, and
+            # print why, after the caller had its answer (the smoke's last lines were tracebacks).
+            self.runner.stop_for_save(STOP_GRACE_S)
             self.runner.shutdown()
         if self.api is not None:
             self.api.server.shutdown()

@@ -135,4 +135,3 @@ def free_tenant(stack: LocalStack, user: str) -> dict[str, Any]:
     stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])
     c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
     return sender
-

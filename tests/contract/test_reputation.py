@@ -1,17 +1,14 @@
 """The reputation guard: too many bounces or complaints pause a tenant; its email is held, not lost."""
 
-import json
-
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SendFailed
 from chalicelib.feedback.reputation import verdict
-from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.reputation import Limits, Window
 from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts
 from tests.unit.test_drainer import SETTINGS, queued, tenant
-from tests.unit.test_ses_events import BOUNCE, _record
+from tests.unit.test_ses_events import bounce_of
 
 LIMITS = Limits()
 
@@ -28,23 +25,9 @@ def test_permanent_bounces_over_five_percent_pause_the_tenant_with_the_reason(st
     user = f"careless-{uid}"
     c.tenants.accept(user, "free", Sender("news@careless.example", "C", None, None, None, 1.0), c.ses.account_of)
     c.reputation.add(user, sent=300)
-    events = SesEvents(
-        c.recorder,
-        c.suppressions,
-        c.tenants,
-        c.settings.account_id,
-        c.reputation,
-        c.ses_tenants,
-        c.settings.region,
-    )
+    events = c.ses_events  # the container's own, as ses_events runs it
     for i in range(16):  # 16 of 300: 5.3%
-        record = json.loads(_record(BOUNCE, account=c.settings.account_id))
-        record["mail"]["destination"] = [f"gone{i}@x.io"]
-        record["bounce"]["bouncedRecipients"][0]["emailAddress"] = f"gone{i}@x.io"
-        for h in record["mail"]["headers"]:
-            if h["name"] == "X-Moonsend-Tenant":
-                h["value"] = user
-        assert events.handle(json.dumps(record)) == "recorded bounced"
+        assert events.handle(bounce_of(user, f"gone{i}@x.io", c.settings.account_id)) == "recorded bounced"
         if i < 14:
             assert c.tenants.get(user).paused_reason is None  # 15 of 300 is still 5.0%
     reason = c.tenants.get(user).paused_reason

@@ -1,14 +1,11 @@
 """A tenant's pauses have owners: each is lifted by its owner or an operator, and the tenant is paused while
 any stands (chalicelib.stores.pauses, docs/operations.md "Who pauses a tenant")."""
 
-import json
-
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
-from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.stores.pauses import GUARD, OPERATOR, SES, TENANT, Pause
 from tests.e2e.test_campaign_control import _call
-from tests.unit.test_ses_events import BOUNCE, _record
+from tests.unit.test_ses_events import bounce_of
 
 
 def _free_tenant(uid: str, name: str) -> str:
@@ -22,23 +19,9 @@ def _bounces_past_the_guards_limit(user: str) -> None:
     """16 permanent bounces of 300 sends (5.3%): the reputation guard pauses the tenant, as in production."""
     c = wiring.container()
     c.reputation.add(user, sent=300)
-    events = SesEvents(
-        c.recorder,
-        c.suppressions,
-        c.tenants,
-        c.settings.account_id,
-        c.reputation,
-        c.ses_tenants,
-        c.settings.region,
-    )
+    events = c.ses_events  # the container's own, as ses_events runs it
     for i in range(16):
-        record = json.loads(_record(BOUNCE, account=c.settings.account_id))
-        record["mail"]["destination"] = [f"gone{i}@x.io"]
-        record["bounce"]["bouncedRecipients"][0]["emailAddress"] = f"gone{i}@x.io"
-        for h in record["mail"]["headers"]:
-            if h["name"] == "X-Moonsend-Tenant":
-                h["value"] = user
-        assert events.handle(json.dumps(record)) == "recorded bounced"
+        assert events.handle(bounce_of(user, f"gone{i}@x.io", c.settings.account_id)) == "recorded bounced"
 
 
 def _owners(user: str) -> list[str]:

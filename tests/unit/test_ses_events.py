@@ -144,6 +144,17 @@ def _record(kind, account="111122223333"):
     return json.dumps({**kind, "mail": mail})
 
 
+def bounce_of(user: str, address: str, account: str) -> str:
+    """A permanent bounce of `address`, sent for tenant `user` (its X-Moonsend-Tenant header), as SNS delivers it."""
+    record = json.loads(_record(BOUNCE, account=account))
+    record["mail"]["destination"] = [address]
+    record["bounce"]["bouncedRecipients"][0]["emailAddress"] = address
+    for h in record["mail"]["headers"]:
+        if h["name"] == "X-Moonsend-Tenant":
+            h["value"] = user
+    return json.dumps(record)
+
+
 def _acme(account="111122223333"):
     from chalicelib.core.contract import Sender
     from chalicelib.stores.tenant_model import KeyVersion, Tenant

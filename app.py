@@ -10,6 +10,7 @@ from chalice import Chalice, Rate, Response
 from chalice.app import CloudWatchEvent, DynamoDBEvent, SNSEvent, SQSEvent
 
 from chalicelib import wiring
+from chalicelib.control import openapi, problems
 from chalicelib.control.tenant_api import UnreadableBody
 from chalicelib.core import log
 from chalicelib.core.config import Settings
@@ -154,12 +155,16 @@ def clicked(token: str) -> Response:
     return Response(body="", status_code=r.status, headers={"Location": r.location, "Cache-Control": "no-store"})
 
 
+@app.route("/openapi.json", methods=["GET"])
+def openapi_document() -> Response:
+    """This API's OpenAPI 3.1 document (no key needed; docs/api.md)."""
+    return Response(body=openapi.document(), status_code=200, headers={"Content-Type": "application/json"})
+
+
 @app.route("/campaigns/{campaign_id}/report", methods=["GET"])
 def campaign_report(campaign_id: str) -> Response:
     """A campaign's counts, for the tenant that owns it (`Authorization: Bearer <its API key>`)."""
-    headers = app.current_request.headers if app.current_request else {}
-    answer = wiring.container().reports.campaign(headers.get("authorization"), campaign_id)
-    return Response(body=answer.body, status_code=answer.status, headers={"Cache-Control": "no-store"})
+    return _answer(wiring.container().reports.campaign(_authorization(), campaign_id))
 
 
 # The API's bodies are JSON; `curl -d '{...}'` labels them form-encoded, and a body-less POST may say anything.
@@ -187,8 +192,13 @@ def _json_body() -> dict[str, Any] | None:
 
 
 def _answer(answer: Any) -> Response:
+    """Every tenant-API answer: never cached; an error as an RFC 9457 problem (chalicelib.control.problems)."""
     headers = {"Cache-Control": "no-store", **(getattr(answer, "headers", None) or {})}
-    return Response(body=answer.body, status_code=answer.status, headers=headers)
+    body = answer.body
+    if problems.is_problem(answer.status):
+        headers["Content-Type"] = problems.PROBLEM_JSON
+        body = problems.problem(answer.status, body)
+    return Response(body=body, status_code=answer.status, headers=headers)
 
 
 def _campaign_action(campaign_id: str, action: str) -> Response:

@@ -6,6 +6,7 @@ cursors longer than a key)."""
 import json
 import urllib.error
 import urllib.request
+from http import HTTPStatus
 
 import pytest
 
@@ -38,6 +39,12 @@ def _call(method, url, key=None, body=None, raw=None):
             return err.code, json.loads(text or b"{}")
         except ValueError:
             return err.code, {"raw": text.decode("utf-8", "replace")}
+
+
+def _problem(status, detail):
+    """An error as the API answers it: an RFC 9457 problem keeping its `error` (docs/api.md)."""
+    title = HTTPStatus(status).phrase
+    return {"type": "about:blank", "title": title, "status": status, "detail": detail, "error": detail}
 
 
 def test_an_address_too_long_to_be_a_key_is_rejected_alone_and_its_messages_others_are_sent(stack, uid):
@@ -98,7 +105,7 @@ ROUTES = [
 def test_a_key_that_names_no_possible_tenant_is_a_404_on_every_route(stack, authorization):
     for method, path in ROUTES:
         status, body = _call(method, stack.api_url + path, authorization)
-        assert (status, body) == (404, {"error": "not found"}), (method, path)
+        assert (status, body) == (404, _problem(404, "not found")), (method, path)
 
 
 def test_a_body_nested_past_what_json_reads_is_a_400_and_an_anonymous_ones_is_never_read(stack, tenant_key):
@@ -106,7 +113,7 @@ def test_a_body_nested_past_what_json_reads_is_a_400_and_an_anonymous_ones_is_ne
         assert _call("POST", stack.api_url + path, raw=NESTED)[0] == 401
         assert _call("POST", stack.api_url + path, "Bearer msk__x", raw=NESTED)[0] == 404
         status, body = _call("POST", stack.api_url + path, tenant_key, raw=NESTED)
-        assert (status, body) == (400, {"error": "body: nested too deeply to read"}), path
+        assert (status, body) == (400, _problem(400, "body: nested too deeply to read")), path
 
 
 @pytest.mark.parametrize("long_id", ["c" * 3000, LONG, "..x", "_unattributed"])
@@ -122,11 +129,11 @@ def test_a_path_id_no_campaign_digest_or_endpoint_can_have_is_a_404(stack, tenan
         ("POST", f"/digests/{long_id}/run"),
     ]:
         status, body = _call(method, base + urllib.request.quote(path), tenant_key)
-        assert (status, body) == (404, {"error": "not found"}), (method, path[:40])
+        assert (status, body) == (404, _problem(404, "not found")), (method, path[:40])
     for method, suffix in [("DELETE", ""), ("POST", "/test"), ("POST", "/replay")]:
         path = urllib.request.quote(f"/webhooks/{long_id}{suffix}")
         status, body = _call(method, base + path, tenant_key)
-        assert (status, body) == (404, {"error": "no such webhook endpoint"}), (method, suffix)
+        assert (status, body) == (404, _problem(404, "no such webhook endpoint")), (method, suffix)
 
 
 @pytest.mark.parametrize("after", ["a" * 1025, "€" * 342, "x\n"])

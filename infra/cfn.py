@@ -215,6 +215,8 @@ def _tables(r: Resources) -> dict[str, Any]:
             props["TimeToLiveSpecification"] = {"AttributeName": t.ttl_attribute, "Enabled": True}
         if t.stream:
             props["StreamSpecification"] = {"StreamViewType": "NEW_AND_OLD_IMAGES"}
+        if t.indexes:
+            props["GlobalSecondaryIndexes"] = t.index_definitions()
         # The tenants' records outlive even the data stack, once it was created: deleting it by mistake keeps
         # them (`moonsend destroy --delete-data` deletes them itself). A create that fails takes them with it,
         # so that the next create does not meet a table of the same name.

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.resources import (
+    CAMPAIGNS_BY_CREATED,
     FAILED_PREFIX,
     FUNCTION_IDS,
     POLLED_FUNCTION_IDS,
@@ -115,11 +116,17 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     )
 
     suppressions = tables["SuppressionsTable"]
+    # Sends and feedback added to a campaign's minutes with its counters (chalicelib.stores.timeline).
+    timeline_adds = _stmt("Timeline", ["dynamodb:UpdateItem", "dynamodb:DescribeTable"], [tables["TimelineTable"]])
+    # Looked up in batches; a platform bounce met for the first time written to the tenant's own list too.
+    suppression_checks = _stmt(
+        "Suppressions", ["dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]
+    )
     precompile = [
         _stmt("Registry", _READ + _WRITE, [tables["TenantsTable"]]),
         # A message's keys compared with the registered ones (decrypted), new ones encrypted for the row.
         _tenant_secrets(r, ["kms:Encrypt", "kms:Decrypt"]),
-        _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
+        suppression_checks,
         _stmt("Ledger", _READ + _WRITE + ["dynamodb:BatchGetItem"], [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
         create_queues,
@@ -147,9 +154,10 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     send = [
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _tenant_secrets(r, ["kms:Decrypt"]),  # the tenant's secret, to sign its SES calls with
-        _stmt("Suppressions", ["dynamodb:BatchGetItem", "dynamodb:DescribeTable"], [suppressions]),
+        suppression_checks,
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
+        timeline_adds,
         # Taken and renewed with conditional updates, given up with one or deleted.
         _stmt("Lease", [*_READ, "dynamodb:UpdateItem", "dynamodb:DeleteItem"], [tables["LeasesTable"]]),
         _stmt(
@@ -206,6 +214,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
+        timeline_adds,
         ses_tenant_status,
         # Lambda's poller reads the events queue as the function's role (what AWS documents it needs).
         _stmt(
@@ -234,10 +243,25 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     api = [
         link_key,
         *release,
-        _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
+        # Unsubscribes; the tenant's list read, added to, and its own (manual) entries lifted.
+        _stmt(
+            "Suppressions",
+            ["dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"],
+            [suppressions],
+        ),
         _stmt("LedgerPages", ["dynamodb:Query"], [tables["LedgerTable"]]),
-        _stmt("Counters", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query"], [tables["CampaignsTable"]]),
+        # A campaign's counters; the tenant's campaigns listed newest first (the index, then the items).
+        _stmt(
+            "Counters",
+            [*_READ, "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:BatchGetItem"],
+            [tables["CampaignsTable"], f"{tables['CampaignsTable']}/index/{CAMPAIGNS_BY_CREATED}"],
+        ),
+        # Opens and clicks added to the campaign's minutes; its minutes read for its timeline.
+        _stmt(
+            "Timeline", ["dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:DescribeTable"], [tables["TimelineTable"]]
+        ),
         _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
+        _stmt("DailyCapUse", _READ, [tables["UsageTable"]]),  # a free tenant's use of today's cap (GET /tenant)
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,
@@ -322,6 +346,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         # one held in a table of their own.
         _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:DescribeTable"], [webhooks_table]),
         _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [held_table]),
+        # Every event kept for the tenant's GET /events, whether or not it has an endpoint.
+        _stmt("EventLog", ["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], [tables["EventsTable"]]),
         put_deliveries,
         # Lambda's stream poller puts the shard pointers of what it gave up on there, with the function's role.
         _stmt("StreamOnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)]),

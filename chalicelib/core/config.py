@@ -77,6 +77,8 @@ class Settings:
     # Whether webhooks may go to a receiver on this machine (`http`, loopback addresses): for a stack whose
     # functions run beside the tests and the demo. No deployed stage's template sets it.
     webhook_allow_loopback: bool = False
+    # How long a tenant's recorded events stay readable with `GET /events` (chalicelib.stores.event_log).
+    events_retention_days: int = 30
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -106,6 +108,7 @@ class Settings:
             webhook_retry_s=_waits(e.get("MOONSEND_WEBHOOK_RETRY_S")),
             ses_tenant_policy=e.get("MOONSEND_SES_TENANT_POLICY", "standard"),
             webhook_allow_loopback=e.get("MOONSEND_WEBHOOK_ALLOW_LOOPBACK", "").lower() in ("1", "true", "yes"),
+            events_retention_days=max(1, int(e.get("MOONSEND_EVENTS_RETENTION_DAYS", "30"))),
         )
 
     @cached_property

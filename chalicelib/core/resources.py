@@ -9,6 +9,7 @@ packaged template, so the code and the stack cannot drift. Every name carries th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 # Redelivery budget before a queued email is moved to the dead-letter queue.
 MAX_RECEIVE_COUNT = 5
@@ -66,10 +67,35 @@ WEBHOOKS_MAX_CONCURRENCY = 20
 WEBHOOKS_MAX_RECEIVE_COUNT = 20
 
 
+# The campaigns table's index of when each campaign's first message was accepted (GET /campaigns).
+CAMPAIGNS_BY_CREATED = "by_created"
+
+
 @dataclass(frozen=True)
 class TopicDef:
     logical_id: str
     name: str
+
+
+@dataclass(frozen=True)
+class IndexDef:
+    """A global secondary index that projects only the keys: written once, when its keys are set, and never
+    again for the counter updates of the item (a projection of more would rewrite it with each)."""
+
+    name: str
+    hash_key: str
+    range_key: str
+    range_type: str = "S"  # "S" or "N"
+
+    def key_schema(self) -> list[dict[str, str]]:
+        return [
+            {"AttributeName": self.hash_key, "KeyType": "HASH"},
+            {"AttributeName": self.range_key, "KeyType": "RANGE"},
+        ]
+
+    def definition(self) -> dict[str, Any]:
+        """GlobalSecondaryIndexes' entry, as CreateTable and CloudFormation both take it."""
+        return {"IndexName": self.name, "KeySchema": self.key_schema(), "Projection": {"ProjectionType": "KEYS_ONLY"}}
 
 
 @dataclass(frozen=True)
@@ -81,6 +107,7 @@ class TableDef:
     ttl_attribute: str | None = None
     # A stream of every change, with the item before and after (NEW_AND_OLD_IMAGES).
     stream: bool = False
+    indexes: tuple[IndexDef, ...] = ()
 
     def key_schema(self) -> list[dict[str, str]]:
         """KeySchema as CreateTable and CloudFormation both take it (string keys)."""
@@ -90,7 +117,14 @@ class TableDef:
         return keys
 
     def attribute_definitions(self) -> list[dict[str, str]]:
-        return [{"AttributeName": k["AttributeName"], "AttributeType": "S"} for k in self.key_schema()]
+        types = {k["AttributeName"]: "S" for k in self.key_schema()}
+        for index in self.indexes:
+            types.setdefault(index.hash_key, "S")
+            types.setdefault(index.range_key, index.range_type)
+        return [{"AttributeName": name, "AttributeType": kind} for name, kind in types.items()]
+
+    def index_definitions(self) -> list[dict[str, Any]]:
+        return [i.definition() for i in self.indexes]
 
 
 @dataclass(frozen=True)
@@ -136,6 +170,10 @@ class Resources:
     # Webhook requests held for replay, apart from the endpoints' secrets: the functions that park
     # may write here and not there.
     parked_deliveries_table: TableDef
+    # A campaign's sends and feedback per minute, for its chart (chalicelib.stores.timeline).
+    timeline_table: TableDef
+    # Every event a tenant's webhooks carry, kept for a while for `GET /events` (chalicelib.stores.event_log).
+    events_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -177,6 +215,8 @@ class Resources:
             self.digests_table,
             self.webhooks_table,
             self.parked_deliveries_table,
+            self.timeline_table,
+            self.events_table,
         )
 
     @property
@@ -244,7 +284,14 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
         events_topic=TopicDef("SesEventsTopic", f"{p}-SesEvents"),
         tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
-        campaigns_table=TableDef("CampaignsTable", f"{p}-campaigns", hash_key="user_id", range_key="campaign_id"),
+        # One item per campaign: its counters and summary; newest first by the index of when it was created.
+        campaigns_table=TableDef(
+            "CampaignsTable",
+            f"{p}-campaigns",
+            hash_key="user_id",
+            range_key="campaign_id",
+            indexes=(IndexDef(CAMPAIGNS_BY_CREATED, "user_id", "created_ms", "N"),),
+        ),
         # One item per recipient of a campaign: its state, reason, SES message id and send claim.
         ledger_table=TableDef(
             "LedgerTable", f"{p}-ledger", hash_key="pk", range_key="rcpt", ttl_attribute="expires_at", stream=True
@@ -270,6 +317,10 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             hash_key="pk",
             range_key="webhook_id",
             ttl_attribute="expires_at",
+        ),
+        timeline_table=TableDef("TimelineTable", f"{p}-timeline", hash_key="pk", range_key="minute"),
+        events_table=TableDef(
+            "EventsTable", f"{p}-events", hash_key="user_id", range_key="sk", ttl_attribute="expires_at"
         ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),

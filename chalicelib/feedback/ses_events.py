@@ -180,7 +180,9 @@ class SesEvents:
         diagnostic = _bounce_diagnostic(event.detail, to)
         outcome = _feedback(rec, user, campaign, to, "bounced", f"{kind}: {diagnostic}", event.message_id)
         if kind == "Permanent":
-            self._suppressions.add(None, to, BOUNCE, f"permanent bounce: {diagnostic}")
+            reason = f"permanent bounce: {diagnostic}"
+            self._suppressions.add(None, to, BOUNCE, reason)
+            self._suppressions.add(user, to, BOUNCE, reason)  # on the tenant's own list: it met the address
             if outcome.startswith("recorded"):
                 self._guard(user, event, bounced=1)
         return outcome

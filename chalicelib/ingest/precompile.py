@@ -254,7 +254,7 @@ class Precompiler:
             else self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
         )
         sender = SenderSnapshot.of(req.plan, req.sender, None if free else keys)
-        self._campaign_senders.fix(req.user_id, req.campaign.id, sender)
+        self._campaign_senders.fix(req.user_id, req.campaign.id, sender, req.campaign.subject)
         return sender
 
     def _registered_keys(self, req: PrecompileRequest) -> KeyVersion | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -101,13 +102,14 @@ class CampaignSenders:
         self._fixed: dict[tuple[str, str], SenderSnapshot] = {}
         self._lock = threading.Lock()
 
-    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot) -> None:
-        """Fix the campaign's sender to `snapshot` if it has none; SenderRefused if it has another."""
+    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot, subject: str | None = None) -> None:
+        """Fix the campaign's sender to `snapshot` if it has none; SenderRefused if it has another. The first
+        message also gives the campaign its summary: when it was created and its subject."""
         key = (user_id, campaign_id)
         with self._lock:
             fixed = self._fixed.get(key)
         if fixed is None:
-            fixed = self._fix(user_id, campaign_id, snapshot)
+            fixed = self._fix(user_id, campaign_id, snapshot, subject)
             with self._lock:
                 if len(self._fixed) >= _CACHE_MAX:
                     self._fixed.clear()
@@ -118,11 +120,14 @@ class CampaignSenders:
                 f"sender: campaign {campaign_id}'s sender was fixed by its first message: " + "; ".join(differences)
             )
 
-    def _fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot) -> SenderSnapshot:
+    def _fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot, subject: str | None) -> SenderSnapshot:
         m = self._model
-        fixed_now = update_if(
-            m(user_id, campaign_id), [m.sender_snapshot.set(snapshot.to_json())], m.sender_snapshot.does_not_exist()
-        )
+        # One write: the summary comes with the From identity, under the same condition, so no write is added per
+        # campaign (the created time is the by_created index's key: written once, never changed).
+        actions: list[Any] = [m.sender_snapshot.set(snapshot.to_json()), m.created_ms.set(int(time.time() * 1000))]
+        if subject:
+            actions.append(m.subject.set(subject))
+        fixed_now = update_if(m(user_id, campaign_id), actions, m.sender_snapshot.does_not_exist())
         if fixed_now:
             return snapshot
         item = m.get(user_id, campaign_id, consistent_read=True, attributes_to_get=["sender_snapshot"])

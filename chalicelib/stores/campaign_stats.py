@@ -13,9 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
-from chalicelib.stores.tables import bound, warm
+from chalicelib.core.resources import CAMPAIGNS_BY_CREATED
+from chalicelib.stores.tables import bound, update_if, warm
+from chalicelib.stores.timeline import KINDS as TIMELINE_KINDS
+from chalicelib.stores.timeline import Busiest, Timeline
 
 if TYPE_CHECKING:  # the ports module reads this one's CampaignCounts
     from chalicelib.stores.ports import Counts
@@ -39,11 +43,25 @@ COUNTERS = (
     "opened",  # unique opens (first open per recipient)
     "clicked",  # unique clicks
 )
+_CACHE_MAX = 10_000
+
+
+class _ByCreated(GlobalSecondaryIndex["CampaignStatsModel"]):
+    """The tenant's campaigns by when each was created (keys only: see chalicelib.core.resources.IndexDef)."""
+
+    class Meta:
+        index_name = CAMPAIGNS_BY_CREATED
+        projection = KeysOnlyProjection()
+
+    user_id = UnicodeAttribute(hash_key=True)
+    created_ms = NumberAttribute(range_key=True)
 
 
 class CampaignStatsModel(Model):
     class Meta:
         table_name = "unbound"
+
+    by_created = _ByCreated()
 
     user_id = UnicodeAttribute(hash_key=True)
     campaign_id = UnicodeAttribute(range_key=True)
@@ -70,6 +88,11 @@ class CampaignStatsModel(Model):
     last_sent_ms = NumberAttribute(null=True)
     last_error = UnicodeAttribute(null=True)
     sender_snapshot = UnicodeAttribute(null=True)  # the campaign's sender, fixed (chalicelib.stores.campaign_sender)
+    # Written with the sender_snapshot, by the campaign's first accepted message: when, and its subject (the template).
+    created_ms = NumberAttribute(null=True)  # the key of the by_created index: GET /campaigns, newest first
+    subject = UnicodeAttribute(null=True)
+    busiest_sent = NumberAttribute(null=True)  # the most sends of one second (chalicelib.stores.timeline)
+    busiest_at_ms = NumberAttribute(null=True)
 
 
 @dataclass(frozen=True)
@@ -83,6 +106,11 @@ class CampaignCounts:
     scheduled_at_ms: int | None = None
     deadline_ms: int | None = None
     control: str | None = None  # paused | cancelled
+    created_ms: int | None = None
+    subject: str | None = None
+    sender_snapshot: str | None = None  # JSON (chalicelib.stores.campaign_sender.SenderSnapshot)
+    busiest_sent: int | None = None
+    busiest_at_ms: int | None = None
 
     def __getitem__(self, name: str) -> int:
         return int(self.counts.get(name, 0))
@@ -97,14 +125,60 @@ class CampaignCounts:
 
 
 class CampaignStats:
-    def __init__(self, table_name: str, region: str) -> None:
+    def __init__(self, table_name: str, region: str, timeline: Timeline | None = None) -> None:
         self._model = bound(CampaignStatsModel, table_name, region)
+        self._timeline = timeline
+        self._busiest: dict[tuple[str, str], int] = {}  # the busiest second's sends this container knows of
+        self._lock = threading.Lock()
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
         warm(self._model)
+        if self._timeline is not None:
+            self._timeline.warm()
 
     def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None:
+        self.add_counts(user_id, campaign_id, deltas, error=error)
+
+    def add_counts(
+        self,
+        user_id: str,
+        campaign_id: str,
+        deltas: Mapping[str, int],
+        *,
+        error: str | None = None,
+        sent_seconds: Mapping[int, int] | None = None,
+    ) -> None:
+        """Add to the campaign's counters (and its timeline): `sent_seconds` says in which epoch second each of
+        the `sent` were made (BufferedStats gathers them; by default, now)."""
+        self._count(user_id, campaign_id, error, deltas)
+        if self._timeline is None or not any(deltas.get(k, 0) > 0 for k in TIMELINE_KINDS):
+            return
+        now = time.time()
+        if not sent_seconds and deltas.get("sent", 0) > 0:
+            sent_seconds = {int(now): deltas["sent"]}
+        busiest = self._timeline.add(user_id, campaign_id, now, deltas, sent_seconds or {})
+        if busiest is not None:
+            self._note_busiest(user_id, campaign_id, busiest)
+
+    def _note_busiest(self, user_id: str, campaign_id: str, busiest: Busiest) -> None:
+        """Keep the campaign's busiest second on its item: written only when this container saw a busier one
+        than it knew (a refused condition costs a write too), and only if it is busier than the one stored."""
+        key = (user_id, campaign_id)
+        with self._lock:
+            if busiest.sent <= self._busiest.get(key, 0):
+                return
+            if len(self._busiest) >= _CACHE_MAX:
+                self._busiest.clear()
+            self._busiest[key] = busiest.sent
+        m = self._model
+        update_if(
+            m(user_id, campaign_id),
+            [m.busiest_sent.set(busiest.sent), m.busiest_at_ms.set(busiest.at_s * 1000)],
+            m.busiest_sent.does_not_exist() | (m.busiest_sent < busiest.sent),
+        )
+
+    def _count(self, user_id: str, campaign_id: str, error: str | None, deltas: Mapping[str, int]) -> None:
         actions = []
         for name, delta in deltas.items():
             if name not in COUNTERS:
@@ -155,6 +229,31 @@ class CampaignStats:
             return _counts(item)
         return None
 
+    def newest(
+        self, user_id: str, *, before: tuple[int, str] | None = None, limit: int = 50
+    ) -> tuple[list[CampaignCounts], tuple[int, str] | None]:
+        """The tenant's campaigns newest first (by when each was created), from the one after `before` (a
+        (created ms, campaign id) the previous page ended with); and where this page ended, when there may
+        be more. One query of the keys-only index and one batch read of the items it names."""
+        conn = self._model._get_connection()
+        start = None
+        if before is not None:
+            created, campaign = before
+            start = {"user_id": {"S": user_id}, "campaign_id": {"S": campaign}, "created_ms": {"N": str(created)}}
+        answer = conn.query(
+            user_id, index_name=CAMPAIGNS_BY_CREATED, scan_index_forward=False, exclusive_start_key=start, limit=limit
+        )
+        keys = [(k["campaign_id"]["S"], int(k["created_ms"]["N"])) for k in answer.get("Items", [])]
+        items = {c.campaign_id: c for c in self._many(user_id, [c for c, _ in keys])}
+        page = [items[c] for c, _ in keys if c in items]
+        last = answer.get("LastEvaluatedKey")
+        return page, (int(last["created_ms"]["N"]), str(last["campaign_id"]["S"])) if last else None
+
+    def _many(self, user_id: str, campaign_ids: list[str]) -> Iterator[CampaignCounts]:
+        for i in range(0, len(campaign_ids), 100):
+            for item in self._model.batch_get([(user_id, c) for c in campaign_ids[i : i + 100]]):
+                yield _counts(item)
+
     def all(self) -> Iterator[CampaignCounts]:
         for item in self._model.scan():
             yield _counts(item)
@@ -171,6 +270,11 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
         scheduled_at_ms=int(item.scheduled_at_ms) if item.scheduled_at_ms else None,
         deadline_ms=int(item.deadline_ms) if item.deadline_ms else None,
         control=item.control,
+        created_ms=int(item.created_ms) if item.created_ms else None,
+        subject=item.subject,
+        sender_snapshot=item.sender_snapshot,
+        busiest_sent=int(item.busiest_sent) if item.busiest_sent else None,
+        busiest_at_ms=int(item.busiest_at_ms) if item.busiest_at_ms else None,
     )
 
 
@@ -186,15 +290,32 @@ class BufferedStats:
         self._stats = stats
         self._interval = interval_s
         self._pending: dict[tuple[str, str], dict[str, int]] = {}
+        self._seconds: dict[tuple[str, str], dict[int, int]] = {}  # sends by the epoch second they were made
         self._errors: dict[tuple[str, str], str] = {}
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
 
     def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None:
+        self.add_counts(user_id, campaign_id, deltas, error=error)
+
+    def add_counts(
+        self,
+        user_id: str,
+        campaign_id: str,
+        deltas: Mapping[str, int],
+        *,
+        error: str | None = None,
+        sent_seconds: Mapping[int, int] | None = None,
+    ) -> None:
         with self._lock:
             bucket = self._pending.setdefault((user_id, campaign_id), {})
             for name, delta in deltas.items():
                 bucket[name] = bucket.get(name, 0) + delta
+            sent = deltas.get("sent", 0)
+            if sent > 0:
+                seconds = self._seconds.setdefault((user_id, campaign_id), {})
+                for second, n in (sent_seconds or {int(time.time()): sent}).items():
+                    seconds[second] = seconds.get(second, 0) + n
             if error:
                 self._errors[(user_id, campaign_id)] = error
             due = time.monotonic() - self._last_flush >= self._interval
@@ -203,8 +324,9 @@ class BufferedStats:
 
     def flush(self) -> None:
         with self._lock:
-            pending, errors = self._pending, self._errors
-            self._pending, self._errors = {}, {}
+            pending, seconds, errors = self._pending, self._seconds, self._errors
+            self._pending, self._seconds, self._errors = {}, {}, {}
             self._last_flush = time.monotonic()
-        for (user_id, campaign_id), deltas in pending.items():
-            self._stats.add(user_id, campaign_id, error=errors.get((user_id, campaign_id)), **deltas)
+        for key, deltas in pending.items():
+            user_id, campaign_id = key
+            self._stats.add_counts(user_id, campaign_id, deltas, error=errors.get(key), sent_seconds=seconds.get(key))

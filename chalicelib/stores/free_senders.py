@@ -9,7 +9,8 @@ platform's account (`billing@`, `security@` of the platform's own domain) is cla
 refused until an operator assigns it. Another tenant's message From an address is refused with the reason.
 
 Claims live in the tenants table under `_from:<address, lower-cased>`, an id no tenant can have (tenant
-ids start with a letter or digit). Paid tenants send through their own SES accounts, whose verified
+ids start with a letter or digit); each address a tenant has is also in a set on the tenant's own row
+(`from_addresses`), so that its settings (`GET /tenant`) list them without a scan. Paid tenants send through their own SES accounts, whose verified
 identities prove the address is theirs.
 
 A claim is read back, never re-checked, on every message: a claim made under the earlier rule (any free
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.exceptions import DeleteError, DoesNotExist, PutError
+from pynamodb.expressions.operand import Path, Value
 from pynamodb.models import Model
 
 from chalicelib.core.errors import SenderRefused
@@ -32,6 +34,7 @@ from chalicelib.stores.ports import IdentityCoverage
 from chalicelib.stores.tables import bound, condition_failed
 
 KEY_PREFIX = "_from:"
+_ADDRESSES = UnicodeSetAttribute()
 
 
 class FreeAddressModel(Model):
@@ -102,6 +105,7 @@ class FreeAddresses:
                 self._model(_key(address), owner=user_id, claimed_at=now_ms).save(
                     condition=self._model.user_id.does_not_exist()
                 )
+                self._listed(user_id, address, True)
                 return
             except PutError as exc:
                 if not condition_failed(exc):
@@ -117,7 +121,15 @@ class FreeAddresses:
         """Give the address to `user_id` whoever had it (an operator's decision); the previous owner."""
         previous = self.owner(address)
         self._model(_key(address), owner=user_id, claimed_at=now_ms, assigned_by="operator").save()
+        if previous is not None and previous != user_id:
+            self._listed(previous, address, False)
+        self._listed(user_id, address, True)
         return previous
+
+    def _listed(self, user_id: str, address: str, has: bool) -> None:
+        """The address added to (or taken off) the set on the tenant's own row."""
+        path, value = Path("from_addresses"), Value({address.lower()}, attribute=_ADDRESSES)
+        self._model(user_id).update(actions=[path.add(value) if has else path.delete(value)])
 
     def unproven(self) -> list[AddressClaim]:
         """The claims made by a first send (no operator assigned them) whose address has no verified identity
@@ -143,6 +155,7 @@ class FreeAddresses:
             if condition_failed(exc):
                 return False
             raise
+        self._listed(claim.owner, claim.address, False)
         return True
 
 

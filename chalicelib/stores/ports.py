@@ -16,7 +16,7 @@ takes a port that joins theirs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from chalicelib.core.contract import Sender
@@ -33,7 +33,10 @@ from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
 
 if TYPE_CHECKING:  # the registry takes SecretSeal from here: imported at run time, it would be a cycle
+    from chalicelib.stores.event_log import EventPage, KeptEvent
+    from chalicelib.stores.suppression import Suppression
     from chalicelib.stores.tenants import AccountOf
+    from chalicelib.stores.timeline import Minute
 
 # --- the ledger (chalicelib.stores.ledger) ---------------------------------------------------------------
 
@@ -187,6 +190,16 @@ class Counts(Protocol):
     """The counters' writer: CampaignStats writes each call, BufferedStats gathers them (the recorder's)."""
 
     def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None: ...
+
+    def add_counts(
+        self,
+        user_id: str,
+        campaign_id: str,
+        deltas: Mapping[str, int],
+        *,
+        error: str | None = None,
+        sent_seconds: Mapping[int, int] | None = None,
+    ) -> None: ...
 
     def flush(self) -> None: ...
 
@@ -401,7 +414,7 @@ class IdentityCoverage(Protocol):
 class SenderFix(Protocol):
     """Precompile's: fix a campaign's sender with its first message (SenderRefused for another one later)."""
 
-    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot) -> None: ...
+    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot, subject: str | None = None) -> None: ...
 
 
 # --- SES tenants of the platform's account (chalicelib.stores.ses_tenants) ---------------------------------
@@ -421,3 +434,71 @@ class SesTenantSetup(SesTenantStatus, Protocol):
     def forget(self, user_id: str) -> None: ...
 
     def name_of(self, user_id: str) -> str: ...
+
+
+# --- the tenants' event log (chalicelib.stores.event_log) ---------------------------------------------------
+
+
+class EventKeeping(Protocol):
+    """webhook_events': keep every event (with the epoch ms it was recorded at) for GET /events."""
+
+    def keep(self, events: Iterable[tuple[KeptEvent, int]]) -> int: ...
+
+
+class EventPages(Protocol):
+    """The tenant API's: a page of a tenant's events."""
+
+    def page(
+        self,
+        user_id: str,
+        *,
+        after: str | None = None,
+        type: str | None = None,
+        campaign: str | None = None,
+        limit: int = 100,
+    ) -> EventPage: ...
+
+
+# --- the tenant API's reads of campaigns (chalicelib.stores.campaign_stats, chalicelib.stores.timeline) -----
+
+
+class CampaignPages(CountsReader, Protocol):
+    """GET /campaigns: the tenant's campaigns newest first, a page at a time; and one of them."""
+
+    def newest(
+        self, user_id: str, *, before: tuple[int, str] | None = None, limit: int = 50
+    ) -> tuple[list[CampaignCounts], tuple[int, str] | None]: ...
+
+
+class TimelineReads(Protocol):
+    """GET /campaigns/{id}: a campaign's minutes, oldest first."""
+
+    def minutes(
+        self, user_id: str, campaign_id: str, *, after: str | None = None, limit: int = 1440
+    ) -> tuple[list[Minute], str | None]: ...
+
+
+class SuppressionList(Protocol):
+    """The tenant API's: the tenant's suppression list, read a page at a time, added to, lifted from."""
+
+    def page(
+        self,
+        user_id: str,
+        *,
+        reason: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[Suppression], str | None]: ...
+
+    def add_many(self, user_id: str, emails: Iterable[str], reason: str) -> tuple[int, int]: ...
+
+    def entry(self, user_id: str, email: str) -> Suppression | None: ...
+
+    def lift(self, user_id: str, email: str) -> bool: ...
+
+
+class DailyUse(Protocol):
+    """GET /tenant's: the emails a free-plan tenant queued on the UTC day of `now` (chalicelib.stores.daily_cap)."""
+
+    def used(self, user_id: str, now: float | None = None) -> int: ...

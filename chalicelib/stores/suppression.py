@@ -1,25 +1,44 @@
 """The suppression list: addresses moonsend will not send to, per tenant and platform-wide.
 
-An address is suppressed for one tenant when it complained about that tenant's email or unsubscribed
-from it, and for every tenant when it bounced permanently (it does not exist: nobody should send to it,
-and each send to it costs the sending account reputation). One DynamoDB item per (scope, address):
-scope `tenant#<userId>` or `platform`. Precompile checks every recipient (recorded as `suppressed`,
-never queued), and the drainer checks again just before sending, for addresses suppressed meanwhile.
+An address is suppressed for one tenant when it complained about that tenant's email, unsubscribed from
+it, or the tenant put it on its list itself (`manual`: `POST /suppressions`), and for every tenant when it
+bounced permanently (it does not exist: nobody should send to it, and each send to it costs the sending
+account reputation). One DynamoDB item per (scope, address): scope `tenant#<userId>` or `platform`.
+Precompile checks every recipient (recorded as `suppressed`, never queued), and the drainer checks again
+just before sending, for addresses suppressed meanwhile.
+
+A platform bounce applies to a tenant once the tenant meets the address: the tenant whose email bounced, and
+any tenant that sends to it later (the check finds it). Then a `bounce` row is written in the tenant's own
+scope too, so that the tenant's list (`GET /suppressions`, one query of its own partition) shows it, without
+ever showing a tenant the addresses other tenants' email bounced from. Only `manual` rows can be lifted by
+the tenant: a complaint, an unsubscribe or a bounce stays (the recipient asked, or the address does not exist).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import PutError
+from pynamodb.exceptions import DeleteError, PutError
 from pynamodb.models import Model
 
 from chalicelib.stores.tables import bound, condition_failed, warm
 
 PLATFORM = "platform"
-BOUNCE, COMPLAINT, UNSUBSCRIBE = "bounce", "complaint", "unsubscribe"
+BOUNCE, COMPLAINT, UNSUBSCRIBE, MANUAL = "bounce", "complaint", "unsubscribe", "manual"
+REASONS = (BOUNCE, COMPLAINT, UNSUBSCRIBE, MANUAL)
+# Why each reason but `manual` stays when a tenant asks to lift it.
+KEPT_BECAUSE = {
+    BOUNCE: "the address bounced permanently: it does not exist, and every send to it costs the sending "
+    "account's reputation; it stays suppressed for every tenant",
+    COMPLAINT: "the recipient marked this tenant's email as spam: sending to it again would harm the tenant's "
+    "reputation and may be unlawful; it stays",
+    UNSUBSCRIBE: "the recipient unsubscribed from this tenant's email: only the recipient can undo that, by "
+    "subscribing again through the tenant",
+}
 
 
 class SuppressionModel(Model):
@@ -29,13 +48,34 @@ class SuppressionModel(Model):
     scope = UnicodeAttribute(hash_key=True)  # "tenant#<userId>" or "platform"
     rcpt = UnicodeAttribute(range_key=True)  # lower-cased address
     email = UnicodeAttribute()
-    source = UnicodeAttribute()  # bounce | complaint | unsubscribe
+    source = UnicodeAttribute()  # bounce | complaint | unsubscribe | manual
     reason = UnicodeAttribute()
     at = NumberAttribute()  # epoch ms
 
 
 def tenant_scope(user_id: str) -> str:
     return f"tenant#{user_id}"
+
+
+# A page filtered by reason reads at most this many of the tenant's entries.
+MAX_READ = 5000
+
+
+@dataclass(frozen=True)
+class Suppression:
+    rcpt: str  # the address lower-cased: the list's order and its cursor
+    email: str
+    reason: str  # bounce | complaint | unsubscribe | manual
+    detail: str
+    at_ms: int | None
+
+    @property
+    def platform_wide(self) -> bool:
+        return self.reason == BOUNCE
+
+
+def _entry(item: SuppressionModel) -> Suppression:
+    return Suppression(item.rcpt, item.email, item.source, item.reason, int(item.at) if item.at else None)
 
 
 class Suppressions:
@@ -59,12 +99,88 @@ class Suppressions:
             raise
 
     def check(self, user_id: str, emails: Iterable[str]) -> dict[str, str]:
-        """{lower-cased address: why} for the addresses this tenant may not send to."""
+        """{lower-cased address: why} for the addresses this tenant may not send to. A platform bounce found
+        here for the first time is written to the tenant's own list too (it now applies to the tenant)."""
         wanted = sorted({e.lower() for e in emails})
         keys = [(s, e) for e in wanted for s in (tenant_scope(user_id), PLATFORM)]
         out: dict[str, str] = {}
+        own: set[str] = set()
+        platform: dict[str, SuppressionModel] = {}
         for i in range(0, len(keys), 100):
             for item in self._model.batch_get(keys[i : i + 100]):
-                where = "for every tenant" if item.scope == PLATFORM else "for this tenant"
+                if item.scope == PLATFORM:
+                    platform[item.rcpt] = item
+                else:
+                    own.add(item.rcpt)
+                where = "for every tenant" if item.scope == PLATFORM or item.source == BOUNCE else "for this tenant"
                 out.setdefault(item.rcpt, f"suppressed {where}: {item.source} ({item.reason})")
+        for rcpt, item in platform.items():
+            if rcpt not in own:
+                self.add(user_id, item.email, BOUNCE, item.reason)
         return out
+
+    def add_many(self, user_id: str, emails: Iterable[str], reason: str) -> tuple[int, int]:
+        """The tenant's own (`manual`) entries; (added, already suppressed for it). An address already on its
+        list for another reason keeps that reason."""
+        added = already = 0
+        for email in emails:
+            if self.add(user_id, email, MANUAL, reason):
+                added += 1
+            else:
+                already += 1
+        return added, already
+
+    def entry(self, user_id: str, email: str) -> Suppression | None:
+        """The tenant's own entry for an address (a platform bounce that applies to it among them)."""
+        try:
+            return _entry(self._model.get(tenant_scope(user_id), email.lower(), consistent_read=True))
+        except self._model.DoesNotExist:
+            return None
+
+    def lift(self, user_id: str, email: str) -> bool:
+        """Take the tenant's `manual` entry off its list; False when there is none (any other reason stays)."""
+        try:
+            self._model(tenant_scope(user_id), email.lower()).delete(condition=self._model.source == MANUAL)
+        except DeleteError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True
+
+    def page(
+        self,
+        user_id: str,
+        *,
+        reason: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[Suppression], str | None]:
+        """The tenant's list in address order, from the address `after` on, filtered by reason and by an
+        address prefix; and the address to go on after, when there may be more. A page filtered by reason
+        reads at most MAX_READ entries (DynamoDB filters after reading)."""
+        m = self._model
+        condition = m.rcpt.startswith(prefix.lower()) if prefix else None
+        conn = m._get_connection()
+        start: dict[str, Any] | None = None
+        if after is not None:
+            start = {"scope": {"S": tenant_scope(user_id)}, "rcpt": {"S": after.lower()}}
+        out: list[Suppression] = []
+        read = 0
+        while len(out) < limit and read < MAX_READ:
+            answer = conn.query(
+                tenant_scope(user_id),
+                range_key_condition=condition,
+                filter_condition=m.source == reason if reason else None,
+                exclusive_start_key=start,
+                limit=limit - len(out) if reason is None else min(1000, MAX_READ - read),
+            )
+            for raw in answer.get("Items", []):
+                out.append(_entry(m.from_raw_data(raw)))
+                if len(out) >= limit:
+                    return out, out[-1].rcpt
+            read += int(answer.get("ScannedCount", 0))
+            start = answer.get("LastEvaluatedKey")
+            if start is None:
+                return out, None
+        return out, str(start["rcpt"]["S"]) if start else None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.models import Model
 
 from chalicelib.core.contract import Sender
@@ -54,6 +54,8 @@ class TenantModel(Model):
     queue_used_day = UnicodeAttribute(null=True)
     queue_state = UnicodeAttribute(null=True)
     queue_state_at = NumberAttribute(null=True)
+    # The free-plan From addresses the tenant has (chalicelib.stores.free_senders), lower-cased.
+    from_addresses = UnicodeSetAttribute(null=True)
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class Tenant:
     sender: Sender  # the latest registered settings, with the current key id (no secret)
     keys: tuple[KeyVersion, ...] = ()
     pauses: tuple[Pause, ...] = ()  # each owner's standing pause (chalicelib.stores.pauses)
+    from_addresses: tuple[str, ...] = ()  # the free-plan From addresses it has (claimed or assigned)
 
     @property
     def paused_reason(self) -> str | None:
@@ -164,4 +167,5 @@ def tenant_of(item: TenantModel) -> Tenant | None:
         ),
         keys=keys,
         pauses=pauses_of(item),
+        from_addresses=tuple(sorted(item.from_addresses or ())),
     )

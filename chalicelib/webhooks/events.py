@@ -37,6 +37,7 @@ class WebhookEvent:
     user_id: str
     type: str
     data: dict[str, Any]  # the event as the tenant receives it (its id, type and timestamp among it)
+    at_ms: int = 0  # when it was recorded (its `timestamp`), epoch ms
 
     @property
     def id(self) -> str:
@@ -99,4 +100,4 @@ def _event(
         "recipient": str(item.get("email") or rcpt),
     }
     data.update({k: str(v) for k, v in fields.items() if v is not None})
-    return WebhookEvent(user_id, kind, data)
+    return WebhookEvent(user_id, kind, data, at_ms)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
+from chalicelib.stores.ports import EventKeeping
 from chalicelib.stores.webhooks import Endpoint, HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliveries import WebhookRequest, deliveries
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
@@ -51,9 +52,11 @@ class WebhookFanout:
         endpoints: WebhookEndpoints,
         queue: DeliveryQueue,
         held: HeldRequests,
+        event_log: EventKeeping,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._endpoints = endpoints
+        self._event_log = event_log
         self._queue = queue
         self._held = held
         self._clock = clock
@@ -66,6 +69,8 @@ class WebhookFanout:
         by_user, skipped = self._events(records)
         now = self._clock()
         failed: set[int] = set()
+        if not self._kept(by_user, failed):
+            return FanoutResult(sum(len(e) for e in by_user.values()), 0, 0, skipped, _numbers(records, failed))
         to_queue: list[Made] = []
         to_hold: list[Made] = []
         for user_id, events in by_user.items():
@@ -85,13 +90,27 @@ class WebhookFanout:
             queued,
             held + kept,
             skipped,
-            tuple(_sequence_number(records[i]) for i in sorted(failed)),
+            _numbers(records, failed),
         )
         if to_queue or to_hold or skipped or failed:
             # The log line keeps its field's public name, `parked`, which operators' queries read.
             fields = {("parked" if k == "held" else k): v for k, v in vars(result).items()}
             log.info("webhook deliveries made", **fields)
         return result
+
+    def _kept(self, by_user: dict[str, list[Sourced]], failed: set[int]) -> bool:
+        """Every event in the tenants' event log (GET /events), before any is delivered: if the log cannot be
+        written, the records come again and nothing is delivered twice meanwhile."""
+        events = [e for sourced in by_user.values() for _i, e in sourced]
+        if not events:
+            return True
+        try:
+            self._event_log.keep((e, e.at_ms) for e in events)
+        except Exception as exc:
+            log.warning("events not kept: their records come again", events=len(events), error=type(exc).__name__)
+            failed.update(i for sourced in by_user.values() for i, _e in sourced)
+            return False
+        return True
 
     def _queue_all(self, made: list[Made], now: float, failed: set[int]) -> tuple[int, int]:
         """The deliveries on the queue; (how many it took, how many it did not and were held)."""
@@ -149,6 +168,10 @@ def _made(endpoint: Endpoint, events: list[Sourced], now_ms: int) -> list[Made]:
         out.append((delivery, frozenset(i for i, _e in wanted[start : start + delivery.events])))
         start += delivery.events
     return out
+
+
+def _numbers(records: list[dict[str, Any]], failed: set[int]) -> tuple[str, ...]:
+    return tuple(_sequence_number(records[i]) for i in sorted(failed))
 
 
 def _sequence_number(record: dict[str, Any]) -> str:

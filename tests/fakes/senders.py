@@ -17,8 +17,10 @@ class FakeCampaignSenders:
 
     def __init__(self) -> None:
         self.fixed: dict[tuple[str, str], SenderSnapshot] = {}
+        self.subjects: dict[tuple[str, str], str | None] = {}
 
-    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot) -> None:
+    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot, subject: str | None = None) -> None:
+        self.subjects.setdefault((user_id, campaign_id), subject)
         fixed = self.fixed.setdefault((user_id, campaign_id), snapshot)
         differences = snapshot.differences(fixed)
         if differences:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from chalicelib.stores.campaign_stats import COUNTERS
 
 
@@ -9,12 +11,26 @@ class FakeStats:
     def __init__(self) -> None:
         self.adds: list[tuple[str, str, dict[str, int], str | None]] = []
         self.schedules: list[tuple[str, str, int | None, int | None, str | None]] = []
+        self.seconds: list[tuple[str, str, dict[int, int]]] = []  # sends by the epoch second, as flushed
 
     def add(self, user_id: str, campaign_id: str, error: str | None = None, **deltas: int) -> None:
+        self.add_counts(user_id, campaign_id, deltas, error=error)
+
+    def add_counts(
+        self,
+        user_id: str,
+        campaign_id: str,
+        deltas: Mapping[str, int],
+        *,
+        error: str | None = None,
+        sent_seconds: Mapping[int, int] | None = None,
+    ) -> None:
         unknown = set(deltas) - set(COUNTERS)
         if unknown:
             raise ValueError(f"unknown counter {sorted(unknown)[0]}")
-        self.adds.append((user_id, campaign_id, deltas, error))
+        self.adds.append((user_id, campaign_id, dict(deltas), error))
+        if sent_seconds:
+            self.seconds.append((user_id, campaign_id, dict(sent_seconds)))
 
     def flush(self) -> None:
         pass

@@ -314,10 +314,10 @@ def test_one_messages_failed_counter_write_never_loses_another_concurrent_messag
     import threading
 
     class FailsForA(FakeStats):
-        def add(self, user_id, campaign_id, error=None, **deltas):
+        def add_counts(self, user_id, campaign_id, deltas, *, error=None, sent_seconds=None):
             if campaign_id == "camp-a":
                 raise ConnectionError("DynamoDB unreachable")
-            super().add(user_id, campaign_id, error, **deltas)
+            super().add_counts(user_id, campaign_id, deltas, error=error, sent_seconds=sent_seconds)
 
     stats, ledger = FailsForA(), FakeLedger()
     p = parts.precompiler(Settings.from_env({"MOONSEND_STAGE": "test"}), FakeSqs(), stats=stats, ledger=ledger)

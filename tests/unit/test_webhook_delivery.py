@@ -36,6 +36,7 @@ from chalicelib.webhooks.events import WebhookEvent, ledger_events
 from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.signing import new_secret
 from chalicelib.webhooks.url_policy import AddressPolicy, Target
+from tests.fakes.event_log import FakeEventLog
 
 _ser = TypeSerializer().serialize
 STREAM = "arn:aws:dynamodb:us-east-1:123456789012:table/moonsend-local-ledger/stream/2026-11-24T00:00:00.000"
@@ -298,7 +299,7 @@ def test_a_batch_is_attempted_at_once_and_names_only_the_deliveries_to_come_back
 def test_the_fanout_skips_a_record_it_cannot_read_and_parks_for_a_disabled_endpoint():
     on, off = _endpoint(id="ep_on"), _endpoint(id="ep_off", disabled_reason="410", disabled_at=1.0)
     endpoints, parked, queue = _Endpoints(on, off), _Held(), _Queue()
-    fanout = WebhookFanout(endpoints, queue, parked, clock=lambda: 1793000000.0)  # type: ignore[arg-type]
+    fanout = WebhookFanout(endpoints, queue, parked, FakeEventLog(), clock=lambda: 1793000000.0)  # type: ignore[arg-type]
     foreign = _record(None, {"pk": "x", "rcpt": "y"})
     foreign["dynamodb"]["NewImage"] = {"pk": {"Q": "not a DynamoDB type"}}
     sent = _row(state="sent", updated_at=5)
@@ -433,11 +434,17 @@ def test_code_points_sqs_refuses_are_escaped_so_the_json_reads_the_same_and_sqs_
     assert sqs_safe('{"a":"plain"}') == '{"a":"plain"}'
 
 
-def _fanout(endpoints: list[Endpoint], queue: _Queue | None = None, parked: _Held | None = None) -> WebhookFanout:
+def _fanout(
+    endpoints: list[Endpoint],
+    queue: _Queue | None = None,
+    parked: _Held | None = None,
+    event_log: FakeEventLog | None = None,
+) -> WebhookFanout:
     return WebhookFanout(
         _Endpoints(*endpoints),  # type: ignore[arg-type]
         queue or _Queue(),  # type: ignore[arg-type]
         parked or _Held(),  # type: ignore[arg-type]
+        event_log or FakeEventLog(),
         clock=lambda: 1793000000.0,
     )
 
@@ -482,12 +489,32 @@ class _BrokenHeld(_Held):
 def test_a_tenant_whose_endpoints_cannot_be_read_fails_its_records_alone():
     a, b = _endpoint(id="ep_a"), _endpoint(user_id="globex", id="ep_b")
     queue = _Queue()
-    fanout = WebhookFanout(_FlakyEndpoints(a, b), queue, _Held(), clock=lambda: 0.0)  # type: ignore[arg-type]
+    fanout = WebhookFanout(_FlakyEndpoints(a, b), queue, _Held(), FakeEventLog(), clock=lambda: 0.0)  # type: ignore[arg-type]
     assert fanout.batch([_sent("acme", 7), _sent("globex", 8)]) == {"batchItemFailures": [{"itemIdentifier": "7"}]}
     assert [d.user_id for d in queue.put_deliveries] == ["globex"]
     # Nor parked, nor queued: the record is given again.
     off = _endpoint(id="ep_off", disabled_reason="410", disabled_at=1.0)
     refused = _Queue(lambda d: Unqueued(0, "InvalidMessageContents", True))
     for q, endpoint in ((_Queue(), off), (refused, _endpoint())):
-        stuck = WebhookFanout(_Endpoints(endpoint), q, _BrokenHeld(), clock=lambda: 0.0)  # type: ignore[arg-type]
+        stuck = WebhookFanout(_Endpoints(endpoint), q, _BrokenHeld(), FakeEventLog(), clock=lambda: 0.0)  # type: ignore[arg-type]
         assert stuck.handle([_sent("acme", 9)]).failed == ("9",)
+
+
+def test_every_event_is_kept_in_the_event_log_also_for_a_tenant_with_no_endpoint():
+    log = FakeEventLog()
+    answer = _fanout([_endpoint(id="ep_a", max_events=1)], event_log=log).batch([_sent("acme", 1), _sent("globex", 2)])
+    assert answer == {"batchItemFailures": []}
+    kept = sorted((user, event.type, event.data["campaignId"]) for (user, _k), event in log.kept.items())
+    assert kept == [("acme", "sent", "spring"), ("globex", "sent", "spring")]
+    # Kept again from a redelivered record: the same key, no second event.
+    _fanout([], event_log=log).batch([_sent("acme", 1)])
+    assert len(log.kept) == 2
+
+
+def test_an_event_log_that_cannot_be_written_delivers_nothing_and_gives_every_record_again():
+    queue = _Queue()
+    result = _fanout([_endpoint(id="ep_a", max_events=1)], queue, event_log=FakeEventLog(broken=True)).handle(
+        [_sent("acme", 1), _sent("acme", 2)]
+    )
+    assert result.failed == ("1", "2") and result.queued == 0
+    assert queue.put_deliveries == []

@@ -1,0 +1,146 @@
+"""A tenant's recorded events, kept for a while, for tenants that pull them (`GET /events`) rather than receive
+them (webhooks).
+
+webhook_events makes every event of the ledger's stream (chalicelib.webhooks.events) for every tenant,
+whether or not it has an endpoint, and writes them here in batches before any delivery: one item per event,
+`user_id` and `sk` = `<recorded epoch ms, 13 digits>#<event id>`, so a tenant's events are in the order
+they were recorded and a redelivered stream record writes the same item again (no duplicate). Each item
+expires (DynamoDB's TTL) after the stage's retention.
+
+An event recorded a moment ago may be stored after a later one (the stream's shards and retries): a
+poller that reads from where it stopped should go back a minute and drop the ids it has seen, as with
+webhooks (docs/api.md says so).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.models import Model
+
+from chalicelib.stores.tables import bound, warm
+
+CURSOR = re.compile(r"^[0-9]{13}#evt_[0-9a-f]{32}$")
+INSTANT = re.compile(r"^[0-9]{13}#$")  # position_at
+# A page filtered by type or campaign reads at most this many of the tenant's events (DynamoDB filters after
+# reading, and charges for what it read): a rare type gives a short page and a cursor, never a long read.
+MAX_READ = 5000
+
+
+class EventModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    user_id = UnicodeAttribute(hash_key=True)
+    sk = UnicodeAttribute(range_key=True)  # <epoch ms 13 digits>#<event id>
+    type = UnicodeAttribute()
+    campaign = UnicodeAttribute()
+    data = UnicodeAttribute()  # the event as webhooks carry it, JSON
+    expires_at = NumberAttribute()  # epoch seconds (DynamoDB's TTL)
+
+
+class KeptEvent(Protocol):
+    """What the log keeps of an event (chalicelib.webhooks.events.WebhookEvent is one)."""
+
+    @property
+    def user_id(self) -> str: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def data(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[dict[str, Any]]
+    next: str | None  # where the next page starts (`after`), None when the log has no more now
+
+
+def sort_key(event: KeptEvent, recorded_ms: int) -> str:
+    return f"{recorded_ms:013d}#{event.id}"
+
+
+class EventLog:
+    def __init__(self, table_name: str, region: str, retention_days: int) -> None:
+        self._model = bound(EventModel, table_name, region)
+        self._retention_s = retention_days * 86400
+
+    def warm(self) -> None:
+        warm(self._model)
+
+    def keep(self, events: Iterable[tuple[KeptEvent, int]]) -> int:
+        """Store events with the epoch ms each was recorded at; how many were written."""
+        n = 0
+        with self._model.batch_write() as batch:
+            for event, recorded_ms in events:
+                item = self._model(
+                    event.user_id,
+                    sort_key(event, recorded_ms),
+                    type=event.type,
+                    campaign=str(event.data.get("campaignId", "")),
+                    data=json.dumps(event.data, separators=(",", ":"), sort_keys=True),
+                    expires_at=recorded_ms // 1000 + self._retention_s,
+                )
+                batch.save(item)
+                n += 1
+        return n
+
+    def page(
+        self,
+        user_id: str,
+        *,
+        after: str | None = None,
+        type: str | None = None,
+        campaign: str | None = None,
+        limit: int = 100,
+    ) -> EventPage:
+        """The tenant's events after `after` (a page's `next`, or an instant: `position_at`), oldest first.
+        `next` is where the page stopped reading: give it back to go on, now or later (an empty page: nothing
+        new yet). ValueError for an `after` that is neither."""
+        if after is not None and not CURSOR.match(after) and not INSTANT.match(after):
+            raise ValueError("not a cursor of the event log")
+        m = self._model
+        filters = None
+        if type is not None:
+            filters = m.type == type
+        if campaign is not None:
+            filters = m.campaign == campaign if filters is None else filters & (m.campaign == campaign)
+        conn = m._get_connection()
+        out: list[dict[str, Any]] = []
+        read = 0
+        start: dict[str, Any] | None = None
+        position = after
+        while len(out) < limit and read < MAX_READ:
+            answer = conn.query(
+                user_id,
+                range_key_condition=m.sk > after if after else None,
+                filter_condition=filters,
+                exclusive_start_key=start,
+                limit=limit - len(out) if filters is None else min(1000, MAX_READ - read),
+            )
+            for item in answer.get("Items", []):
+                out.append(json.loads(item["data"]["S"]))
+                position = item["sk"]["S"]
+                if len(out) >= limit:
+                    return EventPage(out, position)
+            read += int(answer.get("ScannedCount", 0))
+            start = answer.get("LastEvaluatedKey")
+            if start is None:
+                break
+            position = str(start["sk"]["S"])
+        return EventPage(out, position)
+
+
+def position_at(epoch_ms: int) -> str:
+    """The log's position just before the events recorded at `epoch_ms`: `after` for "from that instant on"."""
+    return f"{epoch_ms:013d}#"

@@ -1,0 +1,44 @@
+"""The tenants' event log in memory: what webhook_events kept, in the order of its keys."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from chalicelib.stores.event_log import EventPage, sort_key
+from chalicelib.webhooks.events import WebhookEvent
+
+
+class FakeEventLog:
+    def __init__(self, *, broken: bool = False) -> None:
+        self.kept: dict[tuple[str, str], WebhookEvent] = {}
+        self.broken = broken
+
+    def keep(self, events: Iterable[tuple[WebhookEvent, int]]) -> int:
+        if self.broken:
+            raise ConnectionError("the event log's table did not answer")
+        n = 0
+        for event, at_ms in events:
+            self.kept[(event.user_id, sort_key(event, at_ms))] = event
+            n += 1
+        return n
+
+    def page(
+        self,
+        user_id: str,
+        *,
+        after: str | None = None,
+        type: str | None = None,
+        campaign: str | None = None,
+        limit: int = 100,
+    ) -> EventPage:
+        keys = sorted(k for u, k in self.kept if u == user_id and (after is None or k > after))
+        out = []
+        position = after
+        for key in keys:
+            event = self.kept[(user_id, key)]
+            position = key
+            if (type is None or event.type == type) and (campaign is None or event.data["campaignId"] == campaign):
+                out.append(event.data)
+                if len(out) >= limit:
+                    break
+        return EventPage(out, position)

@@ -10,7 +10,7 @@ from chalice import Chalice, Rate, Response
 from chalice.app import CloudWatchEvent, DynamoDBEvent, SNSEvent, SQSEvent
 
 from chalicelib import wiring
-from chalicelib.control import openapi, problems
+from chalicelib.control import etags, openapi, problems
 from chalicelib.control.tenant_api import UnreadableBody
 from chalicelib.core import log
 from chalicelib.core.config import Settings
@@ -234,6 +234,65 @@ def campaign_recipients(campaign_id: str) -> Response:
     """Each recipient's state, reason and times, a page at a time (`?state=&limit=&after=`)."""
     params = app.current_request.query_params if app.current_request else None
     return _answer(wiring.container().tenant_api.recipients(_authorization(), campaign_id, params))
+
+
+def _query() -> dict[str, str]:
+    request = app.current_request
+    return dict(request.query_params or {}) if request else {}
+
+
+def _read_answer(answer: Any) -> Response:
+    """A GET of the tenant API: with an ETag, and 304 with no body when the client's If-None-Match has it."""
+    if answer.status != 200:
+        return _answer(answer)
+    tag = etags.etag(answer.body)
+    headers: dict[str, str | list[str]] = {"ETag": tag, "Cache-Control": "private, no-cache"}
+    request = app.current_request
+    if etags.not_modified(request.headers.get("if-none-match") if request else None, tag):
+        return Response(body="", status_code=304, headers=headers)
+    return Response(body=answer.body, status_code=200, headers=headers)
+
+
+@app.route("/campaigns", methods=["GET"])
+def list_campaigns() -> Response:
+    """The tenant's campaigns, newest first, with counts, state and progress (`?state=&limit=&after=`)."""
+    return _read_answer(wiring.container().campaign_reads.list(_authorization(), _query()))
+
+
+@app.route("/campaigns/{campaign_id}", methods=["GET"])
+def show_campaign(campaign_id: str) -> Response:
+    """One campaign as listed, with its timeline per minute and its busiest second (`?timelineAfter=`)."""
+    return _read_answer(wiring.container().campaign_reads.show(_authorization(), campaign_id, _query()))
+
+
+@app.route("/suppressions", methods=["GET"])
+def list_suppressions() -> Response:
+    """The tenant's suppression list (`?reason=&prefix=&limit=&after=`)."""
+    return _read_answer(wiring.container().suppression_api.list(_authorization(), _query()))
+
+
+@app.route("/suppressions", methods=["POST"], content_types=_API_BODIES)
+def add_suppressions() -> Response:
+    """Put addresses on the tenant's list (`{"addresses": [...], "reason": "..."}`): never sent to again."""
+    return _answer(wiring.container().suppression_api.add(_authorization(), _json_body))
+
+
+@app.route("/suppressions/{address}", methods=["DELETE"])
+def remove_suppression(address: str) -> Response:
+    """Lift one of the tenant's own entries; a complaint, an unsubscribe or a bounce stays (409 says why)."""
+    return _answer(wiring.container().suppression_api.remove(_authorization(), address))
+
+
+@app.route("/tenant", methods=["GET"])
+def show_tenant() -> Response:
+    """The tenant's settings and standing: plan, rate, From addresses, pauses, SES status, daily cap."""
+    return _read_answer(wiring.container().tenant_view.get(_authorization()))
+
+
+@app.route("/events", methods=["GET"])
+def list_events() -> Response:
+    """The tenant's recorded events, as its webhooks carry them, oldest first (`?after=&since=&type=&campaign=`)."""
+    return _read_answer(wiring.container().event_reads.list(_authorization(), _query()))
 
 
 @app.route("/tenant/{action}", methods=["POST"], content_types=_API_BODIES)

@@ -14,8 +14,13 @@ from functools import cached_property
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
+from chalicelib.control.campaign_reads import CampaignReads
+from chalicelib.control.event_reads import EventReads
 from chalicelib.control.retry import RetryFailed
+from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.control.tenant_api import DigestRuns, TenantApi
+from chalicelib.control.tenant_keys import TenantKeys
+from chalicelib.control.tenant_view import PlatformTerms, TenantView
 from chalicelib.control.webhook_registration import BackgroundJobs, WebhookRegistration
 from chalicelib.core import aws
 from chalicelib.core.config import Settings
@@ -61,6 +66,7 @@ from chalicelib.stores.campaign_sender import CampaignSenders
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.daily_cap import DailyCap
 from chalicelib.stores.digests import DigestStore
+from chalicelib.stores.event_log import EventLog
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
@@ -83,6 +89,7 @@ from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
+from chalicelib.stores.timeline import Timeline
 from chalicelib.stores.webhook_jobs import Job, WebhookJobs
 from chalicelib.stores.webhooks import HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliverer import WebhookDeliverer
@@ -109,9 +116,13 @@ class Container:
 
     @cached_property
     def stats(self) -> CampaignStats:
-        stats = CampaignStats(self.settings.resources.campaigns_table.name, self.settings.region)
+        stats = CampaignStats(self.settings.resources.campaigns_table.name, self.settings.region, self.timeline)
         stats.warm()
         return stats
+
+    @cached_property
+    def timeline(self) -> Timeline:
+        return Timeline(self.settings.resources.timeline_table.name, self.settings.region)
 
     @cached_property
     def queues(self) -> TenantQueues:
@@ -330,6 +341,28 @@ class Container:
         )
 
     @cached_property
+    def tenant_keys(self) -> TenantKeys:
+        return TenantKeys(self.reports.authenticate)
+
+    @cached_property
+    def campaign_reads(self) -> CampaignReads:
+        return CampaignReads(self.tenant_keys, self.stats, self.timeline)
+
+    @cached_property
+    def suppression_api(self) -> SuppressionApi:
+        return SuppressionApi(self.tenant_keys, self.suppressions)
+
+    @cached_property
+    def event_reads(self) -> EventReads:
+        return EventReads(self.tenant_keys, self.event_log)
+
+    @cached_property
+    def tenant_view(self) -> TenantView:
+        s = self.settings
+        terms = PlatformTerms(s.region, s.free_rate_per_second, s.free_daily_cap)
+        return TenantView(self.tenant_keys, self.tenants, self.daily_cap, self.ses_tenants, terms)
+
+    @cached_property
     def webhook_endpoints(self) -> WebhookEndpoints:
         return WebhookEndpoints(self.settings.resources.webhooks_table.name, self.settings.region)
 
@@ -366,7 +399,14 @@ class Container:
 
     @cached_property
     def webhook_fanout(self) -> WebhookFanout:
-        return WebhookFanout(self.webhook_endpoints, self.delivery_queue, self.held_requests)
+        return WebhookFanout(self.webhook_endpoints, self.delivery_queue, self.held_requests, self.event_log)
+
+    @cached_property
+    def event_log(self) -> EventLog:
+        s = self.settings
+        log = EventLog(s.resources.events_table.name, s.region, s.events_retention_days)
+        log.warm()
+        return log
 
     @cached_property
     def webhook_deliverer(self) -> WebhookDeliverer:

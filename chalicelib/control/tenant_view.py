@@ -1,0 +1,97 @@
+"""GET /tenant: the tenant's own settings and standing, as moonsend holds them.
+
+Its plan, rate and From identity as its latest message registered them; its free-plan From addresses;
+whether its email is held and by whom (its own pause, an operator's, the reputation guard's, SES's: each
+with its reason, and who may lift it); its SES tenant's status on the platform's account; and the free
+plan's daily cap with today's use. Never a key or a secret.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from chalicelib.control.tenant_keys import TenantKeys
+from chalicelib.core.contract import iso_ms
+from chalicelib.feedback.reports import Answer
+from chalicelib.stores.ports import DailyUse, SesTenantStatus, TenantLookup
+
+
+@dataclass(frozen=True)
+class PlatformTerms:
+    """What the platform applies to free-plan tenants: its shared queue's rate and the daily cap (0: none)."""
+
+    region: str
+    free_rate_per_second: float
+    free_daily_cap: int
+
+
+class TenantView:
+    def __init__(
+        self,
+        keys: TenantKeys,
+        tenants: TenantLookup,
+        usage: DailyUse,
+        ses: SesTenantStatus,
+        terms: PlatformTerms,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._keys = keys
+        self._tenants = tenants
+        self._usage = usage
+        self._ses = ses
+        self._terms = terms
+        self._clock = clock
+
+    def get(self, authorization: str | None) -> Answer:
+        user = self._keys.owner(authorization)
+        if isinstance(user, Answer):
+            return user
+        tenant = self._tenants.get(user, fresh=True)
+        if tenant is None:  # a key issued before the tenant's first message registered its settings
+            return Answer(
+                200,
+                {
+                    "id": user,
+                    "plan": None,
+                    "ratePerSecond": None,
+                    "sender": None,
+                    "fromAddresses": [],
+                    "paused": False,
+                    "pauses": [],
+                    "ses": None,
+                    "dailyCap": None,
+                },
+            )
+        free = tenant.plan == "free"
+        sender = tenant.sender
+        ses = self._ses.status(user, sender.region or self._terms.region) if free else None
+        addresses = sorted({*tenant.from_addresses, sender.email_address.lower()})
+        return Answer(
+            200,
+            {
+                "id": user,
+                "plan": tenant.plan,
+                # The free plan's queue is drained at the platform's rate, whatever a message asks for.
+                "ratePerSecond": self._terms.free_rate_per_second if free else sender.rate_per_second,
+                "sender": {"emailAddress": sender.email_address, "fromName": sender.from_name, "region": sender.region},
+                "fromAddresses": addresses,
+                "paused": bool(tenant.pauses),
+                "pauses": [p.as_dict() for p in tenant.pauses],
+                "ses": {"tenant": ses.name, "sending": ses.sending, "cause": ses.cause} if ses else None,
+                "dailyCap": self._daily_cap(user) if free and self._terms.free_daily_cap else None,
+            },
+        )
+
+    def _daily_cap(self, user: str) -> dict[str, Any]:
+        now = self._clock()
+        day = time.gmtime(now)
+        midnight = calendar.timegm((day.tm_year, day.tm_mon, day.tm_mday, 0, 0, 0)) + 86400
+        return {
+            "limit": self._terms.free_daily_cap,
+            "usedToday": self._usage.used(user, now),
+            "resetsAt": iso_ms(midnight * 1000),
+        }

@@ -22,6 +22,7 @@ from chalicelib.stores.ports import (
     ReputationCounts,
     SuppressionAdd,
     SuppressionCheck,
+    SuppressionList,
 )
 from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.reputation import DAY_S, Limits, Reputation, Window
@@ -44,11 +45,11 @@ def _settings(request: pytest.FixtureRequest) -> Any:
 # --- suppressions ------------------------------------------------------------------------------------------
 
 
-class SuppressionList(SuppressionCheck, SuppressionAdd, Protocol):
-    """Both suppression ports."""
+class SuppressionPorts(SuppressionCheck, SuppressionAdd, SuppressionList, Protocol):
+    """Every suppression port."""
 
 
-def suppressions_of(side: str, request: pytest.FixtureRequest) -> SuppressionList:
+def suppressions_of(side: str, request: pytest.FixtureRequest) -> SuppressionPorts:
     if side == "fake":
         return FakeSuppressions()
     store: Suppressions = real_container(request).suppressions
@@ -74,6 +75,43 @@ class TestSuppressionContract:
         for user in (f"u{uid}", f"other{uid}"):
             why = s.check(user, [f"gone-{uid}@example.org"])[f"gone-{uid}@example.org"]
             assert "bounce" in why and "no such user" in why
+
+    def test_a_platform_bounce_goes_on_the_list_of_each_tenant_that_meets_it_and_of_no_other(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        s = suppressions_of(side, request)
+        gone = f"gone-{uid}@example.org"
+        s.add(None, gone, "bounce", "no such user")
+        assert s.page(f"u{uid}") == ([], None)
+        s.check(f"u{uid}", [gone])
+        entries, _ = s.page(f"u{uid}")
+        assert [(e.email, e.reason, e.platform_wide) for e in entries] == [(gone, "bounce", True)]
+        assert s.page(f"other{uid}") == ([], None)
+        assert s.lift(f"u{uid}", gone) is False  # a bounce stays
+
+    def test_a_tenants_list_pages_in_address_order_by_prefix_and_reason_and_only_manual_entries_lift(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        s = suppressions_of(side, request)
+        user = f"u{uid}"
+        assert s.add_many(user, [f"m{i}@example.org" for i in range(5)] + ["Zed@Example.org"], "by phone") == (6, 0)
+        assert s.add_many(user, ["m0@example.org"], "again") == (0, 1)
+        s.add(user, "angry@example.org", "complaint", "abuse")
+        seen, after = [], None
+        for _ in range(10):
+            page, after = s.page(user, prefix="m", reason="manual", after=after, limit=2)
+            seen += [e.email for e in page]
+            if after is None:
+                break
+        assert seen == [f"m{i}@example.org" for i in range(5)]
+        entries, more = s.page(user, limit=100)
+        assert [e.rcpt for e in entries] == ["angry@example.org", *seen, "zed@example.org"] and more is None
+        zed = s.entry(user, "ZED@example.org")
+        assert zed is not None and (zed.email, zed.reason, zed.detail) == ("Zed@Example.org", "manual", "by phone")
+        assert s.lift(user, "zed@EXAMPLE.org") is True and s.entry(user, "zed@example.org") is None
+        assert s.lift(user, "zed@example.org") is False
+        assert s.lift(user, "angry@example.org") is False and s.entry(user, "angry@example.org") is not None
+        assert s.check(user, ["zed@example.org"]) == {}
 
 
 # --- campaign control --------------------------------------------------------------------------------------

@@ -1,0 +1,121 @@
+"""The stores behind the tenant API's reads, on the real tables of the local stack: the campaigns' index (newest
+first), the timeline (several writers adding up, the busiest second), the event log (order, filters, bounded
+reads, the same event kept once) and a free tenant's From addresses."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from chalicelib import wiring
+from chalicelib.stores import event_log as event_log_module
+from chalicelib.stores.campaign_sender import SenderSnapshot
+from chalicelib.stores.event_log import position_at
+from chalicelib.webhooks.events import WebhookEvent
+
+
+def _snapshot() -> SenderSnapshot:
+    return SenderSnapshot("paid", "news@example.com", "News", "us-east-1", 5.0, 1, "111122223333")
+
+
+def test_campaigns_are_listed_newest_first_a_page_at_a_time_and_only_the_tenants_own(stack, uid):
+    c = wiring.container()
+    user = f"u{uid}"
+    for i in range(5):
+        c.campaign_senders.fix(user, f"c{i}", _snapshot(), f"Subject {i}")
+        time.sleep(0.002)  # each created in its own millisecond
+    c.campaign_senders.fix(f"other{uid}", "c9", _snapshot(), "Another's")
+    seen, before = [], None
+    for _ in range(10):
+        page, before = c.stats.newest(user, before=before, limit=2)
+        seen += [(p.campaign_id, p.subject) for p in page]
+        if before is None:
+            break
+    assert seen == [(f"c{i}", f"Subject {i}") for i in (4, 3, 2, 1, 0)]
+    first = c.stats.get(user, "c0")
+    assert first is not None and first.created_ms and first.sender_snapshot
+    # A campaign's counters written before its first message was accepted (a digest's, an older release's)
+    # have no created time: not in the index, so never listed, and no error.
+    c.stats.add(user, "legacy", queued=1)
+    assert "legacy" not in [p.campaign_id for p in c.stats.newest(user, limit=50)[0]]
+
+
+def test_sends_add_up_by_minute_and_second_across_writers_and_the_busiest_second_is_kept(stack, uid):
+    c = wiring.container()
+    user = f"u{uid}"
+    c.campaign_senders.fix(user, "t", _snapshot(), "S")
+    minute = (int(time.time()) // 60 - 5) * 60  # a whole minute five minutes ago
+    barrier = threading.Barrier(3)
+
+    def drainer() -> None:  # three drainers of one campaign, each flushing its own gathered sends
+        barrier.wait()
+        c.stats.add_counts(user, "t", {"sent": 4}, sent_seconds={minute + 7: 3, minute + 61: 1})
+
+    threads = [threading.Thread(target=drainer) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    c.stats.add_counts(user, "t", {"delivered": 2, "opened": 1})
+    minutes, more = c.timeline.minutes(user, "t")
+    assert more is None
+    assert [(m.start_s, m.counts.get("sent", 0)) for m in minutes[:2]] == [(minute, 9), (minute + 60, 3)]
+    assert sum(m.counts.get("delivered", 0) for m in minutes) == 2
+    counts = c.stats.get(user, "t")
+    assert counts is not None and counts["sent"] == 12
+    assert (counts.busiest_sent, counts.busiest_at_ms) == (9, (minute + 7) * 1000)
+    # A later page starts after the minute key it was given.
+    rest, _ = c.timeline.minutes(user, "t", after=time.strftime("%Y-%m-%dT%H:%M", time.gmtime(minute)))
+    assert rest[0].start_s == minute + 60
+
+
+def _event(user: str, campaign: str, kind: str, n: int, at_ms: int) -> WebhookEvent:
+    data = {"id": f"evt_{n:032x}", "type": kind, "timestamp": "x", "campaignId": campaign, "recipient": f"r{n}@x.org"}
+    return WebhookEvent(user, kind, data, at_ms)
+
+
+def test_the_event_log_keeps_each_event_once_in_order_and_filters_with_a_bounded_read(stack, uid, monkeypatch):
+    log = wiring.container().event_log
+    user = f"u{uid}"
+    base = 1_790_000_000_000
+    events = [_event(user, "a" if n % 3 else "b", "sent" if n % 2 else "delivered", n, base + n) for n in range(40)]
+    assert log.keep((e, e.at_ms) for e in events) == 40
+    log.keep([(events[0], events[0].at_ms)])  # a redelivered record: the same item
+    page = log.page(user, limit=100)
+    assert [e["id"] for e in page.events] == [e.id for e in events]
+
+    ids, after = [], None
+    for _ in range(20):
+        page = log.page(user, campaign="b", type="delivered", after=after, limit=3)
+        ids += [e["id"] for e in page.events]
+        if not page.events:
+            break
+        after = page.next
+    expected = [e.id for e in events if e.data["campaignId"] == "b" and e.type == "delivered"]
+    assert ids == expected
+    assert log.page(user, after=position_at(base + 30), limit=100).events == [e.data for e in events[30:]]
+    assert log.page(f"other{uid}").events == []
+
+    # A filter matching nothing reads at most MAX_READ and answers where it stopped, to go on from there.
+    monkeypatch.setattr(event_log_module, "MAX_READ", 10)
+    page = log.page(user, type="opened", limit=5)
+    assert page.events == [] and page.next is not None
+    assert page.next.startswith(f"{base + 9:013d}#")  # ten events read, not forty
+
+
+def test_a_free_tenants_from_addresses_are_listed_on_its_row_and_follow_an_operators_assignment(stack, uid):
+    c = wiring.container()
+    first, second = f"f{uid}", f"g{uid}"
+    address = f"news@{uid}.example"
+    stack.client("sesv2").create_email_identity(EmailIdentity=address)  # its own identity: claimable
+    c.free_addresses.claim(first, address, 1)
+    c.tenants.accept(first, "free", _sender(address), c.ses.account_of)
+    assert c.tenants.get(first, fresh=True).from_addresses == (address,)
+    c.free_addresses.assign(second, address, 2)
+    assert c.tenants.get(first, fresh=True).from_addresses == ()
+
+
+def _sender(address: str):
+    from chalicelib.core.contract import Sender
+
+    return Sender(address, "N", None, None, None, 1.0)

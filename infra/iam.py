@@ -262,6 +262,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         ),
         _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("DailyCapUse", _READ, [tables["UsageTable"]]),  # a free tenant's use of today's cap (GET /tenant)
+        _stmt("EventLog", ["dynamodb:Query", "dynamodb:DescribeTable"], [tables["EventsTable"]]),  # GET /events
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,

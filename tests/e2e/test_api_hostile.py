@@ -87,6 +87,13 @@ ROUTES = [
     ("GET", "/webhooks"),
     ("POST", "/webhooks"),
     ("DELETE", "/webhooks/we_x"),
+    ("GET", "/campaigns"),
+    ("GET", "/campaigns/spring"),
+    ("GET", "/suppressions"),
+    ("POST", "/suppressions"),
+    ("DELETE", "/suppressions/ann%40example.org"),
+    ("GET", "/tenant"),
+    ("GET", "/events"),
 ]
 
 
@@ -143,3 +150,45 @@ def test_a_cursor_longer_than_a_key_is_a_400(stack, tenant_key, after):
     assert status == 400 and body["error"].startswith("after: not a cursor")
     fine = f"{stack.api_url}/campaigns/spring/recipients?after={urllib.request.quote('a' * 1024)}"
     assert _call("GET", fine, tenant_key) == (200, {"campaign": "spring", "recipients": [], "next": None})
+
+
+# Raw query strings, as a hostile client sends them: 10,000 characters, bytes that are not UTF-8, control
+# characters, cursors of nothing.
+HOSTILE_QUERIES = [
+    "after=" + "A" * 10_000,
+    "after=%FF%FE%FD",
+    "after=%00",
+    "after=" + "QUFB" * 30,  # base64 of "AAA...": a cursor of nothing
+    "limit=" + "9" * 10_000,
+    "limit=%FF",
+    "state=%FF&type=%FF&reason=%FF",
+    "since=%FF",
+    "prefix=" + "p" * 10_000,
+    "prefix=%0A%0D",
+    "campaign=%FF",
+    "timelineAfter=%FF",
+]
+
+
+@pytest.mark.parametrize("query", HOSTILE_QUERIES, ids=lambda q: q[:24])
+def test_a_hostile_query_string_on_a_list_is_a_400_problem_never_a_5xx(stack, tenant_key, query):
+    for path in ("/campaigns", "/campaigns/spring", "/suppressions", "/events"):
+        status, body = _call("GET", f"{stack.api_url}{path}?{query}", tenant_key)
+        assert status in (200, 400), (path, query[:40], status, body)
+        if status == 400:
+            assert body["type"] == "about:blank" and body["status"] == 400 and body["detail"], (path, query[:40])
+
+
+@pytest.mark.parametrize(
+    "address", ["a%00b@example.org", "%FF%FE@example.org", "a" * 3000 + "%40example.org", "ann%0D%0A@example.org"]
+)
+def test_removing_an_address_with_control_characters_or_no_utf_8_is_a_404(stack, tenant_key, address):
+    status, body = _call("DELETE", f"{stack.api_url}/suppressions/{address}", tenant_key)
+    assert (status, body["detail"]) == (404, "the address is not on this tenant's suppression list")
+
+
+def test_adding_addresses_with_control_characters_is_a_400_naming_each(stack, tenant_key):
+    given = ["ann@example.org", "bob\x00@example.org", "carl@example.org\r\nBcc: x@evil.example", "\u202eevil@x.org"]
+    status, body = _call("POST", f"{stack.api_url}/suppressions", tenant_key, {"addresses": given})
+    assert status == 400 and [i["index"] for i in body["invalid"]] == [1, 2, 3]
+    assert _call("GET", f"{stack.api_url}/suppressions", tenant_key)[1]["suppressions"] == []

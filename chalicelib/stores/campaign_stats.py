@@ -249,6 +249,18 @@ class CampaignStats:
         last = answer.get("LastEvaluatedKey")
         return page, (int(last["created_ms"]["N"]), str(last["campaign_id"]["S"])) if last else None
 
+    def list_unlisted(self, now_ms: int) -> int:
+        """Give each campaign of a previous release (counters, a sender, no created time) the created time its
+        first send or its schedule says, so that GET /campaigns lists it; how many. A scan: an operator's
+        one-off after upgrading (`moonsend campaign index`), safe to run again (a condition keeps a time set)."""
+        m = self._model
+        listed = 0
+        for item in m.scan(m.created_ms.does_not_exist() & m.sender_snapshot.exists()):
+            created = item.first_sent_ms or item.scheduled_at_ms or item.last_sent_ms or now_ms
+            if update_if(item, [m.created_ms.set(int(created))], m.created_ms.does_not_exist()):
+                listed += 1
+        return listed
+
     def _many(self, user_id: str, campaign_ids: list[str]) -> Iterator[CampaignCounts]:
         for i in range(0, len(campaign_ids), 100):
             for item in self._model.batch_get([(user_id, c) for c in campaign_ids[i : i + 100]]):

@@ -119,3 +119,20 @@ def _sender(address: str):
     from chalicelib.core.contract import Sender
 
     return Sender(address, "N", None, None, None, 1.0)
+
+
+def test_a_previous_releases_campaigns_are_listed_after_the_operators_index_run_once(stack, uid):
+    from chalicelib.stores.campaign_stats import CampaignStatsModel
+    from chalicelib.stores.tables import bound
+
+    c = wiring.container()
+    user = f"u{uid}"
+    m = bound(CampaignStatsModel, c.settings.resources.campaigns_table.name, c.settings.region)
+    # As a previous release wrote them: counters and a sender, no created time.
+    m(user, "old", sender_snapshot=_snapshot().to_json(), first_sent_ms=1_700_000_000_000).save()
+    m(user, "older", sender_snapshot=_snapshot().to_json(), scheduled_at_ms=1_600_000_000_000).save()
+    assert c.stats.newest(user)[0] == []
+    assert c.stats.list_unlisted(now_ms=1_800_000_000_000) >= 2
+    assert [p.campaign_id for p in c.stats.newest(user)[0]] == ["old", "older"]
+    assert c.stats.get(user, "old").created_ms == 1_700_000_000_000
+    assert c.stats.list_unlisted(now_ms=1_800_000_000_000) == 0  # nothing left: safe to run again

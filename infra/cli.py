@@ -315,6 +315,10 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         return 0
     if args.action in ("keys", "move-keys"):
         return _tenant_sender(args, registry)
+    if args.action == "show":  # GET /tenant
+        from infra.tenant_views import tenant_view
+
+        return _show_answer("tenant show", _container().tenant_view.get_for(args.user), tenant_view, args.json)
     actions = _container().actions
     from infra.terminal import plain
 
@@ -432,11 +436,68 @@ def _container() -> Any:
     return wiring.container()
 
 
+def _query(**given: object) -> dict[str, str]:
+    """A tenant-API route's query parameters from a command's options (None: not given)."""
+    return {name: str(value) for name, value in given.items() if value is not None}
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    # Piped or captured output has no width: print whole ids and addresses rather than "cli-t…".
+    return Console() if sys.stdout.isatty() else Console(width=320)
+
+
+def _show_answer(command: str, answer: Any, view: Any, as_json: bool, *, more: str = "more") -> int:
+    """A tenant-API answer on the terminal: a 4xx's message on stderr (exit 2 for a 400: what was given is
+    wrong; 1 otherwise), the JSON body as the API answers it (`--json`), or `view(body)` with the next page's
+    cursor on stderr. JSON is printed with every non-ASCII character escaped: no control reaches the terminal."""
+    import json
+
+    from infra.terminal import plain
+
+    if answer.status >= 400:
+        print(f"{command}: {plain(answer.body.get('error', answer.status))}", file=sys.stderr)
+        return 2 if answer.status == 400 else 1
+    if as_json:
+        print(json.dumps(answer.body, indent=2))
+        return 0
+    _console().print(view(answer.body))
+    cursor = answer.body.get("next")
+    if cursor:
+        print(f"{more}: --after {cursor}", file=sys.stderr)
+    return 0
+
+
+def _campaign_read(args: argparse.Namespace, c: Any) -> int:
+    """`campaign list` and `campaign show`: GET /campaigns and GET /campaigns/{id}, for the tenant `--user`."""
+    from infra import tenant_views
+
+    if args.action == "list":
+        query = _query(state=args.state, limit=args.limit, after=args.after)
+        answer = c.campaign_reads.list_for(args.user, query)
+        return _show_answer("campaign list", answer, lambda b: tenant_views.campaigns_table(b["campaigns"]), args.json)
+    answer = c.campaign_reads.show_for(args.user, args.campaign, _query(timelineAfter=args.timeline_after))
+    if answer.status == 404:
+        print(f"no campaign {args.campaign!r} of {args.user!r}", file=sys.stderr)
+        return 1
+    code = _show_answer("campaign show", answer, tenant_views.campaign_view, args.json)
+    more = answer.body.get("timeline", {}).get("next") if answer.status == 200 else None
+    if more and not args.json:
+        print(f"more minutes: --timeline-after {more}", file=sys.stderr)
+    return code
+
+
 def cmd_campaign(args: argparse.Namespace) -> int:
     from chalicelib.core.contract import parse_instant
 
+    if args.action != "list" and not args.campaign:
+        print(f"campaign {args.action} needs --id (or --campaign): campaign list shows them", file=sys.stderr)
+        return 2
     client_env(args.endpoint, args.stage)
     c = _container()
+    if args.action in ("list", "show"):
+        return _campaign_read(args, c)
     if c.stats.get(args.user, args.campaign) is None:
         print(f"no campaign {args.campaign!r} of {args.user!r}", file=sys.stderr)
         return 1
@@ -560,6 +621,81 @@ def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, w
         count = {"replayed": job.done, "replayedIsLowerBound": job.state != "done"}
     body = {**answer.body, "job": job.public(time.time()), **count}
     return Answer(answer.status if job.state == "done" else 504, body)
+
+
+def _addresses(args: argparse.Namespace) -> list[str]:
+    """The addresses given on the command line, then those of `--file` (one a line; blank lines skipped)."""
+    given = list(args.addresses)
+    if getattr(args, "file", None):
+        text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+        given += [line.strip() for line in text.splitlines() if line.strip()]
+    return given
+
+
+def _suppression_add(user: str, api: Any, addresses: list[str], reason: str | None) -> int:
+    """POST /suppressions, MAX_ADD addresses at a time. A batch with an invalid address adds nothing, and
+    no later batch is tried: each invalid one is named with its position in what was given."""
+    from chalicelib.control.suppression_api import MAX_ADD
+    from infra.terminal import plain
+
+    added = already = 0
+    for start in range(0, len(addresses), MAX_ADD):
+        batch = addresses[start : start + MAX_ADD]
+        body: dict[str, Any] = {"addresses": batch, **({"reason": reason} if reason is not None else {})}
+        answer = api.add_for(user, lambda b=body: b)
+        if answer.status != 200:
+            print(f"suppression add: {plain(answer.body['error'])}", file=sys.stderr)
+            for bad in answer.body.get("invalid", []):
+                print(f"  #{start + bad['index'] + 1}: {plain(bad['address'])!r}: {bad['why']}", file=sys.stderr)
+            if start:
+                print(f"  (the {start} address(es) before this batch of {MAX_ADD} were taken)", file=sys.stderr)
+            return 2 if answer.status == 400 else 1
+        added += answer.body["added"]
+        already += answer.body["alreadySuppressed"]
+    print(f"{user}: {added} address(es) added to its suppression list; {already} already on it")
+    return 0
+
+
+def cmd_suppression(args: argparse.Namespace) -> int:
+    """The tenant's suppression list: GET, POST /suppressions, DELETE /suppressions/{address}."""
+    from infra import tenant_views
+    from infra.terminal import plain
+
+    addresses = _addresses(args) if args.action != "list" else []
+    if args.action == "add" and not addresses:
+        print("suppression add: give addresses, or --file with one a line", file=sys.stderr)
+        return 2
+    client_env(args.endpoint, args.stage)
+    api = _container().suppression_api
+    if args.action == "list":
+        query = _query(reason=args.reason, prefix=args.prefix, limit=args.limit, after=args.after)
+        answer = api.list_for(args.user, query)
+        return _show_answer(
+            "suppression list", answer, lambda b: tenant_views.suppressions_table(b["suppressions"]), args.json
+        )
+    if args.action == "add":
+        return _suppression_add(args.user, api, addresses, args.reason)
+    answer = api.remove_for(args.user, addresses[0])
+    if answer.status == 200:
+        print(f"{args.user}: {plain(answer.body['email'])} lifted: it may be sent to again")
+        return 0
+    if answer.status == 409:
+        print(f"{args.user}: {plain(answer.body['error'])}", file=sys.stderr)
+    else:
+        print(f"{args.user}: {plain(addresses[0])} is not on its suppression list", file=sys.stderr)
+    return 1
+
+
+def cmd_events(args: argparse.Namespace) -> int:
+    """GET /events: the tenant's recorded events, oldest first; the next page's cursor, now or later."""
+    from infra import tenant_views
+
+    client_env(args.endpoint, args.stage)
+    query = _query(type=args.type, campaign=args.campaign, since=args.since, after=args.after, limit=args.limit)
+    answer = _container().event_reads.list_for(args.user, query)
+    return _show_answer(
+        "events", answer, lambda b: tenant_views.events_table(b["events"]), args.json, more="next (now or later)"
+    )
 
 
 def cmd_link_key(args: argparse.Namespace) -> int:
@@ -1001,13 +1137,20 @@ def build_parser() -> argparse.ArgumentParser:
     sm.set_defaults(func=cmd_smoke)
 
     cp = sub.add_parser(
-        "campaign", help="pause, resume, cancel, reschedule a campaign, or queue its failed recipients again"
+        "campaign",
+        help="list a tenant's campaigns, show one with its timeline; pause, resume, cancel, reschedule a campaign, "
+        "or queue its failed recipients again",
     )
-    cp.add_argument("action", choices=["pause", "resume", "cancel", "retry-failed", "schedule"])
+    cp.add_argument("action", choices=["list", "show", "pause", "resume", "cancel", "retry-failed", "schedule"])
     cp.add_argument("--user", required=True)
-    cp.add_argument("--campaign", required=True)
+    cp.add_argument("--campaign", "--id", dest="campaign", default=None, help="the campaign (every action but list)")
     cp.add_argument("--at", default=None, help="schedule: the new time (ISO 8601 with offset)")
     cp.add_argument("--reason-contains", default=None, help="retry-failed: only failures whose reason has this")
+    cp.add_argument("--state", choices=["scheduled", "sending", "paused", "done", "cancelled"], help="list: only these")
+    cp.add_argument("--limit", type=int, default=None, help="list: campaigns a page (1-200, default 50)")
+    cp.add_argument("--after", default=None, help="list: the cursor the page before printed")
+    cp.add_argument("--timeline-after", default=None, help="show: the cursor of the timeline's next minutes")
+    cp.add_argument("--json", action="store_true", help="list, show: the API's JSON answer")
     cp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     cp.add_argument("--stage", default="local")
     cp.set_defaults(func=cmd_campaign)
@@ -1038,11 +1181,46 @@ def build_parser() -> argparse.ArgumentParser:
     wh.add_argument("--stage", default="local")
     wh.set_defaults(func=cmd_webhook)
 
-    tn = sub.add_parser("tenant", help="pause or resume a tenant's sending, its API key, SES keys and From address")
+    sp = sub.add_parser("suppression", help="a tenant's suppression list: list it, add addresses, lift one")
+    sp_actions = sp.add_subparsers(dest="action", required=True)
+    sl = sp_actions.add_parser("list", help="the list by address, a page at a time (GET /suppressions)")
+    sl.add_argument("--reason", choices=["bounce", "complaint", "unsubscribe", "manual"], help="only this reason")
+    sl.add_argument("--prefix", default=None, help="addresses starting with this (any case)")
+    sl.add_argument("--limit", type=int, default=None, help="entries a page (1-1000, default 100)")
+    sl.add_argument("--after", default=None, help="the cursor the page before printed")
+    sl.add_argument("--json", action="store_true", help="the API's JSON answer")
+    sa = sp_actions.add_parser("add", help="never send to these addresses again (POST /suppressions)")
+    sa.add_argument("addresses", nargs="*", metavar="ADDRESS")
+    sa.add_argument("--file", default=None, help="a file of addresses, one a line (- for stdin)")
+    sa.add_argument("--reason", default=None, help="why, as the list shows it (default: added by the tenant)")
+    sr = sp_actions.add_parser("remove", help="lift one of the tenant's own entries (DELETE /suppressions/{address})")
+    sr.add_argument("addresses", nargs=1, metavar="ADDRESS")
+    for action in (sl, sa, sr):
+        action.add_argument("--user", required=True)
+        action.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+        action.add_argument("--stage", default="local")
+        action.set_defaults(func=cmd_suppression)
+
+    ev = sub.add_parser("events", help="a tenant's recorded events (what its webhooks carry), oldest first")
+    ev.add_argument("--user", required=True)
+    ev.add_argument("--type", default=None, help="only this type (sent, delivered, bounced, ...)")
+    ev.add_argument("--campaign", default=None, help="only this campaign's")
+    ev.add_argument("--since", default=None, help="recorded from this UTC instant on (2026-11-26T03:00:00Z)")
+    ev.add_argument("--after", default=None, help="the cursor the page before printed (now or later)")
+    ev.add_argument("--limit", type=int, default=None, help="events a page (1-1000, default 100)")
+    ev.add_argument("--json", action="store_true", help="the API's JSON answer")
+    ev.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+    ev.add_argument("--stage", default="local")
+    ev.set_defaults(func=cmd_events)
+
+    tn = sub.add_parser(
+        "tenant", help="show a tenant's standing; pause or resume its sending; its API key, SES keys and From address"
+    )
     tn.add_argument(
         "action",
-        choices=["pause", "resume", "key", "keys", "move-keys", "assign-from", "audit-from"],
-        help="key: a new API key; keys: its SES key versions; move-keys: register keys of another AWS account "
+        choices=["show", "pause", "resume", "key", "keys", "move-keys", "assign-from", "audit-from"],
+        help="show: its plan, rate, From addresses, pauses, SES status, daily cap (GET /tenant); "
+        "key: a new API key; keys: its SES key versions; move-keys: register keys of another AWS account "
         "(read from MOONSEND_NEW_API_KEY and MOONSEND_NEW_API_SECRET); assign-from: give it a free-plan From "
         "address; audit-from (no --user): list the From claims made by a first send whose address has no "
         "verified identity of its own",
@@ -1059,6 +1237,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tn.add_argument("--address", help="assign-from: the From address")
     tn.add_argument("--region", help="move-keys: the SES region of the new keys")
+    tn.add_argument("--json", action="store_true", help="show: the API's JSON answer")
     tn.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     tn.add_argument("--stage", default="local")
     tn.set_defaults(func=cmd_tenant)

@@ -46,8 +46,10 @@ class CampaignReads:
 
     def list(self, authorization: str | None, query: Mapping[str, str] | None) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.list_for(user, query)
+
+    def list_for(self, user: str, query: Mapping[str, str] | None) -> Answer:
+        """The list for a tenant already known (the route after its key check, and the operator's CLI)."""
         try:
             state = params.choice(query, "state", STATES)
             limit = params.limit(query, default=DEFAULT_PAGE, most=MAX_PAGE)
@@ -80,8 +82,9 @@ class CampaignReads:
 
     def show(self, authorization: str | None, campaign_id: str, query: Mapping[str, str] | None) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.show_for(user, campaign_id, query)
+
+    def show_for(self, user: str, campaign_id: str, query: Mapping[str, str] | None) -> Answer:
         if not is_id(campaign_id):
             return NOT_FOUND
         try:

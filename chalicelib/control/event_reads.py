@@ -33,8 +33,10 @@ class EventReads:
 
     def list(self, authorization: str | None, query: Mapping[str, str] | None) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.list_for(user, query)
+
+    def list_for(self, user: str, query: Mapping[str, str] | None) -> Answer:
+        """The page for a tenant already known (the route after its key check, and the operator's CLI)."""
         try:
             kind = params.choice(query, "type", EVENT_TYPES)
             campaign = params.text(query, "campaign")

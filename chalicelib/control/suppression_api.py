@@ -37,8 +37,10 @@ class SuppressionApi:
 
     def list(self, authorization: str | None, query: Mapping[str, str] | None) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.list_for(user, query)
+
+    def list_for(self, user: str, query: Mapping[str, str] | None) -> Answer:
+        """The list for a tenant already known (the route after its key check, and the operator's CLI)."""
         try:
             reason = params.choice(query, "reason", REASONS)
             prefix = params.text(query, "prefix", max_chars=MAX_ADDRESS_LENGTH)
@@ -56,8 +58,10 @@ class SuppressionApi:
 
     def add(self, authorization: str | None, body: BodyReader) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.add_for(user, body)
+
+    def add_for(self, user: str, body: BodyReader) -> Answer:
+        """`body` is read only here: an anonymous request's body is never parsed."""
         try:
             given = body()
         except UnreadableBody as exc:
@@ -82,8 +86,9 @@ class SuppressionApi:
 
     def remove(self, authorization: str | None, address: str) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.remove_for(user, address)
+
+    def remove_for(self, user: str, address: str) -> Answer:
         if not _valid(address):
             return NOT_LISTED  # nothing that is not an address is on anyone's list
         entry = self._suppressions.entry(user, address)

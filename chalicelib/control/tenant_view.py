@@ -48,8 +48,10 @@ class TenantView:
 
     def get(self, authorization: str | None) -> Answer:
         user = self._keys.owner(authorization)
-        if isinstance(user, Answer):
-            return user
+        return user if isinstance(user, Answer) else self.get_for(user)
+
+    def get_for(self, user: str) -> Answer:
+        """The view of a tenant already known (the route after its key check, and the operator's CLI)."""
         tenant = self._tenants.get(user, fresh=True)
         if tenant is None:  # a key issued before the tenant's first message registered its settings
             return Answer(

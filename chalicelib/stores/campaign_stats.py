@@ -16,6 +16,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAtt
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
+from chalicelib.core import log
 from chalicelib.core.resources import CAMPAIGNS_BY_CREATED
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.timeline import KINDS as TIMELINE_KINDS
@@ -157,9 +158,14 @@ class CampaignStats:
         now = time.time()
         if not sent_seconds and deltas.get("sent", 0) > 0:
             sent_seconds = {int(now): deltas["sent"]}
-        busiest = self._timeline.add(user_id, campaign_id, now, deltas, sent_seconds or {})
-        if busiest is not None:
-            self._note_busiest(user_id, campaign_id, busiest)
+        try:
+            busiest = self._timeline.add(user_id, campaign_id, now, deltas, sent_seconds or {})
+            if busiest is not None:
+                self._note_busiest(user_id, campaign_id, busiest)
+        except Exception as exc:
+            # The counters are written: raising now would have the caller count them again on its retry. The
+            # timeline is a chart, not a record (the ledger is): a minute's gap is the lesser harm.
+            log.warning("timeline not written", user=user_id, campaign=campaign_id, error=type(exc).__name__)
 
     def _note_busiest(self, user_id: str, campaign_id: str, busiest: Busiest) -> None:
         """Keep the campaign's busiest second on its item: written only when this container saw a busier one

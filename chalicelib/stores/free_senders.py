@@ -10,8 +10,8 @@ refused until an operator assigns it. Another tenant's message From an address i
 
 Claims live in the tenants table under `_from:<address, lower-cased>`, an id no tenant can have (tenant
 ids start with a letter or digit); each address a tenant has is also in a set on the tenant's own row
-(`from_addresses`), so that its settings (`GET /tenant`) list them without a scan. Paid tenants send through their own SES accounts, whose verified
-identities prove the address is theirs.
+(`from_addresses`), so that its settings (`GET /tenant`) list them without a scan. Paid tenants send
+through their own SES accounts, whose verified identities prove the address is theirs.
 
 A claim is read back, never re-checked, on every message: a claim made under the earlier rule (any free
 tenant claimed any address nobody had, `security@` of the platform's domain included) would stand for

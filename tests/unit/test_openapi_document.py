@@ -20,17 +20,6 @@ from chalicelib.control import openapi
 
 METHODS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
 DOC_URI = "urn:moonsend:openapi"
-# Issue 41's routes, documented from its contract (docs/api.md) while they are being built: one of them
-# not yet in app.py is not a failure; once in app.py it is checked as every other route is.
-ISSUE_41 = {
-    ("/campaigns", "GET"),
-    ("/campaigns/{campaign_id}", "GET"),
-    ("/suppressions", "GET"),
-    ("/suppressions", "POST"),
-    ("/suppressions/{address}", "DELETE"),
-    ("/tenant", "GET"),
-    ("/events", "GET"),
-}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +47,7 @@ def test_every_route_of_the_app_is_in_the_document(doc: dict[str, Any]):
 
 
 def test_every_operation_of_the_document_is_a_route_of_the_app(doc: dict[str, Any]):
-    assert sorted(operations(doc) - routes() - ISSUE_41) == []
+    assert sorted(operations(doc) - routes()) == []
 
 
 def test_the_tenant_routes_take_the_bearer_key_and_the_public_ones_none(doc: dict[str, Any]):
@@ -73,11 +62,16 @@ def test_the_tenant_routes_take_the_bearer_key_and_the_public_ones_none(doc: dic
         assert security == ([] if path in public else [{"bearer": []}]), (path, method)
 
 
+# Answered by Chalice before a route runs (a Content-Type the route does not take), in Chalice's shape.
+FRAMEWORK_STATUSES = {"415"}
+
+
 def test_every_tenant_error_is_a_problem(doc: dict[str, Any]):
     wrong = []
     for path, method, status, response in _responses(doc):
         tenant = doc["paths"][path][method]["security"] == [{"bearer": []}]
-        if tenant and int(status) >= 400 and list(response.get("content", {})) != ["application/problem+json"]:
+        ours = status not in FRAMEWORK_STATUSES
+        if tenant and ours and int(status) >= 400 and list(response.get("content", {})) != ["application/problem+json"]:
             wrong.append(f"{method.upper()} {path} {status}")
     assert wrong == []
 

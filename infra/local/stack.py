@@ -40,6 +40,7 @@ from moto.sns.models import sns_backends
 from chalicelib.core.config import APP_NAME, Settings
 from chalicelib.core.resources import resources_for
 from infra.local import (
+    api_paths,
     cfn_transform,
     cloudformation,
     direct_calls,
@@ -52,6 +53,7 @@ from infra.local import (
 )
 from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
+from infra.local.api_exchanges import ApiExchanges
 from infra.local.cloudformation import CreatedStack, EventSource, StreamSource
 from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
@@ -180,6 +182,7 @@ class LocalStack:
         self.alarms: AlarmEvaluator | None = None
         self.api: Any = None
         self.api_url: str | None = None
+        self.api_exchanges = ApiExchanges()  # off until a test starts it (tests/e2e/conftest.py)
         self.scheduler: Scheduler | None = None
         self.schedules: ScheduleRunner | None = None  # EventBridge Scheduler's (each digest's)
         self.app_module: Any = None
@@ -549,6 +552,8 @@ class LocalStack:
         except OSError as exc:
             raise StackError(f"cannot serve the API on {c.host}:{c.api_port}: {exc} (try --api-port)") from None
         self.api_url = f"http://{c.host}:{self.api.server.server_port}"
+        api_paths.install(self.api)  # first: API Gateway decodes path parameters before anything sees them
+        self.api_exchanges.install(self.api)
         serve_one = self.api.server.process_request_thread
 
         def as_api_function(request: Any, client_address: Any) -> None:

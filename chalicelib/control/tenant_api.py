@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.control.campaign_actions import CampaignActions
+from chalicelib.control.params import BadParam
+from chalicelib.control.params import limit as page_limit
 from chalicelib.control.webhook_registration import NO_ENDPOINT, WebhookRegistration
 from chalicelib.core.contract import MAX_SORT_KEY_BYTES, iso_ms
 from chalicelib.core.fields import is_id
@@ -146,11 +148,9 @@ class TenantApi:
         if state is not None and state not in STATES:
             return Answer(400, {"error": f"state: one of {', '.join(STATES)}"})
         try:
-            limit = int(p.get("limit", "100"))
-        except ValueError:
-            limit = 0
-        if not 1 <= limit <= MAX_PAGE:
-            return Answer(400, {"error": f"limit: a whole number from 1 to {MAX_PAGE}"})
+            limit = page_limit(p, default=100, most=MAX_PAGE)  # empty: the default, as on every list
+        except BadParam as exc:
+            return exc.answer()
         after = _cursor(p.get("after"))
         if isinstance(after, Answer):
             return after
@@ -183,8 +183,10 @@ class TenantApi:
             given = _read(body)
             if isinstance(given, Answer):
                 return given
-            reason = (given or {}).get("reason") or "no reason given"
-            if not isinstance(reason, str) or len(reason) > 200:
+            reason = (given or {}).get("reason")
+            if reason is None or reason == "":
+                reason = "no reason given"
+            elif not isinstance(reason, str) or len(reason) > 200:
                 return Answer(400, {"error": "reason: a string of at most 200 characters"})
             done = self._actions.pause_tenant(user, reason, by_tenant=True)
         elif action == "resume":

@@ -260,3 +260,27 @@ def test_since_an_instant_before_1970_or_after_2286_reads_from_the_log_s_ends():
     for since in ("1900-01-01T00:00:00Z", "2999-01-01T00:00:00.5Z"):
         body = reads.list(KEY, {"since": since}).body
         assert body["events"] == [] and json.dumps(body)
+
+
+def test_a_tenant_pause_reason_that_is_not_text_is_a_400_and_none_says_no_reason():
+    from chalicelib.control.tenant_api import DigestRuns, TenantApi
+
+    class Actions:
+        def pause_tenant(self, user: str, reason: str, by_tenant: bool) -> Any:
+            from chalicelib.control.campaign_actions import Done
+
+            self.reason = reason
+            return Done(True, "paused")
+
+    class Reports:
+        def authenticate(self, authorization: str | None) -> str | None:
+            return "acme" if authorization == KEY else None
+
+    actions = Actions()
+    digests = DigestRuns(None, lambda *_: None)  # type: ignore[arg-type]
+    api = TenantApi(Reports(), actions, None, None, digests, None)  # type: ignore[arg-type]
+    for bad in (False, 0, [], {}, 17, "x" * 201):
+        assert api.tenant_action(KEY, "pause", _body({"reason": bad})).status == 400, bad
+    for none in (None, ""):
+        assert api.tenant_action(KEY, "pause", _body({"reason": none})).status == 200
+        assert actions.reason == "no reason given"

@@ -289,6 +289,17 @@ def cmd_seal_keys(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_index_campaigns(args: argparse.Namespace) -> int:
+    """List the campaigns of a previous release in GET /campaigns: each with a sender and no created time gets
+    the time of its first send (or its schedule). A scan of the campaigns table; safe to run again."""
+    import time as _time
+
+    client_env(args.endpoint, args.stage)
+    listed = _container().stats.list_unlisted(int(_time.time() * 1000))
+    print(f"{listed} campaign(s) of a previous release are now listed (GET /campaigns, moonsend campaign list)")
+    return 0
+
+
 def cmd_tenant(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
 
@@ -1248,6 +1259,13 @@ def build_parser() -> argparse.ArgumentParser:
     sk.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     sk.add_argument("--stage", default="local")
     sk.set_defaults(func=cmd_seal_keys)
+
+    ic = sub.add_parser(
+        "index-campaigns", help="list the campaigns sent before the tenant API's campaign list (once, after upgrading)"
+    )
+    ic.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+    ic.add_argument("--stage", default="local")
+    ic.set_defaults(func=cmd_index_campaigns)
 
     lk = sub.add_parser(
         "link-key",

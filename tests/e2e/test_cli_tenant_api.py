@@ -183,3 +183,18 @@ def test_tenant_show_prints_its_plan_rate_and_standing(stack, tenant):
     assert "free" in shown.stdout and f"news@{tenant}.example" in shown.stdout and "paused" in shown.stdout
     body = _json(stack, "tenant", "show", "--user", tenant)
     assert body["id"] == tenant and body["plan"] == "free" and body["paused"] is False
+
+
+def test_index_campaigns_lists_a_previous_releases_campaigns_and_says_how_many(stack, tenant):
+    from chalicelib.stores.campaign_stats import CampaignStatsModel
+    from chalicelib.stores.tables import bound
+
+    c = wiring.container()
+    m = bound(CampaignStatsModel, c.settings.resources.campaigns_table.name, c.settings.region)
+    snapshot = SenderSnapshot("paid", f"news@{tenant}.example", "News", "us-east-1", 10.0, 1, "123456789012")
+    m(tenant, "from-before", sender_snapshot=snapshot.to_json(), first_sent_ms=1_600_000_000_000).save()
+    done = _moonsend(stack, "index-campaigns")
+    assert done.returncode == 0, done.stderr
+    assert "campaign(s) of a previous release are now listed" in done.stdout and not done.stdout.startswith("0 ")
+    listed = [c["id"] for c in _json(stack, "campaign", "list", "--user", tenant, "--limit", "200")["campaigns"]]
+    assert listed[-1] == "from-before"  # the oldest: its first send, long ago

@@ -138,7 +138,17 @@ def _count(model: Any, params: dict[str, Any], **_: Any) -> None:
     service = model.service_model.endpoint_prefix
     if service == "email":
         service = "sesv2"
-    _record(who, service, model.name, units_of(service, model.name, params))
+    _record(who, service, model.name, units_of(service, model.name, api_params(service, params)))
+
+
+def api_params(service: str, request: dict[str, Any]) -> dict[str, Any]:
+    """The call's parameters from the request `before-call` hands over (its serialised form, not the API's
+    parameters): DynamoDB's JSON body. Before this, a batch's or a transaction's items read as none, and
+    BatchWriteItem, TransactWriteItems and BatchGetItem were priced at no unit at all."""
+    if service != "dynamodb":
+        return request
+    body = request.get("body") or b"{}"
+    return dict(json.loads(body))
 
 
 def _record(who: str, service: str, operation: str, units: dict[str, float]) -> None:

@@ -117,6 +117,20 @@ class Faults:
         real_invoke, real_context = runner.invoke, runner.context_for
         runner.invoke = self._invoke(real_invoke)
         runner.context_for = self._context_for(real_context)
+        if runner.workers is not None:
+            # The functions run in worker processes: each invocation takes its dice there (`worker_spec`), and
+            # nothing of this process needs patching.
+            runner.worker_faults = self
+
+            def undo_workers() -> None:
+                ses.fault = None
+                sns.duplicates = lambda _p, _f: 0
+                FastQueue.redeliver = None
+                runner.invoke, runner.context_for = real_invoke, real_context
+                runner.worker_faults = None
+
+            self._undo.append(undo_workers)
+            return
         real_submit = ThreadPoolExecutor.submit
         ThreadPoolExecutor.submit = _propagating(real_submit)  # type: ignore[method-assign]
         # Every AWS call of every client, made before or after this (a client copies its session's event
@@ -196,6 +210,36 @@ class Faults:
             return ctx
 
         return context_for
+
+    def worker_spec(self, fn: LocalFunction) -> dict[str, Any] | None:
+        """The dice an invocation in a worker process rolls at its AWS calls (infra.local.worker): the kill
+        points of its function (none for an event killed before), the deadline Lambda stops it at, a seed."""
+        inv = _invocation()
+        if inv is None or not self.active():
+            return None
+        killable = not self._killed_before(inv)
+        kills = [
+            [operation, when, getattr(self.plan, point[0]) / 2, point[1], point[2]]
+            for (function, operation, when), point in _KILL_POINTS.items()
+            if function == fn.handler_name and killable
+        ]
+        deadline = None if inv.deadline is None else inv.deadline - time.monotonic()
+        if not kills and deadline is None:
+            return None
+        with self._lock:
+            seed = self._rng.getrandbits(64)
+        active_for = self.plan.until_s - (time.monotonic() - self._t0)
+        return {"seed": seed, "kills": kills, "deadline_in_s": deadline, "active_for_s": active_for}
+
+    def worker_report(self, fn: LocalFunction, injected: dict[str, int], crashed: bool) -> None:
+        """What an invocation in a worker injected, and whether it died (its event then dies no more)."""
+        with self._lock:
+            self.injected.update(injected)
+        inv = _invocation()
+        if crashed and inv is not None:
+            inv.dead = True
+            with self._lock:
+                self._killed_events.add(inv.event)
 
     def _kill(self, inv: _Invocation, why: str) -> None:
         inv.dead = True

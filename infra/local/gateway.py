@@ -24,7 +24,7 @@ from urllib.parse import parse_qsl, unquote
 
 from infra.local import cfn_limits, cfn_transform, dynamodb_limits, dynamodb_wire, payload_limits, sqs_limits, sqs_wire
 from infra.local.access import AccessControl
-from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner
+from infra.local.lambda_runtime import FunctionCrashed, FunctionError, FunctionRunner
 from infra.local.ses import (
     Refused,
     SesStandIn,
@@ -340,7 +340,9 @@ class Gateway:
         try:
             result = self.runner.invoke(fn, event)
         except (Exception, FunctionCrashed) as exc:
-            payload = {"errorMessage": str(exc), "errorType": type(exc).__name__}
+            # A handler's exception raised in a worker process carries its own type's name.
+            kind = exc.error_type if isinstance(exc, FunctionError) else type(exc).__name__
+            payload = {"errorMessage": str(exc), "errorType": kind}
             return (
                 200,
                 {"X-Amz-Function-Error": "Unhandled", "X-Amz-Executed-Version": "$LATEST"},

@@ -6,7 +6,8 @@ Chalice app, with its timeout, memory, role and on-failure destination as create
 invocation a Lambda-like context whose remaining time counts down from the function's timeout, signs
 its AWS calls as its role (infra.local.identity), and runs asynchronous invocations on a thread pool
 with Lambda's retry policy for async events: two retries, then the event goes to the function's
-on-failure destination with Lambda's invocation record (and is counted as failed).
+on-failure destination with Lambda's invocation record (and is counted as failed). With workers
+(`use_workers`, infra.local.workers), each function's handler runs in processes of its own instead.
 """
 
 from __future__ import annotations
@@ -25,45 +26,10 @@ from typing import Any
 from infra.local import environment, identity
 from infra.local.cloudformation import LAMBDA_ASYNC_RETRIES
 from infra.local.identity import RoleCredentials
+from infra.local.lambda_context import FunctionCrashed, LambdaContext
+from infra.local.workers import FunctionError, WorkerFaults, WorkerPools
 
 DEFAULT_TIMEOUT_S = 60
-
-
-class LambdaContext:
-    """The attributes and method of AWS Lambda's Python context object that code uses."""
-
-    def __init__(
-        self,
-        function_name: str,
-        timeout_s: float,
-        memory_mb: int,
-        region: str,
-        account_id: str,
-        hurry: threading.Event | None = None,
-    ) -> None:
-        self.function_name = function_name
-        self.function_version = "$LATEST"
-        self.invoked_function_arn = f"arn:aws:lambda:{region}:{account_id}:function:{function_name}"
-        self.memory_limit_in_mb = memory_mb
-        self.aws_request_id = str(uuid.uuid4())
-        self.log_group_name = f"/aws/lambda/{function_name}"
-        self.log_stream_name = time.strftime("%Y/%m/%d/[$LATEST]") + uuid.uuid4().hex
-        self._deadline = time.monotonic() + timeout_s
-        self._hurry = hurry  # set when the stack stops to save its state: every invocation's time is up
-
-    def get_remaining_time_in_millis(self) -> int:
-        if self._hurry is not None and self._hurry.is_set():
-            return 0
-        return max(0, int((self._deadline - time.monotonic()) * 1000))
-
-
-class FunctionCrashed(BaseException):
-    """The function's process died mid-invocation (killed, timed out, out of memory).
-
-    A BaseException, so that no `except Exception` in the handler runs, as none would in a killed
-    process; the runtime counts it as the invocation's error (and retries an async one, as Lambda does).
-    Raised only by fault injection (`infra.local.faults`).
-    """
 
 
 @dataclass
@@ -78,6 +44,9 @@ class LocalFunction:
     async_retries: int = LAMBDA_ASYNC_RETRIES  # retries of a failed async event (the template's EventInvokeConfig)
     # What `os.environ` holds while it runs (infra.local.environment; None: the process's own).
     environment: dict[str, str] | None = None
+    # The handler as "module:attribute", for a worker process of its own (infra.local.workers) to load: the
+    # runtime runs it there when it has workers. None: in this process.
+    worker: str | None = None
 
 
 @dataclass
@@ -122,8 +91,10 @@ def functions_from_stack(
     stack: Any,
     roles: dict[str, RoleCredentials],
     environments: dict[str, dict[str, str]] | None = None,
+    module: str = "app",
 ) -> dict[str, LocalFunction]:
-    """The stack's functions (infra.local.cloudformation.CreatedStack) that Lambda invokes, by name.
+    """The stack's functions (infra.local.cloudformation.CreatedStack) that Lambda invokes, by name; a worker
+    process loads each one's handler from `module` (the app's, whose attributes are its handlers).
 
     The API's function is served by `chalice local` instead (its handler is the app itself)."""
     out: dict[str, LocalFunction] = {}
@@ -141,6 +112,7 @@ def functions_from_stack(
             on_failure=f.on_failure,
             async_retries=f.async_retries,
             environment=(environments or {}).get(name),
+            worker=f"{module}:{f.handler_name}",
         )
     return out
 
@@ -174,6 +146,14 @@ class FunctionRunner:
         self.deferred: list[tuple[str, dict[str, Any]]] = []
         # Sends an invocation record to a function's on-failure destination (the stack's SQS client).
         self._send_on_failure = on_failure
+        # Each function's worker processes (infra.local.workers; None: every handler runs in this process),
+        # and what the fault injector gives and takes from their invocations (infra.local.faults).
+        self.workers: WorkerPools | None = None
+        self.worker_faults: WorkerFaults | None = None
+
+    def use_workers(self, per_function: int) -> None:
+        """Run every function that names its handler for a worker (`LocalFunction.worker`) in processes of its own."""
+        self.workers = WorkerPools(self._region, self._account, per_function, self._hurry)
 
     def resolve(self, name_or_arn: str) -> LocalFunction | None:
         name = name_or_arn.split(":function:")[-1].split(":")[0]
@@ -198,11 +178,9 @@ class FunctionRunner:
                 self._cv.notify_all()
 
     def _invoke(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
-        context = self.context_for(fn)
         started = time.monotonic()
         try:
-            with identity.acting_as(fn.role), environment.acting_in(fn.environment):
-                result = fn.handler(event, context)
+            result = self._run(fn, event)
         except (Exception, FunctionCrashed):
             with self._cv:
                 self.stats.errors += 1
@@ -219,6 +197,18 @@ class FunctionRunner:
         with self._cv:
             self.stats.succeeded += 1
         return result
+
+    def _run(self, fn: LocalFunction, event: dict[str, Any]) -> Any:
+        """The handler's result: in one of the function's workers, or here as the function (its role, its
+        environment)."""
+        workers = self.workers
+        if workers is not None and fn.worker is not None:
+            with workers.checkout(fn) as worker:
+                # The clock starts once a worker has it, as Lambda's starts in a container.
+                return workers.invoke(worker, fn, event, self.context_for(fn), self.worker_faults)
+        context = self.context_for(fn)
+        with identity.acting_as(fn.role), environment.acting_in(fn.environment):
+            return fn.handler(event, context)
 
     def invoke_async(
         self, fn: LocalFunction, event: dict[str, Any], on_done: Callable[[bool], None] | None = None
@@ -273,6 +263,9 @@ class FunctionRunner:
                 except FunctionCrashed as crash:
                     error = f"FunctionCrashed: {crash}"
                     print(f"[lambda] {fn.function_name} died (attempt {attempt + 1}): {crash}")
+                except FunctionError as failed:  # raised in a worker: its own traceback, its own type
+                    error = failed.traceback
+                    print(f"[lambda] {fn.function_name} failed (attempt {attempt + 1}):\n{error}")
                 except Exception:
                     error = traceback.format_exc(limit=6)
                     print(f"[lambda] {fn.function_name} failed (attempt {attempt + 1}):\n{error}")
@@ -301,6 +294,8 @@ class FunctionRunner:
         """Stop for a save: no new invocation starts (events are deferred), running ones are told their time
         is up; True when every running invocation has finished within `timeout`."""
         self._hurry.set()
+        if self.workers is not None:
+            self.workers.hurry()
         return self.wait_idle(timeout)
 
     @property
@@ -330,3 +325,5 @@ class FunctionRunner:
             pools = list(self._pools.values())
         for pool in pools:
             pool.shutdown(wait=False, cancel_futures=True)
+        if self.workers is not None:
+            self.workers.shutdown()

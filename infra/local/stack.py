@@ -65,6 +65,7 @@ from infra.local.ses import SesStandIn
 from infra.local.sns_delivery import Publication, SnsDelivery
 from infra.local.sqs_poller import SqsPoller, check_mapping
 from infra.local.stream_poller import StreamPoller, check_stream_mapping
+from infra.local.workers import ApiWorker, worker_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_PORT = 4566
@@ -106,6 +107,12 @@ class StackConfig:
     # True: this process's own AWS calls (the functions', the stack's) go to the endpoint's app without a
     # loopback HTTP exchange (infra.local.direct_calls); other processes call over loopback either way.
     direct_calls: bool = True
+    # True: each function runs in worker processes of its own (infra.local.workers), with its environment and
+    # its role's credentials as the process's own: no environment or credential patch here, every function's
+    # AWS call over loopback. At most `workers_per_function` processes each (more invocations wait for one).
+    # Default: MOONSEND_WORKER_PROCESSES=1 in the environment turns it on.
+    worker_processes: bool = field(default_factory=lambda: os.environ.get("MOONSEND_WORKER_PROCESSES") == "1")
+    workers_per_function: int = 16
     clear_outbox: bool = False
     # Where the stack's state is kept across a restart (infra.local.state): loaded at start when the file
     # exists, saved by a clean stop. None: nothing kept (tests, the demo, benches).
@@ -181,6 +188,7 @@ class LocalStack:
         self.gateway: Gateway | None = None
         self.alarms: AlarmEvaluator | None = None
         self.api: Any = None
+        self.api_worker: ApiWorker | None = None  # the API's own process, with worker processes
         self.api_url: str | None = None
         self.api_exchanges = ApiExchanges()  # off until a test starts it (tests/e2e/conftest.py)
         self.scheduler: Scheduler | None = None
@@ -286,14 +294,16 @@ class LocalStack:
         )
         self.outputs = dict(self.created.physical)
         self._set_environment(self.created)
-        self._undo.append(environment.install())
+        if not c.worker_processes:  # the functions share this process: each sees its own environment here
+            self._undo.append(environment.install())
         self.environments = self._function_environments(self.created)
         self.settings = Settings.from_env()
         self.access = AccessControl(c.region, c.account_id)
         gateway.access = self.access
         roles = self.roles = self._assume_roles(self.created)
-        self._undo.append(identity.carry_into_pools())
-        self._undo.append(identity.install(PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY))
+        if not c.worker_processes:  # and each signs as its own role here
+            self._undo.append(identity.carry_into_pools())
+            self._undo.append(identity.install(PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY))
         from chalicelib.core import aws
 
         aws.reset()  # clients made from now on sign as the calling function
@@ -452,6 +462,8 @@ class LocalStack:
         self.runner = FunctionRunner(
             functions, c.region, c.account_id, max_concurrency=c.max_concurrency, on_failure=self._send_on_failure
         )
+        if c.worker_processes:
+            self.runner.use_workers(c.workers_per_function)
         gateway.runner = self.runner
         self.sns = SnsDelivery(self.runner)
         gateway.sns = self.sns
@@ -530,11 +542,13 @@ class LocalStack:
         """Lambda's delivery of an invocation record to an on-failure destination (an SQS queue)."""
         assert fn.on_failure is not None
         _arn, _aws, _sqs, _region, account, name = fn.on_failure.split(":", 5)
-        from chalicelib.core import aws
-
-        # A client with no keys of its own: the call is signed as the function's role (the runtime acts as
-        # it). Lambda sends to the queue by its ARN: no GetQueueUrl, which the role need not be allowed.
-        sqs = aws.client("sqs", self.config.region)
+        # Signed as the function's role, as Lambda sends it. Lambda sends to the queue by its ARN: no
+        # GetQueueUrl, which the role need not be allowed.
+        role = fn.role
+        if role is None:
+            sqs = self.client("sqs")
+        else:
+            sqs = self.client("sqs", access_key=role.access_key, secret_key=role.secret_key, token=role.token)
         sqs.send_message(QueueUrl=f"{self.endpoint}/{account}/{name}", MessageBody=json.dumps(record))
 
     def _start_api(self, chalice_app: Any, role: RoleCredentials, env: dict[str, str] | None) -> None:
@@ -543,6 +557,9 @@ class LocalStack:
         from chalice.local import create_local_server
 
         c = self.config
+        if c.worker_processes:
+            self._start_api_worker(role, env)
+            return
         on_disk = json.loads((ROOT / ".chalice" / "config.json").read_text())
         cfg = ChaliceConfig.create(
             chalice_stage=c.stage, app_name="moonsend", config_from_disk=on_disk, project_dir=str(ROOT)
@@ -571,6 +588,24 @@ class LocalStack:
         wiring.reset()  # the containers made so far knew no API address
         self._api_thread = threading.Thread(target=self.api.server.serve_forever, daemon=True, name="local-api")
         self._api_thread.start()
+
+    def _start_api_worker(self, role: RoleCredentials, env: dict[str, str] | None) -> None:
+        """The API's function in a process of its own (with worker processes), its address told to the others."""
+        c = self.config
+        api = ApiWorker(worker_environment(env, role, dict(os.environ)), c.host, c.api_port, c.stage)
+        if not api.url:
+            raise StackError(
+                f"cannot serve the API on {c.host}:{c.api_port} (its output above says why; try --api-port)"
+            )
+        self.api_worker = api
+        self.api_url = api.url
+        os.environ["MOONSEND_API_URL"] = self.api_url
+        for own in self.environments.values():  # the functions the template tells where the API is
+            if "MOONSEND_API_URL" in own:
+                own["MOONSEND_API_URL"] = self.api_url
+        from chalicelib import wiring
+
+        wiring.reset()
 
     def _queue_counts(self, name: str) -> dict[str, int] | None:
         """A queue's Approximate* counts read from moto's SQS model in this process (None: no such queue)."""
@@ -603,6 +638,8 @@ class LocalStack:
         if self.api is not None:
             self.api.server.shutdown()
             self.api.server.server_close()
+        if self.api_worker is not None:
+            self.api_worker.stop()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -642,9 +679,10 @@ class LocalStack:
         access_key: str = PLATFORM_ACCESS_KEY,
         secret_key: str = PLATFORM_SECRET_KEY,
         region: str | None = None,
+        token: str | None = None,
     ) -> Any:
         """A client for the local endpoint (made once per service, keys and region)."""
-        key = (service, access_key, secret_key, region or self.config.region)
+        key = (service, access_key, secret_key, region or self.config.region, token or "")
         with self._clients_lock:
             found = self._clients.get(key)
             if found is None:
@@ -654,6 +692,7 @@ class LocalStack:
                     region_name=key[3],
                     aws_access_key_id=access_key,
                     aws_secret_access_key=secret_key,
+                    aws_session_token=token,
                     config=Config(retries={"total_max_attempts": 1, "mode": "standard"}, max_pool_connections=32),
                 )
                 self._clients[key] = found

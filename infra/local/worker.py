@@ -115,7 +115,7 @@ def _arm_faults() -> None:
             armed.after(operation)
         return answer
 
-    BaseClient._make_api_call = call  # type: ignore[method-assign]
+    BaseClient._make_api_call = call
 
 
 def serve(

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import botocore.credentials
 import pytest
 
 from infra.local.identity import RoleCredentials
@@ -26,7 +25,9 @@ def _fn(handler: str, **kw: Any) -> LocalFunction:
     def not_here(_event: dict[str, Any], _context: Any) -> None:
         raise AssertionError("ran in the test's process, not in a worker")
 
-    return LocalFunction(handler, f"moonsend-test-{handler}", not_here, worker=f"tests.local.worker_probe:{handler}", **kw)
+    return LocalFunction(
+        handler, f"moonsend-test-{handler}", not_here, worker=f"tests.local.worker_probe:{handler}", **kw
+    )
 
 
 @pytest.fixture
@@ -131,48 +132,52 @@ def test_an_injected_kill_ends_the_workers_process(runner: FunctionRunner) -> No
 
 
 # --- a whole stack ---------------------------------------------------------------------------------------
+# In a process of its own: moto's backends are this process's, and the session's stack may hold them.
+
+_WHOLE_STACK = """
+import json, os, sys, tempfile, urllib.error, urllib.request
+from pathlib import Path
+import botocore.credentials
+real_resolver, real_environ = botocore.credentials.create_credential_resolver, os.environ
+from infra.local.stack import LocalStack, StackConfig
+from infra.producer import CampaignSpec, messages, publish
+with tempfile.TemporaryDirectory() as tmp:
+    cfg = StackConfig(port=0, api_port=0, outbox=Path(tmp), ses_latency_ms=5.0, worker_processes=True)
+    with LocalStack(cfg) as st:
+        sender = st.paid_sender("w1", rate=50, ses_max_rate=100)
+        topic = st.topic_arns[st.settings.resources.precompile_topic.name]
+        spec = CampaignSpec("w1", sender, "Hi {{ name }}", "<p>Hello {{ name }}</p>", "c1")
+        people = [{"email": f"r{i}@w1.example", "metadata": {"name": "A"}} for i in range(5)]
+        publish(st.client("sns"), topic, messages(spec, people))
+        drained = st.wait_until_drained(timeout=120)
+        try:
+            urllib.request.urlopen(f"{st.api_url}/campaigns/x/report")
+            api = 200
+        except urllib.error.HTTPError as exc:
+            api = exc.code
+        print(json.dumps({
+            "drained": drained,
+            "sent": sum(1 for _ in Path(tmp).rglob("*.eml")),
+            "workers": st.runner.workers.started,
+            "api_pid": st.api_worker.process.pid,
+            "api": api,
+            "patched": botocore.credentials.create_credential_resolver is not real_resolver
+            or os.environ is not real_environ,
+            "denied": sorted(set(st.access.denied)),
+        }))
+"""
 
 
-@pytest.fixture(scope="module")
-def worker_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    from infra.local.stack import LocalStack, StackConfig
+def test_a_whole_stack_runs_its_functions_and_its_api_in_worker_processes() -> None:
+    import subprocess
+    import sys
 
-    config = StackConfig(
-        port=0, api_port=0, outbox=tmp_path_factory.mktemp("outbox"), ses_latency_ms=5.0, worker_processes=True
-    )
-    real_resolver = botocore.credentials.create_credential_resolver
-    real_environ = os.environ
-    st = LocalStack(config).start()
-    try:
-        # Nothing of this process is patched for the functions: they are in processes of their own.
-        assert botocore.credentials.create_credential_resolver is real_resolver and os.environ is real_environ
-        yield st
-    finally:
-        st.stop()
-    assert st.access is not None and not st.access.denied
-
-
-def test_a_campaign_goes_out_through_worker_processes(worker_stack: Any, uid: str) -> None:
-    from infra.producer import CampaignSpec, messages, publish
-
-    st = worker_stack
-    sender = st.paid_sender(f"w{uid}", rate=50, ses_max_rate=100)
-    topic = st.topic_arns[st.settings.resources.precompile_topic.name]
-    spec = CampaignSpec(f"w{uid}", sender, "Hi {{ name }}", "<p>Hello {{ name }}</p>", f"c{uid}")
-    people = [{"email": f"r{i}@{uid}.example", "metadata": {"name": "A"}} for i in range(5)]
-    publish(st.client("sns"), topic, messages(spec, people))
-    assert st.wait_until_drained(timeout=120)
-    sent = [p for p in Path(st.config.outbox).rglob("*.eml") if uid in p.read_text(errors="replace")]
-    assert len(sent) == 5
-    assert st.runner.workers.started >= 2  # precompile_email's and send_emails' at least
-
-
-def test_the_api_runs_in_a_process_of_its_own(worker_stack: Any) -> None:
-    import urllib.error
-    import urllib.request
-
-    assert worker_stack.api_worker is not None and worker_stack.api_worker.process.pid != os.getpid()
-    with pytest.raises(urllib.error.HTTPError) as answer:  # no key: refused, by the app itself
-        urllib.request.urlopen(f"{worker_stack.api_url}/campaigns/x/report")
-    assert answer.value.code in (401, 403)
-    assert json.loads(answer.value.read() or b"{}") is not None
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "MOONSEND_LOG_LEVEL": "WARNING"}
+    done = subprocess.run([sys.executable, "-c", _WHOLE_STACK], cwd=root, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["drained"] and seen["sent"] == 5
+    assert seen["workers"] >= 2  # precompile_email's and send_emails' at least
+    assert seen["api"] in (401, 403)  # no key: refused by the app, in the API's own process
+    assert not seen["patched"] and seen["denied"] == []

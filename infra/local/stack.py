@@ -8,7 +8,8 @@ the few values a local stack cannot take from the template; infra.local.environm
 calls are signed with its own role's credentials and refused by the endpoint where the role's policy
 does not allow them (infra.local.access), and its event sources are the template's SNS subscriptions
 and schedules.
-Handlers run in this process, on the same code that is deployed. The accelerators (fast_sqs,
+Handlers run in this process, on the same code that is deployed, or with `StackConfig(worker_processes=True)`
+each function in worker processes of its own (infra.local.workers). The accelerators (fast_sqs,
 fast_dynamodb, direct_calls, keepalive, the gateway's short paths) are installed here too; fast_sqs,
 fast_dynamodb and direct_calls each have a `StackConfig` flag, so that a bench can compare without them.
 """

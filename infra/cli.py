@@ -290,8 +290,8 @@ def cmd_seal_keys(args: argparse.Namespace) -> int:
 
 
 def cmd_index_campaigns(args: argparse.Namespace) -> int:
-    """List the campaigns of a previous release in GET /campaigns: each with a sender and no created time gets
-    the time of its first send (or its schedule). A scan of the campaigns table; safe to run again."""
+    """List the campaigns of a previous release in GET /campaigns: each with a fixed Sender and no created time
+    gets the time of its first send (or its schedule). A scan of the campaigns table; safe to run again."""
     import time as _time
 
     client_env(args.endpoint, args.stage)

@@ -256,9 +256,9 @@ class CampaignStats:
         return page, (int(last["created_ms"]["N"]), str(last["campaign_id"]["S"])) if last else None
 
     def list_unlisted(self, now_ms: int) -> int:
-        """Give each campaign of a previous release (counters, a sender, no created time) the created time its
-        first send or its schedule says, so that GET /campaigns lists it; how many. A scan: an operator's
-        one-off after upgrading (`moonsend campaign index`), safe to run again (a condition keeps a time set)."""
+        """Give each campaign of a previous release (counters, a fixed Sender, no created time) the created time
+        its first send or its schedule says, so that GET /campaigns lists it; how many. A scan: an operator's
+        one-off after upgrading (`moonsend index-campaigns`), safe to run again (a condition keeps a time set)."""
         m = self._model
         listed = 0
         for item in m.scan(m.created_ms.does_not_exist() & m.sender_snapshot.exists()):

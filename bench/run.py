@@ -56,6 +56,11 @@ BENCHES = (
     Bench("digest_assembly", "Digests at volume (issue 23)", ("bench/digest_assembly.py",)),
     Bench("webhooks", "Webhook deliveries: cost per event and delay (issue 24)", ("bench/webhooks.py",)),
     Bench("sweeper", "The sweeper: queues checked per second (issue 36)", ("bench/sweeper.py",)),
+    Bench(
+        "tenant_api",
+        "The tenant API's reads: DynamoDB requests, read capacity and latency (issue 41)",
+        ("bench/tenant_api.py",),
+    ),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

@@ -404,7 +404,7 @@ class Container:
     @cached_property
     def event_log(self) -> EventLog:
         s = self.settings
-        log = EventLog(s.resources.events_table.name, s.region, s.events_retention_days)
+        log = EventLog(s.resources.event_log_table.name, s.region, s.events_retention_days)
         log.warm()
         return log
 

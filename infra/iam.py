@@ -262,7 +262,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         ),
         _stmt("Tenants", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("DailyCapUse", _READ, [tables["UsageTable"]]),  # a free tenant's use of today's cap (GET /tenant)
-        _stmt("EventLog", ["dynamodb:Query", "dynamodb:DescribeTable"], [tables["EventsTable"]]),  # GET /events
+        _stmt("EventLog", ["dynamodb:Query", "dynamodb:DescribeTable"], [tables["EventLogTable"]]),  # GET /events
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,
@@ -348,7 +348,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("WebhookEndpoints", ["dynamodb:Query", "dynamodb:DescribeTable"], [webhooks_table]),
         _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [held_table]),
         # Every event kept for the tenant's GET /events, whether or not it has an endpoint.
-        _stmt("EventLog", ["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], [tables["EventsTable"]]),
+        _stmt("EventLog", ["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], [tables["EventLogTable"]]),
         put_deliveries,
         # Lambda's stream poller puts the shard pointers of what it gave up on there, with the function's role.
         _stmt("StreamOnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)]),

@@ -173,7 +173,7 @@ class Resources:
     # A campaign's sends and feedback per minute, for its chart (chalicelib.stores.timeline).
     timeline_table: TableDef
     # Every event a tenant's webhooks carry, kept for a while for `GET /events` (chalicelib.stores.event_log).
-    events_table: TableDef
+    event_log_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -216,7 +216,7 @@ class Resources:
             self.webhooks_table,
             self.parked_deliveries_table,
             self.timeline_table,
-            self.events_table,
+            self.event_log_table,
         )
 
     @property
@@ -319,8 +319,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             ttl_attribute="expires_at",
         ),
         timeline_table=TableDef("TimelineTable", f"{p}-timeline", hash_key="pk", range_key="minute"),
-        events_table=TableDef(
-            "EventsTable", f"{p}-events", hash_key="user_id", range_key="sk", ttl_attribute="expires_at"
+        # Not `-events`: that is the SES configuration set's name.
+        event_log_table=TableDef(
+            "EventLogTable", f"{p}-event-log", hash_key="user_id", range_key="sk", ttl_attribute="expires_at"
         ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),

@@ -61,9 +61,12 @@ def decode_cursor(params: Mapping[str, str] | None, name: str = "after") -> str 
     if given is None:
         return None
     try:
-        return base64.urlsafe_b64decode(given + "=" * (-len(given) % 4)).decode("utf-8")
+        decoded = base64.urlsafe_b64decode(given + "=" * (-len(given) % 4)).decode("utf-8")
     except (binascii.Error, ValueError):
-        raise BadParam(f"{name}: not a cursor of this list (give the `next` of the page before)") from None
+        raise bad_cursor(name) from None
+    if not decoded:  # `====`, or only characters base64 skips: no page ends at nothing (nor can a key be empty)
+        raise bad_cursor(name)
+    return decoded
 
 
 def bad_cursor(name: str = "after") -> BadParam:

@@ -48,6 +48,9 @@ class SuppressionApi:
             after = params.decode_cursor(query)
             if after is not None and (len(after) > MAX_ADDRESS_LENGTH or not after.isprintable()):
                 raise params.bad_cursor()
+            # DynamoDB refuses a start key outside the query's key condition (a ValidationException: a 500).
+            if after is not None and prefix is not None and not after.lower().startswith(prefix.lower()):
+                raise params.bad_cursor()
         except BadParam as exc:
             return exc.answer()
         entries, more = self._suppressions.page(user, reason=reason, prefix=prefix, after=after, limit=limit)

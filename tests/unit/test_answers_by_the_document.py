@@ -1,0 +1,187 @@
+"""The tenant API's reads, in the states a tenant meets, each answer valid by the OpenAPI document's schema
+for its route (openapi-schema-validator's 3.1 dialect): the e2e exchanges reach only the states the local
+stack makes (its SES gives no free tenant a status, for one); these reach the rest with fakes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from jsonschema.exceptions import ValidationError
+from openapi_schema_validator import OAS31Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from chalicelib.control import openapi
+from chalicelib.control.campaign_reads import CampaignReads
+from chalicelib.control.suppression_api import SuppressionApi
+from chalicelib.control.tenant_keys import TenantKeys
+from chalicelib.control.tenant_view import PlatformTerms, TenantView
+from chalicelib.core.contract import Sender
+from chalicelib.stores.campaign_sender import SenderSnapshot
+from chalicelib.stores.campaign_stats import CampaignCounts
+from chalicelib.stores.pauses import Pause
+from chalicelib.stores.ses_tenants import TenantStatus
+from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.timeline import Minute
+from tests.fakes.suppressions import FakeSuppressions
+from tests.fakes.tenants import FakeTenants
+
+NOW_S = 1_790_000_000
+DOC_URI = "urn:moonsend:openapi"
+
+
+def _valid_by_document(path: str, status: str, body: Any) -> None:
+    doc = json.loads(openapi.document())
+    pointer = "/" + "/".join(
+        p.replace("~", "~0").replace("/", "~1")
+        for p in ("paths", path, "get", "responses", status, "content", "application/json", "schema")
+    )
+    registry: Registry[Any] = Registry().with_resource(DOC_URI, Resource.from_contents(doc, DRAFT202012))
+    OAS31Validator({"$ref": f"{DOC_URI}#{pointer}"}, registry=registry).validate(body)
+
+
+class _Ses:
+    def __init__(self, status: TenantStatus | None) -> None:
+        self._status = status
+
+    def status(self, user_id: str, region: str, *, max_age_s: float = 60) -> TenantStatus | None:
+        return self._status
+
+
+class _Usage:
+    def used(self, user_id: str, now: float | None = None) -> int:
+        return 3
+
+
+def _view(tenant: Tenant | None, ses: TenantStatus | None) -> TenantView:
+    keys = TenantKeys(lambda authorization: "acme")
+    terms = PlatformTerms("us-east-1", 1.0, 200)
+    tenants = FakeTenants(*([tenant] if tenant else []))
+    return TenantView(keys, tenants, _Usage(), _Ses(ses), terms, clock=lambda: NOW_S)
+
+
+_FREE = Tenant(
+    "acme",
+    "free",
+    Sender("news@acme.example", "Acme", None, None, None, 5.0),
+    pauses=(Pause("ses", "SES paused sending for SES tenant moonsend-acme: bounces", NOW_S * 1000),),
+    from_addresses=("news@acme.example",),
+)
+_PAID = Tenant("acme", "paid", Sender("news@acme.example", "Acme", "us-east-1", "AKIA", None, 10.0))
+
+
+@pytest.mark.parametrize(
+    ("tenant", "ses"),
+    [
+        (_FREE, TenantStatus("moonsend-acme", "DISABLED", "bounces", None)),
+        (_FREE, TenantStatus("moonsend-acme", "ENABLED", None, "arn:aws:ses:us-east-1:aws:reputation-policy/x")),
+        (_FREE, None),  # no SES tenant yet
+        (_PAID, None),
+        (None, None),  # a key, no message yet
+    ],
+    ids=["free-paused-by-ses", "free-sending", "free-no-ses-tenant", "paid", "no-message-yet"],
+)
+def test_the_tenants_view_is_valid_by_the_document_in_every_standing(
+    tenant: Tenant | None, ses: TenantStatus | None
+) -> None:
+    answer = _view(tenant, ses).get("Bearer k")
+    assert answer.status == 200
+    try:
+        _valid_by_document("/tenant", "200", answer.body)
+    except ValidationError as exc:
+        pytest.fail(f"GET /tenant answers {json.dumps(answer.body)}, which the document refuses: {exc.message}")
+
+
+# --- campaigns ------------------------------------------------------------------------------------------------------
+
+
+def _snapshot(plan: str, region: str | None) -> str:
+    key, account = (3, "123456789012") if plan == "paid" else (None, None)
+    return SenderSnapshot(plan, "news@acme.example", "Acme", region, 10.0, key, account).to_json()
+
+
+_NOW_MS = NOW_S * 1000
+_CAMPAIGNS = [
+    # sending, paid, with an error and a busiest second
+    CampaignCounts(
+        "acme",
+        "c-sending",
+        {"queued": 10, "sent": 4, "failed": 1, "delivered": 3},
+        first_sent_ms=_NOW_MS - 4000,
+        last_sent_ms=_NOW_MS,
+        last_error="SES: throttled",
+        created_ms=_NOW_MS - 5000,
+        subject="Hello {{ name }}",
+        sender_snapshot=_snapshot("paid", "us-east-1"),
+        busiest_sent=2,
+        busiest_at_ms=_NOW_MS - 1000,
+    ),
+    # scheduled, free plan (no region), past its deadline: nothing more can come
+    CampaignCounts(
+        "acme",
+        "c-scheduled",
+        {"scheduled": 5},
+        scheduled_at_ms=_NOW_MS + 60_000,
+        deadline_ms=_NOW_MS + 120_000,
+        created_ms=_NOW_MS - 1,
+        subject="Later",
+        sender_snapshot=_snapshot("free", None),
+    ),
+    CampaignCounts("acme", "c-cancelled", {"queued": 3, "cancelled": 3}, control="cancelled", created_ms=1),
+    CampaignCounts("acme", "c-paused", {"queued": 3}, control="paused", created_ms=2, deadline_ms=_NOW_MS - 1),
+    CampaignCounts("acme", "c-rejected-only", {"rejected": 2}),  # no sender fixed: no summary at all
+]
+
+
+class _Pages:
+    def newest(self, user_id: str, *, before: tuple[int, str] | None = None, limit: int = 50):
+        return list(_CAMPAIGNS), (1, "c-cancelled")
+
+    def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None:
+        return next((c for c in _CAMPAIGNS if c.campaign_id == campaign_id), None)
+
+
+class _Minutes:
+    def minutes(self, user_id: str, campaign_id: str, *, after: str | None = None, limit: int = 1440):
+        return [Minute(NOW_S // 60 * 60, {"sent": 4, "delivered": 3})], "2026-09-21T14:13"
+
+
+def _reads() -> CampaignReads:
+    return CampaignReads(TenantKeys(lambda a: "acme"), _Pages(), _Minutes(), clock=lambda: NOW_S)
+
+
+def _check(path: str, body: Any) -> None:
+    try:
+        _valid_by_document(path, "200", body)
+    except ValidationError as exc:
+        pytest.fail(f"GET {path} answers {json.dumps(body)}, which the document refuses: {exc.message}")
+
+
+def test_the_campaign_list_in_every_state_is_valid_by_the_document() -> None:
+    answer = _reads().list("Bearer k", {})
+    assert {c["state"] for c in answer.body["campaigns"]} == {"sending", "scheduled", "cancelled", "paused", "done"}
+    _check("/campaigns", answer.body)
+
+
+@pytest.mark.parametrize("campaign", [c.campaign_id for c in _CAMPAIGNS])
+def test_a_campaign_with_its_timeline_is_valid_by_the_document(campaign: str) -> None:
+    answer = _reads().show("Bearer k", campaign, {})
+    assert answer.status == 200
+    _check("/campaigns/{campaign_id}", answer.body)
+
+
+# --- suppressions and events -------------------------------------------------------------------------------------
+
+
+def test_a_suppression_list_of_every_reason_is_valid_by_the_document() -> None:
+    store = FakeSuppressions()
+    store.add_many("acme", ["own@example.org"], "asked by phone")
+    store.add("acme", "angry@example.org", "complaint", "complaint (abuse) about campaign c")
+    store.add("acme", "left@example.org", "unsubscribe", "unsubscribed from campaign c")
+    store.add(None, "gone@example.org", "bounce", "permanent bounce: 550 no such user")
+    store.check("acme", ["gone@example.org"])
+    answer = SuppressionApi(TenantKeys(lambda a: "acme"), store).list("Bearer k", {"limit": "3"})
+    assert len(answer.body["suppressions"]) == 3 and answer.body["next"]
+    _check("/suppressions", answer.body)

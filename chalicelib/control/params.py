@@ -46,7 +46,8 @@ def limit(params: Mapping[str, str] | None, *, default: int, most: int) -> int:
     given = text(params, "limit")
     if given is None:
         return default
-    if not given.isdigit() or not 1 <= int(given) <= most:
+    # ASCII digits only: `²` is a digit to str.isdigit that int() refuses (a ValueError, not a 400).
+    if not (given.isascii() and given.isdigit()) or not 1 <= int(given) <= most:
         raise BadParam(f"limit: a whole number from 1 to {most}")
     return int(given)
 

@@ -117,6 +117,21 @@ def test_a_suppression_cursor_outside_the_prefix_asked_for_is_a_400_not_a_query_
     assert api.list(KEY, {"after": first.body["next"]}).status == 200
 
 
+@pytest.mark.parametrize("given", ["\u00b2", "\u00b9\u2070", "\u0661\u0662"])  # ², ¹⁰, Arabic-Indic 12
+def test_a_limit_of_digits_that_are_not_ascii_is_a_400_on_every_list(given: str) -> None:
+    """str.isdigit takes superscripts, which int() refuses (Arabic-Indic digits it reads): a 400, never a
+    ValueError, which no route catches (a 500)."""
+    reads = CampaignReads(_keys(), _Campaigns(), _Timeline(), clock=lambda: NOW_MS / 1000)
+    answers = {
+        "campaigns": reads.list(KEY, {"limit": given}),
+        "suppressions": SuppressionApi(_keys(), _Suppressions()).list(KEY, {"limit": given}),
+        "events": EventReads(_keys(), _Events()).list(KEY, {"limit": given}),
+    }
+    assert {name: (a.status, a.body["error"].split(":")[0]) for name, a in answers.items()} == dict.fromkeys(
+        answers, (400, "limit")
+    )
+
+
 # --- the document and the code -------------------------------------------------------------------------------------
 
 

@@ -9,9 +9,10 @@ One tenant's trouble must not hold the stream, which carries every tenant's even
 - A record that is not of the ledger's shape is logged and skipped.
 - A delivery SQS refuses for what it is (SenderFault: sent again, it is refused again) is held for
   replay, and its records count as done.
-- Anything that may pass on a retry (an endpoint table or the queue that failed, SQS's own fault) fails
-  only the records it came from: Lambda is told them (ReportBatchItemFailures) and gives the stream again
-  from the first of them (the same events make deliveries with the same event ids). A delivery the queue
+- Anything that may pass on a retry (an endpoint table, a tenant's event log or the queue that failed,
+  SQS's own fault) fails only the records it came from: Lambda is told them (ReportBatchItemFailures) and
+  gives the stream again from the first of them (the same events make deliveries with the same event
+  ids). A delivery the queue
   did not take is held as well, so that if Lambda gives up on its records (the mapping's retries and
   age limit: infra/cfn.py), which sends its on-failure destination only where they were in the stream,
   its events are still there to replay. A held request whose retry went through is sent again by a
@@ -69,11 +70,10 @@ class WebhookFanout:
         by_user, skipped = self._events(records)
         now = self._clock()
         failed: set[int] = set()
-        if not self._kept(by_user, failed):
-            return FanoutResult(sum(len(e) for e in by_user.values()), 0, 0, skipped, _numbers(records, failed))
+        kept = self._kept(by_user, failed)
         to_queue: list[Made] = []
         to_hold: list[Made] = []
-        for user_id, events in by_user.items():
+        for user_id, events in kept.items():
             try:
                 endpoints = self._endpoints.list(user_id)
             except Exception as exc:  # this tenant's records again; the others go on
@@ -98,19 +98,27 @@ class WebhookFanout:
             log.info("webhook deliveries made", **fields)
         return result
 
-    def _kept(self, by_user: dict[str, list[Sourced]], failed: set[int]) -> bool:
-        """Every event in the tenants' event log (GET /events), before any is delivered: if the log cannot be
-        written, the records come again and nothing is delivered twice meanwhile."""
+    def _kept(self, by_user: dict[str, list[Sourced]], failed: set[int]) -> dict[str, list[Sourced]]:
+        """The tenants whose events are in the event log (GET /events), before any is delivered: the batch's in
+        one write, or, when that fails, each tenant's in its own, so that a tenant whose log cannot be written
+        now (its partition throttled) has its records come again alone, with nothing delivered meanwhile."""
         events = [e for sourced in by_user.values() for _i, e in sourced]
         if not events:
-            return True
+            return by_user
         try:
             self._event_log.keep((e, e.at_ms) for e in events)
+            return by_user
         except Exception as exc:
-            log.warning("events not kept: their records come again", events=len(events), error=type(exc).__name__)
-            failed.update(i for sourced in by_user.values() for i, _e in sourced)
-            return False
-        return True
+            log.warning("events not kept together: kept tenant by tenant", events=len(events), error=type(exc).__name__)
+        kept: dict[str, list[Sourced]] = {}
+        for user_id, sourced in by_user.items():
+            try:
+                self._event_log.keep((e, e.at_ms) for _i, e in sourced)
+                kept[user_id] = sourced
+            except Exception as exc:
+                log.warning("events not kept: their records come again", user=user_id, error=type(exc).__name__)
+                failed.update(i for i, _e in sourced)
+        return kept
 
     def _queue_all(self, made: list[Made], now: float, failed: set[int]) -> tuple[int, int]:
         """The deliveries on the queue; (how many it took, how many it did not and were held)."""

@@ -70,10 +70,10 @@ class WebhookFanout:
         by_user, skipped = self._events(records)
         now = self._clock()
         failed: set[int] = set()
-        kept = self._kept(by_user, failed)
+        logged = self._kept(by_user, failed)
         to_queue: list[Made] = []
         to_hold: list[Made] = []
-        for user_id, events in kept.items():
+        for user_id, events in logged.items():
             try:
                 endpoints = self._endpoints.list(user_id)
             except Exception as exc:  # this tenant's records again; the others go on

@@ -15,6 +15,7 @@ from referencing.jsonschema import DRAFT202012
 
 from chalicelib.control import openapi
 from chalicelib.control.campaign_reads import CampaignReads
+from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.control.tenant_view import PlatformTerms, TenantView
@@ -25,8 +26,11 @@ from chalicelib.stores.pauses import Pause
 from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.timeline import Minute
+from chalicelib.webhooks.events import ledger_events
+from tests.fakes.event_log import FakeEventLog
 from tests.fakes.suppressions import FakeSuppressions
 from tests.fakes.tenants import FakeTenants
+from tests.unit.test_webhook_delivery import _record, _row
 
 NOW_S = 1_790_000_000
 DOC_URI = "urn:moonsend:openapi"
@@ -185,3 +189,27 @@ def test_a_suppression_list_of_every_reason_is_valid_by_the_document() -> None:
     answer = SuppressionApi(TenantKeys(lambda a: "acme"), store).list("Bearer k", {"limit": "3"})
     assert len(answer.body["suppressions"]) == 3 and answer.body["next"]
     _check("/suppressions", answer.body)
+
+
+def test_the_events_of_every_kind_are_valid_by_the_document() -> None:
+    queued = _row(state="queued", updated_at=1793000000000)
+    changes = [
+        (queued, {**queued, "state": "sent", "message_id": "0100-abc", "updated_at": 1793000001000}),
+        (queued, {**queued, "state": "failed", "reason": "SES: MessageRejected", "updated_at": 1793000001000}),
+        (None, _row(state="rejected", reason="recipients[3].email: not an email address", updated_at=1)),
+        (None, _row(state="suppressed", reason="suppressed for this tenant: complaint (abuse)", updated_at=2)),
+        (
+            {**queued, "state": "sent"},
+            {**queued, "state": "sent", "delivered_at": 1793000002000, "feedback": "delivered: 250 ok"},
+        ),
+        ({**queued, "state": "sent"}, {**queued, "state": "sent", "bounced_at": 1793000003000, "feedback": "x"}),
+        ({**queued, "state": "sent"}, {**queued, "state": "sent", "opened_at": 1793000004000}),
+    ]
+    log = FakeEventLog()
+    for n, (old, new) in enumerate(changes):
+        events = ledger_events(_record(old, new, seq=n))
+        assert events, (old, new)
+        log.keep((e, e.at_ms) for e in events)
+    answer = EventReads(TenantKeys(lambda a: "acme"), log).list("Bearer k", {})
+    assert len(answer.body["events"]) == len(changes)
+    _check("/events", answer.body)

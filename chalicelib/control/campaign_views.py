@@ -40,9 +40,10 @@ def state_of(c: CampaignCounts, now_ms: int) -> str:
         return "cancelled"
     if c.control == "paused":
         return "paused"
-    if c.scheduled_at_ms and c.scheduled_at_ms > now_ms and c["sent"] == 0:
+    waiting = final_count(c) < accepted_count(c)  # a campaign whose every recipient was refused waits for nothing
+    if c.scheduled_at_ms and c.scheduled_at_ms > now_ms and c["sent"] == 0 and waiting:
         return "scheduled"
-    if c["scheduled"] > c["queued"] and final_count(c) < accepted_count(c) and c["sent"] == 0:
+    if c["scheduled"] > c["queued"] and waiting and c["sent"] == 0:
         return "scheduled"  # its time has come; the releaser has not put it all on the queue yet
     return "done" if final_count(c) >= accepted_count(c) else "sending"
 

@@ -190,6 +190,18 @@ def test_every_query_parameter_a_list_reads_is_in_the_openapi_document(path: str
 # --- a campaign's state -------------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    "counts",
+    [{"rejected": 3}, {"suppressed": 2, "rejected": 1}],
+    ids=["all-rejected", "all-suppressed-or-rejected"],
+)
+def test_a_campaign_scheduled_later_whose_every_recipient_was_refused_is_done_not_scheduled(counts) -> None:
+    """Its time is noted with its counts, but nothing waits for it: `scheduled` at 100% would contradict itself."""
+    c = CampaignCounts("acme", "c", counts, created_ms=NOW_MS, scheduled_at_ms=NOW_MS + 86_400_000)
+    shown = campaign_json(c, NOW_MS)
+    assert (shown["state"], shown["progress"]["fraction"]) == ("done", 1.0)
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="accepted_count takes the larger of queued and scheduled (released email counts as both), so a "

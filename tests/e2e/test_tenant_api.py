@@ -17,6 +17,7 @@ from chalicelib.core.contract import Sender
 from chalicelib.stores.ledger_model import SENT
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import eventually
+from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
 RATE = 20
@@ -39,22 +40,6 @@ def _call(
         return err.code, json.loads(raw) if raw else None, dict(err.headers)
 
 
-def _tenant(stack: Any, uid: str, user: str) -> dict[str, str]:
-    key = f"AKIAT{uid}{user[:3]}".upper()
-    stack.ses.configure(key, max_send_rate=50)
-    sender = {
-        "region": "us-east-1",
-        "apiKey": key,
-        "apiSecret": f"secret-{uid}",
-        "ratePerSecond": str(RATE),
-        "emailAddress": f"news@{user}.example",
-        "fromName": "News",
-    }
-    ses = stack.client("sesv2", access_key=sender["apiKey"], secret_key=sender["apiSecret"])
-    ses.create_email_identity(EmailIdentity=sender["emailAddress"])
-    return sender
-
-
 def _send(stack: Any, user: str, sender: dict[str, str], campaign: str, n: int, subject: str = "Hello {{ name }}"):
     spec = CampaignSpec(user, sender, subject, "<p>{{ name }}</p>", campaign)
     recipients = [{"email": f"r{i}@example.org", "metadata": {"name": f"N{i}"}} for i in range(n)]
@@ -73,14 +58,20 @@ def tenant(stack: Any) -> dict[str, Any]:
     """A paid tenant with three campaigns sent, created one after the other; its key; another tenant's key."""
     uid = f"{time.time_ns() % 10**9:09d}"
     user = f"api-{uid}"
-    sender = _tenant(stack, uid, user)
+    sender = _tenant(stack, uid, rate=RATE, ses_rate=50)
     for campaign, n in (("first", 3), ("second", 4), ("third", 25)):
         _send(stack, user, sender, campaign, n, subject=f"{campaign} for {{{{ name }}}}")
         assert eventually(lambda c=campaign, k=n: _sent(user, c) == k, 60, poll_s=0.1)
     c = wiring.container()
     other = f"other-{uid}"
     c.tenants.accept(other, "free", Sender(f"news@{other}.example", "N", None, None, None, 1.0), c.ses.account_of)
-    return {"user": user, "key": c.reports.issue_key(user), "other": other, "other_key": c.reports.issue_key(other)}
+    return {
+        "user": user,
+        "address": sender["emailAddress"],
+        "key": c.reports.issue_key(user),
+        "other": other,
+        "other_key": c.reports.issue_key(other),
+    }
 
 
 def test_campaigns_are_listed_newest_first_with_summary_state_and_progress_and_page_by_cursor(stack, tenant):
@@ -92,7 +83,7 @@ def test_campaigns_are_listed_newest_first_with_summary_state_and_progress_and_p
     third = body["campaigns"][0]
     assert third["subject"] == "third for {{ name }}" and third["plan"] == "paid"
     assert third["sender"] == {
-        "emailAddress": f"news@{tenant['user']}.example",
+        "emailAddress": tenant["address"],
         "fromName": "News",
         "region": "us-east-1",
     }
@@ -143,7 +134,7 @@ def test_the_tenant_reads_its_own_settings_and_never_a_secret(stack, tenant):
     status, body, _ = _call("GET", f"{stack.api_url}/tenant", tenant["key"])
     assert status == 200 and body["id"] == tenant["user"] and body["plan"] == "paid"
     assert body["ratePerSecond"] == RATE and body["paused"] is False and body["pauses"] == []
-    assert body["fromAddresses"] == [f"news@{tenant['user']}.example"] and body["dailyCap"] is None
+    assert body["fromAddresses"] == [tenant["address"]] and body["dailyCap"] is None
     assert "secret" not in json.dumps(body).lower()
     status, body, _ = _call("GET", f"{stack.api_url}/tenant", tenant["other_key"])
     assert status == 200 and body["plan"] == "free" and body["dailyCap"]["limit"] > 0

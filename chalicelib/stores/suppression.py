@@ -86,12 +86,18 @@ class Suppressions:
         warm(self._model)
 
     def add(self, user_id: str | None, email: str, source: str, reason: str) -> bool:
-        """Suppress for one tenant (or, with `user_id` None, for all). False if it already was."""
+        """Suppress for one tenant (or, with `user_id` None, for all). False if it already was.
+
+        A reason other than `manual` replaces the tenant's own (`manual`) entry: kept, it would let the
+        tenant lift a complaint, an unsubscribe or a bounce along with its own entry."""
         scope = tenant_scope(user_id) if user_id else PLATFORM
         item = self._model(scope, email.lower(), email=email, source=source, reason=reason[:500])
         item.at = int(time.time() * 1000)
+        condition = self._model.rcpt.does_not_exist()
+        if source != MANUAL:
+            condition = condition | (self._model.source == MANUAL)
         try:
-            item.save(condition=self._model.rcpt.does_not_exist())
+            item.save(condition=condition)
             return True
         except PutError as exc:
             if condition_failed(exc):
@@ -104,18 +110,18 @@ class Suppressions:
         wanted = sorted({e.lower() for e in emails})
         keys = [(s, e) for e in wanted for s in (tenant_scope(user_id), PLATFORM)]
         out: dict[str, str] = {}
-        own: set[str] = set()
+        own: dict[str, str] = {}  # address -> its source on the tenant's list
         platform: dict[str, SuppressionModel] = {}
         for i in range(0, len(keys), 100):
             for item in self._model.batch_get(keys[i : i + 100]):
                 if item.scope == PLATFORM:
                     platform[item.rcpt] = item
                 else:
-                    own.add(item.rcpt)
+                    own[item.rcpt] = item.source
                 where = "for every tenant" if item.scope == PLATFORM or item.source == BOUNCE else "for this tenant"
                 out.setdefault(item.rcpt, f"suppressed {where}: {item.source} ({item.reason})")
         for rcpt, item in platform.items():
-            if rcpt not in own:
+            if own.get(rcpt, MANUAL) == MANUAL:  # none, or the tenant's own entry, which it could lift
                 self.add(user_id, item.email, BOUNCE, item.reason)
         return out
 

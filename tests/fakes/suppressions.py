@@ -1,8 +1,9 @@
 """The suppression list in memory: `blocked` addresses (for every tenant) with why; each look-up and addition counted.
 
 As the store: an address added for a tenant is suppressed for that tenant only, one added with no tenant for all,
-and an address is added once per scope; a platform bounce a tenant meets is put on its own list too; a tenant's
-list is read in address order, a page at a time; only its `manual` entries are lifted."""
+and an address is added once per scope (a reason other than `manual` replaces a `manual` entry); a platform bounce
+a tenant meets is put on its own list too; a tenant's list is read in address order, a page at a time; only its
+`manual` entries are lifted."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ class FakeSuppressions:
             why = self.blocked.get(e) or own or platform
             if why:
                 out[e] = why
-            if platform and not own:
+            if platform and (not own or self.entries[(f"tenant#{user_id}", e)].reason == MANUAL):
                 stored = self.entries[(PLATFORM, e)]
                 self.add(user_id, stored.email, BOUNCE, stored.detail)
         return out
@@ -39,7 +40,8 @@ class FakeSuppressions:
     def add(self, user_id: str | None, email: str, source: str, reason: str) -> bool:
         self.added.append((user_id, email, source))
         scope = f"tenant#{user_id}" if user_id else PLATFORM
-        if (scope, email.lower()) in self.scoped:
+        kept = self.entries.get((scope, email.lower()))
+        if kept is not None and (source == MANUAL or kept.reason != MANUAL):  # another reason replaces `manual`
             return False
         where = "for every tenant" if scope == PLATFORM or source == BOUNCE else "for this tenant"
         self.scoped[(scope, email.lower())] = f"suppressed {where}: {source} ({reason})"

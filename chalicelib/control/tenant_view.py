@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.control.tenant_keys import TenantKeys
+from chalicelib.core import log
 from chalicelib.core.contract import iso_ms
 from chalicelib.feedback.reports import Answer
 from chalicelib.stores.ports import DailyUse, SesTenantStatus, TenantLookup
+from chalicelib.stores.ses_tenants import TenantStatus
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class TenantView:
             )
         free = tenant.plan == "free"
         sender = tenant.sender
-        ses = self._ses.status(user, sender.region or self._terms.region) if free else None
+        ses = self._ses_status(user, sender.region or self._terms.region) if free else None
         addresses = sorted({*tenant.from_addresses, sender.email_address.lower()})
         return Answer(
             200,
@@ -87,6 +89,16 @@ class TenantView:
                 "dailyCap": self._daily_cap(user) if free and self._terms.free_daily_cap else None,
             },
         )
+
+    def _ses_status(self, user: str, region: str) -> TenantStatus | None:
+        """SES's status of the tenant's SES tenant; None when SES cannot give it now (its non-send calls are
+        limited to about one a second for the account: a throttled read is no reason to fail the answer,
+        whose `pauses` already hold any pause SES set)."""
+        try:
+            return self._ses.status(user, region)
+        except Exception as exc:
+            log.warning("SES tenant status unknown for GET /tenant", user=user, error=type(exc).__name__)
+            return None
 
     def _daily_cap(self, user: str) -> dict[str, Any]:
         now = self._clock()

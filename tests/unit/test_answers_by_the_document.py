@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from jsonschema.exceptions import ValidationError
 from openapi_schema_validator import OAS31Validator
 from referencing import Registry, Resource
@@ -213,3 +214,18 @@ def test_the_events_of_every_kind_are_valid_by_the_document() -> None:
     answer = EventReads(TenantKeys(lambda a: "acme"), log).list("Bearer k", {})
     assert len(answer.body["events"]) == len(changes)
     _check("/events", answer.body)
+
+
+class _ThrottledSes:
+    def status(self, user_id: str, region: str, *, max_age_s: float = 60) -> TenantStatus | None:
+        raise ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Too many requests"}}, "GetTenant")
+
+
+def test_a_free_tenants_view_when_ses_cannot_say_its_status_is_still_answered_without_it() -> None:
+    """SES's non-send calls are limited to about one a second for the platform's account: a tenant polling
+    GET /tenant from many containers is throttled, and that is no 500; its `pauses` still hold SES's pause."""
+    keys = TenantKeys(lambda authorization: "acme")
+    view = TenantView(keys, FakeTenants(_FREE), _Usage(), _ThrottledSes(), PlatformTerms("us-east-1", 1.0, 200))
+    answer = view.get("Bearer k")
+    assert (answer.status, answer.body["ses"], answer.body["paused"]) == (200, None, True)
+    _check("/tenant", answer.body)

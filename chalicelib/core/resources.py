@@ -321,7 +321,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         timeline_table=TableDef("TimelineTable", f"{p}-timeline", hash_key="pk", range_key="minute"),
         # Not `-events`: that is the SES configuration set's name.
         event_log_table=TableDef(
-            "EventLogTable", f"{p}-event-log", hash_key="user_id", range_key="sk", ttl_attribute="expires_at"
+            "EventLogTable", f"{p}-event-log", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),

@@ -3,9 +3,14 @@ them (webhooks).
 
 webhook_events makes every event of the ledger's stream (chalicelib.webhooks.events) for every tenant,
 whether or not it has an endpoint, and writes them here in batches before any delivery: one item per event,
-`user_id` and `sk` = `<recorded epoch ms, 13 digits>#<event id>`, so a tenant's events are in the order
-they were recorded and a redelivered stream record writes the same item again (no duplicate). Each item
-expires (DynamoDB's TTL) after the stage's retention.
+`sk` = `<recorded epoch ms, 13 digits>#<event id>`, so a tenant's events are in the order they were
+recorded and a redelivered stream record writes the same item again (no duplicate). Each item expires
+(DynamoDB's TTL) after the stage's retention.
+
+A tenant's events are spread over SHARDS partitions (`pk` = `<userId>#<shard>`, the shard from the event's
+id): one partition takes at most 1,000 writes a second, and a tenant sending 1,000 emails a second makes
+two or three events an email. A page reads each shard from the same position and merges them in `sk`
+order, answering only what is complete: up to the lowest point every shard has been read to.
 
 An event recorded a moment ago may be stored after a later one (the stream's shards and retries): a
 poller that reads from where it stopped should go back a minute and drop the ids it has seen, as with
@@ -16,8 +21,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -30,13 +35,19 @@ INSTANT = re.compile(r"^[0-9]{13}#$")  # position_at
 # A page filtered by type or campaign reads at most this many of the tenant's events (a filter, DynamoDB's or
 # ours, drops what was read and paid for): a rare type gives a short page and a cursor, never a long read.
 MAX_READ = 5000
+SHARDS = 8
+
+
+def shard_key(user_id: str, event_id: str) -> str:
+    """The partition an event is kept in: its id's last hex digit (an id is a digest: spread evenly)."""
+    return f"{user_id}#{int(event_id[-1], 16) % SHARDS}"
 
 
 class EventModel(Model):
     class Meta:
         table_name = "unbound"
 
-    user_id = UnicodeAttribute(hash_key=True)
+    pk = UnicodeAttribute(hash_key=True)  # <userId>#<shard>
     sk = UnicodeAttribute(range_key=True)  # <epoch ms 13 digits>#<event id>
     type = UnicodeAttribute()
     campaign = UnicodeAttribute()
@@ -84,7 +95,7 @@ class EventLog:
         with self._model.batch_write() as batch:
             for event, recorded_ms in events:
                 item = self._model(
-                    event.user_id,
+                    shard_key(event.user_id, event.id),
                     sort_key(event, recorded_ms),
                     type=event.type,
                     campaign=str(event.data.get("campaignId", "")),
@@ -109,35 +120,71 @@ class EventLog:
         new yet). ValueError for an `after` that is neither."""
         if after is not None and not CURSOR.match(after) and not INSTANT.match(after):
             raise ValueError("not a cursor of the event log")
-        m = self._model
         filtered = type is not None or campaign is not None
-        conn = m._get_connection()
+        shards = [_Shard(f"{user_id}#{n}") for n in range(SHARDS)]
         out: list[dict[str, Any]] = []
         read = 0
-        start: dict[str, Any] | None = None
         position = after
-        while len(out) < limit and read < MAX_READ:
-            # Filtered here, not by DynamoDB (which charges the same for what it reads and drops): each event
-            # read moves the position, so the next page starts past the events this one passed over.
-            answer = conn.query(
-                user_id,
-                range_key_condition=m.sk > after if after else None,
-                exclusive_start_key=start,
-                limit=limit - len(out) if not filtered else min(1000, MAX_READ - read),
-            )
-            items = answer.get("Items", [])
-            for item in items:
-                position = item["sk"]["S"]
+        # A shard's page: enough for its share of the answer (events spread evenly), or a filter's batch.
+        size = min(1000, MAX_READ // SHARDS) if filtered else max(10, 2 * -(-limit // SHARDS))
+        while True:
+            for shard in shards:
+                if not shard.items and not shard.done and read < MAX_READ:
+                    read += self._fill(shard, after, size)
+            complete_to = min((s.read_to for s in shards if not s.done), default=None)
+            for sk, item in _merged(shards, complete_to):
+                # Filtered here, not by DynamoDB (which charges the same for what it reads and drops): each event
+                # read moves the position, so the next page starts past the events this one passed over.
+                position = sk
                 if _wanted(item, type, campaign):
                     out.append(json.loads(item["data"]["S"]))
                     if len(out) >= limit:
                         return EventPage(out, position)
-            read += len(items)
-            start = answer.get("LastEvaluatedKey")
-            if start is None:
-                break
-            position = str(start["sk"]["S"])
-        return EventPage(out, position)
+            if all(s.done and not s.items for s in shards):
+                return EventPage(out, position)
+            if read >= MAX_READ and any(not s.done and not s.items for s in shards):
+                return EventPage(out, position)  # the budget is spent: complete up to here
+
+    def _fill(self, shard: _Shard, after: str | None, size: int) -> int:
+        """One more page of a shard's events after `after`; how many were read."""
+        m = self._model
+        answer = m._get_connection().query(
+            shard.pk,
+            range_key_condition=m.sk > after if after else None,
+            exclusive_start_key=shard.start,
+            limit=size,
+        )
+        items = answer.get("Items", [])
+        shard.items.extend(items)
+        shard.start = answer.get("LastEvaluatedKey")
+        shard.done = shard.start is None
+        if shard.start is not None:
+            shard.read_to = str(shard.start["sk"]["S"])
+        return len(items)
+
+
+@dataclass
+class _Shard:
+    """One of a tenant's partitions as a page reads it: what it read and has not merged, and how far it read."""
+
+    pk: str
+    items: list[dict[str, Any]] = field(default_factory=list)
+    start: dict[str, Any] | None = None
+    done: bool = False
+    read_to: str = ""  # every event of the shard up to here has been read
+
+
+def _merged(shards: list[_Shard], complete_to: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The shards' read events in `sk` order, up to `complete_to` (None: all), taken off their shards: no
+    event after it may be answered before every shard has read past it."""
+    while True:
+        heads = [(s.items[0]["sk"]["S"], n) for n, s in enumerate(shards) if s.items]
+        if not heads:
+            return
+        sk, n = min(heads)
+        if complete_to is not None and sk > complete_to:
+            return
+        yield sk, shards[n].items.pop(0)
 
 
 def _wanted(item: dict[str, Any], type: str | None, campaign: str | None) -> bool:

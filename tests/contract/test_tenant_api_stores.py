@@ -10,7 +10,7 @@ import time
 from chalicelib import wiring
 from chalicelib.stores import event_log as event_log_module
 from chalicelib.stores.campaign_sender import SenderSnapshot
-from chalicelib.stores.event_log import position_at
+from chalicelib.stores.event_log import position_at, sort_key
 from chalicelib.webhooks.events import WebhookEvent
 
 
@@ -96,11 +96,28 @@ def test_the_event_log_keeps_each_event_once_in_order_and_filters_with_a_bounded
     assert log.page(user, after=position_at(base + 30), limit=100).events == [e.data for e in events[30:]]
     assert log.page(f"other{uid}").events == []
 
-    # A filter matching nothing reads at most MAX_READ and answers where it stopped, to go on from there.
+    # A filter matching nothing reads about MAX_READ (a shard's page more at most) and answers where it stopped;
+    # asked again from there, each answer goes on, and the last reaches the end of the log.
     monkeypatch.setattr(event_log_module, "MAX_READ", 10)
-    page = log.page(user, type="opened", limit=5)
-    assert page.events == [] and page.next is not None
-    assert page.next.startswith(f"{base + 9:013d}#")  # ten events read, not forty
+    fill, reads = type(log)._fill, []
+
+    def counted(self, shard, after, size):  # type: ignore[no-untyped-def]
+        n = fill(self, shard, after, size)
+        reads.append(n)
+        return n
+
+    monkeypatch.setattr(type(log), "_fill", counted)
+    positions, after = [], None
+    for _ in range(40):
+        reads.clear()
+        page = log.page(user, type="opened", limit=5, after=after)
+        assert page.events == [] and page.next is not None
+        assert sum(reads) <= 10 + event_log_module.SHARDS
+        positions.append(page.next)
+        if page.next == after:
+            break
+        after = page.next
+    assert positions == sorted(positions) and positions[-1] == sort_key(events[-1], events[-1].at_ms)
 
 
 def test_a_free_tenants_from_addresses_are_listed_on_its_row_and_follow_an_operators_assignment(stack, uid):

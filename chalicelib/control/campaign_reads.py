@@ -27,7 +27,7 @@ MAX_PAGE = 200
 DEFAULT_PAGE = 50
 MAX_READ = 1000  # campaigns one filtered list answer reads at most
 TIMELINE_MINUTES = 1440
-_MINUTE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}$")
+_MINUTE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}\Z")
 _POSITION = re.compile(r"^([0-9]{1,15}):(.+)$", re.DOTALL)
 
 

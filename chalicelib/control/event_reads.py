@@ -23,7 +23,7 @@ from chalicelib.stores.ports import EventPages
 
 MAX_PAGE = 1000
 LAST_MS = 10**13 - 1  # the log's positions have 13 digits of epoch ms (until the year 2286)
-_SINCE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z$")
+_SINCE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z\Z")
 
 
 class EventReads:

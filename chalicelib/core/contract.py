@@ -37,7 +37,7 @@ MAX_METADATA_DEPTH = 32
 MAX_RATE_PER_SECOND = 10_000.0
 # ISO 8601 durations in days, hours, minutes and seconds (`PT2H`, `P1DT12H`, `PT90M`): no months or years,
 # whose length depends on the date.
-_DURATION_RE = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
+_DURATION_RE = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?\Z", re.ASCII)
 MIN_EXPIRES_AFTER_S = 60
 PLANS = ("free", "paid")
 

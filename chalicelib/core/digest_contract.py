@@ -40,7 +40,7 @@ MAX_DIGEST_ID_LENGTH = MAX_ID_LENGTH - len("-20261125T1300Z")
 MAX_ITEM_AHEAD_S = 86400
 MIN_WINDOW_S = 3600
 MAX_WINDOW_S = 35 * 86400
-_WINDOW_RE = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?$")
+_WINDOW_RE = re.compile(r"^P(?:(\d+)W)?(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?)?\Z", re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -24,13 +24,14 @@ SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 # Ids travel into queue names, S3 keys, log lines and file names: a conservative alphabet that still
 # takes the ids identity providers hand out (`auth0|5f3e...`, `google-oauth2|1234`, emails).
-ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.|@:+=-]*$")
+# `\Z`, not `$`: `$` also matches before a final line end, and `acme\n` is not an id (nor `ann@x.org\n` an address).
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.|@:+=-]*\Z")
 # Pragmatic address check: one @, a dotted domain, no spaces or control characters, ASCII only.
 EMAIL_RE = re.compile(
     r"^[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*"
-    r"@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+$"
+    r"@[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+\Z"
 )
-REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}$")
+REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d{1,2}\Z", re.ASCII)
 
 
 def is_email(value: object) -> bool:

@@ -16,7 +16,7 @@ from chalicelib.core.errors import QueueNotOurs
 from chalicelib.core.resources import Resources
 
 MAX_QUEUE_NAME = 80
-_PLAIN = re.compile(r"^[A-Za-z0-9_-]+$")
+_PLAIN = re.compile(r"^[A-Za-z0-9_-]+\Z")
 _HASH_CHARS = 24  # 96 bits, hex
 
 

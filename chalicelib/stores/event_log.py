@@ -30,8 +30,8 @@ from pynamodb.models import Model
 
 from chalicelib.stores.tables import bound, warm
 
-CURSOR = re.compile(r"^[0-9]{13}#evt_[0-9a-f]{32}$")
-INSTANT = re.compile(r"^[0-9]{13}#$")  # position_at
+CURSOR = re.compile(r"^[0-9]{13}#evt_[0-9a-f]{32}\Z")
+INSTANT = re.compile(r"^[0-9]{13}#\Z")  # position_at
 # A page filtered by type or campaign reads at most this many of the tenant's events (a filter, DynamoDB's or
 # ours, drops what was read and paid for): a rare type gives a short page and a cursor, never a long read.
 MAX_READ = 5000

@@ -34,7 +34,7 @@ from botocore.exceptions import ClientError
 POLICIES = ("none", "standard", "strict")
 MAX_TENANT_NAME = 64
 STATUS_CACHE_S = 60.0
-_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+$")
+_NAME_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,7 @@ def test_a_batch_write_is_priced_by_its_items_and_a_transaction_at_two_units_an_
     assert cost.units_of("dynamodb", "BatchWriteItem", cost.api_params("dynamodb", batch)) == {"dynamodb_wru": 25}
     item = {"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}}}}
     transact = _request("TransactWriteItems", {"TransactItems": [item] * 3})
-    assert cost.units_of("dynamodb", "TransactWriteItems", cost.api_params("dynamodb", transact)) == {
-        "dynamodb_wru": 6
-    }
+    assert cost.units_of("dynamodb", "TransactWriteItems", cost.api_params("dynamodb", transact)) == {"dynamodb_wru": 6}
     keys = {"t": {"Keys": [{"pk": {"S": "a"}}] * 7}}
     got = cost.api_params("dynamodb", _request("BatchGetItem", {"RequestItems": keys}))
     assert cost.units_of("dynamodb", "BatchGetItem", got) == {"dynamodb_rru": 7}

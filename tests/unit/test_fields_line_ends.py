@@ -1,8 +1,9 @@
 r"""An id or an address followed by a line end is neither: `re.match` with `$` matches before a final `\n`.
 
 Checked with `^...$` and `.match`, `acme\n` was an id and `ann@example.org\n` an address: a producer's
-message for `ann@example.org` and `ann@example.org\n` made two recipients of one campaign (two ledger records, two sends if SES reads both as the same address), and the
-second is looked up on the suppression list under a key no entry has. Found by the review of issue 41; every
+message for `ann@example.org` and `ann@example.org\n` made two recipients of one campaign (two ledger
+records, two sends if SES reads both as the same address), and the second was looked up on the suppression
+list under a key no entry has. Found by the review of issue 41; every
 anchored pattern of chalicelib ends in `\Z` now."""
 
 from __future__ import annotations

@@ -22,6 +22,9 @@ from chalicelib.stores.ports import DailyUse, SesTenantStatus, TenantLookup
 from chalicelib.stores.ses_tenants import TenantStatus
 
 
+SES_STATUS_MAX_AGE_S = 300.0
+
+
 @dataclass(frozen=True)
 class PlatformTerms:
     """What the platform applies to free-plan tenants: its shared queue's rate and the daily cap (0: none)."""
@@ -95,7 +98,9 @@ class TenantView:
         limited to about one a second for the account: a throttled read is no reason to fail the answer,
         whose `pauses` already hold any pause SES set)."""
         try:
-            return self._ses.status(user, region)
+            # Five minutes old at most, not the guard's one: a tenant polling its settings from many API
+            # containers must not spend the account's SES calls the guard and the send path need.
+            return self._ses.status(user, region, max_age_s=SES_STATUS_MAX_AGE_S)
         except Exception as exc:
             log.warning("SES tenant status unknown for GET /tenant", user=user, error=type(exc).__name__)
             return None

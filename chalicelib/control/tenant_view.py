@@ -21,7 +21,6 @@ from chalicelib.feedback.reports import Answer
 from chalicelib.stores.ports import DailyUse, SesTenantStatus, TenantLookup
 from chalicelib.stores.ses_tenants import TenantStatus
 
-
 SES_STATUS_MAX_AGE_S = 300.0
 
 

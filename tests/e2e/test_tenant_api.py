@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from chalicelib import wiring
+from chalicelib.control import params
 from chalicelib.core.contract import Sender
 from chalicelib.stores.ledger_model import SENT
 from infra.producer import CampaignSpec, messages, publish
@@ -171,9 +172,11 @@ def test_the_tenants_events_are_read_in_order_filtered_and_from_where_the_last_p
             break
         after = body["next"]
     assert len(seen) == len(set(seen)) >= 4  # each of second's four recipients' `sent`, each once
-    # The page after the end is empty and answers where to go on from: the same place.
+    # The page after the end is empty and answers where to go on from: no earlier than where it was asked
+    # from (past any other campaign's events it read meanwhile: they are not read again).
     status, body, _ = _call("GET", f"{base}/events?campaign=second&after={urllib.parse.quote(after)}", key)
-    assert status == 200 and body["events"] == [] and body["next"] == after
+    assert status == 200 and body["events"] == []
+    assert params.decode_cursor({"after": body["next"]}) >= params.decode_cursor({"after": after})
 
     later = _call("GET", f"{base}/events?since=2999-01-01T00:00:00Z", key)[1]
     assert later["events"] == []

@@ -171,6 +171,11 @@ def campaign_report(campaign_id: str) -> Response:
 _API_BODIES = ["application/json", "application/x-www-form-urlencoded", "text/plain"]
 
 
+def _query() -> dict[str, str]:
+    request = app.current_request
+    return dict(request.query_params or {}) if request else {}
+
+
 def _authorization() -> str | None:
     request = app.current_request
     return request.headers.get("authorization") if request else None
@@ -232,13 +237,7 @@ def retry_failed(campaign_id: str) -> Response:
 @app.route("/campaigns/{campaign_id}/recipients", methods=["GET"])
 def campaign_recipients(campaign_id: str) -> Response:
     """Each recipient's state, reason and times, a page at a time (`?state=&limit=&after=`)."""
-    params = app.current_request.query_params if app.current_request else None
-    return _answer(wiring.container().tenant_api.recipients(_authorization(), campaign_id, params))
-
-
-def _query() -> dict[str, str]:
-    request = app.current_request
-    return dict(request.query_params or {}) if request else {}
+    return _answer(wiring.container().tenant_api.recipients(_authorization(), campaign_id, _query()))
 
 
 def _read_answer(answer: Any) -> Response:

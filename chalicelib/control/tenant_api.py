@@ -33,6 +33,7 @@ from typing import Any
 from chalicelib.control.campaign_actions import CampaignActions
 from chalicelib.control.params import BadParam
 from chalicelib.control.params import limit as page_limit
+from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.control.webhook_registration import NO_ENDPOINT, WebhookRegistration
 from chalicelib.core.contract import MAX_SORT_KEY_BYTES, iso_ms
 from chalicelib.core.fields import is_id
@@ -43,7 +44,6 @@ from chalicelib.feedback.reports import NOT_FOUND, Answer, Reports
 from chalicelib.stores.ledger_model import STATES
 from chalicelib.stores.ports import CountsReader, LedgerPages
 
-UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
 BAD_CURSOR = Answer(400, {"error": "after: not a cursor of this list (give the `next` of the page before)"})
 MAX_PAGE = 1000
 CAMPAIGN_ACTIONS = ("pause", "resume", "cancel", "retry-failed")
@@ -99,7 +99,7 @@ class TenantApi:
         webhooks: WebhookRegistration,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._reports = reports
+        self._keys = TenantKeys(reports.authenticate)
         self._actions = actions
         self._ledger = ledger
         self._stats = stats
@@ -109,11 +109,9 @@ class TenantApi:
         self._clock = clock
 
     def _owner(self, authorization: str | None, campaign_id: str | None = None) -> str | Answer:
-        if not authorization:
-            return UNAUTHORIZED
-        user_id = self._reports.authenticate(authorization)
-        if user_id is None:
-            return NOT_FOUND
+        user_id = self._keys.owner(authorization)
+        if isinstance(user_id, Answer):
+            return user_id
         if campaign_id is not None and (not is_id(campaign_id) or self._stats.get(user_id, campaign_id) is None):
             return NOT_FOUND
         return user_id

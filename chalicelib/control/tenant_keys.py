@@ -7,9 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from chalicelib.feedback.reports import NOT_FOUND, Answer
-
-UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
+from chalicelib.feedback.reports import NOT_FOUND, UNAUTHORIZED, Answer
 
 
 class TenantKeys:

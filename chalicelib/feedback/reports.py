@@ -56,6 +56,7 @@ class Answer:
 
 
 NOT_FOUND = Answer(404, {"error": "not found"})
+UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
 
 
 class Reports:
@@ -84,7 +85,7 @@ class Reports:
 
     def campaign(self, authorization: str | None, campaign_id: str) -> Answer:
         if not authorization:
-            return Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
+            return UNAUTHORIZED
         user_id = self.authenticate(authorization)
         if user_id is None or not is_id(campaign_id):  # an id no campaign can have is not a key to look up
             return NOT_FOUND

@@ -133,10 +133,9 @@ class CampaignStats:
         self._lock = threading.Lock()
 
     def warm(self) -> None:
-        """Create the DynamoDB client now, in one thread, rather than in many at first use."""
+        """Create the DynamoDB client now, in one thread, rather than in many at first use. Not the timeline's:
+        most functions that count never write it, and its client is made once, under aws's lock, when one does."""
         warm(self._model)
-        if self._timeline is not None:
-            self._timeline.warm()
 
     def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None:
         self.add_counts(user_id, campaign_id, deltas, error=error)

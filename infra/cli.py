@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core import log
+from infra.operator_env import DEFAULT_ENDPOINT, choose_endpoint, client_env, stages
 
-DEFAULT_ENDPOINT = "http://127.0.0.1:4566"
+__all__ = ["DEFAULT_ENDPOINT", "build_parser", "client_env", "main"]
 ENDPOINT_HELP = f"AWS endpoint (default: AWS's own for a deployed stage, {DEFAULT_ENDPOINT} for --stage local)"
 
 
@@ -77,76 +78,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-def client_env(endpoint: str | None, stage: str) -> None:
-    """This process's settings for operating a stage, as an operator's own shell has them.
-
-    A deployed stage is reached with the operator's credentials (the SDK's chain: AWS_PROFILE, the usual
-    variables, SSO) in the profile's region, at AWS's own endpoints: an endpoint is set only when given
-    (`--endpoint`, or AWS_ENDPOINT_URL in the shell), or for `--stage local`, whose stack is on loopback.
-    The account is the credentials' own (STS), never a default, and the stage's settings are its
-    `.chalice/config.json` variables, so names and limits are the deployed functions'."""
-    if endpoint:
-        os.environ["AWS_ENDPOINT_URL"] = endpoint
-    elif stage == "local":
-        os.environ.setdefault("AWS_ENDPOINT_URL", DEFAULT_ENDPOINT)
-    if stage == "local":
-        from infra.local.platform import LOCAL_STAGE_SETTINGS, PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
-
-        os.environ.setdefault("AWS_ACCESS_KEY_ID", PLATFORM_ACCESS_KEY)
-        os.environ.setdefault("AWS_SECRET_ACCESS_KEY", PLATFORM_SECRET_KEY)
-        os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-        for name, value in LOCAL_STAGE_SETTINGS.items():
-            os.environ.setdefault(name, value)
-    for name, value in _stage_variables(stage).items():
-        os.environ.setdefault(name, value)
-    os.environ["MOONSEND_STAGE"] = stage
-    import boto3
-
-    session = boto3.session.Session()
-    region = session.region_name
-    if not region:
-        raise SystemExit("moonsend: no AWS region: set AWS_DEFAULT_REGION, or a region in your profile")
-    os.environ.setdefault("AWS_REGION", region)
-    try:
-        account = session.client("sts").get_caller_identity()["Account"]
-    except Exception as exc:  # no credentials, expired ones, no network: the operator must fix them first
-        raise SystemExit(f"moonsend: cannot tell which AWS account these credentials are for: {exc}") from None
-    os.environ["MOONSEND_ACCOUNT_ID"] = account
-
-
-def _stage_variables(stage: str) -> dict[str, str]:
-    """The stage's environment variables from `.chalice/config.json` (what every deployed function is given)."""
-    import json
-
-    config = Path(__file__).resolve().parents[1] / ".chalice" / "config.json"
-    try:
-        stages = json.loads(config.read_text())["stages"]
-    except (OSError, ValueError, KeyError):
-        return {}
-    return {k: str(v) for k, v in stages.get(stage, {}).get("environment_variables", {}).items()}
-
-
-def _stack_output(stage: str, key: str) -> str | None:
-    """One of the stage's stack outputs (None: no such stack or output)."""
-    import boto3
-    from botocore.exceptions import ClientError
-
-    from infra.deploy import stack_name
-
-    try:
-        stack = boto3.client("cloudformation").describe_stacks(StackName=stack_name(stage))["Stacks"][0]
-    except ClientError:
-        return None
-    return next((o["OutputValue"] for o in stack.get("Outputs", []) if o["OutputKey"] == key), None)
-
-
 def cmd_send(args: argparse.Namespace) -> int:
     import boto3
 
     from chalicelib.core.config import Settings
     from infra.producer import CampaignSpec, messages, new_campaign_id, publish, read_recipients
 
-    client_env(args.endpoint, args.stage)
+    outputs = client_env(args.endpoint, args.stage)
     settings = Settings.from_env()
     subject = args.subject if args.subject is not None else Path(args.subject_file).read_text()
     body = Path(args.body_file).read_text(encoding="utf-8")
@@ -169,9 +107,7 @@ def cmd_send(args: argparse.Namespace) -> int:
         )
         session.client("sesv2", region_name=args.region).create_email_identity(EmailIdentity=args.sender)
     sns = boto3.client("sns")
-    topic = _stack_output(args.stage, "PrecompileEmailTopicArn") or settings.topic_arn(
-        settings.resources.precompile_topic.name
-    )
+    topic = outputs.get("PrecompileEmailTopicArn") or settings.topic_arn(settings.resources.precompile_topic.name)
     n = publish(sns, topic, messages(spec, recipients, per_message=args.per_message))
     print(campaign_id)
     print(f"{len(recipients)} recipients in {n} SNS message(s) to {topic}", file=sys.stderr)
@@ -874,6 +810,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from infra.deploy import deploy_plan, execute
     from infra.package import packaged
 
+    choose_endpoint(args.stage, args.endpoint)
     clients = _aws_clients(args.region)
     bucket = args.artifacts_bucket or _artifacts_bucket(clients, create=not args.dry_run)
     region = clients["s3"].meta.region_name
@@ -897,6 +834,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 def cmd_destroy(args: argparse.Namespace) -> int:
     from infra.deploy import destroy_plan, email_at_risk, execute
 
+    choose_endpoint(args.stage, args.endpoint)
     clients = _aws_clients(args.region)
     account = clients["sts"].get_caller_identity()["Account"]
     at_risk = email_at_risk(args.stage, clients["sqs"], clients["s3"], account)
@@ -939,6 +877,7 @@ def cmd_smoke(args: argparse.Namespace) -> int:
         if not args.sender:
             print("moonsend smoke: --sender (a verified SES identity of the account) is required", file=sys.stderr)
             return 2
+        choose_endpoint(args.stage, args.endpoint)
         return _smoke(_aws_clients(args.region), args.stage, args.sender, args.timeout)
     import tempfile
 
@@ -1081,7 +1020,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="verify the sender address in the SES account first (local stack)",
     )
     send.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    send.add_argument("--stage", default="local")
+    send.add_argument("--stage", default="local", choices=stages())
     send.set_defaults(func=cmd_send)
 
     st = sub.add_parser("status", help="queue depths and campaign counts")
@@ -1089,13 +1028,13 @@ def build_parser() -> argparse.ArgumentParser:
     st.add_argument("--watch", action="store_true", help="live progress bars")
     st.add_argument("--interval", type=float, default=1.0)
     st.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    st.add_argument("--stage", default="local")
+    st.add_argument("--stage", default="local", choices=stages())
     st.set_defaults(func=cmd_status)
 
     rf = sub.add_parser("replay-failed", help="invoke again the async events Lambda gave up on (the on-failure queue)")
     rf.add_argument("--function", default=None, help="only this function's (e.g. moonsend-dev-precompile_email)")
     rf.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    rf.add_argument("--stage", default="local")
+    rf.add_argument("--stage", default="local", choices=stages())
     rf.set_defaults(func=cmd_replay_failed)
 
     rc = sub.add_parser("recipients", help="each recipient of a campaign with its state and reason")
@@ -1106,28 +1045,30 @@ def build_parser() -> argparse.ArgumentParser:
     rc.add_argument("--limit", type=int, default=None, help="one page of this many (prints the next page's cursor)")
     rc.add_argument("--after", default=None, help="the cursor a previous page printed")
     rc.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    rc.add_argument("--stage", default="local")
+    rc.add_argument("--stage", default="local", choices=stages())
     rc.set_defaults(func=cmd_recipients)
 
     pk = sub.add_parser("package", help="the deployable template and bundle of a stage (build/<stage>/)")
-    pk.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
+    pk.add_argument("--stage", default="dev", choices=stages())
     pk.add_argument("--out", default=None, help="output folder (default build/<stage>)")
     pk.set_defaults(func=cmd_package)
 
     dp = sub.add_parser("deploy", help="package and deploy a stage to the AWS account of your credentials")
-    dp.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
+    dp.add_argument("--stage", default="dev", choices=stages())
     dp.add_argument(
         "--artifacts-bucket",
         default=None,
         help="S3 bucket for the bundle (default moonsend-artifacts-<account>-<region>)",
     )
     dp.add_argument("--region", default=None)
+    dp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     dp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
     dp.set_defaults(func=cmd_deploy)
 
     ds = sub.add_parser("destroy", help="remove a stage: tenant queues and alarms, payloads, the stack")
-    ds.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
+    ds.add_argument("--stage", default="dev", choices=stages())
     ds.add_argument("--region", default=None)
+    ds.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     ds.add_argument(
         "--delete-data", action="store_true", help="also delete the data stack: tables (ledger, counters), links' key"
     )
@@ -1139,11 +1080,12 @@ def build_parser() -> argparse.ArgumentParser:
     ds.set_defaults(func=cmd_destroy)
 
     sm = sub.add_parser("smoke", help="send a small campaign to the SES mailbox simulator and check the ledger")
-    sm.add_argument("--stage", default="dev", choices=["local", "dev", "prod"])
+    sm.add_argument("--stage", default="dev", choices=stages())
     sm.add_argument(
         "--sender", default=None, help="a verified SES identity of the platform account (local: made up and verified)"
     )
     sm.add_argument("--region", default=None)
+    sm.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     sm.add_argument("--timeout", type=float, default=600)
     sm.set_defaults(func=cmd_smoke)
 
@@ -1163,7 +1105,7 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--timeline-after", default=None, help="show: the cursor of the timeline's next minutes")
     cp.add_argument("--json", action="store_true", help="list, show: the API's JSON answer")
     cp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    cp.add_argument("--stage", default="local")
+    cp.add_argument("--stage", default="local", choices=stages())
     cp.set_defaults(func=cmd_campaign)
 
     dg = sub.add_parser(
@@ -1173,7 +1115,7 @@ def build_parser() -> argparse.ArgumentParser:
     dg.add_argument("--user", required=True)
     dg.add_argument("--digest", required=True)
     dg.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    dg.add_argument("--stage", default="local")
+    dg.add_argument("--stage", default="local", choices=stages())
     dg.set_defaults(func=cmd_digest)
 
     wh = sub.add_parser(
@@ -1189,7 +1131,7 @@ def build_parser() -> argparse.ArgumentParser:
     wh.add_argument("--no-wait", action="store_true", help="replay, remove: show the background job and return at once")
     wh.add_argument("--wait-s", type=float, default=900.0, help="replay, remove: how long to wait for the job")
     wh.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    wh.add_argument("--stage", default="local")
+    wh.add_argument("--stage", default="local", choices=stages())
     wh.set_defaults(func=cmd_webhook)
 
     sp = sub.add_parser("suppression", help="a tenant's suppression list: list it, add addresses, lift one")
@@ -1209,7 +1151,7 @@ def build_parser() -> argparse.ArgumentParser:
     for action in (sl, sa, sr):
         action.add_argument("--user", required=True)
         action.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-        action.add_argument("--stage", default="local")
+        action.add_argument("--stage", default="local", choices=stages())
         action.set_defaults(func=cmd_suppression)
 
     ev = sub.add_parser("events", help="a tenant's recorded events (what its webhooks carry), oldest first")
@@ -1221,7 +1163,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--limit", type=int, default=None, help="events a page (1-1000, default 100)")
     ev.add_argument("--json", action="store_true", help="the API's JSON answer")
     ev.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    ev.add_argument("--stage", default="local")
+    ev.add_argument("--stage", default="local", choices=stages())
     ev.set_defaults(func=cmd_events)
 
     tn = sub.add_parser(
@@ -1250,21 +1192,21 @@ def build_parser() -> argparse.ArgumentParser:
     tn.add_argument("--region", help="move-keys: the SES region of the new keys")
     tn.add_argument("--json", action="store_true", help="show: the API's JSON answer")
     tn.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    tn.add_argument("--stage", default="local")
+    tn.add_argument("--stage", default="local", choices=stages())
     tn.set_defaults(func=cmd_tenant)
 
     sk = sub.add_parser(
         "seal-keys", help="encrypt the tenants' SES secrets stored in the clear before secrets were encrypted"
     )
     sk.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    sk.add_argument("--stage", default="local")
+    sk.add_argument("--stage", default="local", choices=stages())
     sk.set_defaults(func=cmd_seal_keys)
 
     ic = sub.add_parser(
         "index-campaigns", help="list the campaigns sent before the tenant API's campaign list (once, after upgrading)"
     )
     ic.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    ic.add_argument("--stage", default="local")
+    ic.add_argument("--stage", default="local", choices=stages())
     ic.set_defaults(func=cmd_index_campaigns)
 
     lk = sub.add_parser(
@@ -1287,7 +1229,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     lk.add_argument("--region", default=None)
     lk.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    lk.add_argument("--stage", default="local")
+    lk.add_argument("--stage", default="local", choices=stages())
     lk.set_defaults(func=cmd_link_key)
 
     demo = sub.add_parser("demo", help="run three tenants' campaigns through the local stack")

@@ -10,7 +10,8 @@ template at a URL:
   points at that copy; the rest is kept for the change set;
 - a resource kept when its stack is deleted except after a failed create (`RetainExceptOnCreate`) is
   given to moto as `Retain`, the only policy moto's CloudFormation keeps (see `kept_on_delete`);
-- once moto has executed the change set, the kept resources that are AWS resources (alarms, topic and
+- once moto has executed the change set, the stack is given its template's outputs (`give_outputs`), and
+  the kept resources that are AWS resources (alarms, topic and
   queue policies, SQS subscriptions, SES configuration sets and their destinations, secrets) are made
   through the endpoint's own APIs, as the local stack makes them for itself.
 
@@ -88,6 +89,8 @@ class ChangeSetTransforms:
         if params.get("Action") != "ExecuteChangeSet":
             return
         stack, change_set = params.get("StackName", ""), params.get("ChangeSetName", "")
+        account = self._client("sts").get_caller_identity()["Account"]
+        give_outputs(stack, account, self._region)
         with self._lock:
             kept = self._kept.pop((stack, change_set), None)
         # Only what exists as an AWS resource of its own; the runtime's parts (event sources, Lambda
@@ -108,10 +111,26 @@ class ChangeSetTransforms:
         exports = {
             e["Name"]: e["Value"] for page in cfn.get_paginator("list_exports").paginate() for e in page["Exports"]
         }
-        account = self._client("sts").get_caller_identity()["Account"]
         resolve = Resolver(physical, types, self._region, account, None, exports)
         clients = {n: self._client(n) for n in ("cloudwatch", "sns", "sqs", "sesv2", "secretsmanager")}
         _stand_in(stood_in, resolve, clients, {})
+
+
+def give_outputs(stack_name: str, account: str, region: str) -> None:
+    """The stack's outputs as its template, executed, says them (what DescribeStacks answers on AWS).
+
+    moto makes a stack's outputs when the stack object is made, which for a change set is before its
+    template is applied: a stack deployed through change sets had no outputs (nor exports) at all, and the
+    operator's commands, which read the API's URL from them (infra.operator_env), could not be rehearsed."""
+    from moto.cloudformation.models import cloudformation_backends
+
+    backend = cloudformation_backends[account][region]
+    for stack in backend.stacks.values():
+        if stack.name == stack_name:
+            stack._parse_template()
+            stack.output_map = stack._create_output_map()
+            for export in stack.exports:  # listed, and removed with the stack, as CloudFormation does
+                backend.exports[export.name] = export
 
 
 def kept_on_delete(template: dict[str, Any]) -> tuple[dict[str, Any], bool]:

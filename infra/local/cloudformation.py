@@ -553,3 +553,19 @@ def _alarm(props: dict[str, Any]) -> dict[str, Any]:
     if "Threshold" in out:
         out["Threshold"] = float(out["Threshold"])
     return out
+
+
+def point_api_output(stack_name: str, url: str, account: str, region: str) -> None:
+    """The app stack's `EndpointURL` output names the API where this stack serves it.
+
+    On AWS the output is API Gateway's URL, where the API answers, and the operator's commands read it for
+    what the functions are told (the links' base). Here the API is chalice's local server: moto resolved
+    the output to an execute-api URL nothing answers, so the output is pointed at the local server (with
+    the trailing slash API Gateway's output has)."""
+    from moto.cloudformation.models import cloudformation_backends
+
+    for stack in cloudformation_backends[account][region].stacks.values():
+        if stack.name == stack_name and "EndpointURL" in stack.output_map.outputs:
+            output = stack.output_map["EndpointURL"]
+            if output is not None:
+                output.value = url.rstrip("/") + "/"

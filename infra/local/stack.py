@@ -584,11 +584,17 @@ class LocalStack:
         for own in self.environments.values():  # the functions the template tells where the API is
             if "MOONSEND_API_URL" in own:
                 own["MOONSEND_API_URL"] = self.api_url
+        self._point_api_output()
         from chalicelib import wiring
 
         wiring.reset()  # the containers made so far knew no API address
         self._api_thread = threading.Thread(target=self.api.server.serve_forever, daemon=True, name="local-api")
         self._api_thread.start()
+
+    def _point_api_output(self) -> None:
+        assert self.created is not None and self.api_url is not None
+        c = self.config
+        cloudformation.point_api_output(self.created.name, self.api_url, c.account_id, c.region)
 
     def _start_api_worker(self, role: RoleCredentials, env: dict[str, str] | None) -> None:
         """The API's function in a process of its own (with worker processes), its address told to the others."""
@@ -604,6 +610,7 @@ class LocalStack:
         for own in self.environments.values():  # the functions the template tells where the API is
             if "MOONSEND_API_URL" in own:
                 own["MOONSEND_API_URL"] = self.api_url
+        self._point_api_output()
         from chalicelib import wiring
 
         wiring.reset()

@@ -66,7 +66,7 @@ def _up(tmp_path_factory):
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
         lines.append(line)
-        if "ready" in line:
+        if "Point any AWS SDK" in line:  # the last line `up` prints once ready
             break
     else:
         proc.kill()
@@ -252,6 +252,88 @@ def test_status_shows_tenant_text_as_it_is_and_obeys_none_of_it(running, tmp_pat
         assert not any(c in out.stdout for c in "\x1b\x07\x9b")
     finally:
         _moonsend("tenant", "resume", "--endpoint", endpoint, "--user", "cli-hostile")
+
+
+def _publish_as_producer(port: int, messages: list[dict]) -> None:
+    """A tenant's own system publishing to the stage's topic (its credentials, not the operator's process)."""
+    import json
+
+    import boto3
+
+    from infra.local.platform import PLATFORM_ACCESS_KEY, PLATFORM_SECRET_KEY
+
+    sns = boto3.client(
+        "sns",
+        endpoint_url=f"http://127.0.0.1:{port}",
+        region_name="us-east-1",
+        aws_access_key_id=PLATFORM_ACCESS_KEY,
+        aws_secret_access_key=PLATFORM_SECRET_KEY,
+    )
+    topic = "arn:aws:sns:us-east-1:123456789012:moonsend-local-PrecompileEmail"
+    for message in messages:
+        sns.publish(TopicArn=topic, Message=json.dumps(message))
+
+
+def test_digest_run_from_an_operators_shell_mails_links_to_the_stages_own_api(running):
+    """`moonsend digest run` composes in the operator's process, which CloudFormation tells nothing: the API's
+    URL its links need is read from the stack's outputs (it once failed on every stage, LinksNotConfigured)."""
+    port, outbox, _proc, lines = running
+    endpoint = f"http://127.0.0.1:{port}"
+    api = next(line for line in lines if "app's HTTP routes" in line).rsplit(" ", 1)[1].strip()
+    sender = {
+        "apiKey": "AKIACLITENANT",
+        "apiSecret": "s3cret",
+        "ratePerSecond": "10",
+        "emailAddress": "news@cli.example",
+        "fromName": "CLI digest",
+    }
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 600))
+    definition = {
+        "id": "cli-digest",
+        "subject": "{{ items_total }} new",
+        "body": "<p>{% for item in items %}{{ item.data.title }} {% endfor %}</p>",
+        "schedule": "cron(0 13 ? * WED *)",
+        "window": "P7D",
+    }
+    recipient = {"email": "dee@example.org", "metadata": {"name": "Dee"}}
+    item = {"id": "i1", "type": "Note", "at": at, "data": {"title": "First note"}}
+    import boto3
+    from botocore.exceptions import ClientError
+
+    ses = boto3.client(
+        "sesv2", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="AKIACLITENANT",
+        aws_secret_access_key="s3cret",
+    )  # fmt: skip
+    try:  # the From, verified in the tenant's own SES account (other tests of the module may have done it)
+        ses.create_email_identity(EmailIdentity="news@cli.example")
+    except ClientError as exc:
+        assert exc.response["Error"]["Code"] == "AlreadyExistsException", exc
+    who = ("--endpoint", endpoint, "--user", "cli-digest-t", "--digest", "cli-digest")
+
+    def until(said: str) -> None:
+        deadline, status = time.monotonic() + 30, None
+        while time.monotonic() < deadline:
+            status = _moonsend("digest", "status", *who)
+            if said in status.stdout:
+                return
+            time.sleep(0.5)
+        assert status is not None and said in status.stdout, status.stdout + status.stderr
+
+    _publish_as_producer(port, [{"userId": "cli-digest-t", "sender": sender, "digest": definition}])
+    until(": ready")
+    _publish_as_producer(
+        port, [{"userId": "cli-digest-t", "digest": {"id": "cli-digest"}, "recipient": recipient, "item": item}]
+    )
+    until("recipients pending: 1 of 1")
+    ran = _moonsend("digest", "run", *who)
+    assert ran.returncode == 0, ran.stderr
+    assert "emails: 1" in ran.stdout
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not list((outbox / "cli-digest-t").rglob("*.eml")):
+        time.sleep(0.2)
+    (mail,) = (outbox / "cli-digest-t").rglob("*.eml")
+    unsubscribe = next(line for line in mail.read_text().splitlines() if line.startswith("List-Unsubscribe:"))
+    assert f"<{api}/unsubscribe/" in unsubscribe
 
 
 def test_sigterm_stops_the_stack_cleanly(tmp_path_factory):

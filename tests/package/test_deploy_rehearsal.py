@@ -10,15 +10,17 @@ bytes inline) and expands SAM as CloudFormation does (infra.local.cfn_transform)
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
 
-from chalicelib.core.contract import Sender
+from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.resources import FUNCTION_IDS, resources_for
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
@@ -29,16 +31,23 @@ ROOT = Path(__file__).resolve().parents[2]
 STAGE = "dev"
 
 
-def _operator(stack, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MOONSEND_", "AWS_"))}
-    env.update(
-        AWS_ENDPOINT_URL=stack.endpoint,  # the operator's own shell points the SDK here: this is no AWS
+def _operator(stack, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """A command as an operator runs it: the credentials and region of a shell, nothing a deployed function is
+    given, and (since this is no AWS) the endpoint named with `--endpoint`, as a deployed stage requires."""
+    shell = {k: v for k, v in os.environ.items() if not k.startswith(("MOONSEND_", "AWS_"))}
+    shell.update(
         AWS_ACCESS_KEY_ID=PLATFORM_ACCESS_KEY,
         AWS_SECRET_ACCESS_KEY=PLATFORM_SECRET_KEY,
         AWS_DEFAULT_REGION="us-east-1",
+        **(env or {}),
     )
     return subprocess.run(
-        [sys.executable, "-m", "infra", *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
+        [sys.executable, "-m", "infra", *args, "--endpoint", stack.endpoint],
+        cwd=ROOT,
+        env=shell,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
 
 
@@ -68,6 +77,118 @@ def _key_state(key_id: str) -> str:
     return kms_backends["123456789012"]["us-east-1"].keys[key_id].key_state
 
 
+def _as_first_messages_would(r, messages: list[dict]) -> None:
+    """What the stage's precompile_email would do with these messages (no function runs in a rehearsed
+    stage): the app's own code, under the dev stage's settings, in this process."""
+    from chalicelib.core.config import Settings
+    from chalicelib.wiring import Container
+
+    env = {
+        "MOONSEND_STAGE": STAGE,
+        "MOONSEND_ACCOUNT_ID": "123456789012",
+        "AWS_REGION": "us-east-1",
+        "MOONSEND_API_URL": "https://restapi.execute-api.us-east-1.amazonaws.com/api",
+    }
+    topic = Container(Settings.from_env(env)).precompile_topic
+    for message in messages:
+        topic.handle(json.dumps(message))
+
+
+def _every_operator_command(stack, r, user: str) -> None:
+    """Every command docs/operations.md, docs/digests.md and docs/webhooks.md give an operator, on the deployed
+    stage, from a shell that has only the operator's credentials: none may need what only a function is told."""
+    sender = {"ratePerSecond": "1", "emailAddress": f"news@{user}.example", "fromName": ""}
+    later = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 7 * 24 * 3600))
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 600))
+    stack.client("sesv2").create_email_identity(EmailIdentity=sender["emailAddress"])  # the platform's account
+    _as_first_messages_would(
+        r,
+        [
+            {
+                "userId": user,
+                "userPlan": "free",
+                "sender": sender,
+                "campaign": {"id": "later", "subject": "Hi", "body": "<p>Hi</p>", "scheduledAt": later},
+                "recipient": {"email": "ann@example.org"},
+            },
+            {
+                "userId": user,
+                "userPlan": "free",
+                "sender": sender,
+                "digest": {
+                    "id": "weekly",
+                    "subject": "{{ items_total }} new",
+                    "body": "<p>{% for item in items %}{{ item.data.t }}{% endfor %}</p>",
+                    "schedule": "cron(0 13 ? * WED *)",
+                    "window": "P7D",
+                },
+                "recipient": {"email": "bob@example.org"},
+                "item": {"id": "i1", "type": "Note", "at": at, "data": {"t": "one"}},
+            },
+        ],
+    )
+    stage = ("--stage", STAGE)
+    who = ("--user", user, *stage)
+    campaign = (*who, "--campaign", "later")
+
+    # Campaigns and their recipients.
+    assert "later" in _ok(_operator(stack, "campaign", "list", *who))
+    assert "later" in _ok(_operator(stack, "campaign", "show", *campaign))
+    assert "ann@example.org\tscheduled" in _ok(_operator(stack, "recipients", *campaign, "--state", "scheduled"))
+    assert "ann@example.org,scheduled" in _ok(_operator(stack, "recipients", *campaign, "--csv"))
+    assert "more:" not in _operator(stack, "recipients", *campaign, "--limit", "1").stderr
+    assert "later" in _ok(_operator(stack, "status", *who))
+    sooner = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 6 * 24 * 3600))
+    assert "rescheduled: 1 recipient(s)" in _ok(_operator(stack, "campaign", "schedule", *campaign, "--at", sooner))
+    assert "paused" in _ok(_operator(stack, "campaign", "pause", *campaign))
+    assert "resumed" in _ok(_operator(stack, "campaign", "resume", *campaign))
+    assert "0 failed recipient(s) queued again" in _ok(_operator(stack, "campaign", "retry-failed", *campaign))
+    assert "recorded cancelled" in _ok(_operator(stack, "campaign", "cancel", *campaign))
+    _ok(_operator(stack, "index-campaigns", *stage))
+
+    # A digest: its status, and a run now, in the operator's process, with links to the stage's own API.
+    assert "recipients pending: 1 of 1" in _ok(_operator(stack, "digest", "status", *who, "--digest", "weekly"))
+    ran = _ok(_operator(stack, "digest", "run", *who, "--digest", "weekly"))
+    assert "emails: 1" in ran, ran
+    sqs = stack.client("sqs")
+    free = sqs.get_queue_url(QueueName=r.free_queue.name)["QueueUrl"]
+    (queued,) = sqs.receive_message(QueueUrl=free, MaxNumberOfMessages=10)["Messages"]
+    mime = QueuedEmail.from_json(queued["Body"]).mime or ""
+    assert "<https://restapi.execute-api.us-east-1.amazonaws.com/api/unsubscribe/" in mime  # the stack's output
+    sqs.delete_message(QueueUrl=free, ReceiptHandle=queued["ReceiptHandle"])  # no send_emails runs here
+
+    # Suppressions, events, webhooks.
+    assert "1 address(es) added" in _ok(_operator(stack, "suppression", "add", "cy@example.org", *who))
+    assert "cy@example.org" in _ok(_operator(stack, "suppression", "list", *who))
+    _ok(_operator(stack, "suppression", "remove", "cy@example.org", *who))
+    _ok(_operator(stack, "events", *who))
+    added = _ok(_operator(stack, "webhook", "add", *who, "--url", "https://93.184.215.14/moonsend"))  # no DNS here
+    endpoint_id = json.loads(added)["id"]
+    assert endpoint_id in _ok(_operator(stack, "webhook", "list", *who))
+
+    # The tenant's standing, keys and From addresses; the stage's keys and secrets.
+    assert user in _ok(_operator(stack, "tenant", "show", *who))
+    assert "no keys registered" in _ok(_operator(stack, "tenant", "keys", *who))
+    paused = _ok(_operator(stack, "tenant", "pause", *who, "--owner", "tenant", "--reason", "migration"))
+    assert "paused" in paused
+    _ok(_operator(stack, "tenant", "resume", *who, "--owner", "tenant"))
+    assigned = _ok(_operator(stack, "tenant", "assign-from", *who, "--address", f"hello@{user}.example"))
+    assert f"hello@{user}.example" in assigned
+    audit = _operator(stack, "tenant", "audit-from", *stage)
+    assert audit.returncode in (0, 1), audit.stderr  # 1: claims without an identity of their own are listed
+    _ok(_operator(stack, "tenant", "audit-from", *stage, "--fix"))
+    assert "tenant(s) had SES secrets stored in the clear" in _ok(_operator(stack, "seal-keys", *stage))
+    keys = {"MOONSEND_NEW_API_KEY": "AKIAREHEARSALNEW0001", "MOONSEND_NEW_API_SECRET": "rehearsal-new-secret"}
+    _ok(_operator(stack, "tenant", "move-keys", *who, env=keys))  # sealed with the stage's key, in KMS
+    assert "AKIA...0001" in _ok(_operator(stack, "tenant", "keys", *who))
+    assert "k0" in _ok(_operator(stack, "link-key", "list", *stage))
+    rotated = _ok(_operator(stack, "link-key", "rotate", *stage))
+    assert "k1" in rotated, rotated
+    assert "0 failed invocation(s) replayed" in _ok(_operator(stack, "replay-failed", *stage))
+    webhook_removed = _operator(stack, "webhook", "remove", *who, "--id", endpoint_id, "--no-wait")
+    assert webhook_removed.returncode == 0, webhook_removed.stderr
+
+
 def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid):
     r = resources_for("moonsend", STAGE, "123456789012")
     user = f"rehearsal-{uid}"
@@ -91,6 +212,7 @@ def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid
         assert "paused" in _ok(_operator(stack, "tenant", "pause", "--user", user, "--stage", STAGE))
         _ok(_operator(stack, "tenant", "resume", "--user", user, "--stage", STAGE))
         assert r.free_queue.name in _ok(_operator(stack, "status", "--stage", STAGE))
+        _every_operator_command(stack, r, user)
         listed = _operator(stack, "recipients", "--user", user, "--campaign", "c1", "--stage", STAGE)
         assert _ok(listed) == "" and "0 recipient(s)" in listed.stderr
         assert "0 failed invocation(s) replayed" in _ok(_operator(stack, "replay-failed", "--stage", STAGE))
@@ -114,7 +236,7 @@ def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid
         assert _status(stack, "moonsend-dev") is None and _status(stack, "moonsend-dev-data") == "CREATE_COMPLETE"
         _ok(_operator(stack, "deploy", "--stage", STAGE))
         assert _status(stack, "moonsend-dev") == "CREATE_COMPLETE"
-        assert "no keys registered" in _ok(_operator(stack, "tenant", "keys", "--user", user, "--stage", STAGE))
+        assert "AKIA...0001" in _ok(_operator(stack, "tenant", "keys", "--user", user, "--stage", STAGE))
 
         # Destroy with its data, then deploy again: nothing kept of the data stack stands in the new one's way.
         old_key = _key_of(stack, r.tenant_secrets_alias)

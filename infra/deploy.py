@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from chalicelib.core.config import Settings
+from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.resources import SCHEDULED_PREFIX, resources_for
 from infra.cfn import data_stack_name
 
@@ -69,8 +70,7 @@ def destroy_plan(
     plan: list[Action] = []
     for page in scheduler.get_paginator("list_schedules").paginate(NamePrefix=r.digest_schedule_prefix):
         plan.extend(Action("delete-schedule", s["Name"]) for s in page.get("Schedules", []))
-    for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.tenant_queue_prefix):
-        plan.extend(Action("delete-queue", url) for url in page.get("QueueUrls", []))
+    plan.extend(Action("delete-queue", url) for url in queue_urls(sqs, r.tenant_queue_prefix))
     for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=r.tenant_queue_prefix):
         plan.extend(Action("delete-alarm", a["AlarmName"]) for a in page.get("MetricAlarms", []))
     plan.append(Action("empty-bucket", r.payload_bucket.name))
@@ -98,12 +98,7 @@ def email_at_risk(stage: str, sqs: Any, s3: Any, account_id: str) -> list[str]:
     the free queue) and scheduled batches waiting in the payload bucket for their time (up to 31 days)."""
     r = resources_for("moonsend", stage, account_id)
     lost: list[str] = []
-    urls = [
-        u
-        for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.prefix)
-        for u in page.get("QueueUrls", [])
-    ]
-    for url in urls:
+    for url in queue_urls(sqs, r.prefix):
         name = url.rsplit("/", 1)[-1]
         if not (name.startswith(r.tenant_queue_prefix) or name == r.free_queue.name):
             continue

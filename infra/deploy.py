@@ -16,10 +16,14 @@ import json
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import WaiterError
+
 from chalicelib.core.config import Settings
+from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.resources import SCHEDULED_PREFIX, resources_for
 from infra.cfn import data_stack_name
 
@@ -69,8 +73,7 @@ def destroy_plan(
     plan: list[Action] = []
     for page in scheduler.get_paginator("list_schedules").paginate(NamePrefix=r.digest_schedule_prefix):
         plan.extend(Action("delete-schedule", s["Name"]) for s in page.get("Schedules", []))
-    for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.tenant_queue_prefix):
-        plan.extend(Action("delete-queue", url) for url in page.get("QueueUrls", []))
+    plan.extend(Action("delete-queue", url) for url in queue_urls(sqs, r.tenant_queue_prefix))
     for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=r.tenant_queue_prefix):
         plan.extend(Action("delete-alarm", a["AlarmName"]) for a in page.get("MetricAlarms", []))
     plan.append(Action("empty-bucket", r.payload_bucket.name))
@@ -98,12 +101,7 @@ def email_at_risk(stage: str, sqs: Any, s3: Any, account_id: str) -> list[str]:
     the free queue) and scheduled batches waiting in the payload bucket for their time (up to 31 days)."""
     r = resources_for("moonsend", stage, account_id)
     lost: list[str] = []
-    urls = [
-        u
-        for page in sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.prefix)
-        for u in page.get("QueueUrls", [])
-    ]
-    for url in urls:
+    for url in queue_urls(sqs, r.prefix):
         name = url.rsplit("/", 1)[-1]
         if not (name.startswith(r.tenant_queue_prefix) or name == r.free_queue.name):
             continue
@@ -162,7 +160,7 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
                 Bucket=action.params["bucket"], Key=action.target, Body=action.params["body"].encode("utf-8")
             )
         elif action.kind == "deploy-stack":
-            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"])
+            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"], say=say)
         else:
             raise ValueError(f"unknown action {action.kind}")
 
@@ -285,12 +283,68 @@ def _stack_status(cfn: Any, name: str) -> str | None:
         raise
 
 
-def _deploy_stack(cfn: Any, name: str, url: str) -> None:
+# SQS takes no queue of a name deleted less than 60 s before (QueueDeletedRecently): a destroy and a deploy
+# within that time fail the create of a named queue, and the stack rolls back. AWS has been seen refusing a
+# little past 60 s, hence the margin.
+QUEUE_REUSE_WAIT_S = 60.0
+QUEUE_REUSE_MARGIN_S = 5.0
+_QUEUE_DELETED_RECENTLY = ("QueueDeletedRecently", "You must wait 60 seconds after deleting a queue")
+CREATE_ATTEMPTS = 3
+
+
+def queue_reuse_wait(events: list[dict[str, Any]], now: datetime) -> float | None:
+    """How long to wait before creating the stack again, when its create failed because a named queue was
+    deleted less than 60 s before (the reason in the stack's events, newest first); None for any other
+    failure. The queue went before the failure, so 60 s from the failure (and the margin) is enough."""
+    for event in events:
+        if event.get("ResourceStatus") == "CREATE_FAILED" and any(
+            mark in event.get("ResourceStatusReason", "") for mark in _QUEUE_DELETED_RECENTLY
+        ):
+            waited = (now - event["Timestamp"]).total_seconds()
+            return max(0.0, QUEUE_REUSE_WAIT_S + QUEUE_REUSE_MARGIN_S - waited)
+    return None
+
+
+def _deploy_stack(
+    cfn: Any,
+    name: str,
+    url: str,
+    *,
+    say: Callable[[str], None] = print,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> None:
     """Create or update the stack through a change set (SAM templates need one), and wait for it.
 
     A first create that failed leaves the stack in ROLLBACK_COMPLETE, which CloudFormation will not update:
     it is deleted first (its resources were rolled back; the data stack's tables go with a failed first
-    create, by their RetainExceptOnCreate), so that the next deploy just works."""
+    create, by their RetainExceptOnCreate), so that the next deploy just works. A create that rolled back
+    because a named queue was deleted less than 60 s before (a destroy, then a deploy) is made again once
+    the rest of SQS's 60 s has passed, saying so."""
+    for attempt in range(1, CREATE_ATTEMPTS + 1):
+        try:
+            _deploy_stack_once(cfn, name, url)
+            return
+        except WaiterError:
+            wait = queue_reuse_wait(_recent_events(cfn, name), now()) if attempt < CREATE_ATTEMPTS else None
+            if wait is None:
+                raise
+            say(
+                f"{name}: its create rolled back because a queue of its name was deleted less than 60 s ago "
+                f"(SQS's QueueDeletedRecently); creating it again in {wait:.0f} s"
+            )
+            sleep(wait)
+
+
+def _recent_events(cfn: Any, name: str) -> list[dict[str, Any]]:
+    """The stack's latest events, newest first (one page: the failure just happened)."""
+    try:
+        return list(cfn.describe_stack_events(StackName=name).get("StackEvents", []))
+    except cfn.exceptions.ClientError:
+        return []
+
+
+def _deploy_stack_once(cfn: Any, name: str, url: str) -> None:
     status = _stack_status(cfn, name)
     if status in _DEAD_ON_ARRIVAL:
         cfn.delete_stack(StackName=name)

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, Progress, TextColumn
 from rich.table import Table
 
 from chalicelib.core.config import Settings
+from chalicelib.core.queue_listing import queue_urls
 from chalicelib.stores.campaign_stats import CampaignCounts, CampaignStats
 from chalicelib.stores.pauses import LIFTED_BY, OWNER_NAMES, Pause
 from chalicelib.stores.tenant_secrets import TenantSecrets
@@ -39,7 +40,7 @@ def queue_depths(settings: Settings, sqs: Any) -> list[QueueDepth]:
     """Every queue of this stage, with its counts."""
     r = settings.resources
     queues: list[QueueDepth] = []
-    for url in sqs.list_queues(QueueNamePrefix=r.prefix).get("QueueUrls", []):
+    for url in queue_urls(sqs, r.prefix):
         name = url.rsplit("/", 1)[-1]
         a = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         queues.append(

@@ -65,6 +65,13 @@ class QueueRetiring(MoonsendError):
     """The tenant's queue is being removed for idleness right now: retry the event in a minute."""
 
 
+class QueueRecentlyRetired(MoonsendError):
+    """SQS refused to create the tenant's queue again (QueueDeletedRecently): the idle-queue job removed it
+    less than 60 s ago, and SQS takes no queue of that name until then. Nothing was queued: the invocation
+    raises and is retried (precompile by Lambda 1 and 3 minutes later, the release of scheduled email at
+    its next minute)."""
+
+
 class TransientSendError(MoonsendError):
     """A 5xx from SES, or a request that never reached it: retried with backoff, then dead-lettered."""
 

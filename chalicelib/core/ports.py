@@ -99,8 +99,12 @@ class SqsQueueRemoval(QueueUrls, QueueDepth, Protocol):
     def delete_queue(self, *, QueueUrl: str) -> Any: ...
 
 
-class SqsQueueListing(QueueDepth, Protocol):
-    """The sweeper's (chalicelib.jobs.sweeper): every queue of the stage, and its depth."""
+class SqsQueueLister(Protocol):
+    """Queues listed by their name's prefix, page after page (chalicelib.core.queue_listing)."""
 
     def get_paginator(self, operation_name: str) -> Any:
         """boto3's paginator (`list_queues`): typed Any, as boto3 types its clients."""
+
+
+class SqsQueueListing(SqsQueueLister, QueueDepth, Protocol):
+    """The sweeper's (chalicelib.jobs.sweeper): every queue of the stage, and its depth."""

@@ -31,6 +31,7 @@ from chalicelib.core import log
 from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.ports import SqsQueueListing
+from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.routing import is_our_queue
 from chalicelib.stores.ports import LeaseHolders
 
@@ -104,11 +105,10 @@ class Sweeper:
         """This stage's queues: name to URL."""
         r = self._settings.resources
         urls: dict[str, str] = {}
-        for page in self._sqs.get_paginator("list_queues").paginate(QueueNamePrefix=r.prefix):
-            for url in page.get("QueueUrls", []):
-                name = url.rsplit("/", 1)[-1]
-                if is_our_queue(r, name):
-                    urls[name] = url
+        for url in queue_urls(self._sqs, r.prefix):
+            name = url.rsplit("/", 1)[-1]
+            if is_our_queue(r, name):
+                urls[name] = url
         return urls
 
     def rotated(self, names: Sequence[str]) -> list[str]:

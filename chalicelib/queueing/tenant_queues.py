@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core.config import Settings
+from chalicelib.core.errors import QueueRecentlyRetired
 from chalicelib.core.ports import SqsQueueCreation
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import alarm_name, is_free_queue
@@ -23,6 +24,9 @@ from chalicelib.stores.ports import QueueTouch
 from chalicelib.stores.queue_activity import utc_day
 
 ALARM_PERIOD_S = 60
+# SQS's answer to a CreateQueue within 60 s of a DeleteQueue of the name: the code as AWS sends it, and the
+# botocore model's shape name.
+QUEUE_DELETED_RECENTLY = ("AWS.SimpleQueueService.QueueDeletedRecently", "QueueDeletedRecently")
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,14 @@ class TenantQueues:
         try:
             url = self._sqs.create_queue(QueueName=plan.name, Attributes=plan.attributes, tags=plan.tags)["QueueUrl"]
         except ClientError as exc:
+            code = exc.response["Error"]["Code"]
+            if code in QUEUE_DELETED_RECENTLY:
+                raise QueueRecentlyRetired(
+                    f"the queue {queue_name} was retired less than 60 s ago and SQS creates it again only after "
+                    "that: nothing was queued, the invocation is retried"
+                ) from exc
             # Another container created it with attributes that since changed: use it as it is.
-            if exc.response["Error"]["Code"] not in ("QueueAlreadyExists", "QueueNameExists"):
+            if code not in ("QueueAlreadyExists", "QueueNameExists"):
                 raise
             url = self._sqs.get_queue_url(QueueName=plan.name)["QueueUrl"]
         self._cw.put_metric_alarm(**plan.alarm)

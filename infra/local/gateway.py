@@ -22,7 +22,16 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 from urllib.parse import parse_qsl, unquote
 
-from infra.local import cfn_limits, cfn_transform, dynamodb_limits, dynamodb_wire, payload_limits, sqs_limits, sqs_wire
+from infra.local import (
+    cfn_limits,
+    cfn_transform,
+    dynamodb_limits,
+    dynamodb_wire,
+    payload_limits,
+    sqs_limits,
+    sqs_queues,
+    sqs_wire,
+)
 from infra.local.access import AccessControl
 from infra.local.lambda_runtime import FunctionCrashed, FunctionError, FunctionRunner
 from infra.local.ses import (
@@ -43,6 +52,7 @@ _DYNAMODB_WRITES = frozenset(
     {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems", "ExecuteStatement"}
 )
 _QUEUE_LIFECYCLE = frozenset({"CreateQueue", "DeleteQueue"})
+_QUEUE_RULES = frozenset({"ListQueues", "CreateQueue", "DeleteQueue"})
 _ACCOUNT_RE = re.compile(r"^/_moonsend/ses/accounts/([^/]+)/?$")
 _EVENT_DESTINATIONS = re.compile(r"^/v2/email/configuration-sets/([^/]+)/event-destinations/?$")
 
@@ -164,6 +174,9 @@ class Gateway:
         self._apps_lock = threading.Lock()
         self._item_locks = ItemLocks()
         self._queue_lifecycle = threading.Lock()
+        # SQS's 60 s between deleting a queue and creating one of its name (infra/local/sqs_queues.py); the
+        # stack sets its wait on its own minute.
+        self.queue_reuse = sqs_queues.QueueReuse()
         self.sns: SnsDelivery | None = None  # set by the runtime: Lambda subscribers of SNS topics
         self.access: AccessControl | None = None  # set by the runtime: the functions' roles and policies
         # Set by the stack: the SAM transform and stand-ins for change sets sent by URL (a deploy to it).
@@ -271,6 +284,8 @@ class Gateway:
         # replacing the first with the messages already on it (the soak lost five batches that way).
         held = self._queue_lifecycle if action in _QUEUE_LIFECYCLE else contextlib.nullcontext()
         with held:
+            if action in _QUEUE_RULES:  # ListQueues' 1,000 and paging, the 60 s after a delete
+                return _respond(start_response, self._sqs_queues(environ, action, bool(target), region))
             if self.fast_sqs and target.startswith("AmazonSQS."):
                 answered = sqs_wire.handle(target, region, _read_body(environ))  # checks SQS's limits itself
                 if answered is not None:
@@ -283,6 +298,38 @@ class Gateway:
             if screened.body is not None:
                 return _respond(start_response, self._sqs_batch_rest(environ, screened))
             return list(self.moto_app(environ, start_response))
+
+    def _sqs_queues(self, environ: dict[str, Any], action: str, json_protocol: bool, region: str) -> Response:
+        """ListQueues, CreateQueue and DeleteQueue under SQS's rules moto does not keep (sqs_queues)."""
+        body = _read_body(environ)
+        try:
+            params: dict[str, Any] = (
+                json.loads(body or b"{}") if json_protocol else dict(parse_qsl(body.decode("utf-8", "replace")))
+            )
+        except ValueError:
+            params = {}
+        account = cfn_limits._account(environ, credential_scope(environ)[0])
+
+        def refused(refusal: sqs_limits.Refusal) -> Response:
+            return refusal.json() if json_protocol else refusal.xml()
+
+        if action == "ListQueues":
+            if json_protocol:
+                base = f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}"
+                return sqs_queues.list_queues(params, account, region, base)
+            refusal = sqs_queues.max_results_refusal(params.get("MaxResults"))
+            if refusal is not None:
+                return refused(refusal)
+        elif action == "CreateQueue":
+            name = str(params.get("QueueName", ""))
+            refusal = self.queue_reuse.refusal(account, region, name)
+            if refusal is not None and name not in sqs_queues.sqs_backends[account][region].queues:
+                return refused(refusal)
+        line, moto_headers, answer = self._moto_answer(environ)
+        status = int(line.split()[0])
+        if action == "DeleteQueue" and status == 200:
+            self.queue_reuse.deleted(account, region, str(params.get("QueueUrl", "")).rstrip("/").rsplit("/", 1)[-1])
+        return status, {k: v for k, v in moto_headers if k.lower() != "content-length"}, answer
 
     def _sqs_batch_rest(self, environ: dict[str, Any], screened: sqs_limits.Screened) -> Response:
         """moto queues the entries SQS would take; the answer lists the others as failed."""

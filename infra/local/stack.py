@@ -99,6 +99,9 @@ class StackConfig:
     ses_max_24h_send: float = 50_000.0
     alarm_time_scale: float = 1 / 60
     schedule_time_scale: float = 1.0
+    # SQS's 60 s between deleting a queue and creating one of its name, on the stack's minute: the runtime
+    # retries a failed async event 1 s and 2 s later for Lambda's 1 and 3 minutes (infra.local.sqs_queues).
+    deleted_queue_wait_s: float = 1.0
     # AWS's timing: alarms every real minute on SQS metrics as SQS publishes them (infra.local.alarms).
     aws_timing: bool = False
     free_rate: float | None = None
@@ -253,6 +256,7 @@ class LocalStack:
             fast_sqs=c.fast_sqs,
             fast_dynamodb=c.fast_dynamodb,
         )
+        gateway.queue_reuse.wait_s = c.deleted_queue_wait_s
         try:
             keepalive.install()  # connections kept between requests: no TCP connect and thread per AWS call
             self._server = make_server(

@@ -4,7 +4,7 @@ unit test meets the same limits as the stricter stack."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -88,3 +88,55 @@ class FakeSqs:
 
     def delete_message(self, QueueUrl: str, ReceiptHandle: str) -> None:
         self.deleted.append(ReceiptHandle)
+
+
+class ListedQueues:
+    """ListQueues as SQS answers it and botocore's `list_queues` paginator asks: without MaxResults at most
+    1,000 URLs and no NextToken (SQS Developer Guide), with it (1 to 1,000) a page and a NextToken while more
+    are left; the paginator sends MaxResults only when its PaginationConfig has a PageSize. `calls` counts
+    the requests."""
+
+    MOST = 1000
+
+    def __init__(self, urls: Iterable[str]) -> None:
+        self.urls = list(urls)
+        self.calls = 0
+
+    def list_queues(
+        self, *, QueueNamePrefix: str = "", MaxResults: int | None = None, NextToken: str | None = None
+    ) -> dict[str, Any]:
+        self.calls += 1
+        named = sorted(u for u in self.urls if u.rsplit("/", 1)[-1].startswith(QueueNamePrefix))
+        if MaxResults is None:
+            return {"QueueUrls": named[: self.MOST]} if named else {}
+        if not 1 <= MaxResults <= self.MOST:
+            raise ClientError({"Error": {"Code": "InvalidParameterValue", "Message": "MaxResults"}}, "ListQueues")
+        start = int(NextToken or 0)
+        page: dict[str, Any] = {"QueueUrls": named[start : start + MaxResults]}
+        if start + MaxResults < len(named):
+            page["NextToken"] = str(start + MaxResults)
+        return page
+
+    def get_paginator(self, operation_name: str) -> Any:
+        assert operation_name == "list_queues"
+        return _QueuePages(self)
+
+
+class _QueuePages:
+    def __init__(self, sqs: ListedQueues) -> None:
+        self._sqs = sqs
+
+    def paginate(
+        self, *, QueueNamePrefix: str = "", PaginationConfig: dict[str, Any] | None = None
+    ) -> Iterator[dict[str, Any]]:
+        size = (PaginationConfig or {}).get("PageSize")
+        token: str | None = None
+        while True:
+            if size is None:
+                page = self._sqs.list_queues(QueueNamePrefix=QueueNamePrefix)
+            else:
+                page = self._sqs.list_queues(QueueNamePrefix=QueueNamePrefix, MaxResults=size, NextToken=token)
+            yield page
+            token = page.get("NextToken")
+            if not token:
+                return

@@ -1,8 +1,11 @@
 """infra.deploy's calls to CloudFormation, checked against botocore's model of the API (Stubber validates
 every request's parameters and shapes the answers as CloudFormation's)."""
 
+from datetime import UTC, datetime, timedelta
+
 import boto3
 import pytest
+from botocore.exceptions import WaiterError
 from botocore.stub import ANY, Stubber
 
 from infra.deploy import _deploy_stack, destroy_plan, email_at_risk, simulator_addresses, smoke_messages
@@ -123,3 +126,69 @@ def test_delete_data_also_schedules_the_tenant_secrets_key_for_deletion_and_dele
     assert "7 days, the shortest wait KMS allows" in printed
     kept = [(a.kind, a.target) for a in _destroy_plan(stack, delete_data=False)]
     assert not {k for k, _ in kept} & {"schedule-key-deletion", "delete-alias", "delete-table", "delete-secret"}
+
+
+def _rolled_back_for_a_queue_deleted_recently(stub, failed_at):
+    """The create ran and rolled back: a named queue of the stack was deleted less than 60 s before."""
+    stub.add_response("describe_stacks", _stack("ROLLBACK_COMPLETE"), None)  # the create's waiter: failed
+    reason = (
+        'Resource handler returned message: "You must wait 60 seconds after deleting a queue before you can '
+        'create another with the same name. (Service: Sqs, Status Code: 400, Request ID: 7503e9ea)"'
+    )
+    event = {
+        "StackId": "arn:stack",
+        "EventId": "e1",
+        "StackName": "moonsend-dev",
+        "LogicalResourceId": "DeadLetterQueue",
+        "ResourceType": "AWS::SQS::Queue",
+        "Timestamp": failed_at,
+        "ResourceStatus": "CREATE_FAILED",
+        "ResourceStatusReason": reason,
+    }
+    stub.add_response("describe_stack_events", {"StackEvents": [event]}, {"StackName": "moonsend-dev"})
+
+
+def test_a_create_rolled_back_for_a_queue_deleted_under_60_s_ago_is_made_again_after_the_rest_of_it(cfn):
+    """Destroy, then deploy at once: SQS refuses a named queue's name for 60 s and the create rolls back. The
+    deploy says why, waits out the rest of the 60 s (from the failure, with the margin) and creates again."""
+    client, stub = cfn
+    failed_at = datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC)
+    _missing(stub)
+    stub.add_response("create_change_set", {"Id": "arn:cs", "StackId": "arn:stack"}, None)
+    stub.add_response("describe_change_set", {"Status": "CREATE_COMPLETE", "ExecutionStatus": "AVAILABLE"}, None)
+    stub.add_response("execute_change_set", {}, None)
+    _rolled_back_for_a_queue_deleted_recently(stub, failed_at)
+    # The second try: the rolled-back stack is deleted (as any ROLLBACK_COMPLETE one), then created.
+    stub.add_response("describe_stacks", _stack("ROLLBACK_COMPLETE"), {"StackName": "moonsend-dev"})
+    stub.add_response("delete_stack", {}, {"StackName": "moonsend-dev"})
+    _missing(stub)
+    _create_through_a_change_set(stub, "CREATE")
+    said, slept = [], []
+    now = failed_at + timedelta(seconds=20)
+    _deploy_stack(client, "moonsend-dev", URL, say=said.append, sleep=slept.append, now=lambda: now)
+    assert slept == [45.0]  # 60 s from the failure, less the 20 gone, and the 5 s margin
+    (line,) = said
+    assert "deleted less than 60 s ago" in line and "QueueDeletedRecently" in line and "in 45 s" in line
+
+
+def test_a_create_rolled_back_for_another_reason_is_not_retried(cfn):
+    client, stub = cfn
+    _missing(stub)
+    stub.add_response("create_change_set", {"Id": "arn:cs", "StackId": "arn:stack"}, None)
+    stub.add_response("describe_change_set", {"Status": "CREATE_COMPLETE", "ExecutionStatus": "AVAILABLE"}, None)
+    stub.add_response("execute_change_set", {}, None)
+    stub.add_response("describe_stacks", _stack("ROLLBACK_COMPLETE"), None)
+    event = {
+        "StackId": "arn:stack",
+        "EventId": "e1",
+        "StackName": "moonsend-dev",
+        "LogicalResourceId": "Ledger",
+        "Timestamp": datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC),
+        "ResourceStatus": "CREATE_FAILED",
+        "ResourceStatusReason": "Resource of type 'AWS::DynamoDB::Table' with identifier 'x' already exists.",
+    }
+    stub.add_response("describe_stack_events", {"StackEvents": [event]}, {"StackName": "moonsend-dev"})
+    slept = []
+    with pytest.raises(WaiterError):
+        _deploy_stack(client, "moonsend-dev", URL, say=lambda _s: None, sleep=slept.append)
+    assert not slept

@@ -5,14 +5,20 @@ import hashlib
 import json
 import random
 import time
+from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from chalicelib.core.config import Settings
+from chalicelib.core.errors import QueueRecentlyRetired
+from chalicelib.core.routing import tenant_queue_name
 from chalicelib.ingest.renderer import TemplateCache
+from chalicelib.queueing.tenant_queues import TenantQueues
 from tests.conftest import canonical
 from tests.fakes import FakeQueues, FakeS3, FakeSqs, FakeStats, FakeTenants, parts
 from tests.fakes.ledger import FakeLedger
+from tests.fakes.queues import FakeQueueActivity
 from tests.mail import html_of, queued_message
 
 
@@ -438,3 +444,55 @@ def test_a_code_point_sqs_refuses_in_a_tenants_subject_is_queued_escaped_not_ref
     (body,) = [e["MessageBody"] for _url, entries in sqs.batches for e in entries]
     assert "\uffff" not in body and "\\uffff" in body  # escaped on the wire
     assert json.loads(body)["campaign"]["subject"] == "Hi \uffffAnn\ufffe"  # the same text once read
+
+
+class RetiredQueueSqs:
+    """CreateQueue as SQS answers it for a queue deleted `deleted_at` (the fake clock's seconds): refused with
+    QueueDeletedRecently for 60 s, then created."""
+
+    def __init__(self, now: list[float], deleted_at: float) -> None:
+        self.now = now
+        self.deleted_at = deleted_at
+        self.created: list[str] = []
+
+    def create_queue(self, *, QueueName: str, Attributes: dict[str, str], tags: dict[str, str]) -> dict[str, Any]:
+        if self.now[0] - self.deleted_at < 60:
+            error = {
+                "Code": "AWS.SimpleQueueService.QueueDeletedRecently",
+                "Message": "You must wait 60 seconds after deleting a queue before you can create another with "
+                "the same name.",
+            }
+            raise ClientError({"Error": error}, "CreateQueue")
+        self.created.append(QueueName)
+        return {"QueueUrl": f"https://sqs/{QueueName}"}
+
+    def get_queue_url(self, *, QueueName: str) -> dict[str, Any]:
+        raise AssertionError("not asked: the queue is created")
+
+
+class Alarms:
+    def put_metric_alarm(self, **_alarm: Any) -> None:
+        pass
+
+
+def test_a_queue_retired_seconds_ago_fails_the_event_with_nothing_recorded_and_its_retry_queues_each_once():
+    """The idle-queue job removed the tenant's queue just before its next campaign: SQS refuses its name
+    for 60 s. The event raises (Lambda retries it 1 and 3 minutes later), nobody is recorded rejected, and
+    the retry a minute on queues every recipient once."""
+    settings = Settings.from_env({"MOONSEND_STAGE": "test"})
+    now = [1_000.0]
+    creation = RetiredQueueSqs(now, deleted_at=now[0] - 5)
+    queues = TenantQueues(settings, creation, Alarms(), FakeQueueActivity(retired=["user-1"]))
+    sqs, ledger = FakeSqs(), FakeLedger()
+    p = parts.precompiler(settings, sqs, queues=queues, ledger=ledger)
+    with pytest.raises(QueueRecentlyRetired, match=r"retired less than 60 s ago .* the invocation is retried"):
+        p.handle(_batched(5))
+    assert not sqs.batches and not creation.created
+    assert all(ledger.state("user-1", "camp-1", f"r{i}@example.org") is None for i in range(5))
+    now[0] += 60  # Lambda's first retry, a minute later
+    retried = p.handle(_batched(5))
+    assert retried.queued == 5 and not retried.rejected
+    assert creation.created == [tenant_queue_name(settings.resources, "user-1")]
+    queued = [json.loads(e["MessageBody"])["recipient"]["email"] for _u, entries in sqs.batches for e in entries]
+    assert sorted(queued) == [f"r{i}@example.org" for i in range(5)]
+    assert all(ledger.state("user-1", "camp-1", f"r{i}@example.org") == "queued" for i in range(5))

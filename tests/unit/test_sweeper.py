@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from chalicelib.core.config import Settings
 from chalicelib.jobs.sweeper import SEGMENT, STOP_MARGIN_MS, WORKERS, Sweeper
+from tests.fakes.sqs import ListedQueues
 
 SETTINGS = Settings.from_env({"MOONSEND_STAGE": "test"})
 ENDPOINT = "https://sqs.us-east-1.amazonaws.com/123456789012"
@@ -44,9 +45,9 @@ class FakeTime:
         return self.budget_ms - self.spent_ms
 
 
-class FakeSqs:
-    """ListQueues (pages of 1,000, as SQS's) and GetQueueAttributes over named queues of given depths,
-    counting the depth checks and the most of them in flight at once."""
+class FakeSqs(ListedQueues):
+    """ListQueues (as SQS answers it: tests.fakes.sqs.ListedQueues) and GetQueueAttributes over named queues
+    of given depths, counting the depth checks and the most of them in flight at once."""
 
     def __init__(
         self,
@@ -56,6 +57,7 @@ class FakeSqs:
         removed: Iterable[str] = (),
         failing: Iterable[str] = (),
     ) -> None:
+        super().__init__(f"{ENDPOINT}/{q}" for q in depths)
         self.depths = depths
         self.clock = clock
         self.pause_s = pause_s
@@ -65,18 +67,6 @@ class FakeSqs:
         self.in_flight = 0
         self.most_in_flight = 0
         self._lock = threading.Lock()
-
-    def get_paginator(self, name: str) -> Any:
-        assert name == "list_queues"
-        urls = [f"{ENDPOINT}/{q}" for q in self.depths]
-        pages = [{"QueueUrls": urls[i : i + 1000]} for i in range(0, len(urls), 1000)]
-
-        class Pages:
-            def paginate(self, QueueNamePrefix: str) -> list[dict[str, Any]]:
-                assert QueueNamePrefix == SETTINGS.resources.prefix
-                return pages
-
-        return Pages()
 
     def get_queue_attributes(self, QueueUrl: str, AttributeNames: list[str]) -> dict[str, Any]:
         name = QueueUrl.rsplit("/", 1)[-1]
@@ -144,6 +134,19 @@ def test_five_thousand_queues_are_swept_within_the_time_without_raising():
     assert set(result.started) == with_work and set(drains.started) == with_work
     assert sorted(leases.read) == sorted(with_work)  # leases are read only for queues with work
     assert clock.remaining_ms() > STOP_MARGIN_MS
+
+
+def test_a_queue_past_the_first_thousand_listed_is_swept_too():
+    """ListQueues without MaxResults stops at 1,000 URLs with no NextToken: the sweeper pages by MaxResults."""
+    queues = tenant_queues(2_500)
+    depths = dict.fromkeys(queues, 0) | {queues[-1]: 2}  # the last in SQS's order has work
+    leases = FakeLeases()
+    drains = Drains(leases)
+    sqs = FakeSqs(depths)
+    result = sweeper(sqs, leases, drains, [A_MINUTE]).run()
+    assert result.queues == 2_500 and result.checked == 2_500
+    assert set(drains.started) == {queues[-1]}
+    assert sqs.calls == 3  # three pages of at most 1,000
 
 
 def test_a_sweep_short_of_time_stops_at_its_margin_and_the_next_minutes_cover_the_rest():

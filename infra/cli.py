@@ -776,6 +776,7 @@ def _aws_clients(region: str | None) -> dict[str, Any]:
     session = boto3.session.Session(region_name=region)
     names: tuple[str, ...] = ("cloudformation", "s3", "sqs", "cloudwatch", "dynamodb", "sns", "sts", "scheduler")
     names += ("secretsmanager", "sesv2", "kms")  # sesv2: which identity covers the smoke's From; kms: destroy
+    names += ("lambda",)  # deploy's preflight: the account's concurrency
     return {n: session.client(n) for n in names}
 
 
@@ -807,14 +808,35 @@ def _artifacts_bucket(clients: dict[str, Any], *, create: bool) -> str:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
+    import json
+
+    import boto3
+
+    from infra import preflight
     from infra.deploy import deploy_plan, execute
     from infra.package import packaged
 
     choose_endpoint(args.stage, args.endpoint)
+    # The preflight (infra/preflight.py) before anything changes, --dry-run too. No --skip-preflight: each
+    # fail is a deploy that would break (no region, credentials, bucket elsewhere) or a stage that could not
+    # send (SES disabled, concurrency under Lambda's floor); --smoke-sender is checked only when given.
+    checks = [preflight.stage(args.stage), preflight.region(boto3.session.Session(region_name=args.region).region_name)]
+    if preflight.stop(checks, last=False):
+        return 2
     clients = _aws_clients(args.region)
-    bucket = args.artifacts_bucket or _artifacts_bucket(clients, create=not args.dry_run)
-    region = clients["s3"].meta.region_name
     with packaged(args.stage) as report:  # made again only when an input changed since the last package
+        template = json.loads(Path(report.template).read_text())
+        checks += preflight.run(
+            clients,
+            args.stage,
+            template,
+            artifacts_bucket_name=args.artifacts_bucket,
+            smoke_sender_address=args.smoke_sender,
+        )
+        if preflight.stop(checks, last=True):
+            return 2
+        bucket = args.artifacts_bucket or _artifacts_bucket(clients, create=not args.dry_run)
+        region = clients["s3"].meta.region_name
         plan, _ = deploy_plan(
             args.stage,
             Path(report.template),
@@ -1062,7 +1084,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dp.add_argument("--region", default=None)
     dp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
-    dp.add_argument("--dry-run", action="store_true", help="print the plan, change nothing")
+    dp.add_argument("--dry-run", action="store_true", help="print the preflight and the plan, change nothing")
+    dp.add_argument("--smoke-sender", default=None, help="check that the smoke's sender is a verified SES identity")
     dp.set_defaults(func=cmd_deploy)
 
     ds = sub.add_parser("destroy", help="remove a stage: tenant queues and alarms, payloads, the stack")

@@ -1,8 +1,9 @@
 """Emulator: the local endpoint, one WSGI app on loopback in front of moto's server.
 
-Most requests go straight to moto. Three kinds are answered here instead, because moto cannot:
-Lambda Invoke of the app's own functions (runs the handler in this process), SES sends and quota
-reads (the SES stand-in), and `/_moonsend/...` admin calls (health, SES account settings).
+Most requests go straight to moto. Four kinds are answered here instead, because moto cannot:
+Lambda Invoke of the app's own functions (runs the handler in this process), Lambda's account settings
+(`lambda_account`), SES sends and quota reads (the SES stand-in), and `/_moonsend/...` admin calls
+(health, SES account settings).
 SNS publishes go to moto and, once accepted, to the topics' Lambda subscribers (the SNS
 stand-in). A CloudFormation call over a template quota moto does not check is refused as AWS refuses it
 (`cfn_limits`). The hot SQS and DynamoDB calls take a short path to moto's backends (`sqs_wire`,
@@ -27,6 +28,7 @@ from infra.local import (
     cfn_transform,
     dynamodb_limits,
     dynamodb_wire,
+    lambda_account,
     payload_limits,
     sqs_limits,
     sqs_queues,
@@ -223,6 +225,9 @@ class Gateway:
                 fn = self.runner.resolve(unquote(m.group(1)))
                 if fn is not None:
                     return _respond(start_response, self._invoke(environ, fn))
+        if service == "lambda" and lambda_account.is_account_settings(environ.get("REQUEST_METHOD", ""), path):
+            # moto has no GetAccountSettings
+            return _respond(start_response, lambda_account.account_settings(environ, access_key, _region))
         if service in ("ses", "email"):
             return self._ses(environ, start_response, path, access_key)
         if service == "sns" and self.sns is not None and environ.get("REQUEST_METHOD") == "POST":

@@ -922,30 +922,45 @@ def cmd_smoke(args: argparse.Namespace) -> int:
 
 
 def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> int:
+    """The smoke campaign (infra/smoke.py): its three simulator addresses must reach SES's delivery, bounce and
+    complaint in the ledger and the suppression list, then one email must be drained through the alarm."""
     import json
     import uuid
 
     from chalicelib.core.config import Settings
-    from infra.deploy import simulator_addresses, smoke_messages, stack_name, wait_for_outcomes
+    from infra import smoke
+    from infra.deploy import stack_name
+    from infra.operator_env import stage_variables
 
     account = clients["sts"].get_caller_identity()["Account"]
     outputs = clients["cloudformation"].describe_stacks(StackName=stack_name(stage))["Stacks"][0]["Outputs"]
-    topic = next(o["OutputValue"] for o in outputs if o["OutputKey"] == "PrecompileEmailTopicArn")
+    output = {o["OutputKey"]: o["OutputValue"] for o in outputs}
     region = clients["sns"].meta.region_name
-    settings = Settings.from_env({"MOONSEND_STAGE": stage, "MOONSEND_ACCOUNT_ID": account, "AWS_REGION": region})
+    env = {**stage_variables(stage), "MOONSEND_STAGE": stage, "MOONSEND_ACCOUNT_ID": account, "AWS_REGION": region}
+    settings = Settings.from_env({**env, "MOONSEND_API_URL": output["EndpointURL"].rstrip("/")})
     refused = _smoke_sender(settings, clients["sesv2"], sender)
     if refused:
         print(f"moonsend smoke: {refused}", file=sys.stderr)
         return 2
     campaign = f"smoke-{uuid.uuid4().hex[:8]}"
-    for message in smoke_messages(sender, campaign):
-        clients["sns"].publish(TopicArn=topic, Message=json.dumps(message))
-    wanted = simulator_addresses(campaign)
-    print(f"published campaign {campaign} to {', '.join(wanted)}; waiting for the ledger ...")
-    seen = wait_for_outcomes(settings, campaign, timeout_s=timeout, poll_s=5 if stage != "local" else 0.5)
-    for address, state in seen.items():
-        print(f"{address:<40} {state}")
-    return 0 if all(seen[a] == want for a, want in wanted.items()) else 1
+    for message in smoke.smoke_messages(sender, campaign):
+        clients["sns"].publish(TopicArn=output["PrecompileEmailTopicArn"], Message=json.dumps(message))
+    poll = 5 if stage != "local" else 0.5
+    print(f"published campaign {campaign}; waiting for SES's delivery, bounce and complaint ...", flush=True)
+    seen = smoke.wait_for(settings, campaign, smoke.wanted(campaign), timeout, poll)
+    for address, what in seen.items():
+        print(f"{address:<56} {what.line()}")
+    if not all(check(seen[a]) for a, check in smoke.wanted(campaign).items()):
+        print("moonsend smoke: SES's events did not all reach the ledger (docs/deploying.md)", file=sys.stderr)
+        return 1
+    put_at = smoke.queue_for_the_alarm(settings, sender, campaign, timeout)
+    address = smoke.alarm_address(campaign)
+    print("queued one email with no drain started; waiting for the queue's alarm to drain it ...", flush=True)
+    alarmed = {address: lambda s: s.state == "sent" and s.feedback == "delivered"}
+    last = smoke.wait_for(settings, campaign, alarmed, timeout, poll)[address]
+    fired = smoke.alarm_fired_since(clients["cloudwatch"], settings, put_at)
+    print(f"{address:<56} {last.line()}; the alarm {'fired' if fired else 'never changed state'}")
+    return 0 if alarmed[address](last) and fired else 1
 
 
 def _smoke_sender(settings: Any, ses: Any, sender: str) -> str | None:
@@ -954,7 +969,7 @@ def _smoke_sender(settings: Any, ses: Any, sender: str) -> str | None:
     leaves alone), unless another tenant has it: the smoke then stops and says whose it is."""
     from chalicelib.stores.free_senders import FreeAddresses
     from chalicelib.stores.platform_identities import PlatformIdentities
-    from infra.deploy import SMOKE_TENANT
+    from infra.smoke import SMOKE_TENANT
 
     identities = PlatformIdentities(lambda: ses)
     addresses = FreeAddresses(settings.resources.tenants_table.name, settings.region, identities)

@@ -22,28 +22,9 @@ from typing import Any
 
 from botocore.exceptions import WaiterError
 
-from chalicelib.core.config import Settings
 from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.resources import SCHEDULED_PREFIX, resources_for
 from infra.cfn import data_stack_name
-
-SIMULATOR = {
-    "success@simulator.amazonses.com": "sent",
-    "bounce@simulator.amazonses.com": "sent",
-    "complaint@simulator.amazonses.com": "sent",
-}
-
-
-def simulator_addresses(campaign_id: str) -> dict[str, str]:
-    """The simulator's addresses labelled with the campaign (`bounce+smoke-1a2b@...`), each with the state the
-    ledger must reach. SES's mailbox simulator takes a `+label`; unlabelled, the bounce and complaint addresses
-    are on the suppression list after the first smoke, and every later smoke of the stage would fail."""
-    label = campaign_id.replace("+", "-")
-    return {
-        f"{local}+{label}@{domain}": state
-        for (local, _, domain), state in ((a.partition("@"), s) for a, s in SIMULATOR.items())
-    }
-
 
 KEY_DELETION_DAYS = 7  # KMS's shortest pending window
 
@@ -366,43 +347,3 @@ def _deploy_stack_once(cfn: Any, name: str, url: str) -> None:
     cfn.execute_change_set(StackName=name, ChangeSetName=change_set)
     waiter = "stack_create_complete" if kind == "CREATE" else "stack_update_complete"
     cfn.get_waiter(waiter).wait(StackName=name, WaiterConfig={"Delay": 10, "MaxAttempts": 180})
-
-
-SMOKE_TENANT = "moonsend-smoke"
-
-
-def smoke_messages(sender_address: str, campaign_id: str) -> list[dict[str, Any]]:
-    """A free-plan campaign to the SES mailbox simulator: one message, three recipients."""
-    return [
-        {
-            "userId": SMOKE_TENANT,
-            "userPlan": "free",
-            "sender": {"ratePerSecond": "1", "emailAddress": sender_address, "fromName": "moonsend smoke test"},
-            "campaign": {
-                "id": campaign_id,
-                "subject": "moonsend smoke test {{ recipient.email }}",
-                "body": "<p>Hello from moonsend's smoke test.</p>",
-            },
-            "recipients": [{"email": address} for address in simulator_addresses(campaign_id)],
-        }
-    ]
-
-
-def wait_for_outcomes(
-    settings: Settings, campaign_id: str, timeout_s: float = 600, poll_s: float = 5
-) -> dict[str, str | None]:
-    """Poll the ledger until every simulator address has its expected state (or the time is up)."""
-    from chalicelib.stores.ledger import Ledger
-
-    ledger = Ledger(settings.resources.ledger_table.name, settings.region)
-    deadline = time.time() + timeout_s
-    wanted = simulator_addresses(campaign_id)
-    while True:
-        seen = {a: (ledger.get(SMOKE_TENANT, campaign_id, a) or _Nothing).state for a in wanted}
-        if all(seen[a] == want for a, want in wanted.items()) or time.time() > deadline:
-            return seen
-        time.sleep(poll_s)
-
-
-class _Nothing:
-    state = None

@@ -134,7 +134,7 @@ def ses_tenants(sesv2: Any, stage_name: str, region_name: str) -> Check:
     functions make first for a free tenant (chalicelib.stores.ses_tenants). NotFoundException is an
     answer (the tenant is made on its first send)."""
     from chalicelib.stores.ses_tenants import tenant_name
-    from infra.deploy import SMOKE_TENANT
+    from infra.smoke import SMOKE_TENANT
 
     name = tenant_name(f"moonsend-{stage_name}", SMOKE_TENANT)
     call = f"sesv2 GetTenant {name}"

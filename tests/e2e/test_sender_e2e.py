@@ -377,7 +377,7 @@ def test_a_claim_released_after_an_operator_reassigned_it_stays_assigned(stack, 
 
 def test_the_smoke_assigns_its_from_address_to_the_smoke_tenant_whatever_covers_it(stack, uid):
     from infra.cli import _smoke_sender
-    from infra.deploy import SMOKE_TENANT
+    from infra.smoke import SMOKE_TENANT
 
     ses, addresses = stack.client("sesv2"), wiring.container().free_addresses
     own, domain_covered = f"smoke@own-{uid}.example", f"smoke@{_platform_domain(stack, uid)}"

@@ -8,7 +8,8 @@ import pytest
 from botocore.exceptions import WaiterError
 from botocore.stub import ANY, Stubber
 
-from infra.deploy import _deploy_stack, destroy_plan, email_at_risk, simulator_addresses, smoke_messages
+from infra.deploy import _deploy_stack, destroy_plan, email_at_risk
+from infra.smoke import simulator_addresses, smoke_messages
 
 URL = "https://my-artifacts.s3.us-east-1.amazonaws.com/moonsend/dev/moonsend-dev-0123.json"
 

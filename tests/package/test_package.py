@@ -10,8 +10,9 @@ import pytest
 
 from chalicelib.core.resources import FUNCTION_IDS, resources_for
 from infra import iam
-from infra.deploy import deploy_plan, destroy_plan, smoke_messages
+from infra.deploy import deploy_plan, destroy_plan
 from infra.package import package
+from infra.smoke import smoke_messages
 
 pytestmark = pytest.mark.package
 ROOT = Path(__file__).resolve().parents[2]

@@ -72,6 +72,14 @@ class QueueRecentlyRetired(MoonsendError):
     its next minute)."""
 
 
+class SecretsKeyNotReady(MoonsendError):
+    """KMS refused to encrypt a tenant's SES secret under the stage's key (AccessDeniedException). The roles'
+    grants are keyed on the key's alias (`kms:ResourceAliases`), and KMS says an alias change may take up to
+    five minutes to affect authorization: a paid tenant's first message right after the data stack's first
+    create meets this. Nothing of the message was stored: the invocation raises and Lambda retries it (1 and
+    3 minutes later); refused still, it waits on the on-failure queue for `moonsend replay-failed`."""
+
+
 class TransientSendError(MoonsendError):
     """A 5xx from SES, or a request that never reached it: retried with backoff, then dead-lettered."""
 

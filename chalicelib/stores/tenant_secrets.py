@@ -22,6 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.core import aws
+from chalicelib.core.errors import SecretsKeyNotReady
 
 # The encryption context's key: its value is the tenant's userId (IAM policies require it).
 CONTEXT_KEY = "moonsend:tenant"
@@ -56,7 +57,15 @@ class TenantSecrets:
 
     def seal(self, user_id: str, secret: str) -> str:
         """The secret encrypted for `user_id`'s row (base64 of KMS's ciphertext blob)."""
-        blob = self._kms().encrypt(KeyId=self._key, Plaintext=secret.encode(), EncryptionContext=_context(user_id))
+        try:
+            blob = self._kms().encrypt(KeyId=self._key, Plaintext=secret.encode(), EncryptionContext=_context(user_id))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "AccessDeniedException":
+                raise  # throttled, unavailable: the invocation is retried as it is
+            raise SecretsKeyNotReady(
+                f"tenant {user_id}: KMS refused to encrypt its SES secret under {self._key} (AccessDeniedException): "
+                "a new key's alias takes up to five minutes to authorize the functions' roles; retried by Lambda"
+            ) from None
         sealed = base64.b64encode(blob["CiphertextBlob"]).decode()
         with self._lock:
             self.encrypts += 1

@@ -885,7 +885,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     if not args.yes and input(f"destroy moonsend-{args.stage}? type the stage name: ").strip() != args.stage:
         print("nothing done")
         return 1
-    execute(plan, clients, say=lambda line: None)
+    execute(plan, clients, say=lambda line: None, tell=print)  # the plan printed; why a step is redone
     if not args.delete_data:
         print(
             f"kept: the data stack moonsend-{args.stage}-data (the tables, which hold the ledger and counters, and "

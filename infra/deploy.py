@@ -58,7 +58,9 @@ def destroy_plan(
     for page in cloudwatch.get_paginator("describe_alarms").paginate(AlarmNamePrefix=r.tenant_queue_prefix):
         plan.extend(Action("delete-alarm", a["AlarmName"]) for a in page.get("MetricAlarms", []))
     plan.append(Action("empty-bucket", r.payload_bucket.name))
-    plan.append(Action("delete-stack", stack_name(stage)))
+    # A drain still running can write to the bucket after it was emptied: the stack's delete then fails on it
+    # (not empty), and the executor empties it again and deletes again (see _delete_stack).
+    plan.append(Action("delete-stack", stack_name(stage), {"bucket": r.payload_bucket.name}))
     if delete_data:
         # The data stack keeps its resources when deleted (RetainExceptOnCreate): they go one by one after it.
         plan.append(Action("delete-stack", data_stack_name(stage)))
@@ -109,7 +111,19 @@ def email_at_risk(stage: str, sqs: Any, s3: Any, account_id: str) -> list[str]:
     return lost
 
 
-def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str], None] = print) -> None:
+def execute(
+    plan: Iterable[Action],
+    clients: dict[str, Any],
+    say: Callable[[str], None] = print,
+    *,
+    tell: Callable[[str], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    waiter_config: dict[str, int] | None = None,
+) -> None:
+    """Do the plan's actions in order. `say` hears each action as it starts; `tell` (`say` unless given) why
+    a step waits or is done again. `sleep` and `waiter_config` (botocore's WaiterConfig, AWS's defaults
+    unless given) are for tests."""
+    tell = tell or say
     for action in plan:
         say(str(action))
         if action.kind == "delete-schedule":
@@ -121,15 +135,21 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
         elif action.kind == "empty-bucket":
             _empty_bucket(clients["s3"], action.target)
         elif action.kind == "delete-stack":
-            cfn = clients["cloudformation"]
-            cfn.delete_stack(StackName=action.target)
-            cfn.get_waiter("stack_delete_complete").wait(StackName=action.target)
+            bucket = action.params.get("bucket")
+            _delete_stack(
+                clients["cloudformation"],
+                action.target,
+                bucket=bucket,
+                s3=clients["s3"] if bucket else None,
+                say=tell,
+                waiter_config=waiter_config,
+            )
         elif action.kind == "forget-schedules":
             _forget_schedules(clients["dynamodb"], action.target)
         elif action.kind == "delete-table":
-            _delete_table(clients["dynamodb"], action.target)
+            _delete_table(clients["dynamodb"], action.target, waiter_config=waiter_config)
         elif action.kind == "delete-secret":
-            _delete_secret(clients["secretsmanager"], action.target)
+            _delete_secret(clients["secretsmanager"], action.target, sleep=sleep)
         elif action.kind == "schedule-key-deletion":
             _schedule_key_deletion(clients["kms"], action.target)
         elif action.kind == "delete-alias":
@@ -141,9 +161,87 @@ def execute(plan: Iterable[Action], clients: dict[str, Any], say: Callable[[str]
                 Bucket=action.params["bucket"], Key=action.target, Body=action.params["body"].encode("utf-8")
             )
         elif action.kind == "deploy-stack":
-            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"], say=say)
+            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"], say=tell)
         else:
             raise ValueError(f"unknown action {action.kind}")
+
+
+# CloudFormation fails a stack's delete on a bucket that is not empty ("The bucket you tried to delete is not
+# empty"). The payload bucket was emptied just before, but a drain still running can write to it again (a
+# body over 256 KB offloaded, a release, a park): it is emptied again and the stack deleted again, so often.
+DELETE_RETRIES = 3
+
+
+class StackDeleteFailed(RuntimeError):
+    """CloudFormation left the stack DELETE_FAILED; the message gives its reasons."""
+
+
+def failed_deletes(resources: Iterable[dict[str, Any]]) -> dict[str, str]:
+    """The resources a DELETE_FAILED stack failed to delete (from ListStackResources): each one's physical
+    id (its logical id if it has none) and CloudFormation's reason."""
+    return {
+        str(r.get("PhysicalResourceId") or r["LogicalResourceId"]): str(r.get("ResourceStatusReason", ""))
+        for r in resources
+        if r.get("ResourceStatus") == "DELETE_FAILED"
+    }
+
+
+def bucket_delete_retry(failed: dict[str, str], bucket: str | None) -> str | None:
+    """Whether a failed stack delete is worth another go: CloudFormation's reason for the payload bucket when
+    it is among the resources that failed (written to after it was emptied); None for any other failure."""
+    if bucket is None or bucket not in failed:
+        return None
+    return failed[bucket] or "not deleted"
+
+
+def _delete_stack(
+    cfn: Any,
+    name: str,
+    *,
+    bucket: str | None = None,
+    s3: Any = None,
+    say: Callable[[str], None] = print,
+    waiter_config: dict[str, int] | None = None,
+) -> None:
+    """Delete the stack and wait for it. A delete that failed on the payload bucket (`bucket`) is done again
+    after emptying the bucket, DELETE_RETRIES times at most, saying why; any other failure is raised with
+    CloudFormation's reasons."""
+    config = {"WaiterConfig": waiter_config} if waiter_config else {}
+    for attempt in range(DELETE_RETRIES + 1):
+        cfn.delete_stack(StackName=name)
+        try:
+            cfn.get_waiter("stack_delete_complete").wait(StackName=name, **config)
+            return
+        except WaiterError as exc:
+            status, reason = _stack_status_and_reason(cfn, name)
+            if status != "DELETE_FAILED":
+                raise
+            failed = failed_deletes(
+                r
+                for page in cfn.get_paginator("list_stack_resources").paginate(StackName=name)
+                for r in page.get("StackResourceSummaries", [])
+            )
+            why = bucket_delete_retry(failed, bucket)
+            if why is None or attempt == DELETE_RETRIES:
+                reasons = "; ".join(f"{res}: {text}" for res, text in failed.items()) or reason
+                tries = f" after {attempt + 1} tries" if attempt else ""
+                raise StackDeleteFailed(f"{name}: CloudFormation could not delete it{tries}: {reasons}") from exc
+            say(
+                f"{name}: its delete failed on the payload bucket {bucket} ({why}): something wrote to it after "
+                f"it was emptied (a drain still running); emptying it again and deleting again "
+                f"({attempt + 1} of {DELETE_RETRIES})"
+            )
+            _empty_bucket(s3, str(bucket))
+
+
+def _stack_status_and_reason(cfn: Any, name: str) -> tuple[str | None, str]:
+    try:
+        stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
+    except cfn.exceptions.ClientError as exc:
+        if "does not exist" in str(exc):
+            return None, ""
+        raise
+    return str(stack["StackStatus"]), str(stack.get("StackStatusReason", ""))
 
 
 def _forget_schedules(dynamodb: Any, table: str) -> None:
@@ -161,20 +259,43 @@ def _forget_schedules(dynamodb: Any, table: str) -> None:
         return
 
 
-def _delete_table(dynamodb: Any, name: str) -> None:
+def _delete_table(dynamodb: Any, name: str, *, waiter_config: dict[str, int] | None = None) -> None:
+    """Delete the table and wait until it is gone: DeleteTable returns with it DELETING, and a deploy right
+    after would fail creating a table of its name."""
     try:
         dynamodb.delete_table(TableName=name)
     except dynamodb.exceptions.ResourceNotFoundException:
         return
+    config = {"WaiterConfig": waiter_config} if waiter_config else {}
+    dynamodb.get_waiter("table_not_exists").wait(TableName=name, **config)
 
 
-def _delete_secret(secretsmanager: Any, name: str) -> None:
+# Secrets Manager deletes asynchronously, even without a recovery window: until it has, the name is taken.
+SECRET_POLL_S = 5.0
+SECRET_POLLS = 36  # 3 minutes
+
+
+def _delete_secret(
+    secretsmanager: Any, name: str, *, sleep: Callable[[float], None] = time.sleep, polls: int = SECRET_POLLS
+) -> None:
     """At once, with no recovery window: a secret pending deletion keeps its name, and the next deploy of the
-    stage could not create its key again for up to 30 days."""
+    stage could not create its key again for up to 30 days. Then wait until DescribeSecret no longer finds
+    it, so that a deploy right after can create it again."""
     try:
         secretsmanager.delete_secret(SecretId=name, ForceDeleteWithoutRecovery=True)
     except secretsmanager.exceptions.ResourceNotFoundException:
         return
+    for poll in range(polls):
+        if poll:
+            sleep(SECRET_POLL_S)
+        try:
+            secretsmanager.describe_secret(SecretId=name)
+        except secretsmanager.exceptions.ResourceNotFoundException:
+            return
+    raise RuntimeError(
+        f"secret {name} still exists {polls * SECRET_POLL_S:.0f} s after its deletion: a deploy now would fail "
+        f"creating it; see aws secretsmanager describe-secret --secret-id {name}, and run destroy again"
+    )
 
 
 def _schedule_key_deletion(kms: Any, alias: str) -> None:

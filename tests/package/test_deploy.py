@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import WaiterError
 from botocore.stub import ANY, Stubber
 
-from infra.deploy import _deploy_stack, destroy_plan, email_at_risk
+from infra.deploy import Action, _deploy_stack, destroy_plan, email_at_risk, execute
 from infra.smoke import simulator_addresses, smoke_messages
 
 URL = "https://my-artifacts.s3.us-east-1.amazonaws.com/moonsend/dev/moonsend-dev-0123.json"
@@ -125,6 +125,8 @@ def test_delete_data_also_schedules_the_tenant_secrets_key_for_deletion_and_dele
     printed = str(plan[key])
     assert printed.startswith("schedule-key-deletion") and alias in printed
     assert "7 days, the shortest wait KMS allows" in printed
+    app = next(a for a in plan if (a.kind, a.target) == ("delete-stack", "moonsend-dev"))
+    assert app.params["bucket"] == next(a.target for a in plan if a.kind == "empty-bucket")  # emptied again if need be
     kept = [(a.kind, a.target) for a in _destroy_plan(stack, delete_data=False)]
     assert not {k for k, _ in kept} & {"schedule-key-deletion", "delete-alias", "delete-table", "delete-secret"}
 
@@ -193,3 +195,156 @@ def test_a_create_rolled_back_for_another_reason_is_not_retried(cfn):
     with pytest.raises(WaiterError):
         _deploy_stack(client, "moonsend-dev", URL, say=lambda _s: None, sleep=slept.append)
     assert not slept
+
+
+def _stubbed(service):
+    client = boto3.client(service, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+    return client, Stubber(client)
+
+
+def test_delete_data_waits_until_each_table_is_gone():
+    """DeleteTable returns with the table DELETING: a deploy right after failed creating a table of its name."""
+    dynamodb, stub = _stubbed("dynamodb")
+    table = "moonsend-dev-ledger"
+    stub.add_response(
+        "delete_table", {"TableDescription": {"TableName": table, "TableStatus": "DELETING"}}, {"TableName": table}
+    )
+    deleting = {"Table": {"TableName": table, "TableStatus": "DELETING"}}
+    stub.add_response("describe_table", deleting, {"TableName": table})
+    stub.add_response("describe_table", deleting, {"TableName": table})
+    stub.add_client_error("describe_table", "ResourceNotFoundException", f"Requested resource not found: {table}")
+    with stub:
+        execute(
+            [Action("delete-table", table)],
+            {"dynamodb": dynamodb},
+            say=lambda _s: None,
+            waiter_config={"Delay": 0, "MaxAttempts": 5},
+        )
+        stub.assert_no_pending_responses()  # asked until DynamoDB no longer knew it
+
+
+def _secret_deleted(stub, name):
+    arn = f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{name}-AbCdEf"
+    deleted = datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC)
+    stub.add_response(
+        "delete_secret",
+        {"ARN": arn, "Name": name, "DeletionDate": deleted},
+        {"SecretId": name, "ForceDeleteWithoutRecovery": True},
+    )
+    return {"ARN": arn, "Name": name, "DeletedDate": deleted}
+
+
+def test_delete_data_waits_until_the_secret_is_gone():
+    """Secrets Manager deletes asynchronously even without a recovery window: until then the name is taken."""
+    sm, stub = _stubbed("secretsmanager")
+    name = "moonsend-dev/link-signing-key"
+    pending = _secret_deleted(stub, name)
+    stub.add_response("describe_secret", pending, {"SecretId": name})
+    stub.add_response("describe_secret", pending, {"SecretId": name})
+    stub.add_client_error("describe_secret", "ResourceNotFoundException", "Secrets Manager can't find the secret.")
+    slept = []
+    with stub:
+        execute([Action("delete-secret", name)], {"secretsmanager": sm}, say=lambda _s: None, sleep=slept.append)
+        stub.assert_no_pending_responses()
+    assert slept == [5.0, 5.0]  # asked at once, then every 5 s until it was gone
+
+
+def test_a_secret_that_never_goes_stops_the_destroy_saying_so():
+    sm, stub = _stubbed("secretsmanager")
+    name = "moonsend-dev/link-signing-key"
+    pending = _secret_deleted(stub, name)
+    for _ in range(36):
+        stub.add_response("describe_secret", pending, {"SecretId": name})
+    slept = []
+    with stub, pytest.raises(RuntimeError, match=f"secret {name} still exists 180 s after its deletion"):
+        execute([Action("delete-secret", name)], {"secretsmanager": sm}, say=lambda _s: None, sleep=slept.append)
+    assert len(slept) == 35
+
+
+BUCKET = "moonsend-dev-payloads-123456789012"
+NOT_EMPTY = (
+    'Resource handler returned message: "The bucket you tried to delete is not empty (Service: S3, Status Code: '
+    '409, Request ID: 5WQH3Y)" (RequestToken: 9c5a, HandlerErrorCode: GeneralServiceException)'
+)
+
+
+def _delete_failed(stub, resource, reason, physical):
+    """One delete of the app's stack, failed on `resource` (the waiter, then its state and what failed)."""
+    stub.add_response("delete_stack", {}, {"StackName": "moonsend-dev"})
+    failed = _stack("DELETE_FAILED")
+    failed["Stacks"][0]["StackStatusReason"] = f"The following resource(s) failed to delete: [{resource}]. "
+    stub.add_response("describe_stacks", failed, {"StackName": "moonsend-dev"})  # the waiter: a terminal failure
+    stub.add_response("describe_stacks", failed, {"StackName": "moonsend-dev"})
+    summary = {
+        "LogicalResourceId": resource,
+        "PhysicalResourceId": physical,
+        "ResourceType": "AWS::S3::Bucket" if physical == BUCKET else "AWS::IAM::Role",
+        "LastUpdatedTimestamp": datetime(2026, 11, 27, 10, 0, 0, tzinfo=UTC),
+        "ResourceStatus": "DELETE_FAILED",
+        "ResourceStatusReason": reason,
+    }
+    stub.add_response("list_stack_resources", {"StackResourceSummaries": [summary]}, {"StackName": "moonsend-dev"})
+
+
+def _written_late(s3_stub):
+    """The bucket holds a payload offloaded after the destroy emptied it; it is emptied again."""
+    key = "payloads/t-late/0001.json"
+    s3_stub.add_response(
+        "list_objects_v2", {"Contents": [{"Key": key}], "IsTruncated": False, "KeyCount": 1}, {"Bucket": BUCKET}
+    )
+    s3_stub.add_response(
+        "delete_objects", {"Deleted": [{"Key": key}]}, {"Bucket": BUCKET, "Delete": {"Objects": [{"Key": key}]}}
+    )
+
+
+def test_a_stack_delete_failed_by_a_late_write_to_the_payload_bucket_empties_it_and_deletes_again(cfn):
+    client, stub = cfn
+    s3, s3_stub = _stubbed("s3")
+    _delete_failed(stub, "PayloadBucket", NOT_EMPTY, BUCKET)
+    _written_late(s3_stub)
+    stub.add_response("delete_stack", {}, {"StackName": "moonsend-dev"})
+    _missing(stub)  # the waiter: deleted
+    said = []
+    with s3_stub:
+        execute(
+            [Action("delete-stack", "moonsend-dev", {"bucket": BUCKET})],
+            {"cloudformation": client, "s3": s3},
+            say=lambda _s: None,
+            tell=said.append,
+        )
+        s3_stub.assert_no_pending_responses()
+    (line,) = said
+    assert BUCKET in line and "The bucket you tried to delete is not empty" in line
+    assert "emptying it again and deleting again (1 of 3)" in line
+
+
+def test_a_stack_delete_the_bucket_keeps_failing_is_retried_three_times_then_raised(cfn):
+    client, stub = cfn
+    s3, s3_stub = _stubbed("s3")
+    for _ in range(3):
+        _delete_failed(stub, "PayloadBucket", NOT_EMPTY, BUCKET)
+        _written_late(s3_stub)
+    _delete_failed(stub, "PayloadBucket", NOT_EMPTY, BUCKET)
+    said = []
+    with s3_stub, pytest.raises(RuntimeError, match="after 4 tries: moonsend-dev-payloads-123456789012: Resource"):
+        execute(
+            [Action("delete-stack", "moonsend-dev", {"bucket": BUCKET})],
+            {"cloudformation": client, "s3": s3},
+            say=lambda _s: None,
+            tell=said.append,
+        )
+    assert len(said) == 3
+
+
+def test_a_stack_delete_failed_for_another_reason_is_raised_with_cloudformations_reason(cfn):
+    client, stub = cfn
+    s3, s3_stub = _stubbed("s3")  # no answers: emptying the bucket again would fail the test
+    reason = "Cannot delete entity, must detach all policies first. (Service: Iam, Status Code: 409)"
+    _delete_failed(stub, "DrainerRole", reason, "moonsend-dev-DrainerRole-1A2B3C")
+    with s3_stub, pytest.raises(RuntimeError, match=r"moonsend-dev-DrainerRole-1A2B3C: Cannot delete entity"):
+        execute(
+            [Action("delete-stack", "moonsend-dev", {"bucket": BUCKET})],
+            {"cloudformation": client, "s3": s3},
+            say=lambda _s: None,
+            tell=lambda _s: None,
+        )

@@ -20,7 +20,7 @@
   sqs_limits assumes its own). Reports show AWS refusing a little past 60 s at times; here exactly the
   wait. The wait is on the stack's clock: 60 s is the local stack's minute (`StackConfig.deleted_queue_
   wait_s`, 1 s as the runtime's async retries come 1 s and 2 s after a failure for Lambda's 1 and 3
-  minutes), so a sender's retry behaves as on AWS. Deletions are seen on DeleteQueue requests to the
+  minutes), so a producer's retried message behaves as on AWS. Deletions are seen on DeleteQueue requests to the
   endpoint (the idle-queue job's, destroy's); queues CloudFormation deletes with a stack are not
   (moto's CloudFormation calls its backend directly and cannot roll back a create that fails).
 """

@@ -235,6 +235,7 @@ def _delete_stack(
 
 
 def _stack_status_and_reason(cfn: Any, name: str) -> tuple[str | None, str]:
+    """The stack's status and its reason ((None, ""): no such stack)."""
     try:
         stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
     except cfn.exceptions.ClientError as exc:
@@ -377,12 +378,7 @@ CAPABILITIES = ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAN
 
 
 def _stack_status(cfn: Any, name: str) -> str | None:
-    try:
-        return str(cfn.describe_stacks(StackName=name)["Stacks"][0]["StackStatus"])
-    except cfn.exceptions.ClientError as exc:
-        if "does not exist" in str(exc):
-            return None
-        raise
+    return _stack_status_and_reason(cfn, name)[0]
 
 
 # SQS takes no queue of a name deleted less than 60 s before (QueueDeletedRecently): a destroy and a deploy

@@ -211,7 +211,7 @@ def moto_objects(account: str, region: str) -> ObjectLookup:
     return lookup
 
 
-def _account(environ: Mapping[str, Any], access_key: str) -> str:
+def caller_account(environ: Mapping[str, Any], access_key: str) -> str:
     """The caller's account, found as moto finds it (so the object is looked up where moto will look)."""
     if "MOTO_ACCOUNT_ID" in os.environ:
         return os.environ["MOTO_ACCOUNT_ID"]
@@ -233,7 +233,7 @@ def answer(
         return None
 
     def lookup(bucket: str, key: str) -> StoredObject | None:  # only a TemplateURL call reads S3
-        return moto_objects(_account(environ, access_key), region)(bucket, key)
+        return moto_objects(caller_account(environ, access_key), region)(bucket, key)
 
     refused = refusal(params["Action"], params, lookup)
     return refused.response() if refused is not None else None

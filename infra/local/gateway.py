@@ -271,7 +271,7 @@ class Gateway:
         """Deploy's change sets: SAM expanded, and what moto cannot create made after (infra.local.cfn_transform)."""
         assert self.cfn_transforms is not None
         params = cfn_transform.form(_read_body(environ))
-        rewritten = self.cfn_transforms.rewrite(params, cfn_limits._account(environ, access_key))
+        rewritten = self.cfn_transforms.rewrite(params, cfn_limits.caller_account(environ, access_key))
         if rewritten is not None:
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(rewritten), str(len(rewritten))
         line, headers, answer = self._moto_answer(environ)
@@ -313,7 +313,7 @@ class Gateway:
             )
         except ValueError:
             params = {}
-        account = cfn_limits._account(environ, credential_scope(environ)[0])
+        account = cfn_limits.caller_account(environ, credential_scope(environ)[0])
 
         def refused(refusal: sqs_limits.Refusal) -> Response:
             return refusal.json() if json_protocol else refusal.xml()

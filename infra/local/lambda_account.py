@@ -11,10 +11,11 @@ account may have a lower limit (10): the local stack is an account that asked fo
 from __future__ import annotations
 
 import json
-import os
 import uuid
 from collections.abc import Mapping
 from typing import Any
+
+from infra.local.cfn_limits import caller_account
 
 PATH = "/2016-08-19/account-settings"
 CONCURRENT_EXECUTIONS = 1000
@@ -27,21 +28,10 @@ def is_account_settings(method: str, path: str) -> bool:
     return method == "GET" and path.rstrip("/") == PATH
 
 
-def _account(environ: Mapping[str, Any], access_key: str) -> str:
-    """The caller's account, found as moto finds it (as infra.local.cfn_limits does)."""
-    if "MOTO_ACCOUNT_ID" in os.environ:
-        return os.environ["MOTO_ACCOUNT_ID"]
-    if environ.get("HTTP_X_MOTO_ACCOUNT_ID"):
-        return str(environ["HTTP_X_MOTO_ACCOUNT_ID"])
-    from moto.iam.models import get_account_id_from
-
-    return get_account_id_from(access_key)
-
-
 def account_settings(environ: Mapping[str, Any], access_key: str, region: str) -> tuple[int, dict[str, str], bytes]:
     from moto.awslambda.models import lambda_backends
 
-    functions = list(lambda_backends[_account(environ, access_key)][region].list_functions())
+    functions = list(lambda_backends[caller_account(environ, access_key)][region].list_functions())
     reserved = sum(int(f.reserved_concurrency or 0) for f in functions)
     body = {
         "AccountLimit": {

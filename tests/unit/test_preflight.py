@@ -161,20 +161,22 @@ def test_credentials_the_account_does_not_know_fail():
     assert check.status == "fail" and account is None and "InvalidClientTokenId" in check.found
 
 
+def _without_credentials(service: str):
+    """A client whose credential chain finds nothing."""
+    session = botocore.session.get_session()
+    session.register_component("credential_provider", CredentialResolver(providers=[]))
+    return session.create_client(service, region_name=REGION)
+
+
 def test_no_credentials_at_all_fail():
     """A client whose credential chain finds nothing: botocore refuses to sign (NoCredentialsError) before
     anything is sent."""
-    session = botocore.session.get_session()
-    session.register_component("credential_provider", CredentialResolver(providers=[]))
-    sts = session.create_client("sts", region_name=REGION)
-    check, account = preflight.credentials(sts)
+    check, account = preflight.credentials(_without_credentials("sts"))
     assert check.status == "fail" and account is None and check.found == "no credentials found"
 
 
 def test_without_credentials_no_other_check_is_tried():
-    session = botocore.session.get_session()
-    session.register_component("credential_provider", CredentialResolver(providers=[]))
-    clients = {"sts": session.create_client("sts", region_name=REGION), "s3": _client("s3")}
+    clients = {"sts": _without_credentials("sts"), "s3": _client("s3")}
     checks = preflight.run(clients, "dev", TEMPLATE)
     assert [c.name for c in checks] == ["credentials"] and preflight.failed(checks)
 

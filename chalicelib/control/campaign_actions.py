@@ -24,12 +24,13 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
-from chalicelib.stores.campaign_control import CANCELLED, PAUSED
 from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
 from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore, SesTenantStatus, TenantPauses
 from chalicelib.stores.tenant_model import Tenant
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
+# Cancel is final (chalicelib.stores.campaign_control): a cancelled campaign is neither paused nor resumed.
+FINAL = "cancelled: a cancelled campaign cannot be paused or resumed (cancel is final)"
 
 
 @dataclass(frozen=True)
@@ -101,18 +102,18 @@ class CampaignActions:
         return Done(True, f"rescheduled: {n} recipient(s) now due at {iso_ms(due_ms)}", n)
 
     def pause(self, user_id: str, campaign_id: str) -> Done:
-        self._control.set(user_id, campaign_id, PAUSED)
+        if not self._control.pause(user_id, campaign_id):
+            return Done(False, FINAL)
         return Done(True, "paused: its unsent email is parked until resumed")
 
     def resume(self, user_id: str, campaign_id: str) -> Done:
-        if self._control.state(user_id, campaign_id, fresh=True) == CANCELLED:
-            return Done(False, "cancelled: a cancelled campaign cannot be resumed")
-        self._control.set(user_id, campaign_id, None)  # first: see ParkedEmail.unpark
+        if not self._control.resume(user_id, campaign_id):  # first: see ParkedEmail.unpark
+            return Done(False, FINAL)
         n = self._parked.unpark(user_id, campaign_id)
         return Done(True, f"resumed: {n} parked email(s) back on the queue, sent at the tenant's rate", n)
 
     def cancel(self, user_id: str, campaign_id: str) -> Done:
-        self._control.set(user_id, campaign_id, CANCELLED)
+        self._control.cancel(user_id, campaign_id)
         n = self._releaser.cancel_scheduled(user_id, campaign_id)
         # Parked email goes back to the drainer, which records it cancelled as it meets it.
         parked = self._parked.unpark(user_id, campaign_id)

@@ -7,16 +7,20 @@ so at most the rate's worth of sends (plus those already on their way to SES) go
 When the cached state expires, one thread reads it again and the others wait for that read: dozens of
 send threads each reading it at once cost a DynamoDB read per email in five.
 Paused email is parked off the queue (chalicelib.queueing.parked_email) and goes out at the normal rate
-after `resume`; cancelled email is recorded `cancelled` and removed.
+after `resume`; cancelled email is recorded `cancelled` and removed. Cancel is final: a pause or a resume
+is written only while the campaign is not cancelled (docs/operations.md has the transitions).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import Any
+
+from pynamodb.exceptions import UpdateError
 
 from chalicelib.stores.campaign_stats import CampaignStatsModel
-from chalicelib.stores.tables import bound
+from chalicelib.stores.tables import bound, condition_failed
 
 PAUSED, CANCELLED = "paused", "cancelled"
 CACHE_S = 1.0
@@ -30,15 +34,33 @@ class CampaignControl:
         self._lock = threading.Lock()
         self._reading: dict[tuple[str, str], threading.Event] = {}
 
-    def set(self, user_id: str, campaign_id: str, state: str | None) -> None:
-        """Pause (`paused`), cancel (`cancelled`) or resume (None) a campaign."""
-        if state not in (PAUSED, CANCELLED, None):
-            raise ValueError(f"unknown campaign state {state}")
+    def pause(self, user_id: str, campaign_id: str) -> bool:
+        """Pause the campaign; False if it is cancelled (cancel is final: nothing brings it back)."""
+        return self._change(user_id, campaign_id, self._model.control.set(PAUSED), final_kept=True)
+
+    def resume(self, user_id: str, campaign_id: str) -> bool:
+        """Lift its pause; False if it is cancelled. A resume racing a cancel loses, whichever is first."""
+        return self._change(user_id, campaign_id, self._model.control.remove(), final_kept=True)
+
+    def cancel(self, user_id: str, campaign_id: str) -> None:
+        """Cancel the campaign, from any state, for good."""
+        self._change(user_id, campaign_id, self._model.control.set(CANCELLED), final_kept=False)
+
+    def _change(self, user_id: str, campaign_id: str, action: Any, *, final_kept: bool) -> bool:
+        """One conditional write: every change but a cancel only while the campaign is not cancelled, so that
+        neither a pause (written over it) nor a resume (racing it) undoes a cancel."""
         m = self._model
-        action = m.control.set(state) if state else m.control.remove()
-        m(user_id, campaign_id).update(actions=[action])
+        condition = (m.control.does_not_exist() | (m.control != CANCELLED)) if final_kept else None
+        try:
+            m(user_id, campaign_id).update(actions=[action], condition=condition)
+            changed = True
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+            changed = False
         with self._lock:
             self._cache.pop((user_id, campaign_id), None)
+        return changed
 
     def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None:
         key = (user_id, campaign_id)

@@ -166,9 +166,13 @@ class ControlState(Protocol):
 
 
 class ControlSwitch(ControlState, Protocol):
-    """The campaign actions': pause, cancel, resume (and read the state back fresh)."""
+    """The campaign actions': pause, resume, cancel (final: pause and resume answer False once cancelled)."""
 
-    def set(self, user_id: str, campaign_id: str, state: str | None) -> None: ...
+    def pause(self, user_id: str, campaign_id: str) -> bool: ...
+
+    def resume(self, user_id: str, campaign_id: str) -> bool: ...
+
+    def cancel(self, user_id: str, campaign_id: str) -> None: ...
 
 
 # --- the free plan's daily cap (chalicelib.stores.daily_cap) -----------------------------------------------

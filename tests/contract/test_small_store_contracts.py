@@ -125,19 +125,32 @@ def control_of(side: str, request: pytest.FixtureRequest) -> ControlSwitch:
 
 
 class TestControlContract:
-    def test_pause_cancel_and_resume_are_read_back_and_nothing_else_is_taken(
+    def test_pause_and_resume_are_read_back_and_a_cancel_is_final(
         self, side: str, request: pytest.FixtureRequest, uid: str
     ) -> None:
         c = control_of(side, request)
-        assert c.state(f"u{uid}", "c1", fresh=True) is None
-        c.set(f"u{uid}", "c1", "paused")
-        assert c.state(f"u{uid}", "c1", fresh=True) == "paused"
-        c.set(f"u{uid}", "c1", "cancelled")
-        assert c.state(f"u{uid}", "c1") == "cancelled"  # a set clears the cache
-        c.set(f"u{uid}", "c1", None)
-        assert c.state(f"u{uid}", "c1", fresh=True) is None
-        with pytest.raises(ValueError):
-            c.set(f"u{uid}", "c1", "stopped")
+        user = f"u{uid}"
+        assert c.state(user, "c1", fresh=True) is None
+        assert c.pause(user, "c1") is True
+        assert c.state(user, "c1", fresh=True) == "paused"
+        assert c.resume(user, "c1") is True
+        assert c.state(user, "c1", fresh=True) is None
+        assert c.pause(user, "c1") is True
+        c.cancel(user, "c1")
+        assert c.state(user, "c1") == "cancelled"  # a change clears the cache
+        # Neither a pause written over it nor a resume (an operator's cancel racing the tenant's) undoes it.
+        assert c.pause(user, "c1") is False and c.state(user, "c1", fresh=True) == "cancelled"
+        assert c.resume(user, "c1") is False and c.state(user, "c1", fresh=True) == "cancelled"
+        c.cancel(user, "c1")  # again: nothing changes
+        assert c.state(user, "c1", fresh=True) == "cancelled"
+
+    def test_a_campaign_never_paused_is_cancelled_at_once(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        c = control_of(side, request)
+        c.cancel(f"u{uid}", "c2")
+        assert c.state(f"u{uid}", "c2", fresh=True) == "cancelled"
+        assert c.resume(f"u{uid}", "c2") is False
 
 
 # --- the daily cap -----------------------------------------------------------------------------------------

@@ -24,14 +24,13 @@ def test_pause_resume_cancel_round_trip_and_the_sender_sees_a_change_within_its_
     cli = CampaignControl(table, stack.settings.region)
     sender_view = CampaignControl(table, stack.settings.region, cache_s=0.0)
     assert sender_view.state(f"t-{uid}", "c1") is None  # a campaign never controlled sends
-    cli.set(f"t-{uid}", "c1", PAUSED)
+    assert cli.pause(f"t-{uid}", "c1")
     assert sender_view.state(f"t-{uid}", "c1") == PAUSED
-    cli.set(f"t-{uid}", "c1", None)
+    assert cli.resume(f"t-{uid}", "c1")
     assert sender_view.state(f"t-{uid}", "c1") is None
-    cli.set(f"t-{uid}", "c1", CANCELLED)
+    cli.cancel(f"t-{uid}", "c1")
     assert sender_view.state(f"t-{uid}", "c1") == CANCELLED
-    with pytest.raises(ValueError):
-        cli.set(f"t-{uid}", "c1", "stopped")
+    assert not cli.pause(f"t-{uid}", "c1") and sender_view.state(f"t-{uid}", "c1") == CANCELLED
 
 
 # --- through the whole local pipeline -------------------------------------------------------------
@@ -121,6 +120,28 @@ def test_cancelling_mid_drain_stops_within_the_rate_bound_and_records_the_rest_c
     assert not wiring.container().actions.resume(user, "oops").ok  # a cancelled campaign stays cancelled
 
 
+def test_a_tenants_pause_then_resume_never_undoes_an_operators_cancel(stack, uid):
+    """The review's case: after an operator's cancel, the tenant's pause then resume turned `cancelled` into
+    `done` and sent recipients published after the cancel."""
+    sender, user = _tenant(stack, uid), f"final-{uid}"
+    _publish(stack, user, sender, "gone", _recipients(3))
+    assert eventually(lambda: _states(user, "gone").get(SENT) == 3, 30, poll_s=0.1)
+    c = wiring.container()
+    assert c.actions.cancel(user, "gone").ok  # the operator's `moonsend campaign cancel`
+    key = c.reports.issue_key(user)
+    base = f"{stack.api_url}/campaigns/gone"
+    for action in ("pause", "resume"):
+        status, body = _call("POST", f"{base}/{action}", key)
+        assert status == 409 and "cancel is final" in json.dumps(body), (action, status, body)
+    assert c.control.state(user, "gone", fresh=True) == CANCELLED
+    time.sleep(1.5)  # past the drainers' one-second cache of the state (chalicelib.stores.campaign_control)
+    _publish(stack, user, sender, "gone", [{"email": f"late{i}@example.org"} for i in range(3)])
+    assert eventually(lambda: _states(user, "gone").get(CANCELLED) == 3, 30, poll_s=0.1), _states(user, "gone")
+    assert stack.wait_until_drained(30)
+    assert not [to for to in _sent(stack, user) if to.startswith("late")]
+    assert _states(user, "gone") == {SENT: 3, CANCELLED: 3}
+
+
 def test_retry_failed_sends_to_the_failed_only_and_each_once_however_often_it_is_asked(stack, uid):
     sender, user = _tenant(stack, uid, verified=False), f"retry-{uid}"
     _publish(stack, user, sender, "news", _recipients(8))  # the sender is not verified yet: all fail
@@ -207,7 +228,7 @@ def test_many_send_threads_asking_when_the_cache_expires_make_one_read(stack, ui
 
     c = wiring.container()
     control = CampaignControl(c.settings.resources.campaigns_table.name, c.settings.region, cache_s=60)
-    control.set(f"u{uid}", "c1", PAUSED)
+    control.pause(f"u{uid}", "c1")
     reads = []
     model = bound(CampaignStatsModel, c.settings.resources.campaigns_table.name, c.settings.region)  # the store's
     real = model.get
@@ -215,6 +236,6 @@ def test_many_send_threads_asking_when_the_cache_expires_make_one_read(stack, ui
     with ThreadPoolExecutor(16) as pool:
         states = list(pool.map(lambda _: control.state(f"u{uid}", "c1"), range(32)))
     assert states == [PAUSED] * 32 and len(reads) == 1
-    c.control.set(f"u{uid}", "c1", None)  # by another container (the API's)
+    c.control.resume(f"u{uid}", "c1")  # by another container (the API's)
     assert control.state(f"u{uid}", "c1") == PAUSED  # cached for a minute here
     assert control.state(f"u{uid}", "c1", fresh=True) is None  # a fresh read is its own

@@ -14,7 +14,17 @@ class FakeControl:
     def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None:
         return self.states.get((user_id, campaign_id))
 
-    def set(self, user_id: str, campaign_id: str, state: str | None) -> None:
-        if state not in (PAUSED, CANCELLED, None):
-            raise ValueError(f"unknown campaign state {state}")
+    def pause(self, user_id: str, campaign_id: str) -> bool:
+        return self._unless_cancelled(user_id, campaign_id, PAUSED)
+
+    def resume(self, user_id: str, campaign_id: str) -> bool:
+        return self._unless_cancelled(user_id, campaign_id, None)
+
+    def cancel(self, user_id: str, campaign_id: str) -> None:
+        self.states[(user_id, campaign_id)] = CANCELLED
+
+    def _unless_cancelled(self, user_id: str, campaign_id: str, state: str | None) -> bool:
+        if self.states.get((user_id, campaign_id)) == CANCELLED:
+            return False
         self.states[(user_id, campaign_id)] = state
+        return True

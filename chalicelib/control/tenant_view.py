@@ -22,6 +22,10 @@ from chalicelib.stores.ports import DailyUse, SesTenantStatus, TenantLookup
 from chalicelib.stores.ses_tenants import TenantStatus
 
 SES_STATUS_MAX_AGE_S = 300.0
+# SES's non-send calls are limited to about one a second for the platform's account, which the reputation
+# guard and free tenants' first sends also need: a status SES could not give (throttled, unavailable) is
+# asked again only after this, per API container, as a tenant with no SES tenant yet is after the above.
+SES_STATUS_ERROR_RETRY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,9 @@ class TenantView:
         self._ses = ses
         self._terms = terms
         self._clock = clock
+        # (user, region) -> (until when it stands, what SES said: its status, or None for no SES tenant yet
+        # or a read that failed). The store keeps found statuses only, for the guard, which must see a new one.
+        self._ses_seen: dict[tuple[str, str], tuple[float, TenantStatus | None]] = {}
 
     def get(self, authorization: str | None) -> Answer:
         user = self._keys.owner(authorization)
@@ -93,16 +100,22 @@ class TenantView:
         )
 
     def _ses_status(self, user: str, region: str) -> TenantStatus | None:
-        """SES's status of the tenant's SES tenant; None when SES cannot give it now (its non-send calls are
-        limited to about one a second for the account: a throttled read is no reason to fail the answer,
-        whose `pauses` already hold any pause SES set)."""
+        """SES's status of the tenant's SES tenant; None when it has none yet or SES cannot give it now (a
+        throttled read is no reason to fail the answer, whose `pauses` already hold any pause SES set). Every
+        answer is kept: a found status or a miss five minutes, a failed read a minute, so that a tenant
+        polling its settings from many API containers does not spend the account's SES calls."""
+        key, now = (user, region), self._clock()
+        seen = self._ses_seen.get(key)
+        if seen is not None and now < seen[0]:
+            return seen[1]
         try:
-            # Five minutes old at most, not the guard's one: a tenant polling its settings from many API
-            # containers must not spend the account's SES calls the guard and the send path need.
-            return self._ses.status(user, region, max_age_s=SES_STATUS_MAX_AGE_S)
+            status = self._ses.status(user, region, max_age_s=SES_STATUS_MAX_AGE_S)
+            until = now + SES_STATUS_MAX_AGE_S
         except Exception as exc:
             log.warning("SES tenant status unknown for GET /tenant", user=user, error=type(exc).__name__)
-            return None
+            status, until = None, now + SES_STATUS_ERROR_RETRY_S
+        self._ses_seen[key] = (until, status)
+        return status
 
     def _daily_cap(self, user: str) -> dict[str, Any]:
         now = self._clock()

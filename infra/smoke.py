@@ -83,12 +83,13 @@ class Seen:
 
 def _seen(settings: Settings, campaign_id: str, address: str) -> Seen:
     from chalicelib.stores.ledger import Ledger
+    from chalicelib.stores.ledger_model import feedback_parts
     from chalicelib.stores.suppression import Suppressions
 
     entry = Ledger(settings.resources.ledger_table.name, settings.region).get(SMOKE_TENANT, campaign_id, address)
     if entry is None:
         return Seen(None, None, None)
-    kind = entry.feedback.split(":", 1)[0] if entry.feedback else None
+    kind, _detail = feedback_parts(entry.feedback)
     listed = Suppressions(settings.resources.suppressions_table.name, settings.region).check(SMOKE_TENANT, [address])
     return Seen(entry.state, kind, listed.get(address.lower()))
 

@@ -41,7 +41,7 @@ from chalicelib.digest.assembly import campaign_id as digest_campaign
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.status import DigestStatusReader
 from chalicelib.feedback.reports import NOT_FOUND, Answer, Reports
-from chalicelib.stores.ledger_model import STATES
+from chalicelib.stores.ledger_model import STATES, Entry, feedback_parts
 from chalicelib.stores.ports import CountsReader, LedgerPages
 
 BAD_CURSOR = Answer(400, {"error": "after: not a cursor of this list (give the `next` of the page before)"})
@@ -157,18 +157,7 @@ class TenantApi:
             200,
             {
                 "campaign": campaign_id,
-                "recipients": [
-                    {
-                        "email": e.email,
-                        "state": e.state,
-                        "reason": e.reason,
-                        "messageId": e.message_id,
-                        "updatedAt": iso_ms(e.updated_at) if e.updated_at else None,
-                        "feedback": e.feedback,
-                        "retries": e.retries,
-                    }
-                    for e in entries
-                ],
+                "recipients": [_recipient(e) for e in entries],
                 "next": cursor,
             },
         )
@@ -254,3 +243,19 @@ class TenantApi:
         if action == "replay":
             return self._webhooks.replay(user, endpoint_id)
         return NOT_FOUND
+
+
+def _recipient(e: Entry) -> dict[str, Any]:
+    """One recipient as GET /campaigns/{id}/recipients answers it: `feedback` the kind only (the document's
+    enum), `feedbackDetail` what the receiving side said (SES's text: `250 2.6.0 Message received`)."""
+    kind, detail = feedback_parts(e.feedback)
+    return {
+        "email": e.email,
+        "state": e.state,
+        "reason": e.reason,
+        "messageId": e.message_id,
+        "updatedAt": iso_ms(e.updated_at) if e.updated_at else None,
+        "feedback": kind,
+        "feedbackDetail": detail,
+        "retries": e.retries,
+    }

@@ -22,6 +22,15 @@ STATES = (SCHEDULED, QUEUED, SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPI
 FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
 
 
+def feedback_parts(line: str | None) -> tuple[str | None, str | None]:
+    """A ledger's feedback line (`delivered: 250 2.6.0 Message received`) as its kind and the receiving
+    side's own text (None for each it does not have)."""
+    if not line:
+        return None, None
+    kind, _, detail = line.partition(":")
+    return kind.strip(), detail.strip() or None
+
+
 class LedgerModel(Model):
     class Meta:
         table_name = "unbound"

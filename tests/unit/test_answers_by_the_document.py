@@ -229,3 +229,30 @@ def test_a_free_tenants_view_when_ses_cannot_say_its_status_is_still_answered_wi
     answer = view.get("Bearer k")
     assert (answer.status, answer.body["ses"], answer.body["paused"]) == (200, None, True)
     _check("/tenant", answer.body)
+
+
+# --- a campaign's recipients --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        None,
+        "delivered: 250 2.6.0 Message received",
+        "bounced: permanent bounce: smtp; 550 5.1.1 user unknown",
+        "complained: complaint (abuse)",
+        "opened",
+    ],
+)
+def test_a_recipient_with_any_feedback_line_is_valid_by_the_document(line: str | None) -> None:
+    """Schemathesis found `feedback: "delivered: 250 2.6.0 Message received"` where the document allows the
+    bare kinds: the kind is `feedback`, SES's own text `feedbackDetail`."""
+    from chalicelib.control.tenant_api import _recipient
+    from chalicelib.stores.ledger_model import Entry
+
+    entry = Entry("ann@example.org", "sent", None, "0100-abc", 1793000001000, feedback=line)
+    body = {"campaign": "c1", "recipients": [_recipient(entry)], "next": None}
+    _check("/campaigns/{campaign_id}/recipients", body)
+    kind, _, text = (line or "").partition(":")
+    assert body["recipients"][0]["feedback"] == (kind or None)
+    assert body["recipients"][0]["feedbackDetail"] == (text.strip() or None)

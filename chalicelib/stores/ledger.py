@@ -317,16 +317,20 @@ class Ledger:
     def page(
         self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
     ) -> tuple[list[Entry], str | None]:
-        """Up to `limit` recipients in address order after the address `after`, and the next page's cursor.
+        """The recipients among the next `limit` rows in address order after the address `after`, and the next
+        page's cursor (None on the last page).
 
-        The cursor is the last address of the page (None on the last page), so a page is one Query
-        however large the campaign. With a state filter DynamoDB reads past the others: a page may
-        then hold fewer than `limit` and still not be the last."""
+        A page is one Query of at most `limit` rows, however large the campaign and whatever `state` asks
+        for: DynamoDB applies the filter after it reads (its Limit counts rows read), so a filtered page may
+        hold fewer than `limit`, even none, and still not be the last; its cursor goes on past every row it
+        read. (pynamodb's own iteration would go on querying until `limit` rows matched: a whole million-row
+        partition for a state no row has.)"""
         m = self._model
         pk = pk_of(user_id, campaign_id)
         cond = (m.state == state) if state else None
         start = {"pk": {"S": pk}, "rcpt": {"S": after.lower()}} if after else None
-        result = m.query(pk, filter_condition=cond, limit=limit, last_evaluated_key=start, page_size=limit)
-        entries = [entry_of(item) for item in result]
-        last = result.last_evaluated_key
+        pages = m.query(pk, filter_condition=cond, last_evaluated_key=start, page_size=limit).page_iter
+        page = next(pages, None) or {}
+        entries = [entry_of(m.from_raw_data(item)) for item in page.get("Items", [])]
+        last = pages.last_evaluated_key
         return entries, (last["rcpt"]["S"] if last else None)

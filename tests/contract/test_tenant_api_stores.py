@@ -153,3 +153,44 @@ def test_a_previous_releases_campaigns_are_listed_after_the_operators_index_run_
     assert [p.campaign_id for p in c.stats.newest(user)[0]] == ["old", "older"]
     assert c.stats.get(user, "old").created_ms == 1_700_000_000_000
     assert c.stats.list_unlisted(now_ms=1_800_000_000_000) == 0  # nothing left: safe to run again
+
+
+def _queries(monkeypatch) -> list[str]:
+    """The DynamoDB Queries this test's thread makes (the stack's own threads are not counted)."""
+    from pynamodb.connection.base import Connection
+
+    calls: list[str] = []
+    real, me = Connection._make_api_call, threading.get_ident()
+
+    def counted(self, op, kw, *a, **k):
+        if threading.get_ident() == me and op == "Query":
+            calls.append(op)
+        return real(self, op, kw, *a, **k)
+
+    monkeypatch.setattr(Connection, "_make_api_call", counted)
+    return calls
+
+
+def test_a_filtered_recipients_page_reads_at_most_its_limit_of_rows_and_goes_on_by_its_cursor(stack, uid, monkeypatch):
+    """The review's case: `state=failed&limit=1` on a 400-recipient campaign made 400 Queries (pynamodb went
+    on until one row matched); on a million recipients it read the whole partition, past API Gateway's 29 s.
+    (Here the rare state is `cancelled`: the same filter.)"""
+    ledger, user = wiring.container().ledger, f"rp{uid}"
+    emails = [f"r{i:03d}@example.org" for i in range(400)]
+    ledger.record_queued(user, "c1", emails)
+    cancelled = ["r120@example.org", "r250@example.org", "r399@example.org"]
+    ledger.record_unsent(user, "c1", "cancelled", cancelled, "campaign cancelled")
+    queries = _queries(monkeypatch)
+
+    entries, cursor = ledger.page(user, "c1", state="cancelled", limit=1)
+    assert len(queries) == 1 and entries == [] and cursor == "r000@example.org"  # one row read, not a match
+
+    found, after, pages = [], None, 0
+    while True:
+        entries, after = ledger.page(user, "c1", state="cancelled", limit=100, after=after)
+        found += [e.email for e in entries]
+        pages += 1
+        if after is None:
+            break
+    assert found == cancelled and pages <= 5  # 400 rows, 100 a page (a last page may be empty)
+    assert len(queries) == 1 + pages  # one Query a page, whatever the filter finds

@@ -26,6 +26,7 @@ from pynamodb.exceptions import DeleteError, PutError
 from pynamodb.models import Model
 
 from chalicelib.stores.tables import bound, condition_failed, warm
+from chalicelib.stores.write_batch import Write, apply_all
 
 PLATFORM = "platform"
 BOUNCE, COMPLAINT, UNSUBSCRIBE, MANUAL = "bounce", "complaint", "unsubscribe", "manual"
@@ -127,14 +128,25 @@ class Suppressions:
 
     def add_many(self, user_id: str, emails: Iterable[str], reason: str) -> tuple[int, int]:
         """The tenant's own (`manual`) entries; (added, already suppressed for it). An address already on its
-        list for another reason keeps that reason."""
-        added = already = 0
-        for email in emails:
-            if self.add(user_id, email, MANUAL, reason):
-                added += 1
-            else:
-                already += 1
-        return added, already
+        list for another reason keeps that reason.
+
+        Conditional writes 25 to a request (chalicelib.stores.write_batch), not one each: the API's 1,000
+        addresses are 40 requests, well inside API Gateway's 29 s, where 1,000 writes one after the other
+        could pass it and leave the list half added."""
+        m, scope, now = self._model, tenant_scope(user_id), int(time.time() * 1000)
+        writes = [
+            Write(
+                m,
+                scope,
+                email.lower(),
+                [m.email.set(email), m.source.set(MANUAL), m.reason.set(reason[:500]), m.at.set(now)],
+                m.rcpt.does_not_exist(),
+            )
+            for email in emails
+        ]
+        applied = apply_all(writes)
+        added = sum(applied)
+        return added, len(applied) - added
 
     def entry(self, user_id: str, email: str) -> Suppression | None:
         """The tenant's own entry for an address (a platform bounce that applies to it among them)."""

@@ -69,3 +69,34 @@ def test_a_platform_bounce_a_tenant_meets_replaces_its_own_entry(
     assert entry is not None and (entry.reason, entry.platform_wide) == (BOUNCE, True)
     assert s.lift(user, address) is False
     assert s.page(user, reason=MANUAL) == ([], None)
+
+
+def test_a_thousand_addresses_are_added_in_forty_requests_not_a_thousand(stack, uid, monkeypatch):
+    """POST /suppressions takes up to 1,000 addresses: one conditional write each, one after the other, could
+    pass API Gateway's 29 s and leave the list half added. They go 25 to a request, and what was already on
+    the list (another reason, or a second spelling of an address) is counted, not added."""
+    import threading
+    import time
+
+    from pynamodb.connection.base import Connection
+
+    from chalicelib import wiring
+
+    calls: list[str] = []
+    real, me = Connection._make_api_call, threading.get_ident()
+
+    def counted(self, op, kw, *a, **k):
+        if threading.get_ident() == me:
+            calls.append(op)
+        return real(self, op, kw, *a, **k)
+
+    store, user = wiring.container().suppressions, f"many{uid}"
+    store.add(user, "angry@example.org", COMPLAINT, "complaint (abuse)")
+    monkeypatch.setattr(Connection, "_make_api_call", counted)
+    addresses = [f"r{i:04d}@example.org" for i in range(998)] + ["ANGRY@example.org", "R0001@example.org"]
+    started = time.monotonic()
+    assert store.add_many(user, addresses, "import") == (998, 2)
+    took = time.monotonic() - started
+    assert len(calls) <= 40 + 4, (len(calls), took)  # 40 transactions, and the refused ones' few extra
+    assert store.entry(user, "angry@example.org").reason.startswith("complaint")  # kept its reason
+    assert store.entry(user, "r0997@example.org") is not None

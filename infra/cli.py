@@ -624,7 +624,9 @@ def cmd_suppression(args: argparse.Namespace) -> int:
         return _suppression_add(args.user, api, addresses, args.reason)
     answer = api.remove_for(args.user, addresses[0])
     if answer.status == 200:
-        print(f"{args.user}: {plain(answer.body['email'])} lifted: it may be sent to again")
+        still = answer.body.get("stillSuppressed")
+        after = f"still not sent to: {plain(still)}" if still else "it may be sent to again"
+        print(f"{args.user}: {plain(answer.body['email'])} lifted: {after}")
         return 0
     if answer.status == 409:
         print(f"{args.user}: {plain(answer.body['error'])}", file=sys.stderr)

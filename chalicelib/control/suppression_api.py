@@ -98,11 +98,11 @@ class SuppressionApi:
         if entry is None:
             return NOT_LISTED
         if entry.reason == MANUAL:
-            return (
-                Answer(200, {"email": entry.email, "lifted": True})
-                if self._suppressions.lift(user, address)
-                else NOT_LISTED
-            )
+            if not self._suppressions.lift(user, address):
+                return NOT_LISTED
+            # Lifted, but an address that bounced for every tenant is still not sent to: said, not hidden.
+            still = self._suppressions.check(user, [address]).get(address.lower())
+            return Answer(200, {"email": entry.email, "lifted": True, **({"stillSuppressed": still} if still else {})})
         kept = KEPT_BECAUSE.get(entry.reason, "it was not added by the tenant")
         return Answer(
             409,

@@ -501,6 +501,8 @@ class SuppressionList(Protocol):
 
     def lift(self, user_id: str, email: str) -> bool: ...
 
+    def check(self, user_id: str, emails: Iterable[str]) -> dict[str, str]: ...
+
 
 class DailyUse(Protocol):
     """GET /tenant's: the emails a free-plan tenant queued on the UTC day of `now` (chalicelib.stores.daily_cap)."""

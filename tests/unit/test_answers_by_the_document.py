@@ -37,11 +37,11 @@ NOW_S = 1_790_000_000
 DOC_URI = "urn:moonsend:openapi"
 
 
-def _valid_by_document(path: str, status: str, body: Any) -> None:
+def _valid_by_document(path: str, status: str, body: Any, method: str = "get") -> None:
     doc = json.loads(openapi.document())
     pointer = "/" + "/".join(
         p.replace("~", "~0").replace("/", "~1")
-        for p in ("paths", path, "get", "responses", status, "content", "application/json", "schema")
+        for p in ("paths", path, method, "responses", status, "content", "application/json", "schema")
     )
     registry: Registry[Any] = Registry().with_resource(DOC_URI, Resource.from_contents(doc, DRAFT202012))
     OAS31Validator({"$ref": f"{DOC_URI}#{pointer}"}, registry=registry).validate(body)
@@ -256,3 +256,21 @@ def test_a_recipient_with_any_feedback_line_is_valid_by_the_document(line: str |
     kind, _, text = (line or "").partition(":")
     assert body["recipients"][0]["feedback"] == (kind or None)
     assert body["recipients"][0]["feedbackDetail"] == (text.strip() or None)
+
+
+def test_lifting_an_entry_of_an_address_that_bounced_for_every_tenant_says_it_stays_suppressed() -> None:
+    """The review's case: the answer was `lifted: true` alone, and the next send suppressed the address."""
+    store = FakeSuppressions()
+    store.add_many("acme", ["gone@example.org", "fine@example.org"], "asked by phone")
+    store.add(None, "gone@example.org", "bounce", "permanent bounce: 550 no such user")
+    api = SuppressionApi(TenantKeys(lambda a: "acme"), store)
+    gone = api.remove("Bearer k", "gone@example.org")
+    assert gone.status == 200 and gone.body["lifted"] is True
+    assert "bounce" in gone.body["stillSuppressed"]
+    fine = api.remove("Bearer k", "fine@example.org")
+    assert fine.status == 200 and fine.body == {"email": "fine@example.org", "lifted": True}
+    for answer in (gone, fine):
+        try:
+            _valid_by_document("/suppressions/{address}", "200", answer.body, method="delete")
+        except ValidationError as exc:
+            pytest.fail(f"DELETE answers {answer.body}, which the document refuses: {exc.message}")

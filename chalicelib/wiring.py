@@ -360,7 +360,7 @@ class Container:
     def tenant_view(self) -> TenantView:
         s = self.settings
         terms = PlatformTerms(s.region, s.free_rate_per_second, s.free_daily_cap)
-        return TenantView(self.tenant_keys, self.tenants, self.daily_cap, self.ses_tenants, terms)
+        return TenantView(self.tenant_keys, self.tenants, self.daily_cap, self.ses_tenants, self.free_addresses, terms)
 
     @cached_property
     def webhook_endpoints(self) -> WebhookEndpoints:

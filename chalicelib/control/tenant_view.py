@@ -18,7 +18,7 @@ from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.core import log
 from chalicelib.core.contract import iso_ms
 from chalicelib.feedback.reports import Answer
-from chalicelib.stores.ports import DailyUse, SesTenantStatus, TenantLookup
+from chalicelib.stores.ports import AddressOwner, DailyUse, SesTenantStatus, TenantLookup
 from chalicelib.stores.ses_tenants import TenantStatus
 
 SES_STATUS_MAX_AGE_S = 300.0
@@ -44,6 +44,7 @@ class TenantView:
         tenants: TenantLookup,
         usage: DailyUse,
         ses: SesTenantStatus,
+        addresses: AddressOwner,
         terms: PlatformTerms,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -51,6 +52,7 @@ class TenantView:
         self._tenants = tenants
         self._usage = usage
         self._ses = ses
+        self._addresses = addresses
         self._terms = terms
         self._clock = clock
         # (user, region) -> (until when it stands, what SES said: its status, or None for no SES tenant yet
@@ -82,7 +84,7 @@ class TenantView:
         free = tenant.plan == "free"
         sender = tenant.sender
         ses = self._ses_status(user, sender.region or self._terms.region) if free else None
-        addresses = sorted({*tenant.from_addresses, sender.email_address.lower()})
+        addresses = sorted(self._from_addresses(user, tenant.from_addresses, sender.email_address, free))
         return Answer(
             200,
             {
@@ -98,6 +100,16 @@ class TenantView:
                 "dailyCap": self._daily_cap(user) if free and self._terms.free_daily_cap else None,
             },
         )
+
+    def _from_addresses(self, user: str, listed: tuple[str, ...], sender: str, free: bool) -> set[str]:
+        """The From addresses the tenant may send from: those on its row, and its Sender's. A free tenant's
+        Sender may name an address an operator has since given to another tenant (`moonsend tenant
+        assign-from`) or an audit dropped: it is listed only while it is still this tenant's (one read, and
+        only when the row does not list it already)."""
+        own = sender.lower()
+        if not free or own in listed or self._addresses.owner(own) == user:
+            return {*listed, own}
+        return set(listed)
 
     def _ses_status(self, user: str, region: str) -> TenantStatus | None:
         """SES's status of the tenant's SES tenant; None when it has none yet or SES cannot give it now (a

@@ -406,6 +406,12 @@ class FromClaim(Protocol):
     def claim(self, user_id: str, address: str, now_ms: int) -> None: ...
 
 
+class AddressOwner(Protocol):
+    """GET /tenant's: which tenant a free-plan From address is now (None: nobody's)."""
+
+    def owner(self, address: str) -> str | None: ...
+
+
 class IdentityCoverage(Protocol):
     """The free addresses' (chalicelib.stores.free_senders): what covers an address in the platform's SES account."""
 

@@ -43,6 +43,9 @@ class FakeFreeAddresses:
         own = self._own is None or address.lower() in self._own
         return Coverage(address, own, not own and address.rpartition("@")[2].lower() in self._domains)
 
+    def owner(self, address: str) -> str | None:
+        return self.owners.get(address.lower())
+
     def claim(self, user_id: str, address: str, now_ms: int) -> None:
         owner = self.owners.get(address.lower())
         if owner is None:

@@ -5,6 +5,7 @@ stack makes (its SES gives no free tenant a status, for one); these reach the re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.timeline import Minute
 from chalicelib.webhooks.events import ledger_events
 from tests.fakes.event_log import FakeEventLog
+from tests.fakes.senders import FakeFreeAddresses
 from tests.fakes.suppressions import FakeSuppressions
 from tests.fakes.tenants import FakeTenants
 from tests.unit.test_webhook_delivery import _record, _row
@@ -64,7 +66,7 @@ def _view(tenant: Tenant | None, ses: TenantStatus | None) -> TenantView:
     keys = TenantKeys(lambda authorization: "acme")
     terms = PlatformTerms("us-east-1", 1.0, 200)
     tenants = FakeTenants(*([tenant] if tenant else []))
-    return TenantView(keys, tenants, _Usage(), _Ses(ses), terms, clock=lambda: NOW_S)
+    return TenantView(keys, tenants, _Usage(), _Ses(ses), FakeFreeAddresses(), terms, clock=lambda: NOW_S)
 
 
 _FREE = Tenant(
@@ -225,7 +227,8 @@ def test_a_free_tenants_view_when_ses_cannot_say_its_status_is_still_answered_wi
     """SES's non-send calls are limited to about one a second for the platform's account: a tenant polling
     GET /tenant from many containers is throttled, and that is no 500; its `pauses` still hold SES's pause."""
     keys = TenantKeys(lambda authorization: "acme")
-    view = TenantView(keys, FakeTenants(_FREE), _Usage(), _ThrottledSes(), PlatformTerms("us-east-1", 1.0, 200))
+    terms = PlatformTerms("us-east-1", 1.0, 200)
+    view = TenantView(keys, FakeTenants(_FREE), _Usage(), _ThrottledSes(), FakeFreeAddresses(), terms)
     answer = view.get("Bearer k")
     assert (answer.status, answer.body["ses"], answer.body["paused"]) == (200, None, True)
     _check("/tenant", answer.body)
@@ -274,3 +277,16 @@ def test_lifting_an_entry_of_an_address_that_bounced_for_every_tenant_says_it_st
             _valid_by_document("/suppressions/{address}", "200", answer.body, method="delete")
         except ValidationError as exc:
             pytest.fail(f"DELETE answers {answer.body}, which the document refuses: {exc.message}")
+
+
+def test_a_from_address_an_operator_gave_another_tenant_is_no_longer_listed() -> None:
+    """The review's case: `fromAddresses` kept the tenant's last Sender address after an operator's
+    `assign-from` gave it to another tenant (the row's set had dropped it; the Sender had not)."""
+    keys = TenantKeys(lambda authorization: "acme")
+    moved = replace(_FREE, from_addresses=())  # assign-from took news@acme.example off acme's row
+    addresses = FakeFreeAddresses()
+    addresses.owners["news@acme.example"] = "other"
+    view = TenantView(keys, FakeTenants(moved), _Usage(), _Ses(None), addresses, PlatformTerms("us-east-1", 1.0, 200))
+    assert view.get("Bearer k").body["fromAddresses"] == []
+    addresses.owners["news@acme.example"] = "acme"  # given back: listed again
+    assert view.get("Bearer k").body["fromAddresses"] == ["news@acme.example"]

@@ -9,6 +9,7 @@ from botocore.exceptions import ClientError
 from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.control.tenant_view import SES_STATUS_ERROR_RETRY_S, SES_STATUS_MAX_AGE_S, PlatformTerms, TenantView
 from chalicelib.stores.ses_tenants import TenantStatus
+from tests.fakes.senders import FakeFreeAddresses
 from tests.fakes.tenants import FakeTenants
 from tests.unit.test_answers_by_the_document import _FREE, _Usage
 
@@ -30,7 +31,7 @@ class _CountingSes:
 def _view(ses: _CountingSes, now: list[float]) -> TenantView:
     keys = TenantKeys(lambda authorization: "acme")
     terms = PlatformTerms("us-east-1", 1.0, 200)
-    return TenantView(keys, FakeTenants(_FREE), _Usage(), ses, terms, clock=lambda: now[0])
+    return TenantView(keys, FakeTenants(_FREE), _Usage(), ses, FakeFreeAddresses(), terms, clock=lambda: now[0])
 
 
 THROTTLED = ClientError({"Error": {"Code": "TooManyRequestsException", "Message": "Too many requests"}}, "GetTenant")

@@ -71,9 +71,12 @@ class Delivery:
         claim = self._claim(email)
         if isinstance(claim, Decision):
             return Verdict(self._executor.apply(claim), email, body, claim.claim_until_ms)
-        tenant = self._gate_reads.tenants.get(email.user_id)
-        why = self._suppression(email, suppressed, via_s3=body is not message["Body"])
-        gate = self._gate(email, claim, tenant, why)
+        try:
+            tenant = self._gate_reads.tenants.get(email.user_id)
+            why = self._suppression(email, suppressed, via_s3=body is not message["Body"])
+            gate = self._gate(email, claim, tenant, why)
+        except Exception as exc:
+            return Verdict(self._not_now(email, claim, "its gate", exc), email, body)
         if isinstance(gate, Tenant):
             outcome, drainers = self._send(queue, email, claim, gate, message)
         else:
@@ -130,6 +133,19 @@ class Delivery:
             email, time.time() * 1000, lambda: control.state(email.user_id, email.campaign_id)
         )
 
+    def _not_now(self, email: QueuedEmail, claim: Claim, step: str, exc: Exception) -> Outcome:
+        """A read before SES's call failed (a dependency throttled past the SDK's retries, or unavailable):
+        nothing was sent, so the claim is given back and the message tried again after a back-off, rather
+        than the invocation failing and every email it had claimed waiting out the claim (30 minutes)."""
+        log.warning(
+            "not sent now, will retry",
+            user=email.user_id,
+            campaign=email.campaign_id,
+            step=step,
+            error=f"{type(exc).__name__}: {exc}"[:300],
+        )
+        return self._do(decisions.claimed(Outcome.RETRY, email), claim, email)
+
     def _do(self, decision: Decision, claim: Claim, email: QueuedEmail) -> Outcome:
         return self._executor.apply(decision, claim, email)
 
@@ -138,7 +154,10 @@ class Delivery:
     ) -> tuple[Outcome, int]:
         """The outcome, and how many drainers the email's rate needs (slot 0 starts the others)."""
         identity = self._ses.identity
-        sender = identity.sender_for(email, tenant, queue.free)
+        try:
+            sender = identity.sender_for(email, tenant, queue.free)
+        except Exception as exc:  # KMS throttled or unavailable: the keys are read again at the next try
+            return self._not_now(email, claim, "its SES keys", exc), 1
         if sender is None:
             return self._do(decisions.claimed(Outcome.FAILED, email, reason=NO_KEYS_REASON), claim, email), 1
         rate = identity.rate_for(queue.name, sender)

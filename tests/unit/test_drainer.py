@@ -757,3 +757,38 @@ def test_email_whose_ses_tenant_cannot_be_set_up_is_retried_and_not_counted_as_s
     assert result.sent == 0 and result.retried == 2 and tenants.paused_now == []
     assert ledger.state("careless", "c1", "a@example.org") is None
     assert all(n >= 0 for _u, n in reputation.writes)  # nothing given back that was not taken
+
+
+class _ThrottledKms(FakeTenants):
+    """The registry, with KMS's Decrypt of a tenant's secret throttled past the SDK's retries."""
+
+    def secret_of(self, user_id, keys):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "Decrypt")
+
+
+class _ThrottledTable(FakeTenants):
+    """The registry, with DynamoDB's read of the tenant throttled past the SDK's retries."""
+
+    def get(self, user_id, fresh=False):
+        from botocore.exceptions import ClientError
+
+        raise ClientError(
+            {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "throttled"}}, "GetItem"
+        )
+
+
+@pytest.mark.parametrize("registry", [_ThrottledKms, _ThrottledTable])
+def test_a_dependency_throttled_before_the_send_gives_the_claims_back_and_retries_later(registry):
+    """The review's case: a throttled KMS Decrypt escaped the drain, the invocation failed, and every email it
+    had claimed waited out the claim (30 minutes on AWS) though the docs said "queued for the next attempt"."""
+    ledger = FakeLedger()
+    to = ["a@example.org", "b@example.org"]
+    sqs, ses = FakeSqs([queued("acme", t) for t in to]), FakeSes()
+    d, _stats = drainer(sqs, ses, registry(tenant("acme", "AK")), ledger=ledger)
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)  # no exception: the drain ends as usual
+    assert ses.sent == [] and sqs.deleted == []
+    assert {rh for rh, _ in sqs.visibility} == {"rh0", "rh1"}  # backed off on the queue, tried again later
+    for address in to:  # given back: the next try claims them at once, not after the claim's 30 minutes
+        assert not isinstance(ledger.claim("acme", "c1", address, 300), Entry)

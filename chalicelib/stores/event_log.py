@@ -32,9 +32,17 @@ from chalicelib.stores.tables import bound, warm
 
 CURSOR = re.compile(r"^[0-9]{13}#evt_[0-9a-f]{32}\Z")
 INSTANT = re.compile(r"^[0-9]{13}#\Z")  # position_at
-# A page filtered by type or campaign reads at most this many of the tenant's events (a filter, DynamoDB's or
-# ours, drops what was read and paid for): a rare type gives a short page and a cursor, never a long read.
-MAX_READ = 5000
+# What one page may read, in bytes of items (a filter, DynamoDB's or ours, drops what was read and paid for: a
+# rare type gives a short page and a cursor, never a long read). 2 MiB is at most 256 read units (a Query
+# reads eventually consistent: 0.5 RCU per 4 KB), whatever the events hold.
+MAX_READ_BYTES = 2 * 1024 * 1024
+# The largest item the log writes, so that a Query's Limit can keep its read within what is left: an event's
+# data holds one text of at most 1,000 characters (a ledger reason, or SES's feedback detail), which JSON's
+# ASCII escapes make at most 12,000 bytes (a character outside the BMP is two \uXXXX), besides its id, type,
+# time, campaign (128), recipient (254 characters: 3,048 bytes escaped at worst) and message id (about 70);
+# the item adds its key, type, campaign and expiry. 16 KiB holds all of it (a contract test writes the
+# largest and measures it).
+MAX_EVENT_BYTES = 16 * 1024
 SHARDS = 8
 
 
@@ -123,14 +131,18 @@ class EventLog:
         filtered = type is not None or campaign is not None
         shards = [_Shard(f"{user_id}#{n}") for n in range(SHARDS)]
         out: list[dict[str, Any]] = []
-        read = 0
+        spent = 0  # bytes of items read
         position = after
         # A shard's page: enough for its share of the answer (events spread evenly), or a filter's batch.
-        size = min(1000, MAX_READ // SHARDS) if filtered else max(10, 2 * -(-limit // SHARDS))
+        size = 1000 if filtered else max(10, 2 * -(-limit // SHARDS))
         while True:
-            for shard in shards:
-                if not shard.items and not shard.done and read < MAX_READ:
-                    read += self._fill(shard, after, size)
+            empty = [s for s in shards if not s.items and not s.done]
+            # Each shard to read takes an even share of what is left of the budget, its Limit such that even
+            # the largest events stay within it: the page never reads more than MAX_READ_BYTES.
+            share = (MAX_READ_BYTES - spent) // max(1, len(empty)) // MAX_EVENT_BYTES
+            if empty and share > 0:
+                for shard in empty:
+                    spent += self._fill(shard, after, min(size, share))
             complete_to = min((s.read_to for s in shards if not s.done), default=None)
             for sk, item in _merged(shards, complete_to):
                 # Filtered here, not by DynamoDB (which charges the same for what it reads and drops): each event
@@ -142,11 +154,11 @@ class EventLog:
                         return EventPage(out, position)
             if all(s.done and not s.items for s in shards):
                 return EventPage(out, position)
-            if read >= MAX_READ and any(not s.done and not s.items for s in shards):
+            if empty and share <= 0:
                 return EventPage(out, position)  # the budget is spent: complete up to here
 
     def _fill(self, shard: _Shard, after: str | None, size: int) -> int:
-        """One more page of a shard's events after `after`; how many were read."""
+        """One more page of a shard's events after `after`; the bytes of the items read."""
         m = self._model
         answer = m._get_connection().query(
             shard.pk,
@@ -160,7 +172,13 @@ class EventLog:
         shard.done = shard.start is None
         if shard.start is not None:
             shard.read_to = str(shard.start["sk"]["S"])
-        return len(items)
+        return sum(item_bytes(item) for item in items)
+
+
+def item_bytes(item: dict[str, Any]) -> int:
+    """An item's size as DynamoDB counts it for reads: each attribute's name and value, in UTF-8 (a number
+    counted by its digits, a little more than DynamoDB's own, never less)."""
+    return sum(len(name.encode()) + sum(len(str(v).encode()) for v in value.values()) for name, value in item.items())
 
 
 @dataclass

@@ -96,9 +96,10 @@ def test_the_event_log_keeps_each_event_once_in_order_and_filters_with_a_bounded
     assert log.page(user, after=position_at(base + 30), limit=100).events == [e.data for e in events[30:]]
     assert log.page(f"other{uid}").events == []
 
-    # A filter matching nothing reads about MAX_READ (a shard's page more at most) and answers where it stopped;
-    # asked again from there, each answer goes on, and the last reaches the end of the log.
-    monkeypatch.setattr(event_log_module, "MAX_READ", 10)
+    # A filter matching nothing reads at most MAX_READ_BYTES and answers where it stopped; asked again from
+    # there, each answer goes on, and the last reaches the end of the log.
+    budget = 16 * event_log_module.MAX_EVENT_BYTES
+    monkeypatch.setattr(event_log_module, "MAX_READ_BYTES", budget)
     fill, reads = type(log)._fill, []
 
     def counted(self, shard, after, size):  # type: ignore[no-untyped-def]
@@ -112,12 +113,35 @@ def test_the_event_log_keeps_each_event_once_in_order_and_filters_with_a_bounded
         reads.clear()
         page = log.page(user, type="opened", limit=5, after=after)
         assert page.events == [] and page.next is not None
-        assert sum(reads) <= 10 + event_log_module.SHARDS
+        assert sum(reads) <= budget
         positions.append(page.next)
         if page.next == after:
             break
         after = page.next
     assert positions == sorted(positions) and positions[-1] == sort_key(events[-1], events[-1].at_ms)
+
+
+def test_the_largest_event_the_log_keeps_fits_the_size_its_reads_are_bounded_by(stack, uid):
+    """A page's bound in bytes holds only if no event is larger than MAX_EVENT_BYTES: the largest one, a
+    1,000-character reason of characters outside the BMP (JSON escapes each as 12 bytes) for a recipient of
+    254 such characters' worth, kept and read back, measured as DynamoDB counts it."""
+    from chalicelib.stores.event_log import MAX_EVENT_BYTES, item_bytes
+
+    log, user = wiring.container().event_log, "u" * 100 + uid
+    campaign = "c" * 128
+    data = {
+        "id": f"evt_{'f' * 32}",
+        "type": "failed",
+        "timestamp": "2026-11-27T12:00:00.000Z",
+        "campaignId": campaign,
+        "recipient": "\U0001f600" * 64 + "@" + "\U0001f600" * 189,
+        "reason": "\U0001f600" * 1000,
+        "messageId": "0100018c" + "a" * 60,
+    }
+    log.keep([(WebhookEvent(user, "failed", data, 1_790_000_000_000), 1_790_000_000_000)])
+    model = log._model
+    (item,) = model._get_connection().query(f"{user}#{int('f', 16) % event_log_module.SHARDS}")["Items"]
+    assert 12_000 < item_bytes(item) <= MAX_EVENT_BYTES
 
 
 def test_a_free_tenants_from_addresses_are_listed_on_its_row_and_follow_an_operators_assignment(stack, uid):

@@ -43,6 +43,9 @@ MAX_READ_BYTES = 2 * 1024 * 1024
 # the item adds its key, type, campaign and expiry. 16 KiB holds all of it (a contract test writes the
 # largest and measures it).
 MAX_EVENT_BYTES = 16 * 1024
+# And at most this many rounds of a Query per partition a page (8 each): small events, whose shares of the
+# budget are read many to a round, would otherwise take dozens of rounds to spend it.
+MAX_ROUNDS = 4
 SHARDS = 8
 
 
@@ -131,7 +134,7 @@ class EventLog:
         filtered = type is not None or campaign is not None
         shards = [_Shard(f"{user_id}#{n}") for n in range(SHARDS)]
         out: list[dict[str, Any]] = []
-        spent = 0  # bytes of items read
+        spent = rounds = 0  # bytes of items read; rounds of Queries made
         position = after
         # A shard's page: enough for its share of the answer (events spread evenly), or a filter's batch.
         size = 1000 if filtered else max(10, 2 * -(-limit // SHARDS))
@@ -140,7 +143,10 @@ class EventLog:
             # Each shard to read takes an even share of what is left of the budget, its Limit such that even
             # the largest events stay within it: the page never reads more than MAX_READ_BYTES.
             share = (MAX_READ_BYTES - spent) // max(1, len(empty)) // MAX_EVENT_BYTES
+            if rounds >= MAX_ROUNDS:
+                share = 0
             if empty and share > 0:
+                rounds += 1
                 for shard in empty:
                     spent += self._fill(shard, after, min(size, share))
             complete_to = min((s.read_to for s in shards if not s.done), default=None)

@@ -243,10 +243,19 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     api = [
         link_key,
         *release,
-        # Unsubscribes; the tenant's list read, added to, and its own (manual) entries lifted.
+        # Unsubscribes; the tenant's list read, added to (25 conditional updates a transaction, which IAM
+        # authorizes as each item's UpdateItem), its own (manual) entries lifted and the address checked again.
         _stmt(
             "Suppressions",
-            ["dynamodb:PutItem", "dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"],
+            [
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:Query",
+                "dynamodb:GetItem",
+                "dynamodb:BatchGetItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:DescribeTable",
+            ],
             [suppressions],
         ),
         _stmt("LedgerPages", ["dynamodb:Query"], [tables["LedgerTable"]]),

@@ -4,8 +4,9 @@ Decide, then do: each step reads what it must and decides (chalicelib.send.decis
 names the outcome, its ledger effect and its side effects, and the executor (chalicelib.send.executor)
 applies it. What the drain does with the SQS message afterwards is the outcome table's business
 (chalicelib.send.outcomes), not this module's. The order is the exactly-once contract (docs/exactly-once.md):
-the recipient is claimed in the ledger before anything is sent, the campaign is asked again after the wait
-for the rate slot (a cancel wins over every send not yet on its way to SES), and the outcome is recorded
+the recipient is claimed in the ledger before anything is sent, the campaign and the tenant's pauses are
+asked again after the wait for the rate slot (a cancel or a pause wins over every send not yet on its way
+to SES), and the outcome is recorded
 before the message may be deleted.
 """
 
@@ -119,7 +120,7 @@ class Delivery:
     ) -> Outcome | Tenant:
         """Whether it may be sent at all: not suppressed, its tenant known and not paused, its campaign going.
         The outcome when it may not (a tenant the registry does not know is failed); else the tenant to send as."""
-        paused = tenant is not None and bool(tenant.paused_reason)
+        paused = tenant is not None and self._gate_reads.tenants.pause_of(email.user_id) is not None
         decision = decisions.gate(email, suppressed, tenant is not None, paused) or self._campaign_says(email)
         if decision is None and tenant is not None:
             return tenant
@@ -132,6 +133,14 @@ class Delivery:
         return decisions.campaign_says(
             email, time.time() * 1000, lambda: control.state(email.user_id, email.campaign_id)
         )
+
+    def _stopped_now(self, email: QueuedEmail) -> Decision | None:
+        """After the wait for the rate slot: the campaign's state and the tenant's pauses, each at most a second
+        old, so that a pause of either reaches every send within about two seconds of its answer."""
+        stopped = self._campaign_says(email)
+        if stopped is None and self._gate_reads.tenants.pause_of(email.user_id) is not None:
+            stopped = decisions.claimed(Outcome.TENANT_PAUSED, email)
+        return stopped
 
     def _not_now(self, email: QueuedEmail, claim: Claim, step: str, exc: Exception) -> Outcome:
         """A read before SES's call failed (a dependency throttled past the SDK's retries, or unavailable):
@@ -187,7 +196,10 @@ class Delivery:
         mime = self._mime(email, sender)
         slots = pacing.acquire(share_of_rate)
         try:
-            stopped = self._campaign_says(email)  # again, after the wait for the slot
+            try:
+                stopped = self._stopped_now(email)
+            except Exception as exc:
+                return self._not_now(email, claim, "its pauses, after the rate's wait", exc)
             if stopped is not None:
                 return self._do(stopped, claim, email)
             self._state.sent_ahead.take(email.user_id, share_of_rate)

@@ -311,5 +311,5 @@ class Drainer:
                 return None
             owner = tags.get("moonsend:tenant", "")
             self._owners[queue_name] = owner
-        tenant = self._gate.tenants.get(owner) if owner else None
-        return f"tenant paused: {tenant.paused_reason}" if tenant and tenant.paused_reason else None
+        why = self._gate.tenants.pause_of(owner) if owner else None
+        return f"tenant paused: {why}" if why else None

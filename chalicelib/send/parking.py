@@ -17,12 +17,12 @@ from chalicelib.send.message_actions import MessageActions
 from chalicelib.send.outcomes import Outcome, Verdict
 from chalicelib.send.queue_ref import QueueRef
 from chalicelib.stores.campaign_control import PAUSED
-from chalicelib.stores.ports import ControlState, TenantLookup
+from chalicelib.stores.ports import ControlState, TenantPauseRead
 
 
 class Parking:
     def __init__(
-        self, parked: ParkedEmail, control: ControlState, tenants: TenantLookup, actions: MessageActions
+        self, parked: ParkedEmail, control: ControlState, tenants: TenantPauseRead, actions: MessageActions
     ) -> None:
         self._parked = parked
         self._control = control
@@ -58,5 +58,4 @@ class Parking:
     def _still_paused(self, user: str, campaign: str | None) -> bool:
         if campaign is not None:
             return self._control.state(user, campaign, fresh=True) == PAUSED
-        tenant = self._tenants.get(user, fresh=True)
-        return bool(tenant and tenant.paused_reason)
+        return self._tenants.pause_of(user, fresh=True) is not None

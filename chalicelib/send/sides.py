@@ -18,7 +18,7 @@ from chalicelib.send.queue_ref import QueueRef
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import ControlState, LedgerClaims, SesTenantSetup, SuppressionCheck, TenantLookup
+from chalicelib.stores.ports import ControlState, LedgerClaims, SesTenantSetup, SuppressionCheck, TenantGate
 from chalicelib.stores.recorder import Recorder
 
 __all__ = ["Content", "DrainQueues", "GateReads", "LedgerSide", "QueueRef", "SendState", "SesSide"]
@@ -45,7 +45,7 @@ class SesSide:
 class GateReads:
     """What says whether an email may go at all: its tenant, its recipient's suppression, its campaign."""
 
-    tenants: TenantLookup
+    tenants: TenantGate
     suppressions: SuppressionCheck
     control: ControlState
 

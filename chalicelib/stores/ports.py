@@ -347,6 +347,17 @@ class TenantLookup(Protocol):
     def get(self, user_id: str, *, fresh: bool = False) -> Tenant | None: ...
 
 
+class TenantPauseRead(Protocol):
+    """The drainer's, before each send: why the tenant's email is held now (None: it is not), at most a second
+    old (a `fresh` answer is read after the ask)."""
+
+    def pause_of(self, user_id: str, *, fresh: bool = False) -> str | None: ...
+
+
+class TenantGate(TenantLookup, TenantPauseRead, Protocol):
+    """The drainer's gate and parking: the tenant (its settings, cached) and its pauses (at once)."""
+
+
 class TenantPause(Protocol):
     """Hold a tenant's email by one owner's pause (chalicelib.stores.pauses); False if that owner holds it already
     or there is no such tenant."""
@@ -370,7 +381,7 @@ class TenantKeys(TenantLookup, Protocol):
     def secret_of(self, user_id: str, keys: KeyVersion) -> str: ...
 
 
-class SenderTenants(TenantKeys, TenantGuard, Protocol):
+class SenderTenants(TenantKeys, TenantGuard, TenantPauseRead, Protocol):
     """The drainer's, which hands the registry to the parking, the sending identity and the delivery."""
 
 

@@ -34,6 +34,7 @@ from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
 from chalicelib.stores.pauses import MAX_REASON, OWNERS, Pause, pauses_of, summary
 from chalicelib.stores.ports import SecretSeal
+from chalicelib.stores.short_cache import ShortCache
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_sealed, read_keys, tenant_of
 
@@ -42,6 +43,12 @@ from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_
 MAX_KEY_VERSIONS = 100
 _WRITE_TRIES = 5
 
+# How old a drainer's answer to "is this tenant paused?" may be: a pause (any owner's) reaches every send
+# within about this, plus one read (chalicelib.stores.short_cache). The rest of the tenant (its settings
+# and keys) is kept `cache_ttl_s`: it changes only with the tenant's own messages.
+PAUSE_READ_S = 1.0
+_PAUSE_ATTRIBUTES = ["paused_reason", "paused_at", *(f"pause_{o}" for o in OWNERS), *(f"pause_{o}_at" for o in OWNERS)]
+
 # The AWS account a Sender's keys belong to (STS GetCallerIdentity with those keys).
 AccountOf = Callable[[Sender], str]
 
@@ -49,12 +56,20 @@ AccountOf = Callable[[Sender], str]
 class TenantRegistry:
     """Read and write tenants, with a short per-container cache for the drainer's hot path."""
 
-    def __init__(self, table_name: str, region: str, secrets: SecretSeal, cache_ttl_s: float = 30.0) -> None:
+    def __init__(
+        self,
+        table_name: str,
+        region: str,
+        secrets: SecretSeal,
+        cache_ttl_s: float = 30.0,
+        pause_read_s: float = PAUSE_READ_S,
+    ) -> None:
         self._model = bound(TenantModel, table_name, region)
         self._secrets = secrets
         self._cache: dict[str, tuple[float, Tenant]] = {}
         self._ttl = cache_ttl_s
         self._lock = threading.Lock()
+        self._pauses: ShortCache[str, str | None] = ShortCache(self._read_pause, pause_read_s)
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
@@ -300,6 +315,22 @@ class TenantRegistry:
     def _forget(self, user_id: str) -> None:
         with self._lock:
             self._cache.pop(user_id, None)
+        self._pauses.forget(user_id)
+
+    def pause_of(self, user_id: str, *, fresh: bool = False) -> str | None:
+        """Why the tenant's email is held now (every owner's reason), or None: at most PAUSE_READ_S old.
+
+        The drainer asks before each send. One strongly consistent GetItem of the pause attributes per tenant
+        per second per container, billed by the item's size (DynamoDB charges a projected read for the whole
+        item): 1 RCU for a tenant under 4 KB, which is a tenant with fewer than about eight key versions."""
+        return self._pauses.get(user_id, fresh=fresh)
+
+    def _read_pause(self, user_id: str) -> str | None:
+        try:
+            item = self._model.get(user_id, consistent_read=True, attributes_to_get=_PAUSE_ATTRIBUTES)
+        except DoesNotExist:
+            return None
+        return summary(pauses_of(item))
 
     def get(self, user_id: str, *, fresh: bool = False) -> Tenant | None:
         """The tenant (from the cache unless `fresh`: a decision that must see a pause or resume at once)."""

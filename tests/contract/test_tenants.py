@@ -1,6 +1,7 @@
 """The tenant registry on the local stack's DynamoDB: key versions, accounts, conditional writes."""
 
 import threading
+import time
 
 import pytest
 
@@ -137,3 +138,26 @@ def test_registered_keys_aws_no_longer_accepts_give_way_to_the_next_keys(registr
 
     assert r.accept(uid, "paid", _sender("K3"), account_of).version == 1
     assert [k.api_key for k in r.get(uid, fresh=True).keys] == ["K3"]
+
+
+def test_a_pause_written_by_another_container_is_seen_within_a_second_by_one_read_a_second(stack, registry, uid):
+    from chalicelib.stores.pauses import OPERATOR
+    from chalicelib.stores.tenants import PAUSE_READ_S
+
+    drainer, operator = registry(), registry()
+    drainer.accept(uid, "paid", _sender("K1"), _account_of)
+    assert drainer.get(uid) is not None  # the tenant's settings, cached 60 s here
+    reads: list[str] = []
+    client = drainer._model._get_connection().connection.client  # the requests it makes
+    client.meta.events.register("before-call.dynamodb.*", lambda model, **_: reads.append(model.name))
+    assert drainer.pause_of(uid) is None
+    for _ in range(50):
+        assert drainer.pause_of(uid) is None
+    assert reads == ["GetItem"]  # one read however often it is asked within the second
+
+    assert operator.pause(uid, OPERATOR, "paused by an operator: audit")
+    assert drainer.get(uid).paused_reason is None  # the settings' cache does not know yet
+    assert drainer.pause_of(uid, fresh=True) == "paused by an operator: audit"
+    operator.resume(uid)
+    time.sleep(PAUSE_READ_S + 0.05)
+    assert drainer.pause_of(uid) is None  # within PAUSE_READ_S of the resume, unasked

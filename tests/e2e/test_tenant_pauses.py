@@ -1,10 +1,16 @@
 """A tenant's pauses have owners: each is lifted by its owner or an operator, and the tenant is paused while
 any stands (chalicelib.stores.pauses, docs/operations.md "Who pauses a tenant")."""
 
+import time
+
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
 from chalicelib.stores.pauses import GUARD, OPERATOR, SES, TENANT, Pause
+from chalicelib.stores.tenants import TenantRegistry
+from infra.producer import CampaignSpec, messages, publish
+from tests.conftest import eventually, free_tenant, read_sends
 from tests.e2e.test_campaign_control import _call
+from tests.e2e.test_pipeline_e2e import _tenant as _paid_tenant
 from tests.unit.test_ses_events import bounce_of
 
 
@@ -189,3 +195,78 @@ def test_the_stored_summary_names_a_platform_pause_first_so_old_code_never_takes
     assert c.tenants.get(user, fresh=True).paused_reason == _stored_summary(stack, user)
     c.tenants.resume(user, {OPERATOR, GUARD})
     assert _stored_summary(stack, user) == "SES paused sending for SES tenant x: bounces; paused by the tenant: holiday"
+
+
+# --- a pause reaches every drainer within 2 s of its answer ----------------------------------------------
+
+PAUSE_REACH_MS = 2000
+
+
+def _sends_of(stack, user: str) -> list[dict]:
+    return [s for s in read_sends(stack.config.outbox) if s["userId"] == user]
+
+
+def _publish(stack, user: str, sender: dict, campaign: str, n: int) -> None:
+    spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>{{ name }}</p>", campaign)
+    recipients = [{"email": f"r{i}@example.org", "metadata": {"name": f"N{i}"}} for i in range(n)]
+    publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))
+
+
+def _after(sends: list[dict], answered_ms: int) -> tuple[int, int]:
+    """(sends SES took after the pause's answer, of which more than PAUSE_REACH_MS after it)."""
+    late = [s["ts"] - answered_ms for s in sends if s["ts"] > answered_ms]
+    return len(late), sum(1 for d in late if d > PAUSE_REACH_MS)
+
+
+def test_a_tenants_own_pause_reaches_every_drainer_of_its_queue_within_two_seconds_at_a_high_rate(stack, uid):
+    # 60 a second: four drainers here (15 a second each), each with warm caches of the tenant when it pauses.
+    rate, user = 60, f"fastpause-{uid}"
+    sender = _paid_tenant(stack, uid, rate=rate, ses_rate=100)
+    _publish(stack, user, sender, "big", 900)
+    assert eventually(lambda: len(_sends_of(stack, user)) >= 2 * rate, 90, poll_s=0.05)
+    key = wiring.container().reports.issue_key(user)  # the tenant is registered by its first message
+    status, body = _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "wrong list"})
+    answered_ms = int(time.time() * 1000)
+    assert status == 200 and body["paused"] is True
+    time.sleep(PAUSE_REACH_MS / 1000 + 3)
+    after, late = _after(_sends_of(stack, user), answered_ms)
+    assert late == 0, f"{late} emails sent more than 2 s after the pause's answer ({after} after it in all)"
+    assert after <= 2 * rate
+    held = len(_sends_of(stack, user))
+    assert held < 900
+
+    # Resumed: the rest goes, each recipient once.
+    assert _call("POST", f"{stack.api_url}/tenant/resume", key)[0] == 200
+    assert eventually(lambda: len(_sends_of(stack, user)) >= 900, 120, poll_s=0.2)
+    assert stack.wait_until_drained(30)
+    assert sorted(s["to"] for s in _sends_of(stack, user)) == sorted(f"r{i}@example.org" for i in range(900))
+
+
+def test_an_operators_pause_of_a_free_tenant_reaches_the_shared_queues_drainer_within_two_seconds(stack, uid):
+    # Written by another process (the operator's command line), as the guard's and SES's pauses are: nothing
+    # tells the drainer's container but its own reads.
+    user = f"freepause-{uid}"
+    sender = free_tenant(stack, user)
+    _publish(stack, user, sender, "news", 200)
+    rate = stack.settings.free_rate_per_second
+    assert eventually(lambda: len(_sends_of(stack, user)) >= 2 * rate, 90, poll_s=0.05)
+    operator = TenantRegistry(stack.settings.resources.tenants_table.name, stack.settings.region, _Unsealed())
+    assert operator.pause(user, OPERATOR, "paused by an operator: audit")
+    answered_ms = int(time.time() * 1000)
+    time.sleep(PAUSE_REACH_MS / 1000 + 3)
+    after, late = _after(_sends_of(stack, user), answered_ms)
+    assert late == 0, f"{late} emails sent more than 2 s after the pause ({after} after it in all)"
+    assert len(_sends_of(stack, user)) < 200
+    assert wiring.container().actions.resume_tenant(user, by_tenant=False, owner=OPERATOR).ok  # parked email back
+    assert eventually(lambda: len(_sends_of(stack, user)) >= 200, 120, poll_s=0.2)
+    assert sorted(s["to"] for s in _sends_of(stack, user)) == sorted(f"r{i}@example.org" for i in range(200))
+
+
+class _Unsealed:
+    """The operator's registry here only pauses: it never seals or opens a secret."""
+
+    def seal(self, user_id: str, secret: str) -> str:
+        raise AssertionError("not used")
+
+    def open(self, user_id: str, sealed: str) -> str:
+        raise AssertionError("not used")

@@ -27,6 +27,10 @@ class FakeTenants:
     def get(self, user_id: str, fresh: bool = False) -> Tenant | None:
         return self.by_id.get(user_id)
 
+    def pause_of(self, user_id: str, *, fresh: bool = False) -> str | None:
+        held = self.by_id.get(user_id)
+        return held.paused_reason if held is not None else None
+
     def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> KeyVersion | None:
         self.remembered.append((user_id, plan, sender))
         held = self.by_id.get(user_id)

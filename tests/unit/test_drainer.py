@@ -365,6 +365,33 @@ def test_a_cancel_mid_drain_stops_every_send_not_yet_on_its_way_and_records_the_
     assert states == {"sent", "cancelled"} and stats.total("cancelled") == result.cancelled
 
 
+class PausingTenants(FakeTenants):
+    """The tenant's pause is written (by another container) once `after` emails have gone out: `get` still
+    answers the tenant as cached before it; only `pause_of` reads the pause."""
+
+    def __init__(self, ses, after, *tenants):
+        super().__init__(*tenants)
+        self.ses, self.after = ses, after
+
+    def pause_of(self, user_id, *, fresh=False):
+        return "paused by an operator: audit" if len(self.ses.sent) >= self.after else None
+
+
+def test_a_tenants_pause_mid_drain_stops_every_send_not_yet_on_its_way_and_parks_the_rest():
+    from chalicelib.send.drainer import SEND_WORKERS
+
+    sqs = FakeSqs([queued("acme", f"r{i}@example.org", "free") for i in range(60)])
+    ses, ledger, store = FakeSes(), FakeLedger(), FakeSchedule()
+    tenants = PausingTenants(ses, 5, tenant("acme"))
+    d = parts.drainer(SETTINGS, sqs, ses, tenants, ledger=ledger, schedule=store)
+    d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    # Asked after the rate slot, right before SES, as a campaign's cancel is: only sends past it go out.
+    assert 5 <= len(ses.sent) <= 5 + 1 and len(ses.sent) < SEND_WORKERS
+    parked = sum(len(store.emails(b)) for b in store.batches)
+    assert parked == 60 - len(ses.sent) and len(sqs.deleted) == 60  # parked under the tenant: nothing lost
+    assert {ledger.state("acme", "c1", f"r{i}@example.org") for i in range(60)} == {"sent", None}
+
+
 @pytest.mark.parametrize("parking", ["parked", "store unreachable"])
 def test_a_paused_campaign_is_kept_and_after_resume_finishes_with_no_duplicate(parking):
     sqs = FakeSqs([queued("acme", f"r{i}@example.org") for i in range(20)])

@@ -74,6 +74,7 @@ from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.platform_identities import PlatformIdentities
 from chalicelib.stores.ports import (
+    AddressOwner,
     ControlState,
     LedgerClaims,
     ReputationAdd,
@@ -305,6 +306,7 @@ class Container:
                 self.control,
                 self.reputation,
                 self.failed_copies,
+                self.free_addresses,
             ),
             SesParts(self.ses, self.ses_tenants),
             Content(self.payloads, self.links),
@@ -528,6 +530,7 @@ class SendStores:
     control: ControlState
     reputation: ReputationAdd
     failed_copies: FailedCopies
+    addresses: AddressOwner  # whose each free-plan From address is, checked again at each send
 
 
 @dataclass(frozen=True)
@@ -554,7 +557,7 @@ def send_path(
     ledger = LedgerSide(stores.ledger, recorder)
     executor = Executor(ledger, stores.tenants, ses.ses_tenants, state, stores.failed_copies)
     gate = GateReads(stores.tenants, stores.suppressions, stores.control)
-    identity = SendingIdentity(settings, stores.tenants, ses.ses)
+    identity = SendingIdentity(settings, stores.tenants, ses.ses, stores.addresses)
     delivery = Delivery(
         settings, stores.ledger, SesSide(ses.ses, ses.ses_tenants, identity), gate, state, content, executor
     )

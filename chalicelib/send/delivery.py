@@ -169,6 +169,12 @@ class Delivery:
             return self._not_now(email, claim, "its SES keys", exc), 1
         if sender is None:
             return self._do(decisions.claimed(Outcome.FAILED, email, reason=NO_KEYS_REASON), claim, email), 1
+        try:
+            withdrawn = identity.from_withdrawn(email, sender) if queue.free else None
+        except Exception as exc:  # the claim could not be read: not sent now, asked again at the next try
+            return self._not_now(email, claim, "its From address's owner", exc), 1
+        if withdrawn is not None:
+            return self._do(decisions.claimed(Outcome.FAILED, email, reason=withdrawn), claim, email), 1
         rate = identity.rate_for(queue.name, sender)
         max_rate = self._settings.drainer_max_rate
         mine, drainers = share(rate, queue.slot, max_rate), drainers_for(rate, max_rate)

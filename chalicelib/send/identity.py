@@ -16,7 +16,8 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.routing import is_free_queue
 from chalicelib.send.ports import SesQuota
-from chalicelib.stores.ports import TenantKeys
+from chalicelib.stores.ports import AddressOwner, TenantKeys
+from chalicelib.stores.short_cache import ShortCache
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenant_secrets import SecretUnreadable
 
@@ -28,11 +29,37 @@ NO_KEYS_REASON = (
 )
 
 
+# How old the drainer's answer to "whose is this free-plan From address?" may be: an operator's
+# `assign-from` or `audit-from --fix` holds for email already accepted within about this.
+FROM_OWNER_READ_S = 5.0
+
+
 class SendingIdentity:
-    def __init__(self, settings: Settings, tenants: TenantKeys, ses: SesQuota) -> None:
+    def __init__(self, settings: Settings, tenants: TenantKeys, ses: SesQuota, addresses: AddressOwner) -> None:
         self._settings = settings
         self._tenants = tenants
         self._ses = ses
+        self._owners: ShortCache[str, str | None] = ShortCache(addresses.owner, FROM_OWNER_READ_S)
+
+    def from_withdrawn(self, email: QueuedEmail, sender: Sender) -> str | None:
+        """Why a free-plan email may no longer go out From its address (None: the address is still its
+        tenant's). Checked where the email is sent, not only where it was accepted: an operator may have given
+        the address to another tenant, or dropped the claim, while the email waited (scheduled, parked,
+        retried). Read per address, not per email: once per FROM_OWNER_READ_S per container."""
+        address = sender.email_address.lower()
+        owner = self._owners.get(address)
+        if owner == email.user_id:
+            return None
+        whose = (
+            "another tenant's (an operator assigned it: moonsend tenant assign-from)"
+            if owner
+            else ("claimed by nobody (an operator dropped its claim: moonsend tenant audit-from --fix)")
+        )
+        return (
+            f"not sent: its From address {address} is no longer this tenant's but {whose} since the email was "
+            "accepted; email is never sent From an address of another tenant. Send it again From an address "
+            "of yours, or ask an operator to assign this one to you"
+        )
 
     def sender_for(self, email: QueuedEmail, tenant: Tenant, free: bool) -> Sender | None:
         """The Sender this email goes out with: its campaign's (in the queued email) and the keys it names.

@@ -13,10 +13,11 @@ ids start with a letter or digit); each address a tenant has is also in a set on
 (`from_addresses`), so that its settings (`GET /tenant`) list them without a scan. Paid tenants send
 through their own SES accounts, whose verified identities prove the address is theirs.
 
-A claim is read back, never re-checked, on every message: a claim made under the earlier rule (any free
-tenant claimed any address nobody had, `security@` of the platform's domain included) would stand for
-good. `unproven` lists the claims made by a first send whose address has no verified identity of its own,
-and `release` drops one (`moonsend tenant audit-from [--fix]`, docs/operations.md).
+A claim is read back, never re-checked, on every message (and by the drainer before each free-plan send,
+chalicelib.send.identity): a claim made under the earlier rule (any free tenant claimed any address nobody
+had, `security@` of the platform's domain included) would stand for good. `unproven` lists the claims made
+by a first send whose address has no verified identity of its own, and `release` drops one (`moonsend
+tenant audit-from [--fix]`, docs/operations.md).
 """
 
 from __future__ import annotations

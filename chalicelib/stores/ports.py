@@ -418,7 +418,7 @@ class FromClaim(Protocol):
 
 
 class AddressOwner(Protocol):
-    """GET /tenant's: which tenant a free-plan From address is now (None: nobody's)."""
+    """GET /tenant's and the drainer's: which tenant a free-plan From address is now (None: nobody's)."""
 
     def owner(self, address: str) -> str | None: ...
 

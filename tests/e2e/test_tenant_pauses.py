@@ -5,6 +5,7 @@ import time
 
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
+from chalicelib.queueing.parked_email import parked_bucket
 from chalicelib.stores.pauses import GUARD, OPERATOR, SES, TENANT, Pause
 from chalicelib.stores.tenants import TenantRegistry
 from infra.producer import CampaignSpec, messages, publish
@@ -270,3 +271,26 @@ class _Unsealed:
 
     def open(self, user_id: str, sealed: str) -> str:
         raise AssertionError("not used")
+
+
+def test_parked_free_email_whose_from_an_operator_gave_away_meanwhile_is_failed_with_why_not_sent(stack, uid):
+    # Accepted From an address its tenant had; held (a pause) while an operator assigns the address to
+    # another tenant; put back on the queue by the resume: the drainer reads the claim again and sends
+    # nothing From an address that is no longer its tenant's.
+    c = wiring.container()
+    user, rightful = f"held-{uid}", f"rightful-{uid}"
+    sender = free_tenant(stack, user)
+    assert c.tenants.pause(user, OPERATOR, "paused by an operator: audit")
+    _publish(stack, user, sender, "news", 5)
+    held = parked_bucket(user, None)
+    assert eventually(lambda: sum(b.count for b in c.schedule.parked(held)) == 5, 60)
+    assert c.free_addresses.owner(sender["emailAddress"]) == user  # claimed by its first message
+    c.free_addresses.assign(rightful, sender["emailAddress"], int(time.time() * 1000))
+    assert c.actions.resume_tenant(user, by_tenant=False).ok
+    assert eventually(lambda: {e.state for e in c.ledger.entries(user, "news")} == {"failed"}, 60)
+    assert _sends_of(stack, user) == []
+    reasons = {e.reason for e in c.ledger.entries(user, "news")}
+    assert len(reasons) == 1
+    assert f"its From address {sender['emailAddress']} is no longer this tenant's but another tenant's" in (
+        reasons.pop() or ""
+    )

@@ -23,6 +23,7 @@ from chalicelib.send.ports import SesSending
 from chalicelib.send.sides import Content
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.ports import (
+    AddressOwner,
     ControlState,
     Counts,
     DailyShare,
@@ -91,6 +92,7 @@ def drainer(
     queues: QueueRegistry | None = None,
     drains: DrainStarter | None = None,
     ses_tenants: SesTenantSetup | None = None,
+    addresses: AddressOwner | None = None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
@@ -103,6 +105,7 @@ def drainer(
         control or FakeControl(),
         reputation or FakeReputation(),
         failed_copies(),
+        addresses or _their_own_addresses(tenants),
     )
     return send_path(
         settings,
@@ -113,6 +116,14 @@ def drainer(
         parked,
         drains or DrainStarter(FakeLeases(), Starts()),
     )
+
+
+def _their_own_addresses(tenants: SenderTenants) -> FakeFreeAddresses:
+    """Each known tenant holds the From address it registered (what its accepted messages claimed)."""
+    addresses = FakeFreeAddresses()
+    for t in getattr(tenants, "by_id", {}).values():
+        addresses.owners[t.sender.email_address.lower()] = t.user_id
+    return addresses
 
 
 def precompiler(

@@ -365,6 +365,45 @@ def test_a_cancel_mid_drain_stops_every_send_not_yet_on_its_way_and_records_the_
     assert states == {"sent", "cancelled"} and stats.total("cancelled") == result.cancelled
 
 
+def test_a_free_email_whose_from_an_operator_gave_to_another_tenant_is_failed_with_why_and_not_sent():
+    from tests.fakes.senders import FakeFreeAddresses
+
+    addresses = FakeFreeAddresses()
+    addresses.owners["news@careless.example"] = "rightful"  # assigned away after the email was accepted
+    addresses.owners["news@fine.example"] = "fine"
+    sqs = FakeSqs([queued("careless", "a@example.org", "free"), queued("fine", "b@example.org", "free")])
+    ses, ledger = FakeSes(), FakeLedger()
+    tenants = FakeTenants(tenant("careless"), tenant("fine"))
+    d = parts.drainer(SETTINGS, sqs, ses, tenants, ledger=ledger, addresses=addresses)
+    result = d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    assert [s[2] for s in ses.sent] == ["b@example.org"] and result.failed == 1
+    entry = ledger.rows[ledger._key("careless", "c1", "a@example.org")]
+    assert entry["state"] == "failed"
+    assert "From address news@careless.example is no longer this tenant's but another tenant's" in entry["reason"]
+    assert "assign-from" in entry["reason"] and len(sqs.deleted) == 2
+
+
+def test_a_free_email_whose_from_claim_was_dropped_is_failed_and_a_read_that_fails_gives_it_back():
+    from tests.fakes.senders import FakeFreeAddresses
+
+    class Unreadable(FakeFreeAddresses):
+        def owner(self, address):
+            raise ConnectionError("throttled")
+
+    sqs = FakeSqs([queued("careless", "a@example.org", "free")])
+    ses, ledger = FakeSes(), FakeLedger()
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("careless")), ledger=ledger, addresses=Unreadable())
+    d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    assert ses.sent == [] and ledger.state("careless", "c1", "a@example.org") is None  # given back: tried later
+    assert [rh for rh, _ in sqs.visibility] == ["rh0"] and sqs.deleted == []  # backed off on the queue
+
+    sqs = FakeSqs([queued("careless", "a@example.org", "free")])
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("careless")), ledger=ledger, addresses=FakeFreeAddresses())
+    d.drain("moonsend-test-free", remaining_ms=lambda: 60_000)
+    entry = ledger.rows[ledger._key("careless", "c1", "a@example.org")]
+    assert ses.sent == [] and entry["state"] == "failed" and "claimed by nobody" in entry["reason"]
+
+
 class PausingTenants(FakeTenants):
     """The tenant's pause is written (by another container) once `after` emails have gone out: `get` still
     answers the tenant as cached before it; only `pause_of` reads the pause."""

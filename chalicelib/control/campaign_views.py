@@ -29,10 +29,15 @@ def final_count(c: CampaignCounts) -> int:
 
 
 def accepted_count(c: CampaignCounts) -> int:
-    """Recipients accepted so far: queued (released scheduled email counts as queued), or refused or
-    suppressed before queueing, or waiting for their time; never fewer than those with an outcome."""
+    """Recipients accepted so far: queued at once, scheduled (waiting for their time or released since), or
+    refused or suppressed before queueing; never fewer than those with an outcome. A released recipient is
+    counted in `queued` as well as in `scheduled`: `released` says how many were."""
     before_queue = c["rejected"] + c["suppressed"]
-    return max(final_count(c), c["queued"] + before_queue, c["scheduled"] + before_queue)
+    if c.counts_releases or c["scheduled"] == 0:
+        accepted = c["queued"] - c["released"] + c["scheduled"] + before_queue
+    else:  # begun before releases were counted, and not yet counted (`moonsend count-released`): a guess
+        accepted = max(c["queued"], c["scheduled"]) + before_queue
+    return max(final_count(c), accepted)
 
 
 def state_of(c: CampaignCounts, now_ms: int) -> str:

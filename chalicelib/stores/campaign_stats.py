@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:  # the ports module reads this one's CampaignCounts
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).
 COUNTERS = (
     "scheduled",  # kept in the schedule store (they count as queued when released)
+    "released",  # scheduled recipients put on the queue at their time (counted in `queued` too)
     "queued",
     "rejected",
     "sent",
@@ -45,6 +46,7 @@ COUNTERS = (
     "clicked",  # unique clicks
 )
 _CACHE_MAX = 10_000
+_WRITE_TRIES = 5
 
 
 class _ByCreated(GlobalSecondaryIndex["CampaignStatsModel"]):
@@ -67,6 +69,10 @@ class CampaignStatsModel(Model):
     user_id = UnicodeAttribute(hash_key=True)
     campaign_id = UnicodeAttribute(range_key=True)
     scheduled = NumberAttribute(default=0)
+    released = NumberAttribute(default=0)
+    # `released` counts every release of the campaign: set by its first message's write (this release on), or
+    # by `moonsend count-released` for a campaign begun before releases were counted.
+    counts_releases = BooleanAttribute(null=True)
     queued = NumberAttribute(default=0)
     rejected = NumberAttribute(default=0)
     sent = NumberAttribute(default=0)
@@ -112,6 +118,7 @@ class CampaignCounts:
     sender_snapshot: str | None = None  # JSON (chalicelib.stores.campaign_sender.SenderSnapshot)
     busiest_sent: int | None = None
     busiest_at_ms: int | None = None
+    counts_releases: bool = False  # `released` counts every release (else: begun before releases were counted)
 
     def __getitem__(self, name: str) -> int:
         return int(self.counts.get(name, 0))
@@ -266,6 +273,43 @@ class CampaignStats:
                 listed += 1
         return listed
 
+    def count_releases(self, rows: Callable[[str, str], int]) -> int:
+        """Give each campaign begun before releases were counted its `released` count, from its ledger: every
+        recipient accepted has one row, so the releases are the counters' queued, scheduled, rejected and
+        suppressed less the rows (`rows(user, campaign)`), at most `scheduled`. How many campaigns with
+        scheduled recipients were counted. A scan and, per such campaign, a count of its ledger partition: an
+        operator's one-off after upgrading (`moonsend count-released`), safe to run again."""
+        m = self._model
+        counted = 0
+        for item in m.scan(m.counts_releases.does_not_exist()):
+            for _ in range(_WRITE_TRIES):
+                if self._count_releases(item, rows):
+                    counted += 1 if (item.scheduled or 0) > 0 else 0
+                    break
+                try:  # its counters moved meanwhile: read again
+                    item = m.get(item.user_id, item.campaign_id, consistent_read=True)
+                except m.DoesNotExist:
+                    break
+                if item.counts_releases:
+                    break
+        return counted
+
+    def _count_releases(self, item: CampaignStatsModel, rows: Callable[[str, str], int]) -> bool:
+        """One campaign's count, written only if none of the counters it is made of moved since they were read
+        (a release or a message meanwhile makes the figure wrong): False, to be read again."""
+        m = self._model
+        read = {name: int(getattr(item, name) or 0) for name in ("queued", "scheduled", "rejected", "suppressed")}
+        actions: list[Any] = [m.counts_releases.set(True)]
+        if read["scheduled"]:
+            accepted = rows(item.user_id, item.campaign_id)
+            released = read["queued"] + read["scheduled"] + read["rejected"] + read["suppressed"] - accepted
+            actions.append(m.released.set(max(0, min(read["scheduled"], read["queued"], released))))
+        condition = m.counts_releases.does_not_exist()
+        for name, value in read.items():
+            attribute = getattr(m, name)
+            condition &= (attribute.does_not_exist() | (attribute == 0)) if value == 0 else attribute == value
+        return update_if(item, actions, condition)
+
     def _many(self, user_id: str, campaign_ids: list[str]) -> Iterator[CampaignCounts]:
         for i in range(0, len(campaign_ids), 100):
             for item in self._model.batch_get([(user_id, c) for c in campaign_ids[i : i + 100]]):
@@ -292,6 +336,7 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
         sender_snapshot=item.sender_snapshot,
         busiest_sent=int(item.busiest_sent) if item.busiest_sent else None,
         busiest_at_ms=int(item.busiest_at_ms) if item.busiest_at_ms else None,
+        counts_releases=bool(item.counts_releases),
     )
 
 

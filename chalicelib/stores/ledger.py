@@ -306,6 +306,11 @@ class Ledger:
             return None
         return entry_of(item)
 
+    def count(self, user_id: str, campaign_id: str) -> int:
+        """The campaign's recipients: one row each. Queries of the whole partition (Select COUNT: no item is
+        returned, every one is read and billed): for an operator's one-off, never for a request."""
+        return self._model.count(pk_of(user_id, campaign_id))
+
     def entries(
         self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
     ) -> Iterator[Entry]:

@@ -109,7 +109,7 @@ class Recorder:
         """Scheduled recipients whose email is now on the queue."""
         n = self._ledger.record_released(user_id, campaign_id, emails)
         if n:
-            self._counts.add(user_id, campaign_id, queued=n)
+            self._counts.add(user_id, campaign_id, queued=n, released=n)
         return n
 
     def scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:

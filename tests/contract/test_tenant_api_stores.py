@@ -218,3 +218,42 @@ def test_a_filtered_recipients_page_reads_at_most_its_limit_of_rows_and_goes_on_
             break
     assert found == cancelled and pages <= 5  # 400 rows, 100 a page (a last page may be empty)
     assert len(queries) == 1 + pages  # one Query a page, whatever the filter finds
+
+
+def test_a_previous_releases_scheduled_campaign_counts_its_releases_after_the_operators_run_once(stack, uid):
+    from chalicelib.control.campaign_views import campaign_json, state_of
+    from chalicelib.stores.campaign_stats import CampaignStatsModel
+    from chalicelib.stores.tables import bound
+
+    c = wiring.container()
+    user = f"u{uid}"
+    m = bound(CampaignStatsModel, c.settings.resources.campaigns_table.name, c.settings.region)
+    # As the release before wrote it: 10 queued at once and sent, 10 scheduled of which 4 released and sent
+    # (counted as queued only), 1 rejected; the other 6 still wait. No `released`, no marker.
+    c.ledger.record_queued(user, "mixed", [f"now{i}@example.org" for i in range(10)])
+    c.ledger.record_scheduled(user, "mixed", [f"later{i}@example.org" for i in range(10)])
+    c.ledger.record_released(user, "mixed", [f"later{i}@example.org" for i in range(4)])
+    c.ledger.record_rejected(user, "mixed", [("bad", "not an email address")])
+    m(user, "mixed", sender_snapshot=_snapshot().to_json(), queued=14, scheduled=10, rejected=1, sent=14).save()
+    # And one with nothing scheduled, and one begun by this release (marked by its first message).
+    m(user, "plain", sender_snapshot=_snapshot().to_json(), queued=3, sent=3).save()
+    c.campaign_senders.fix(user, "new", _snapshot(), "New")
+    c.stats.add(user, "new", scheduled=2)
+
+    before = c.stats.get(user, "mixed")
+    assert not before.counts_releases and state_of(before, 0) == "done"  # the old guess: 14 of max(14, 10) + 1
+    assert c.stats.count_releases(c.ledger.count) >= 1
+    after = c.stats.get(user, "mixed")
+    assert after.counts_releases and after["released"] == 4
+    progress = campaign_json(after, 0)["progress"]
+    assert (progress["final"], progress["accepted"]) == (15, 21) and state_of(after, 0) == "sending"
+    assert c.stats.get(user, "plain").counts_releases and c.stats.get(user, "plain")["released"] == 0
+    assert c.stats.get(user, "new").counts_releases  # never counted by the run: its first message marked it
+
+    # A release after the run adds to the count; a second run changes nothing.
+    c.ledger.record_released(user, "mixed", [f"later{i}@example.org" for i in range(4, 10)])
+    c.stats.add(user, "mixed", queued=6, released=6, sent=6)
+    assert c.stats.count_releases(c.ledger.count) == 0
+    done = c.stats.get(user, "mixed")
+    assert done["released"] == 10 and state_of(done, 0) == "done"
+    assert campaign_json(done, 0)["progress"]["accepted"] == 21

@@ -145,6 +145,7 @@ def _every_operator_command(stack, r, user: str) -> None:
     assert "0 failed recipient(s) queued again" in _ok(_operator(stack, "campaign", "retry-failed", *campaign))
     assert "recorded cancelled" in _ok(_operator(stack, "campaign", "cancel", *campaign))
     _ok(_operator(stack, "index-campaigns", *stage))
+    assert "now count them" in _ok(_operator(stack, "count-released", *stage))
 
     # A digest: its status, and a run now, in the operator's process, with links to the stage's own API.
     assert "recipients pending: 1 of 1" in _ok(_operator(stack, "digest", "status", *who, "--digest", "weekly"))

@@ -511,11 +511,12 @@ class Container:
         lease: str,
         slot: int = 0,
         start_at_ms: int | None = None,
+        failures: int = 0,
     ) -> None:
         """Hand the drain (and its lease) on to a fresh asynchronous invocation of the same function, which
         sends from `start_at_ms` on (it may run in another container, with a pacing that starts afresh)."""
         topic = self.settings.topic_arn(self.settings.resources.send_topic.name)
-        event = continuation_event(queue_name, generation, topic, lease, slot, start_at_ms)
+        event = continuation_event(queue_name, generation, topic, lease, slot, start_at_ms, failures)
         self.invoke_async(function_name, event)
 
 

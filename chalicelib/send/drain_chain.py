@@ -23,6 +23,9 @@ from chalicelib.stores.ports import DrainLeases
 
 # A lease outlives its holder's Lambda time by this much, so that a re-invocation can renew it.
 LEASE_GRACE_MS = 60_000
+# A failed drain's continuation waits this long, doubled for each failure in a row, up to the most.
+FIRST_FAILURE_WAIT_MS = 2_000
+MAX_FAILURE_WAIT_MS = 60_000
 
 
 @runtime_checkable
@@ -52,6 +55,7 @@ class HandOn(Protocol):
         lease: str,
         slot: int = 0,
         start_at_ms: int | None = None,
+        failures: int = 0,
     ) -> None: ...
 
 
@@ -66,7 +70,8 @@ class DrainChain:
 
 
 def run(chain: DrainChain, request: DrainRequest, queue: str, context: LambdaContext) -> DrainResult | None:
-    """One link of the chain. Returns None when another drainer holds the queue."""
+    """One link of the chain. Returns None when another drainer holds the queue, or when the drain failed and
+    was handed on to a continuation."""
     hold = int(context.get_remaining_time_in_millis()) + LEASE_GRACE_MS
     leases = chain.leases
     key = lease_key(queue, request.slot)
@@ -81,7 +86,12 @@ def run(chain: DrainChain, request: DrainRequest, queue: str, context: LambdaCon
     starts = [at for at in (request.start_at_ms, lease.quiet_from_ms) if at is not None]
     if starts:
         _wait_until(max(starts), context, chain.deadline_margin_ms)
-    result = chain.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis, slot=request.slot)
+    try:
+        result = chain.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis, slot=request.slot)
+    except Exception as exc:
+        if not _handed_on_after(exc, chain, request, queue, lease, context):
+            raise
+        return None
     if result.unfinished:
         chain.hand_on(
             context.function_name, queue, request.generation + 1, lease.token, request.slot, result.quiet_from_ms
@@ -89,6 +99,39 @@ def run(chain: DrainChain, request: DrainRequest, queue: str, context: LambdaCon
     else:
         leases.drop(lease, result.quiet_from_ms)
     return result
+
+
+def _handed_on_after(
+    exc: Exception, chain: DrainChain, request: DrainRequest, queue: str, lease: Lease, context: LambdaContext
+) -> bool:
+    """A drain that failed (an error past the SDK's retries: a throttled delete, a throttled read) hands its
+    lease on to a continuation a few seconds later, as a drain that ran out of time does: its queue is drained
+    again within seconds, not after the lease's hold (the invocation's time and its grace: 16 minutes on
+    AWS), which the retry Lambda makes a minute later, the sweeper and the alarm all respect. The wait doubles
+    with each failure in a row, up to a minute. The error is not raised on then: Lambda's retry of this
+    invocation would renew the same lease beside the continuation, two drains sending at one rate. If even
+    the hand-on fails (False), the lease is given back, so that Lambda's retry (the error is raised on) or
+    the sweeper starts the next drain."""
+    failures = request.failures + 1
+    wait_ms = min(MAX_FAILURE_WAIT_MS, FIRST_FAILURE_WAIT_MS * 2 ** (failures - 1))
+    start_at_ms = int(time.time() * 1000) + wait_ms
+    log.error(
+        "drain failed, handed on",
+        queue=queue,
+        slot=request.slot,
+        failures=failures,
+        retry_in_ms=wait_ms,
+        error=f"{type(exc).__name__}: {exc}"[:300],
+    )
+    try:
+        chain.hand_on(
+            context.function_name, queue, request.generation + 1, lease.token, request.slot, start_at_ms, failures
+        )
+        return True
+    except Exception as hand_on_error:
+        log.error("drain not handed on, lease given back", queue=queue, error=type(hand_on_error).__name__)
+        chain.leases.drop(lease, start_at_ms)
+        return False
 
 
 def _wait_until(start_at_ms: int, context: LambdaContext, margin_ms: int) -> None:

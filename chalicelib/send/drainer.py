@@ -121,15 +121,19 @@ class Drainer:
             log.info("drain skipped", queue=queue_name, reason=paused)
             return result
         d = _Drain(QueueRef(queue_name, url, slot, is_free_queue(self._settings.resources, queue_name)), result)
-        with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
-            self._loop(d, pool, remaining_ms)
-            # Whatever was started is finished and recorded before the drain hands on or ends.
-            while d.inflight:
-                self._collect(d, wait=True)
-        self._actions.delete(url, d.to_delete)
+        try:
+            with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
+                self._loop(d, pool, remaining_ms)
+                # Whatever was started is finished and recorded before the drain hands on or ends.
+                while d.inflight:
+                    self._collect(d, wait=True)
+            self._actions.delete(url, d.to_delete)
+        finally:
+            # Also when an error escapes (the chain hands the drain on): what was counted is kept, and the
+            # guard's counts ahead given back, rather than lost with the invocation.
+            self._state.recorder.flush()
+            self._state.sent_ahead.settle()
         result.quiet_from_ms = self._state.pacings.of(queue_name, slot).quiet_from_ms()
-        self._state.recorder.flush()
-        self._state.sent_ahead.settle()
         report_drain(self._settings, result)
         return result
 

@@ -27,6 +27,7 @@ class DrainRequest:
     lease: str | None = None  # the lease token a continuation carries
     start_at_ms: int | None = None  # a scheduled start: the drain waits until then (epoch ms)
     slot: int = 0  # which of the queue's drainers this is (0 unless its rate needs several)
+    failures: int = 0  # drains of this chain that failed in a row (a continuation after one waits longer)
 
 
 def parse_trigger(message: str) -> DrainRequest | None:
@@ -44,7 +45,11 @@ def parse_trigger(message: str) -> DrainRequest | None:
         start = d.get("startAt")
         if d["kind"] == CONTINUE_KIND:
             at = start if isinstance(start, int) and not isinstance(start, bool) else None
-            return DrainRequest(d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"), at, slot)
+            failures = d.get("failures", 0)
+            failures = failures if isinstance(failures, int) and not isinstance(failures, bool) else 0
+            return DrainRequest(
+                d["queue"], "continue", int(d.get("generation", 0)), d.get("lease"), at, slot, max(0, failures)
+            )
         if isinstance(start, int) and not isinstance(start, bool):
             return DrainRequest(d["queue"], "schedule", start_at_ms=start, slot=slot)
         return DrainRequest(d["queue"], "sweep" if slot == 0 else "helper", slot=slot)
@@ -82,16 +87,25 @@ def sweep_event(queue_name: str, topic_arn: str, start_at_ms: int | None = None,
 
 
 def continuation_event(
-    queue_name: str, generation: int, topic_arn: str, lease: str, slot: int = 0, start_at_ms: int | None = None
+    queue_name: str,
+    generation: int,
+    topic_arn: str,
+    lease: str,
+    slot: int = 0,
+    start_at_ms: int | None = None,
+    failures: int = 0,
 ) -> dict[str, Any]:
     """The payload of the drainer's asynchronous self-invocation, in Lambda's SNS event shape.
 
-    `start_at_ms`: when the continuation may send its first email (a window after the last one's)."""
+    `start_at_ms`: when the continuation may send its first email (a window after the last one's).
+    `failures`: the drains of the chain that failed in a row before it (chalicelib.send.drain_chain)."""
     message: dict[str, Any] = {"kind": CONTINUE_KIND, "queue": queue_name, "generation": generation, "lease": lease}
     if start_at_ms is not None:
         message["startAt"] = int(start_at_ms)
     if slot:
         message["slot"] = slot
+    if failures:
+        message["failures"] = failures
     return _sns_event(json.dumps(message), topic_arn, "self-invoke")
 
 

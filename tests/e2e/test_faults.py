@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner, LocalFun
 from infra.local.ses import Refused
 from infra.local.sns_delivery import accepted_publications
 from infra.producer import CampaignSpec, messages, publish
-from tests.conftest import read_sends
+from tests.conftest import eventually, free_tenant, read_sends
 from tests.e2e.test_pipeline_e2e import _tenant
 
 TOPIC = "arn:aws:sns:us-east-1:123456789012:moonsend-local-PrecompileEmail"
@@ -129,3 +130,32 @@ def test_under_ses_errors_duplicate_deliveries_and_killed_precompiles_each_recip
     for kind in ("ses transient error", "sns duplicate delivery", "sqs duplicate delivery"):
         assert faults.injected[kind] > 0, (kind, faults.injected)
     assert faults.injected["precompile killed before enqueue"] + faults.injected["precompile killed after enqueue"]
+
+
+def test_a_drain_failed_by_a_throttled_call_is_drained_again_within_seconds_not_after_its_lease(stack, uid):
+    # Past the SDK's retries, a throttled SQS call escapes the drain. The free queue is every free tenant's:
+    # its lease held for the invocation's time and grace (16 minutes on AWS) would stop all their email.
+    from botocore.client import BaseClient
+
+    real_call = BaseClient._make_api_call
+    thrown: list[str] = []
+
+    def call(client, operation, params):
+        if operation == "ReceiveMessage" and str(params.get("QueueUrl", "")).endswith("-free") and not thrown:
+            thrown.append(operation)
+            raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, operation)
+        return real_call(client, operation, params)
+
+    user = f"thr-{uid}"
+    sender = free_tenant(stack, user)
+    BaseClient._make_api_call = call  # type: ignore[method-assign]
+    try:
+        spec = CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "c1")
+        people = [{"email": f"r{i}@{user}.example"} for i in range(10)]
+        publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, people))
+        started = time.monotonic()
+        assert eventually(lambda: len([s for s in read_sends(stack.config.outbox) if s["userId"] == user]) == 10, 60)
+    finally:
+        BaseClient._make_api_call = real_call  # type: ignore[method-assign]
+    assert thrown == ["ReceiveMessage"]
+    assert time.monotonic() - started < 30

@@ -858,3 +858,25 @@ def test_a_dependency_throttled_before_the_send_gives_the_claims_back_and_retrie
     assert {rh for rh, _ in sqs.visibility} == {"rh0", "rh1"}  # backed off on the queue, tried again later
     for address in to:  # given back: the next try claims them at once, not after the claim's 30 minutes
         assert not isinstance(ledger.claim("acme", "c1", address, 300), Entry)
+
+
+def test_a_throttled_delete_fails_no_drain_its_email_recorded_and_its_counts_kept():
+    from botocore.exceptions import ClientError
+
+    class ThrottledDeletes(FakeSqs):
+        def delete_message_batch(self, QueueUrl, Entries):
+            raise ClientError(
+                {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "DeleteMessageBatch"
+            )
+
+    sqs, ses, ledger, stats = (
+        ThrottledDeletes([queued("acme", f"r{i}@example.org") for i in range(12)]),
+        FakeSes(),
+        FakeLedger(),
+        FakeStats(),
+    )
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("acme", "AK")), ledger=ledger, stats=stats)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert result.sent == 12 and len(ses.sent) == 12 and stats.total("sent") == 12
+    # Not deleted: each comes back after its visibility timeout, is found sent, and is deleted then.
+    assert {ledger.state("acme", "c1", f"r{i}@example.org") for i in range(12)} == {"sent"}

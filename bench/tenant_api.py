@@ -46,6 +46,9 @@ sys.path.insert(0, str(ROOT))
 
 RATE = 10  # sends a second of each 60-minute campaign
 DAY_RATE = 1  # of the day-long one
+RECIPIENTS = 5_000  # ledger rows of campaign c000
+EVENTS = 4_000  # events in the tenant's log, each about 1.2 KB: more than one read's 2 MiB bound
+SUPPRESSED = 2_000  # addresses on the tenant's list
 
 
 @dataclass
@@ -56,6 +59,7 @@ class Reads:
     items: int = 0
     rcu: float = 0.0
     projected: list[tuple[str, dict[str, Any], bool]] = field(default_factory=list)  # priced afterwards
+    filtered: list[dict[str, Any]] = field(default_factory=list)  # Queries with a filter: priced afterwards
 
 
 class Meter:
@@ -76,6 +80,7 @@ class Meter:
             return
         params = context.get("bench_params") or {}
         tables = [params["TableName"]] if "TableName" in params else list(params.get("RequestItems", {}))
+        tables += [op["TableName"] for item in params.get("TransactItems", []) for op in item.values()]
         if not tables or not all(t in self.tables for t in tables):
             return
         with self.lock:
@@ -95,6 +100,9 @@ class Meter:
                     r.rcu += _units(item_size(parsed["Item"]), consistent)
             else:
                 r.rcu += _units(0, consistent)
+        elif op == "Query" and (params.get("FilterExpression") or params.get("ProjectionExpression")):
+            r.items += int(parsed.get("ScannedCount", 0))  # what it read, not what the filter kept
+            r.filtered.append(params)  # priced afterwards: every item it read, at its full size
         elif op == "Query":
             items = parsed.get("Items", [])
             r.items += len(items)
@@ -111,8 +119,25 @@ class Meter:
             reads, self.reads = self.reads, Reads()
         for table, key, consistent in reads.projected:
             reads.rcu += _units(item_size(client.get_item(TableName=table, Key=key)["Item"]), consistent)
+        for params in reads.filtered:
+            read = client.query(**_unfiltered(params))["Items"]
+            reads.rcu += _units(sum(item_size(i) for i in read), bool(params.get("ConsistentRead")))
         reads.projected.clear()
+        reads.filtered.clear()
         return reads
+
+
+def _unfiltered(params: dict[str, Any]) -> dict[str, Any]:
+    """The same Query (key condition, start, Limit) without its filter or projection: the items DynamoDB read
+    for it, whole, as it bills them (a filter or a projection applies after the read)."""
+    kept = {k: v for k, v in params.items() if k not in ("FilterExpression", "ProjectionExpression", "Select")}
+    condition = str(params.get("KeyConditionExpression", ""))
+    for part in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+        used = {k: v for k, v in params.get(part, {}).items() if k in condition}
+        kept.pop(part, None)
+        if used:
+            kept[part] = used
+    return kept
 
 
 _METER = Meter()
@@ -152,12 +177,17 @@ def _value_size(value: dict[str, Any]) -> int:
     raise ValueError(f"unknown DynamoDB type {kind}")
 
 
-def _get(url: str, key: str) -> tuple[float, dict[str, Any]]:
-    req = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"})
+def _get(url: str, key: str, body: dict[str, Any] | None = None) -> tuple[float, dict[str, Any]]:
+    """GET `url`, or POST `body` to it as JSON: the time to the last byte, and the answer."""
+    headers = {"Authorization": f"Bearer {key}"}
+    data = json.dumps(body).encode() if body is not None else None
+    if data is not None:
+        headers["Content-Type"] = "application/json"
+    req = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
     started = time.perf_counter()
     with urllib.request.urlopen(req, timeout=60) as resp:
-        body = resp.read()
-    return (time.perf_counter() - started) * 1000, json.loads(body)
+        answer = resp.read()
+    return (time.perf_counter() - started) * 1000, json.loads(answer)
 
 
 def _campaigns(c: Any, user: str, snapshot: Any, n: int, now: int) -> None:
@@ -192,18 +222,68 @@ class Kind:
     label: str
     path: str
     check: str  # what the answer must hold, said in the report when it does not
+    body: Any = None  # a POST's body for the request numbered n (None: a GET)
+    bounded: bool = False  # a page that may stop short at its read bound: any count, with a `next` to go on
+    requests: int | None = None  # fewer than the run's (a slow write)
 
 
-def _measure(url: str, key: str, requests: int, client: Any) -> tuple[list[float], Reads, dict[str, Any]]:
-    _get(url, key)  # once unmeasured: the API's container and connections made
+def _measure(url: str, key: str, requests: int, client: Any, kind: Kind) -> tuple[list[float], Reads, dict[str, Any]]:
+    _get(url, key, kind.body(-1) if kind.body else None)  # once unmeasured: the API's container and connections
     _METER.take(client)
     _METER.on.set()
     times, body = [], {}
-    for _ in range(requests):
-        ms, body = _get(url, key)
+    for n in range(requests):
+        ms, body = _get(url, key, kind.body(n) if kind.body else None)
         times.append(ms)
     _METER.on.clear()
     return times, _METER.take(client), body
+
+
+def _answer(body: dict[str, Any]) -> str:
+    """What an answer holds, in the words of the kinds' checks."""
+    for name in ("campaigns", "recipients", "events", "suppressions"):
+        if name in body:
+            return f"{len(body[name])} {name}"
+    if "timeline" in body:
+        return f"{len(body['timeline']['minutes'])} minutes"
+    if "added" in body:
+        return f"{body['added']} added"
+    return "the tenant" if "fromAddresses" in body else "?"
+
+
+def _recipients(c: Any, user: str, n: int) -> None:
+    """`n` recipients of campaign c000, each sent (the ledger's rows, as the drainer leaves them)."""
+    emails = [f"reader{i:06d}@example.org" for i in range(n)]
+    for i in range(0, n, 1000):
+        c.ledger.record_queued(user, "c000", emails[i : i + 1000])
+
+
+def _events(c: Any, user: str, n: int, now_ms: int) -> None:
+    """`n` failed events, each with a 1,000-character reason (the longest a reason is kept): none bounced."""
+    from chalicelib.webhooks.events import WebhookEvent
+
+    def event(i: int) -> tuple[Any, int]:
+        data = {
+            "id": f"evt_{i:032x}",
+            "type": "failed",
+            "timestamp": "2026-11-27T12:00:00.000Z",
+            "campaignId": "c000",
+            "recipient": f"reader{i:06d}@example.org",
+            "reason": ("550 5.1.1 mailbox unavailable " * 40)[:1000],
+        }
+        return WebhookEvent(user, "failed", data, now_ms - n + i), now_ms - n + i
+
+    for i in range(0, n, 500):
+        c.event_log.keep(event(j) for j in range(i, min(n, i + 500)))
+
+
+def _suppressions(c: Any, user: str, n: int) -> None:
+    c.suppressions.add_many(user, (f"gone{i:06d}@example.org" for i in range(n)), "manual")
+
+
+def _new_addresses(n: int) -> dict[str, Any]:
+    """1,000 addresses the tenant's list does not have yet (each request its own: the worst case)."""
+    return {"addresses": [f"new{n + 1:03d}-{i:04d}@example.org" for i in range(1000)], "reason": "bench"}
 
 
 def run(campaigns: int, requests: int) -> dict[str, Any]:
@@ -222,6 +302,9 @@ def run(campaigns: int, requests: int) -> dict[str, Any]:
         r = stack.settings.resources
         _METER.tables = {r.tenants_table.name: "tenants", r.campaigns_table.name: "campaigns"}
         _METER.tables[r.timeline_table.name] = "timeline"
+        _METER.tables[r.ledger_table.name] = "ledger"
+        _METER.tables[r.event_log_table.name] = "event-log"
+        _METER.tables[r.suppressions_table.name] = "suppressions"
         c = wiring.container()
         user = "bench-api"
         sender = parse_sender({"sender": stack.paid_sender(user, rate=RATE, ses_max_rate=RATE)}, [])
@@ -229,6 +312,9 @@ def run(campaigns: int, requests: int) -> dict[str, Any]:
         key = c.reports.issue_key(user)
         started = time.monotonic()
         _campaigns(c, user, SenderSnapshot.of("paid", sender, keys), campaigns, int(time.time()))
+        _recipients(c, user, RECIPIENTS)
+        _events(c, user, EVENTS, int(time.time() * 1000))
+        _suppressions(c, user, SUPPRESSED)
         results["setup_s"] = round(time.monotonic() - started, 1)
         ddb = stack.client("dynamodb")
         base = stack.api_url
@@ -256,24 +342,53 @@ def run(campaigns: int, requests: int) -> dict[str, Any]:
             ),
             Kind("`GET /campaigns/{id}`, a 60-minute timeline", "/campaigns/c000", "60 minutes"),
             Kind("`GET /campaigns/{id}`, a 1,440-minute timeline", "/campaigns/day", "1440 minutes"),
+            Kind(
+                f"`GET /campaigns/{{id}}/recipients?state=failed&limit=1000`: none of its {RECIPIENTS:,} failed",
+                "/campaigns/c000/recipients?state=failed&limit=1000",
+                "0 recipients",
+            ),
+            Kind(
+                f"`GET /campaigns/{{id}}/recipients?limit=1000` of {RECIPIENTS:,}",
+                "/campaigns/c000/recipients?limit=1000",
+                "1000 recipients",
+            ),
+            Kind(
+                f"`GET /events?type=bounced&limit=1000`: none of {EVENTS:,} events (1,000-character reasons)",
+                "/events?type=bounced&limit=1000",
+                "0 events",
+            ),
+            Kind(
+                f"`GET /events?limit=1000` of {EVENTS:,}: a page stops at its read bound",
+                "/events?limit=1000",
+                "events, and a `next`",
+                bounded=True,
+            ),
+            Kind(f"`GET /suppressions?limit=1000` of {SUPPRESSED:,}", "/suppressions?limit=1000", "1000 suppressions"),
+            Kind("`GET /tenant`", "/tenant", "the tenant"),
+            Kind(
+                "`POST /suppressions`, 1,000 addresses new to the list",
+                "/suppressions",
+                "1000 added",
+                body=_new_addresses,
+                requests=5,
+            ),
         ]
         for kind in kinds:
-            times, reads, body = _measure(base + kind.path, key, requests, ddb)
-            got = (
-                f"{len(body['campaigns'])} campaigns"
-                if "campaigns" in body
-                else f"{len(body['timeline']['minutes'])} minutes"
-            )
+            n = min(requests, kind.requests or requests)
+            times, reads, body = _measure(base + kind.path, key, n, ddb, kind)
+            got = _answer(body)
+            ok = got.endswith(" events") and bool(body.get("next")) if kind.bounded else got == kind.check
             ordered = sorted(times)
             results["kinds"].append(
                 {
                     "label": kind.label,
                     "answer": got,
-                    "ok": got == kind.check,
+                    "ok": ok,
                     "bytes": len(json.dumps(body, separators=(",", ":"))),
-                    "calls": {k: v / requests for k, v in sorted(reads.calls.items())},
-                    "items": reads.items / requests,
-                    "rcu": reads.rcu / requests,
+                    "requests": n,
+                    "calls": {k: v / n for k, v in sorted(reads.calls.items())},
+                    "items": reads.items / n,
+                    "rcu": reads.rcu / n,
                     "p50_ms": round(statistics.median(ordered), 1),
                     "p90_ms": round(ordered[math.ceil(0.9 * len(ordered)) - 1], 1),
                 }

@@ -136,9 +136,12 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         # A queue given email with no drainer gets one at once (chalicelib.queueing.drain_starter).
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
-        # Digest events: the definition merged (read, updated), items and retractions written in batches.
+        # Digest events: the definition merged (read, updated), items and retractions written in batches (an
+        # item's stored time read first: it keeps its earliest).
         _stmt(
-            "Digests", ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"], [tables["DigestsTable"]]
+            "Digests",
+            ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem", "dynamodb:BatchGetItem"],
+            [tables["DigestsTable"]],
         ),
         # A definition's schedule put (chalicelib.digest.schedules), naming the role Scheduler invokes with.
         _stmt(

@@ -331,3 +331,21 @@ def test_a_retraction_naming_a_recipient_answers_that_it_applies_to_every_recipi
     bare = {"userId": user, "digest": {"id": "weekly"}, "recipient": {"email": ANN}}
     refused = c.digest_intake.handle(bare, json.dumps(bare))
     assert refused.rejected and "item: is required with a recipient" in refused.rejected[0].reason
+
+
+def test_an_item_sent_again_with_a_later_time_after_it_was_mailed_is_not_mailed_again(stack, uid):
+    # A seven-day window on an hourly digest (the docs' own example). The item is mailed at its first run;
+    # a second producer sends it again, same id, three hours later. Its marker's `until` is the first time's
+    # (at + 7 days): once runs read past it, the marker must still be found, or the item goes out again.
+    user, c = _hourly(stack, uid, WEEK)
+    first = float(int(time.time() - 9 * 86400) // 3600 * 3600)  # runs from nine days ago: past the first until
+    c.digests.add_items(user, "hourly", WEEK, [(Recipient(ANN, {}), Item("news-1", "T", first - 60, {"v": 1}))])
+    mailer = Accepting()
+    assert _assembly(c, mailer, clock=lambda: first).run(user, "hourly", scheduled_at=first).items_mailed == 1
+    again = first + 3 * HOUR
+    c.digests.add_items(user, "hourly", WEEK, [(Recipient(ANN, {}), Item("news-1", "T", again - 60, {"v": 2}))])
+    for hours in (4, 7 * 24, 7 * 24 + 1, 7 * 24 + 2):  # the last runs read markers from past its first until
+        at = first + hours * HOUR
+        run = _assembly(c, mailer, clock=lambda at=at: at).run(user, "hourly", scheduled_at=at)
+        assert run.items_mailed == 0, (hours, run.as_dict())
+    assert mailer.requests == [{ANN: ["news-1"]}]  # mailed once, whatever its second time says

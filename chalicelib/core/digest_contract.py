@@ -18,6 +18,7 @@ from typing import Any
 from chalicelib.core import cron
 from chalicelib.core.contract import (
     MAX_ID_LENGTH,
+    MAX_METADATA_DEPTH,
     MAX_RECIPIENTS_PER_MESSAGE,
     MAX_SUBJECT_TEMPLATE_BYTES,
     MAX_TEMPLATE_BYTES,
@@ -27,7 +28,7 @@ from chalicelib.core.contract import (
     parse_instant,
 )
 from chalicelib.core.errors import FieldError, MessageInvalid
-from chalicelib.core.fields import METADATA_SIZE, id_field, object_field, text_field
+from chalicelib.core.fields import METADATA_SIZE, id_field, nests_beyond, object_field, text_field
 from chalicelib.core.message_parser import check_recipient, parse_sender
 
 MAX_ITEMS_PER_DIGEST = 500
@@ -195,6 +196,8 @@ def parse_item(raw: object, where: str) -> Item:
         data = {}
     if not isinstance(data, dict):
         errors.append(FieldError(f"{where}.data", "must be an object"))
+    elif nests_beyond(data, MAX_METADATA_DEPTH):  # before anything walks it recursively (its size, its JSON)
+        errors.append(FieldError(f"{where}.data", f"nested more than {MAX_METADATA_DEPTH} levels"))
     elif len(METADATA_SIZE.encode(data)) > MAX_ITEM_DATA_BYTES:
         errors.append(FieldError(f"{where}.data", f"larger than {MAX_ITEM_DATA_BYTES} bytes"))
     if errors:

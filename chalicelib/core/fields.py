@@ -147,3 +147,17 @@ def lone_surrogate(value: object, path: str) -> str | None:
             if where is not None:
                 return where
     return None
+
+
+def nests_beyond(value: object, limit: int) -> bool:
+    """Whether `value` nests objects or lists more than `limit` levels deep (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        v, depth = stack.pop()
+        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False

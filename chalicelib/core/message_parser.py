@@ -38,6 +38,7 @@ from chalicelib.core.fields import (
     is_email,
     is_id,
     lone_surrogate,
+    nests_beyond,
     object_field,
     parse_rate,
     text_field,
@@ -145,20 +146,6 @@ def _small_metadata(raw_recipients: list[object], group: int = 32) -> set[int]:
     return small
 
 
-def _nests_beyond(value: object, limit: int) -> bool:
-    """Whether `value` nests objects or lists more than `limit` levels deep (walked without recursion)."""
-    stack: list[tuple[object, int]] = [(value, 1)]
-    while stack:
-        v, depth = stack.pop()
-        children = v.values() if isinstance(v, dict) else v if isinstance(v, list) else ()
-        for child in children:
-            if isinstance(child, dict | list):
-                if depth + 1 > limit:
-                    return True
-                stack.append((child, depth + 1))
-    return False
-
-
 def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | RejectedRecipient:
     """One recipient checked; `where` is its place in the message (an index of `recipients`, or a name).
 
@@ -176,7 +163,7 @@ def _recipient(r: object, where: str | int, small: bool = False) -> Recipient | 
         metadata = {}
     if not isinstance(metadata, dict):
         return RejectedRecipient(shown, f"{_place(where)}.metadata: must be an object")
-    if _nests_beyond(metadata, MAX_METADATA_DEPTH):
+    if nests_beyond(metadata, MAX_METADATA_DEPTH):
         return RejectedRecipient(shown, f"{_place(where)}.metadata: nested more than {MAX_METADATA_DEPTH} levels")
     if not small and len(METADATA_SIZE.encode(metadata)) > MAX_METADATA_BYTES:
         return RejectedRecipient(shown, f"{_place(where)}.metadata: larger than {MAX_METADATA_BYTES} bytes")

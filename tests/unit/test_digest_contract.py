@@ -171,3 +171,17 @@ def test_the_largest_digest_id_still_makes_campaign_ids_that_are_ids():
     did = "w" * 113
     assert parse_digest_message(_event(digest={"id": did})).digest.id == did
     assert len(campaign_id(did, period_of(0))) == MAX_ID_LENGTH
+
+
+def test_item_data_nested_a_thousand_levels_rejects_its_recipient_with_why_and_crashes_nothing():
+    # The topic's JSON parse takes it (under Python's recursion limit); measuring its size would not.
+    deep: dict = {}
+    inner = deep
+    for _ in range(990):
+        inner["x"] = {}
+        inner = inner["x"]
+    msg = _event(item={"id": "show-1", "type": "T", "at": "2026-11-20T10:00:00Z", "data": deep})
+    req = parse_digest_message(msg)
+    assert req.recipients == [] and req.rejected[0].reason == "recipient.item.data: nested more than 32 levels"
+    shallow = _event(item={"id": "show-1", "type": "T", "at": "2026-11-20T10:00:00Z", "data": {"a": {"b": [1]}}})
+    assert parse_digest_message(shallow).rejected == []

@@ -249,12 +249,14 @@ class DigestAssembly:
                 full = len(planned) >= MAIL_BATCH or held >= MAIL_BATCH_BYTES
                 if not full and time.monotonic() - flushed_at < FLUSH_S:
                     continue
+                planned, retracted = self._still_applicable(run, planned, retracted)
                 self._mail(run, definition, self._opened(run, planned, pool), pool)
                 planned, held, flushed_at = [], 0, time.monotonic()
                 if time_left() <= 0 or (limited and run.bytes_read >= RUN_READ_BYTES):
                     run.unfinished, run.resume_after = True, done  # everything up to it is done
                     break
                 self._hold(run, token, when)  # renewed; lost (another run took it after ours lapsed): stop
+            planned, retracted = self._still_applicable(run, planned, retracted)
             self._mail(run, definition, self._opened(run, planned, pool), pool)
         self._store.record_run(user_id, digest_id, now, run.as_dict())
         log.info("digest run", **{k: v for k, v in run.as_dict().items() if k != "campaigns"})
@@ -277,6 +279,29 @@ class DigestAssembly:
             _failed(run, rows.key, "drop", exc)
             return
         run.items_expired += len(expired)
+
+    def _still_applicable(
+        self, run: DigestRun, planned: list[Planned], retracted: frozenset[str]
+    ) -> tuple[list[Planned], frozenset[str]]:
+        """The planned recipients without the items retracted since the run read the retractions (read again
+        here, right before their emails are assembled: a run is minutes long), and the retractions as read.
+        One Query of the digest's retractions per flush point (at most one per MAIL_BATCH recipients). An
+        assembly a crash left open is mailed as it was opened (its email may be queued already)."""
+        if not planned:
+            return planned, retracted
+        now_retracted = self._store.retracted(run.user_id, run.digest_id)
+        new = now_retracted - retracted
+        if not new:
+            return planned, now_retracted
+        kept: list[Planned] = []
+        for entry in planned:
+            items = [i for i in entry.plan.items if entry.plan.resumed or i.id not in new]
+            left_out = len(entry.plan.items) - len(items)
+            run.items_retracted += left_out
+            if items or entry.plan.resumed:
+                plan = replace(entry.plan, items=items, items_total=entry.plan.items_total - left_out)
+                kept.append(replace(entry, plan=plan))
+        return kept, now_retracted
 
     def _opened(self, run: DigestRun, planned: list[Planned], pool: ThreadPoolExecutor) -> list[Planned]:
         """The planned recipients whose items are noted on their state before their email is queued (an

@@ -349,3 +349,28 @@ def test_an_item_sent_again_with_a_later_time_after_it_was_mailed_is_not_mailed_
         run = _assembly(c, mailer, clock=lambda at=at: at).run(user, "hourly", scheduled_at=at)
         assert run.items_mailed == 0, (hours, run.as_dict())
     assert mailer.requests == [{ANN: ["news-1"]}]  # mailed once, whatever its second time says
+
+
+def test_an_item_retracted_while_a_run_goes_on_is_left_out_of_every_email_assembled_after(stack, uid, monkeypatch):
+    # Recipients mailed one batch at a time (a batch of one here); the producer retracts the item after the
+    # first batch went out: the run has read the retractions at its start, and must read them again.
+    from chalicelib.digest import assembly as assembly_module
+
+    monkeypatch.setattr(assembly_module, "MAIL_BATCH", 1)
+    user, c = _tenant(stack, uid)
+    for address in (ANN, BOB):
+        _add(c, user, address, "cancelled-show", "other-show")
+
+    class RetractingAfterFirst(Accepting):
+        def handle_request(self, request):
+            answer = super().handle_request(request)
+            if len(self.requests) == 1:
+                c.digests.retract(user, "weekly", ["cancelled-show"], time.time() + WEEK)
+            return answer
+
+    mailer = RetractingAfterFirst()
+    run = _assembly(c, mailer).run(user, "weekly")
+    first, second = mailer.requests
+    (who,) = first
+    assert sorted(first[who]) == ["cancelled-show", "other-show"]  # mailed before the retraction
+    assert list(second.values()) == [["other-show"]] and run.items_retracted == 1

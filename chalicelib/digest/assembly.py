@@ -62,6 +62,11 @@ FLUSH_S = 15.0
 # A run's hold on its digest, renewed at every flush point: a run that died frees it this soon, so Lambda's retry
 # of the scheduled invocation (one and two minutes later) finds it free.
 HOLD_S = 90.0
+# A hold not renewed for this long belongs to a run that died (a live one renews at least every FLUSH_S,
+# plus the time a batch takes to mail): a run that finds it waits it out rather than answering busy, if it
+# has this much time to spare besides.
+DEAD_AFTER_S = 45.0
+WAIT_MARGIN_S = 30.0
 
 
 class Mailer(Protocol):
@@ -157,12 +162,18 @@ def campaign_id(digest_id: str, period: str) -> str:
 
 class DigestAssembly:
     def __init__(
-        self, store: DigestStore, tenants: TenantRegistry, mailer: Mailer, clock: Callable[[], float] = time.time
+        self,
+        store: DigestStore,
+        tenants: TenantRegistry,
+        mailer: Mailer,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._store = store
         self._tenants = tenants
         self._mailer = mailer
         self._clock = clock
+        self._sleep = sleep
 
     def run(
         self,
@@ -182,12 +193,35 @@ class DigestAssembly:
         run = DigestRun(user_id, digest_id, period, since=_since(state, period, after, now))
         token = uuid.uuid4().hex
         when = scheduled_at if scheduled_at is not None else now
-        self._hold(run, token, when)
+        self._take_hold(run, token, when, time_left or (lambda: float("inf")))
         try:
             limited = time_left is not None
             return self._run(run, definition, token, now, time_left or (lambda: float("inf")), after, when, limited)
         finally:
             self._store.release_run(user_id, digest_id, token)
+
+    def _take_hold(self, run: DigestRun, token: str, when: float, time_left: Callable[[], float]) -> None:
+        """The hold, taken at the run's start; a hold whose holder looks dead is waited out and taken.
+
+        A run killed without its `finally` (a timeout, out of memory, a lost sandbox) leaves its hold until
+        HOLD_S after its last renewal, and Lambda retries it about a minute after it died: answered busy,
+        the retry would end there (busy is a success to Lambda), and the period's other recipients would wait
+        for the next period's run. A live run renews its hold at every flush point (at least every FLUSH_S,
+        plus a batch's mailing); a hold not renewed for longer than DEAD_AFTER_S is waited out, as long as
+        this invocation has the time, and this run finishes the period (the dead run's open assemblies
+        resumed, its mailed recipients skipped)."""
+        while True:
+            try:
+                self._hold(run, token, when)
+                return
+            except DigestBusy:
+                state = self._store.state(run.user_id, run.digest_id)
+                held_for = (state.running_until or 0.0) - self._clock() if state is not None else 0.0
+                renewed_ago = HOLD_S - held_for
+                if renewed_ago < DEAD_AFTER_S or held_for + WAIT_MARGIN_S > time_left():
+                    raise
+                log.info("waiting out the hold of a run that looks dead", digest=run.digest_id, wait_s=held_for)
+                self._sleep(max(0.0, held_for) + 1.0)
 
     def _hold(self, run: DigestRun, token: str, when: float) -> None:
         """Take (or renew) the digest's hold; held by another run, this one's time is noted for that run to

@@ -374,3 +374,47 @@ def test_an_item_retracted_while_a_run_goes_on_is_left_out_of_every_email_assemb
     (who,) = first
     assert sorted(first[who]) == ["cancelled-show", "other-show"]  # mailed before the retraction
     assert list(second.values()) == [["other-show"]] and run.items_retracted == 1
+
+
+def test_a_run_killed_without_its_finally_has_its_period_finished_by_lambdas_retry(stack, uid, monkeypatch):
+    # Killed mid-run (a timeout, out of memory): its hold stays until HOLD_S after its last renewal, and
+    # Lambda retries the invocation about a minute after. The retry waits the dead hold out and finishes.
+    from chalicelib.digest import assembly as assembly_module
+
+    monkeypatch.setattr(assembly_module, "MAIL_BATCH", 10)
+    user, c = _tenant(stack, uid)
+    people = [f"reader{i:02d}@example.org" for i in range(30)]
+    for address in people:
+        _add(c, user, address, "show-1")
+
+    class KilledAtSecondBatch(Accepting):
+        def handle_request(self, request):
+            if self.requests:
+                raise TimeoutError("Task timed out")
+            return super().handle_request(request)
+
+    dying = KilledAtSecondBatch()
+    scheduled = time.time()
+    with pytest.raises(TimeoutError):
+        _assembly(c, dying).run(user, "weekly", scheduled_at=scheduled)
+    # What Lambda's kill leaves that a `finally` would not: the hold, last renewed 80 s ago.
+    now = time.time()
+    assert c.digests.hold_run(user, "weekly", "the-dead-run", now - 80, assembly_module.HOLD_S)
+    retry = Accepting()
+    run = _assembly(c, retry).run(user, "weekly", scheduled_at=scheduled, time_left=lambda: 600.0)
+    assert time.time() - now >= 9  # waited for the dead hold to lapse
+    mailed = [a for r in dying.requests + retry.requests for a in r]
+    assert sorted(mailed) == people and run.period == assembly_module.period_of(scheduled)
+
+
+def test_a_live_runs_hold_is_not_waited_out_the_second_run_is_noted_and_answered_busy(stack, uid):
+    from chalicelib.digest import assembly as assembly_module
+
+    user, c = _tenant(stack, uid)
+    _add(c, user, ANN, "show-1")
+    now = time.time()
+    assert c.digests.hold_run(user, "weekly", "a-live-run", now - 5, assembly_module.HOLD_S)  # renewed 5 s ago
+    started = time.monotonic()
+    with pytest.raises(assembly_module.DigestBusy):
+        _assembly(c).run(user, "weekly", scheduled_at=now, time_left=lambda: 600.0)
+    assert time.monotonic() - started < 5

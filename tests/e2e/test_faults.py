@@ -159,3 +159,38 @@ def test_a_drain_failed_by_a_throttled_call_is_drained_again_within_seconds_not_
         BaseClient._make_api_call = real_call  # type: ignore[method-assign]
     assert thrown == ["ReceiveMessage"]
     assert time.monotonic() - started < 30
+
+
+def test_a_long_ses_throttle_of_the_platform_account_loses_no_free_email_and_spends_no_cap_twice(stack, uid):
+    # Every send refused with SES's throttling answer for 15 s: each free tenant's email is put back with a
+    # growing delay, none lost or sent twice; the daily cap counted each email once (when it was queued),
+    # the guard's count of sends is the sends made; the small tenant is not held behind the large one.
+    big, small = f"thb-{uid}", f"ths-{uid}"
+    senders = {big: free_tenant(stack, big), small: free_tenant(stack, small)}
+    sizes = {big: 40, small: 8}
+    throttled_until = time.monotonic() + 15
+    stack.ses.fault = lambda _key: (
+        Refused("rate", "Maximum sending rate exceeded.") if (time.monotonic() < throttled_until) else None
+    )
+    try:
+        sns = stack.client("sns")
+        for user, n in sizes.items():
+            spec = CampaignSpec(user, senders[user], "Hi", "<p>Hi</p>", "c1")
+            people = [{"email": f"r{i}@{user}.example"} for i in range(n)]
+            publish(sns, stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, people))
+
+        def sends(user):
+            return [s for s in read_sends(stack.config.outbox) if s["userId"] == user]
+
+        assert eventually(lambda: all(len(sends(u)) >= n for u, n in sizes.items()), 180)
+        assert stack.wait_until_drained(60)
+    finally:
+        stack.ses.fault = None
+    c = wiring.container()
+    for user, n in sizes.items():
+        assert sorted(s["to"] for s in sends(user)) == sorted(f"r{i}@{user}.example" for i in range(n))
+        assert c.daily_cap.used(user) == n  # queued once each: the throttled tries took nothing more
+        assert eventually(lambda u=user, k=n: c.reputation.window(u).sent == k, 30), c.reputation.window(user)
+    # Fair: the small tenant's email is not queued behind all of the large one's (both were put back with
+    # the same growing delays): it is done by the time the large one is, give or take a send or two.
+    assert max(s["ts"] for s in sends(small)) <= max(s["ts"] for s in sends(big)) + 2000

@@ -73,3 +73,56 @@ def test_a_receiver_that_never_finishes_the_tls_handshake_is_cut_off_at_the_dead
     took = time.monotonic() - started
     assert answer.status is None and answer.error == "TimeoutError"
     assert took < 15  # not the 30 s read timeout: the deadline cut the handshake
+
+
+class _Answering(_Listener):
+    """Answers each request with `head` then `body_bytes` of body, counting the requests it got."""
+
+    def __init__(self, head: bytes, body_bytes: int = 0) -> None:
+        self.head, self.body_bytes, self.requests = head, body_bytes, 0
+        self.sent = 0
+        super().__init__()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.requests += 1
+            conn.recv(65536)
+            try:
+                conn.sendall(self.head)
+                chunk = b"x" * 65536
+                while self.sent < self.body_bytes:
+                    conn.sendall(chunk)
+                    self.sent += len(chunk)
+            except OSError:
+                pass
+            finally:
+                conn.close()
+
+
+def test_a_redirect_is_not_followed_to_its_own_host_or_another_and_counts_as_not_delivered():
+    elsewhere = _Answering(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+    for location in (f"http://127.0.0.1:{elsewhere.port}/", "/again"):  # another host, a loop to itself
+        server = _Answering(f"HTTP/1.1 302 Found\r\nlocation: {location}\r\ncontent-length: 0\r\n\r\n".encode())
+        answer = client.post(Target("http", "127.0.0.1", server.port, "/", ("127.0.0.1",)), {}, "{}")
+        assert answer.status == 302 and server.requests == 1
+    assert elsewhere.requests == 0  # the URL policy checked one address: a redirect never reaches another
+
+
+def test_a_huge_answer_is_read_up_to_64_kb_and_dropped_the_client_holds_no_more():
+    import tracemalloc
+
+    server = _Answering(b"HTTP/1.1 200 OK\r\ncontent-length: 1073741824\r\n\r\n", body_bytes=1 << 30)
+    tracemalloc.start()
+    try:
+        started = time.monotonic()
+        answer = client.post(Target("http", "127.0.0.1", server.port, "/", ("127.0.0.1",)), {}, "{}")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert answer.status == 200 and time.monotonic() - started < 5
+    assert peak < 2 * 1024 * 1024, peak  # a gigabyte offered, a few hundred KB held at most
+    assert server.sent < 64 * 1024 * 1024  # the connection closed: the receiver stopped sending

@@ -123,14 +123,18 @@ class Drainer:
         d = _Drain(QueueRef(queue_name, url, slot, is_free_queue(self._settings.resources, queue_name)), result)
         try:
             with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
-                self._loop(d, pool, remaining_ms)
-                # Whatever was started is finished and recorded before the drain hands on or ends.
-                while d.inflight:
-                    self._collect(d, wait=True)
-            self._actions.delete(url, d.to_delete)
+                try:
+                    self._loop(d, pool, remaining_ms)
+                finally:
+                    # Whatever was started is finished, recorded and acted on before the drain hands on or
+                    # ends, also when an error escaped the loop (a throttled receive): left undone, each sent
+                    # email's message would come back only after its visibility timeout.
+                    while d.inflight:
+                        self._collect(d, wait=True)
         finally:
-            # Also when an error escapes (the chain hands the drain on): what was counted is kept, and the
-            # guard's counts ahead given back, rather than lost with the invocation.
+            # Also when an error escapes (the chain hands the drain on): what was recorded leaves the queue,
+            # what was counted is kept, and the guard's counts ahead are given back.
+            self._actions.delete(url, d.to_delete)
             self._state.recorder.flush()
             self._state.sent_ahead.settle()
         result.quiet_from_ms = self._state.pacings.of(queue_name, slot).quiet_from_ms()

@@ -8,6 +8,8 @@ recipient, injected where the local stand-in for that service sits:
 - **duplicate SNS deliveries** (a Lambda subscriber invoked twice for one publish): `SnsDelivery`;
 - **duplicate SQS deliveries** (a received message left visible, so it is received again): the fast
   SQS model's `redeliver` hook, on the send queues and the SES events queue;
+- **a drain's SQS calls throttled** past botocore's retries (a `DeleteMessageBatch` or a `ReceiveMessage`
+  answered with SQS's throttling error): the same wrapper raises the ClientError botocore would;
 - **a drainer killed mid-batch**, just before SES is called or just after SES accepted (the email went
   out and nothing was recorded yet), **a precompile killed between steps** (after its ledger write and
   before its enqueue, or after the enqueue), and **a Lambda deadline hit mid-batch** (the invocation's
@@ -39,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.client import BaseClient
+from botocore.exceptions import ClientError
 
 from infra.local.fast_sqs import FastQueue
 from infra.local.lambda_runtime import FunctionCrashed, LambdaContext, LocalFunction
@@ -57,6 +60,9 @@ class FaultPlan:
     drainer_kill: float = 0.002  # per SES send, half before SES is called and half after it accepted
     precompile_kill: float = 0.03  # per enqueue, half before SendMessageBatch and half after
     deadline: float = 0.05  # per send_emails invocation: its deadline comes mid-batch
+    # Per call of a drain: refused with SQS's throttling error, as botocore raises it after its own retries.
+    delete_throttle: float = 0.02  # DeleteMessageBatch (the messages come back: each must be found done)
+    receive_throttle: float = 0.005  # ReceiveMessage (escapes the drain: its chain must hand on, not stall)
     until_s: float = 600.0  # no new faults after this long
 
 
@@ -223,13 +229,24 @@ class Faults:
             for (function, operation, when), point in _KILL_POINTS.items()
             if function == fn.handler_name and killable
         ]
+        throttles = [
+            [operation, getattr(self.plan, point[0]), point[1]]
+            for (function, operation), point in _THROTTLE_POINTS.items()
+            if function == fn.handler_name
+        ]
         deadline = None if inv.deadline is None else inv.deadline - time.monotonic()
-        if not kills and deadline is None:
+        if not kills and not throttles and deadline is None:
             return None
         with self._lock:
             seed = self._rng.getrandbits(64)
         active_for = self.plan.until_s - (time.monotonic() - self._t0)
-        return {"seed": seed, "kills": kills, "deadline_in_s": deadline, "active_for_s": active_for}
+        return {
+            "seed": seed,
+            "kills": kills,
+            "throttles": throttles,
+            "deadline_in_s": deadline,
+            "active_for_s": active_for,
+        }
 
     def worker_report(self, fn: LocalFunction, injected: dict[str, int], crashed: bool) -> None:
         """What an invocation in a worker injected, and whether it died (its event then dies no more)."""
@@ -260,6 +277,9 @@ class Faults:
         if inv.deadline is not None and time.monotonic() >= inv.deadline:
             self._kill(inv, "Task timed out")
         self._maybe_kill(inv, operation, "before")
+        throttle = _THROTTLE_POINTS.get((inv.function, operation))
+        if throttle is not None and self._roll(getattr(self.plan, throttle[0]), throttle[1]):
+            raise throttled(operation)
 
     def _after_call(self, operation: str) -> None:
         inv = _invocation()
@@ -293,6 +313,19 @@ _KILL_POINTS: dict[tuple[str, str, str], tuple[str, str, str]] = {
         "killed after the enqueue",
     ),
 }
+
+
+# (function, operation) -> (the plan's probability, what is counted): calls refused with throttling.
+_THROTTLE_POINTS: dict[tuple[str, str], tuple[str, str]] = {
+    ("send_emails", "DeleteMessageBatch"): ("delete_throttle", "drain's delete throttled"),
+    ("send_emails", "ReceiveMessage"): ("receive_throttle", "drain's receive throttled"),
+}
+
+
+def throttled(operation: str) -> ClientError:
+    """SQS's throttling answer, as botocore raises it once its own retries are spent."""
+    error = {"Code": "ThrottlingException", "Message": "Rate exceeded", "Type": "Sender"}
+    return ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, operation)
 
 
 class _LyingContext:

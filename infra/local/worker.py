@@ -64,6 +64,7 @@ class _Faults:
         now = time.monotonic()
         self._rng = random.Random(spec["seed"])
         self._kills = {(op, when): (p, kind, why) for op, when, p, kind, why in spec["kills"]}
+        self._throttles = {op: (p, kind) for op, p, kind in spec.get("throttles", [])}
         self._deadline = now + spec["deadline_in_s"] if spec.get("deadline_in_s") is not None else None
         self._until = now + spec["active_for_s"]
         self._answers = answers
@@ -74,6 +75,18 @@ class _Faults:
         if self._deadline is not None and time.monotonic() >= self._deadline:
             self._die("Task timed out")
         self._maybe_kill(operation, "before")
+        throttle = self._throttles.get(operation)
+        if throttle is not None and time.monotonic() < self._until and self._hit(throttle[0], throttle[1]):
+            from infra.local.faults import throttled
+
+            raise throttled(operation)
+
+    def _hit(self, p: float, kind: str) -> bool:
+        with self._lock:
+            hit = self._rng.random() < p
+            if hit:
+                self.injected[kind] += 1
+        return hit
 
     def after(self, operation: str) -> None:
         self._maybe_kill(operation, "after")

@@ -100,6 +100,8 @@ def test_under_ses_errors_duplicate_deliveries_and_killed_precompiles_each_recip
         drainer_kill=0.0,  # a killed drain's messages come back after the queue's 300 s: the soak covers it
         precompile_kill=0.6,
         deadline=0.0,
+        delete_throttle=0.0,  # its messages come back after the queue's 300 s, as a killed drain's: the soak's
+        receive_throttle=0.3,  # escapes the drain: its chain hands on, and the queue drains on
     )
     faults = Faults(plan, "moonsend-local")
     users = {f"fa-{uid}": 20.0, f"fb-{uid}": 5.0}
@@ -127,7 +129,12 @@ def test_under_ses_errors_duplicate_deliveries_and_killed_precompiles_each_recip
         assert got == sorted(addresses), f"{user}: each recipient exactly once"
         entries = list(wiring.container().ledger.entries(user, "c1"))
         assert {e.email for e in entries} == addresses and {e.state for e in entries} == {"sent"}
-    for kind in ("ses transient error", "sns duplicate delivery", "sqs duplicate delivery"):
+    for kind in (
+        "ses transient error",
+        "sns duplicate delivery",
+        "sqs duplicate delivery",
+        "drain's receive throttled",
+    ):
         assert faults.injected[kind] > 0, (kind, faults.injected)
     assert faults.injected["precompile killed before enqueue"] + faults.injected["precompile killed after enqueue"]
 

@@ -880,3 +880,30 @@ def test_a_throttled_delete_fails_no_drain_its_email_recorded_and_its_counts_kep
     assert result.sent == 12 and len(ses.sent) == 12 and stats.total("sent") == 12
     # Not deleted: each comes back after its visibility timeout, is found sent, and is deleted then.
     assert {ledger.state("acme", "c1", f"r{i}@example.org") for i in range(12)} == {"sent"}
+
+
+def test_a_drain_failed_by_a_throttled_receive_first_finishes_and_deletes_what_it_had_in_flight():
+    from botocore.exceptions import ClientError
+
+    class ThrottledSecondReceive(FakeSqs):
+        receives = 0
+
+        def receive_message(self, QueueUrl, MaxNumberOfMessages, **kw):
+            self.receives += 1
+            if self.receives > 1:
+                raise ClientError(
+                    {"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "ReceiveMessage"
+                )
+            return super().receive_message(QueueUrl, MaxNumberOfMessages, **kw)
+
+    sqs, ses, ledger = (
+        ThrottledSecondReceive([queued("acme", f"r{i}@example.org") for i in range(5)]),
+        FakeSes(),
+        FakeLedger(),
+    )
+    d = parts.drainer(SETTINGS, sqs, ses, FakeTenants(tenant("acme", "AK")), ledger=ledger)
+    with pytest.raises(ClientError):
+        d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    # The error is the chain's to handle (it hands the drain on); the email already in flight was sent,
+    # recorded and its messages deleted, not left to come back after their visibility timeout.
+    assert len(ses.sent) == 5 and sorted(sqs.deleted) == sorted(f"rh{i}" for i in range(5))

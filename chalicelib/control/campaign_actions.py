@@ -26,9 +26,12 @@ from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
 from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore, SesTenantStatus, TenantPauses
+from chalicelib.stores.schedule import BatchMoved, StoredBatch
 from chalicelib.stores.tenant_model import Tenant
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
+# A reschedule that finds its campaign's batches moved by another request reads them again, up to this often.
+MOVE_TRIES = 3
 # Cancel is final (chalicelib.stores.campaign_control): a cancelled campaign is neither paused nor resumed.
 FINAL = "cancelled: a cancelled campaign cannot be paused or resumed (cancel is final)"
 
@@ -93,13 +96,25 @@ class CampaignActions:
         if min(b.due_ms for b in batches) <= (now + 2 * lead) * 1000:
             return Done(False, "too late: the campaign is about to start")
         due_ms = int(at_s * 1000)
-        deadline_ms = None
+        for _ in range(MOVE_TRIES):
+            try:
+                n = self._move_all(user_id, campaign_id, batches, due_ms)
+                return Done(True, f"rescheduled: {n} recipient(s) now due at {iso_ms(due_ms)}", n)
+            except BatchMoved:  # another reschedule (a double click, a client's retry) moved one meanwhile
+                buckets = self._stats.schedule_buckets(user_id, campaign_id)
+                batches = self._store.of_campaign(user_id, campaign_id, buckets)
+        return Done(False, "the campaign is being rescheduled by another request at the same time: try again")
+
+    def _move_all(self, user_id: str, campaign_id: str, batches: list[StoredBatch], due_ms: int) -> int:
+        """Each batch moved to `due_ms` (one that is there already stays: a retried request's); how many
+        recipients they hold. BatchMoved when another move took one between its read and this move."""
         for b in batches:
+            if b.due_ms == due_ms:
+                continue
             deadline_ms = b.deadline_ms + (due_ms - b.due_ms) if b.deadline_ms is not None else None
             moved = self._store.move(b, due_ms, deadline_ms)
             self._stats.note_schedule(user_id, campaign_id, due_ms, deadline_ms, moved.bucket)
-        n = sum(b.count for b in batches)
-        return Done(True, f"rescheduled: {n} recipient(s) now due at {iso_ms(due_ms)}", n)
+        return sum(b.count for b in batches)
 
     def pause(self, user_id: str, campaign_id: str) -> Done:
         if not self._control.pause(user_id, campaign_id):

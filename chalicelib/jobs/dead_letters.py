@@ -10,7 +10,8 @@ ends.
 
 `reconcile_dead_letters` (every 15 minutes) reads the dead-letter queue. A recipient with no outcome
 and no live claim is recorded `failed` with the reason, through the ledger's own claim and outcome
-writes: it never overwrites an outcome, and a drainer at work wins. `retry-failed` can queue it again.
+writes: it never overwrites an outcome, a drainer at work wins, and a recipient that retry-failed queued
+again after the dead letter's message was sent is left to its retried copy. `retry-failed` can queue it again.
 Messages stay in the dead-letter queue for operators (14 days), hidden for `RECHECK_S` after each look.
 A message younger than `MIN_AGE_S` is left for a later look: a twin copy of it (SQS delivers at least
 once) may still be on its way through the send queue.
@@ -48,6 +49,7 @@ class ReconcileResult:
     recorded_failed: int = 0
     had_outcome: int = 0
     later: int = 0  # too young, or a live claim: looked at again in LATER_S
+    superseded: int = 0  # queued again by retry-failed since: its retried copy is the live one
     unreadable: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -110,6 +112,14 @@ class DeadLetters:
             log.warning("dead letters reconciled", queue=name, **result.as_dict())
         return result
 
+    def _retried_since(self, email: QueuedEmail, sent_ms: int) -> bool:
+        """Whether retry-failed queued the recipient again after this dead letter's message was sent: its
+        retried copy is the live one (waiting behind a backlog, a pause, a slow rate), and recording this
+        old copy `failed` would drop it unsent. SQS keeps a message's SentTimestamp when it moves it to the
+        dead-letter queue, so the dead letter's age says nothing of the retry: the ledger's time does."""
+        entry = self._ledger.get(email.user_id, email.campaign_id, email.recipient_email)
+        return entry is not None and entry.retried_at is not None and entry.retried_at >= sent_ms
+
     def _settle(self, queue_name: str, message: dict[str, Any], result: ReconcileResult) -> bool:
         """Whether this dead letter's recipient has an outcome now (False: look again later)."""
         attributes = message.get("Attributes", {})
@@ -128,6 +138,9 @@ class DeadLetters:
             # The drainer recorded it under `_unattributed` when it read it; recording again is a no-op.
             result.unreadable += 1
             self._recorder.unattributed(body, f"unreadable queued message in {queue_name}: {exc}")
+            return True
+        if self._retried_since(email, sent_ms):
+            result.superseded += 1
             return True
         claim = self._ledger.claim(email.user_id, email.campaign_id, email.recipient_email, CLAIM_S)
         if isinstance(claim, Entry):

@@ -29,7 +29,18 @@ from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
 from chalicelib.stores.ports import ControlState, ReleaseStore, ScheduleBuckets
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.schedule import StoredBatch
+from chalicelib.stores.schedule import StoredBatch, minute_of
+
+
+def minute_of_ms(epoch_ms: int) -> str:
+    return minute_of(epoch_ms) + "Z"
+
+
+def body_gone(exc: Exception) -> bool:
+    """Whether S3 answered that the batch's body is not there (NoSuchKey)."""
+    response = getattr(exc, "response", None) or {}
+    return response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
+
 
 CANCELLED_REASON = "campaign cancelled before its scheduled time"
 
@@ -41,6 +52,7 @@ class ReleaseResult:
     cancelled: int = 0
     batches: int = 0
     left: int = 0  # batches that could not be queued this time (tried again next run)
+    lost: int = 0  # batches whose stored body was gone: removed, said on their campaign
     starts: dict[str, int] = field(default_factory=dict)  # queue -> earliest due (epoch ms) released
 
 
@@ -74,8 +86,9 @@ class Releaser:
                 self._release_one(batch, now, result)
             except Exception as exc:  # one batch's trouble must not hold up the others: tried next run
                 result.left += 1
-                cursor = min(cursor, batch.due_ms)  # the cursor stays at the oldest batch left behind
                 log.error("scheduled batch not released", item=batch.item, error=f"{type(exc).__name__}: {exc}")
+                if not self._set_aside(batch):
+                    cursor = min(cursor, batch.due_ms)  # the cursor stays at the oldest batch left behind
         self._store.advance(cursor)
         for queue, due in result.starts.items():
             self._start_drain(queue, due)
@@ -87,8 +100,22 @@ class Releaser:
                 expired=result.expired,
                 cancelled=result.cancelled,
                 left=result.left,
+                lost=result.lost,
             )
         return result
+
+    def _resolve_lost(self, batch: StoredBatch, result: ReleaseResult) -> None:
+        """A batch whose body is gone: stored twice by a move of an older release (its twin released it
+        and deleted the body), or kept past the bucket's lifecycle. Nothing can be queued from it: its row is
+        removed with the reason said, on the campaign and in the log, rather than tried for good."""
+        reason = (
+            f"a scheduled batch of {batch.count} email(s) due at {minute_of_ms(batch.due_ms)} has no stored body "
+            "(released by another copy of it, or kept past the schedule store's 45 days): removed"
+        )
+        log.error("scheduled batch without its body", item=batch.item, reason=reason)
+        self._recorder.note_error(batch.user_id, batch.campaign_id, reason)
+        self._store.remove(batch, keep_body=True)
+        result.lost += 1
 
     def cancel_scheduled(self, user_id: str, campaign_id: str) -> int:
         """A cancelled campaign's batches still waiting for their time: recorded `cancelled` now."""
@@ -101,8 +128,26 @@ class Releaser:
             n += done
         return n
 
+    def _set_aside(self, batch: StoredBatch) -> bool:
+        """The batch tried again at each run from a partition of its own, so that the cursor goes on: a
+        batch that fails every run would otherwise keep the cursor at its minute, and each run would read
+        every minute since (1,440 more Queries a day) until the releaser ran out of time for every tenant.
+        False when it could not be moved either (the cursor then waits for it)."""
+        try:
+            self._store.set_aside(batch)
+            return True
+        except Exception as exc:
+            log.error("scheduled batch not set aside", item=batch.item, error=type(exc).__name__)
+            return False
+
     def _release_one(self, batch: StoredBatch, now: int, result: ReleaseResult) -> None:
-        emails = self._store.emails(batch)
+        try:
+            emails = self._store.emails(batch)
+        except Exception as exc:
+            if not body_gone(exc):
+                raise
+            self._resolve_lost(batch, result)
+            return
         keys = [e for e, _ in emails]
         user, campaign = batch.user_id, batch.campaign_id
         if self._control.state(user, campaign) == CAMPAIGN_CANCELLED:

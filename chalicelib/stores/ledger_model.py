@@ -67,6 +67,7 @@ class Entry:
     feedback: str | None = None  # delivered / bounced / complained, from SES's events
     retries: int = 0  # times retry-failed queued it again
     claimed_until: int | None = None  # epoch ms: a send's claim holds the recipient until then
+    retried_at: int | None = None  # epoch ms: when retry-failed last queued it again
 
 
 @dataclass(frozen=True)
@@ -113,4 +114,5 @@ def entry_of(item: LedgerModel) -> Entry:
         feedback=item.feedback,
         retries=int(item.retries or 0),
         claimed_until=int(item.claimed_until) if item.claimed_until else None,
+        retried_at=int(item.retried_at) if item.retried_at else None,
     )

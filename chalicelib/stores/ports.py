@@ -87,7 +87,9 @@ class SenderLedger(LedgerClaims, LedgerRecords, Protocol):
 
 
 class LedgerClaim(Protocol):
-    """The dead-letter job's: take a recipient's claim (its outcome then goes through the recorder)."""
+    """The dead-letter job's: read a recipient, take its claim (its outcome then goes through the recorder)."""
+
+    def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None: ...
 
     def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry: ...
 
@@ -305,6 +307,8 @@ class ReleaseStore(ScheduleBodies, Protocol):
     def due(self, up_to_ms: int) -> Iterator[StoredBatch]: ...
 
     def advance(self, up_to_ms: int) -> None: ...
+
+    def set_aside(self, batch: StoredBatch) -> None: ...
 
     def of_campaign(self, user_id: str, campaign_id: str, buckets: list[str]) -> list[StoredBatch]: ...
 

@@ -90,6 +90,10 @@ class Recorder:
             log.info("rejected", user=user_id, campaign=campaign_id, recipients=len(records), reason=records[-1][1])
         return new
 
+    def note_error(self, user_id: str, campaign_id: str, reason: str) -> None:
+        """Something went wrong with the campaign that no recipient's record says: its last error."""
+        self._counts.add(user_id, campaign_id, error=reason)
+
     def unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
         """Unclaimed recipients that will not be sent (cancelled, expired) with the reason."""
         n = self._ledger.record_unsent(user_id, campaign_id, state, emails, reason)

@@ -21,13 +21,15 @@ import gzip
 import hashlib
 import json
 import time
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import quote
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, TransactWriteError
 from pynamodb.models import Model
+from pynamodb.transactions import TransactWrite
 
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.ports import S3Objects
@@ -35,6 +37,8 @@ from chalicelib.core.resources import SCHEDULED_PREFIX
 from chalicelib.stores.tables import bound, warm
 
 CURSOR_BUCKET, CURSOR_ITEM = "cursor", "releaser"
+# Batches the releaser could not release, tried again at each run (ScheduleStore.set_aside).
+RETRY_BUCKET = "retry"
 # Partitions read again behind the cursor on every run: a batch stored while the releaser was moving
 # past its minute (a precompile slower than the store's margin) is still found.
 RESCAN_MINUTES = 5
@@ -58,6 +62,10 @@ class ScheduleModel(Model):
     recipients = NumberAttribute(null=True, attr_name="count")
     body_key = UnicodeAttribute(null=True)
     cursor = UnicodeAttribute(null=True)  # on the cursor item: the minute released up to
+
+
+class BatchMoved(Exception):
+    """A batch was moved (or released) by someone else between its read and a move of it."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,20 @@ class ScheduleStore:
 
         With `bucket`, in that partition instead of the due minute's (parked email:
         chalicelib.queueing.parked_email)."""
+        batch = replace(
+            self._body(user_id, campaign_id, emails),
+            bucket=bucket or minute_of(due_ms),
+            plan=plan,
+            queue=queue,
+            due_ms=due_ms,
+            deadline_ms=deadline_ms,
+        )
+        self._row(batch).save()
+        return batch
+
+    def _body(self, user_id: str, campaign_id: str, emails: list[tuple[str, str]]) -> StoredBatch:
+        """The batch's emails written to S3, under a key of its tenant, campaign and addresses; the batch
+        with its item and body (its place and times are the caller's)."""
         digest = hashlib.sha256(
             "\n".join([user_id, campaign_id, *sorted(e.lower() for e, _ in emails)]).encode("utf-8")
         ).hexdigest()[:32]
@@ -120,25 +142,27 @@ class ScheduleStore:
             ContentType="application/json",
             ContentEncoding="gzip",
         )
-        batch = StoredBatch(
-            bucket=bucket or minute_of(due_ms),
+        return StoredBatch(
+            bucket="",
             item=f"{user_id}#{campaign_id}#{digest}",
             user_id=user_id,
             campaign_id=campaign_id,
-            plan=plan,
-            queue=queue,
-            due_ms=due_ms,
-            deadline_ms=deadline_ms,
+            plan="",
+            queue="",
+            due_ms=0,
+            deadline_ms=None,
             count=len(emails),
             body_key=key,
         )
+
+    def _row(self, batch: StoredBatch) -> ScheduleModel:
         fields = ("user_id", "campaign_id", "plan", "queue", "due_ms", "deadline_ms", "body_key")
-        row = self._model(batch.bucket, batch.item, recipients=batch.count, **{f: getattr(batch, f) for f in fields})
-        row.save()
-        return batch
+        return self._model(batch.bucket, batch.item, recipients=batch.count, **{f: getattr(batch, f) for f in fields})
 
     def due(self, up_to_ms: int) -> Iterator[StoredBatch]:
-        """Every stored batch due at or before `up_to_ms`, from the cursor's minute (less the rescan) on."""
+        """Every stored batch due at or before `up_to_ms`: those set aside to be tried again (`set_aside`),
+        then those of each minute from the cursor's (less the rescan) on."""
+        yield from (_batch(i) for i in self._model.query(RETRY_BUCKET) if int(i.due_ms) <= up_to_ms)
         cursor = self.cursor()
         start = (_minute_ms(cursor) if cursor else up_to_ms - FIRST_RUN_MINUTES * 60_000) - RESCAN_MINUTES * 60_000
         minute = start - start % 60_000
@@ -178,22 +202,44 @@ class ScheduleStore:
 
     def move(self, batch: StoredBatch, due_ms: int, deadline_ms: int | None) -> StoredBatch:
         """The same batch due at another time (a rescheduled campaign); its emails are rewritten when
-        the deadline they carry changes."""
+        the deadline they carry changes.
+
+        One transaction: the row at its new minute written and the one read deleted, on condition that the
+        one read is still there. Two reschedules at once (a double click, a client's retry) both read the
+        batch; without the condition each wrote it at its own minute, one batch stored twice over one S3
+        body, and a move killed between its two writes left it at both. BatchMoved: another move or the
+        release took it meanwhile (read the campaign's batches again)."""
         emails = self.emails(batch)
         if deadline_ms is not None:
             emails = [(e, _with_deadline(body, deadline_ms)) for e, body in emails]
-        moved = self.put(
-            user_id=batch.user_id,
-            campaign_id=batch.campaign_id,
-            plan=batch.plan,
-            queue=batch.queue,
-            due_ms=due_ms,
-            deadline_ms=deadline_ms,
-            emails=emails,
-        )
-        if moved.bucket != batch.bucket:
-            self.remove(batch, keep_body=True)  # same addresses, same S3 key: the body is the new one
+        # Same addresses, same S3 key: the body written now is the moved batch's (and, until the
+        # transaction, still the one read's, carrying the new deadline: a release meanwhile sends it once).
+        moved = replace(self._body(batch.user_id, batch.campaign_id, emails), due_ms=due_ms, deadline_ms=deadline_ms)
+        moved = replace(moved, bucket=minute_of(due_ms), plan=batch.plan, queue=batch.queue)
+        self._replace(batch, moved)
         return moved
+
+    def set_aside(self, batch: StoredBatch) -> None:
+        """A batch the releaser could not release, moved out of its minute to be tried again at each run:
+        the cursor goes on past it, so no one batch holds the releaser (and every tenant's schedule) back."""
+        if batch.bucket != RETRY_BUCKET:
+            self._replace(batch, replace(batch, bucket=RETRY_BUCKET))
+
+    def _replace(self, old: StoredBatch, new: StoredBatch) -> None:
+        m = self._model
+        tx = TransactWrite(connection=m._get_connection().connection, client_request_token=uuid.uuid4().hex)
+        try:
+            with tx:
+                if (old.bucket, old.item) == (new.bucket, new.item):
+                    tx.save(self._row(new), condition=m.item.exists())
+                else:
+                    tx.delete(m(old.bucket, old.item), condition=m.item.exists())
+                    tx.save(self._row(new))
+        except TransactWriteError as exc:
+            reasons = getattr(exc, "cancellation_reasons", None) or []
+            if any(r is not None and r.code == "ConditionalCheckFailed" for r in reasons):
+                raise BatchMoved(f"batch {old.item} was moved or released meanwhile") from exc
+            raise
 
     def parked(self, bucket: str) -> list[StoredBatch]:
         """The batches in one partition of parked email (chalicelib.queueing.parked_email)."""

@@ -137,3 +137,21 @@ def test_dead_letters_through_the_local_stack_end_recorded(stack, uid):
     assert "Messages" not in sqs.receive_message(QueueUrl=url)  # kept, hidden until its next look
     attrs = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessagesNotVisible"])
     assert attrs["Attributes"]["ApproximateNumberOfMessagesNotVisible"] == "1"
+
+
+def test_a_recipient_queued_again_by_retry_failed_after_its_dead_letter_is_left_to_its_retried_copy():
+    # Failed, dead-lettered, then queued again by retry-failed: its retried copy waits behind a backlog. The
+    # dead letter is as old as the first message (SQS keeps its SentTimestamp): it must not record the
+    # recipient failed, which would drop the retried copy unsent after the API answered `requeued: 1`.
+    ledger, stats = FakeLedger(), FakeStats()
+    claim = ledger.claim("acme", "c1", "a@example.org", 60)
+    ledger.finish(claim, FAILED, reason="550 mailbox unavailable")
+    assert ledger.reopen("acme", "c1", "a@example.org")
+    result = _reconciler(DeadLetterQueue([(queued("acme", "a@example.org"), OLD)]), ledger, stats).reconcile()
+    assert ledger.rows[("acme#c1", "a@example.org")]["state"] == QUEUED and result.superseded == 1
+    assert result.recorded_failed == 0 and stats.adds == []
+    # The dead letter of a message sent after the retry (the retried copy itself died) is recorded as before.
+    ledger.rows[("acme#c1", "a@example.org")]["retried_at"] = int((OLD - 10) * 1000)
+    result = _reconciler(DeadLetterQueue([(queued("acme", "a@example.org"), OLD)]), ledger, stats).reconcile()
+    row = ledger.rows[("acme#c1", "a@example.org")]
+    assert row["state"] == FAILED and "dead-lettered" in row["reason"] and result.recorded_failed == 1

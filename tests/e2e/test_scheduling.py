@@ -23,7 +23,7 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, QUEUED, SCHEDULED
-from chalicelib.stores.schedule import ScheduleStore, minute_of
+from chalicelib.stores.schedule import RETRY_BUCKET, BatchMoved, ScheduleStore, minute_of
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import canonical, read_sends
@@ -239,9 +239,12 @@ def test_a_batch_its_queue_refuses_stays_in_the_store_and_goes_on_the_next_run(s
     due = int(time.time() * 1000) + 30_000
     _, queue = _batch(store, user, "flaky", due)
     assert releaser.release().left == 1
-    assert store.cursor() <= minute_of(due)  # the cursor waits for the batch left behind
+    # Set aside, tried again at each run: the cursor goes on past its minute, for every other tenant.
+    assert store.cursor() >= minute_of(due)
+    assert [b.campaign_id for b in store.parked(RETRY_BUCKET)] == ["flaky"]
     r = releaser.release()
     assert (r.released, r.left) == (3, 0) and starts == [(queue, due)]
+    assert store.parked(RETRY_BUCKET) == []
     sqs = stack.client("sqs")
     sqs.purge_queue(QueueUrl=sqs.get_queue_url(QueueName=queue)["QueueUrl"])
 
@@ -366,3 +369,67 @@ def test_a_campaign_that_expired_before_it_could_start_sends_nothing_and_says_wh
     assert len(states) == 5 and {s for s, _ in states.values()} == {EXPIRED}
     assert all("not sent by its deadline" in why for _, why in states.values())
     assert not [s for s in read_sends(stack.config.outbox) if s["userId"] == user]
+
+
+@e2e
+def test_two_moves_of_one_batch_at_once_store_it_once_and_the_second_is_told(stack, uid):
+    # A double click, or a client retrying a timed-out reschedule: both read the batch, both move it.
+    store = _store(stack, uid)
+    user = f"s-{uid}"
+    due = int(time.time() * 1000) + 3600_000
+    batch, _ = _batch(store, user, "twice", due)
+    first, second = due + 600_000, due + 1_200_000
+    store.move(batch, first, None)
+    with pytest.raises(BatchMoved):
+        store.move(batch, second, None)  # it read the batch before the first move
+    minutes = [minute_of(due), minute_of(first), minute_of(second)]
+    stored = store.of_campaign(user, "twice", minutes)
+    assert [(b.bucket, b.due_ms) for b in stored] == [(minute_of(first), first)]  # once, where the first put it
+
+
+@e2e
+def test_a_double_reschedule_leaves_each_batch_once_and_every_recipient_released_once(stack, uid):
+    store = _store(stack, uid)
+    releaser, _ = _releaser(store)
+    actions = _actions(store, releaser)
+    user = f"s-{uid}"
+    due = int(time.time() * 1000) + 3600_000
+    for part in range(3):
+        _batch(store, user, "twice", due + part, n=2 + part)
+    target = time.time() + 7200
+    done: list = []
+    threads = [
+        threading.Thread(target=lambda: done.append(actions.reschedule(user, "twice", target))) for _ in range(2)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(d.ok for d in done), [d.message for d in done]
+    stored = store.of_campaign(user, "twice", wiring.container().stats.schedule_buckets(user, "twice"))
+    assert sorted(b.count for b in stored) == [2, 3, 4] and {b.due_ms for b in stored} == {int(target * 1000)}
+    store.advance(int(target * 1000) - 120_000)
+    r = releaser.release(now_ms=int(target * 1000) - 60_000)
+    assert (r.released, r.left, r.lost) == (9, 0, 0)
+    assert releaser.release(now_ms=int(target * 1000) - 30_000).released == 0
+
+
+@e2e
+def test_a_batch_whose_body_is_gone_is_removed_with_why_and_holds_no_one_else_back(stack, uid):
+    # Stored twice by a move of the release before (its twin released it and deleted the body), or kept past
+    # the bucket's lifecycle: it can never be released, and must not keep the cursor at its minute.
+    store = _store(stack, uid)
+    releaser, _ = _releaser(store)
+    user, other = f"s-{uid}", f"o-{uid}"
+    due = int(time.time() * 1000) + 30_000
+    lost, _ = _batch(store, user, "gone", due)
+    _, other_queue = _batch(store, other, "fine", due)
+    c = wiring.container()
+    stack.client("s3").delete_object(Bucket=c.settings.resources.payload_bucket.name, Key=lost.body_key)
+    r = releaser.release()
+    assert (r.released, r.lost, r.left) == (3, 1, 0)
+    assert store.cursor() >= minute_of(due)
+    assert "has no stored body" in (c.stats.get(user, "gone").last_error or "")
+    assert releaser.release().batches == 0  # resolved: not read again
+    sqs = stack.client("sqs")
+    sqs.purge_queue(QueueUrl=sqs.get_queue_url(QueueName=other_queue)["QueueUrl"])

@@ -80,7 +80,7 @@ class FakeLedger:
             row = self._row(user, campaign, email)
             if row.get("state") != FAILED:
                 return False
-            row.update(state=QUEUED, reason=None)
+            row.update(state=QUEUED, reason=None, retried_at=int(time.time() * 1000))
             return True
 
     def record_unsent(self, user: str, campaign: str, state: str, emails: list[str], reason: str) -> int:
@@ -166,7 +166,11 @@ class FakeLedger:
                     row.get("message_id"),
                     row.get("updated_at"),
                     claimed_until=int(until * 1000) if until else None,
+                    retried_at=row.get("retried_at"),
                 )
+
+    def get(self, user: str, campaign: str, email: str) -> Entry | None:
+        return next((e for e in self.entries(user, campaign) if e.email.lower() == email.lower()), None)
 
     def unclaim(self, claim: Claim) -> None:
         with self.lock:

@@ -26,11 +26,12 @@ from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
 from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore, SesTenantStatus, TenantPauses
-from chalicelib.stores.schedule import BatchMoved, StoredBatch
+from chalicelib.stores.schedule import BatchMoved, StoredBatch, minute_of
 from chalicelib.stores.tenant_model import Tenant
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
-# A reschedule that finds its campaign's batches moved by another request reads them again, up to this often.
+# A reschedule that finds its campaign's batches moved by another request reads them again (this many more
+# times than its batches).
 MOVE_TRIES = 3
 # Cancel is final (chalicelib.stores.campaign_control): a cancelled campaign is neither paused nor resumed.
 FINAL = "cancelled: a cancelled campaign cannot be paused or resumed (cancel is final)"
@@ -96,7 +97,9 @@ class CampaignActions:
         if min(b.due_ms for b in batches) <= (now + 2 * lead) * 1000:
             return Done(False, "too late: the campaign is about to start")
         due_ms = int(at_s * 1000)
-        for _ in range(MOVE_TRIES):
+        # Each try that finds a batch moved by another request leaves one more batch moved: enough tries for
+        # every batch to have been taken once by the other.
+        for _ in range(2 * len(batches) + MOVE_TRIES):
             try:
                 n = self._move_all(user_id, campaign_id, batches, due_ms)
                 return Done(True, f"rescheduled: {n} recipient(s) now due at {iso_ms(due_ms)}", n)
@@ -112,8 +115,9 @@ class CampaignActions:
             if b.due_ms == due_ms:
                 continue
             deadline_ms = b.deadline_ms + (due_ms - b.due_ms) if b.deadline_ms is not None else None
-            moved = self._store.move(b, due_ms, deadline_ms)
-            self._stats.note_schedule(user_id, campaign_id, due_ms, deadline_ms, moved.bucket)
+            # Noted first: a request that reads the campaign's batches meanwhile finds the new minute too.
+            self._stats.note_schedule(user_id, campaign_id, due_ms, deadline_ms, minute_of(due_ms))
+            self._store.move(b, due_ms, deadline_ms)
         return sum(b.count for b in batches)
 
     def pause(self, user_id: str, campaign_id: str) -> Done:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterator
 
 from chalicelib.webhooks import client
 from chalicelib.webhooks.url_policy import Target
@@ -23,6 +24,15 @@ class _Listener:
 
     def _serve(self) -> None:
         raise NotImplementedError
+
+    def _connections(self) -> Iterator[socket.socket]:
+        """Each connection made to it, until its socket is closed."""
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            yield conn
 
 
 class _DripServer(_Listener):
@@ -57,11 +67,7 @@ class _SilentTls(_Listener):
         super().__init__()
 
     def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
+        for conn in self._connections():
             self.held.append(conn)  # read nothing, answer nothing
 
 
@@ -84,11 +90,7 @@ class _Answering(_Listener):
         super().__init__()
 
     def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
+        for conn in self._connections():
             self.requests += 1
             conn.recv(65536)
             try:

@@ -26,6 +26,8 @@ LEASE_GRACE_MS = 60_000
 # A failed drain's continuation waits this long, doubled for each failure in a row, up to the most.
 FIRST_FAILURE_WAIT_MS = 2_000
 MAX_FAILURE_WAIT_MS = 60_000
+# A drain that ran this long before it failed made progress: its failure is the first in a row.
+PROGRESS_S = 10.0
 
 
 @runtime_checkable
@@ -86,10 +88,14 @@ def run(chain: DrainChain, request: DrainRequest, queue: str, context: LambdaCon
     starts = [at for at in (request.start_at_ms, lease.quiet_from_ms) if at is not None]
     if starts:
         _wait_until(max(starts), context, chain.deadline_margin_ms)
+    started = time.monotonic()
     try:
         result = chain.drainer.drain(queue, remaining_ms=context.get_remaining_time_in_millis, slot=request.slot)
     except Exception as exc:
-        if not _handed_on_after(exc, chain, request, queue, lease, context):
+        # Failures in a row are those of drains that got nowhere: one that drained a while before failing
+        # starts the count again, so an occasional error never grows into minute-long waits.
+        in_a_row = request.failures + 1 if time.monotonic() - started < PROGRESS_S else 1
+        if not _handed_on_after(exc, chain, request, queue, lease, context, in_a_row):
             raise
         return None
     if result.unfinished:
@@ -102,17 +108,22 @@ def run(chain: DrainChain, request: DrainRequest, queue: str, context: LambdaCon
 
 
 def _handed_on_after(
-    exc: Exception, chain: DrainChain, request: DrainRequest, queue: str, lease: Lease, context: LambdaContext
+    exc: Exception,
+    chain: DrainChain,
+    request: DrainRequest,
+    queue: str,
+    lease: Lease,
+    context: LambdaContext,
+    failures: int,
 ) -> bool:
     """A drain that failed (an error past the SDK's retries: a throttled delete, a throttled read) hands its
     lease on to a continuation a few seconds later, as a drain that ran out of time does: its queue is drained
     again within seconds, not after the lease's hold (the invocation's time and its grace: 16 minutes on
     AWS), which the retry Lambda makes a minute later, the sweeper and the alarm all respect. The wait doubles
-    with each failure in a row, up to a minute. The error is not raised on then: Lambda's retry of this
-    invocation would renew the same lease beside the continuation, two drains sending at one rate. If even
-    the hand-on fails (False), the lease is given back, so that Lambda's retry (the error is raised on) or
-    the sweeper starts the next drain."""
-    failures = request.failures + 1
+    with each failure in a row (`failures`: drains that failed within PROGRESS_S of their start), up to a
+    minute. The error is not raised on then: Lambda's retry of this invocation would renew the same lease
+    beside the continuation, two drains sending at one rate. If even the hand-on fails (False), the lease
+    is given back, so that Lambda's retry (the error is raised on) or the sweeper starts the next drain."""
     wait_ms = min(MAX_FAILURE_WAIT_MS, FIRST_FAILURE_WAIT_MS * 2 ** (failures - 1))
     start_at_ms = int(time.time() * 1000) + wait_ms
     log.error(

@@ -99,3 +99,19 @@ def test_a_drain_that_ends_drops_its_lease_as_before():
     leases, hand_on = MemoryLeases(), HandOn()
     result = drain_chain.run(_chain(leases, hand_on, Empty()), DrainRequest("q", "alarm"), "q", Context())
     assert result is not None and hand_on == [] and leases.holder("q") is None
+
+
+def test_a_drain_that_ran_a_while_before_it_failed_starts_the_count_again(monkeypatch):
+    # An occasional error (a throttled receive once in minutes) must never grow into minute-long waits.
+    class SlowThenFailing:
+        def drain(self, queue_name, remaining_ms, slot=0):
+            time.sleep(0.05)
+            raise Throttled("Rate exceeded")
+
+    monkeypatch.setattr(drain_chain, "PROGRESS_S", 0.01)
+    leases, hand_on = MemoryLeases(), HandOn()
+    lease = leases.acquire("q", 60_000)
+    request = DrainRequest("q", "continue", 7, lease.token, failures=5)
+    drain_chain.run(_chain(leases, hand_on, SlowThenFailing()), request, "q", Context())
+    ((_q, _g, _t, _s, _at, failures),) = hand_on
+    assert failures == 1

@@ -121,25 +121,36 @@ class Drainer:
             log.info("drain skipped", queue=queue_name, reason=paused)
             return result
         d = _Drain(QueueRef(queue_name, url, slot, is_free_queue(self._settings.resources, queue_name)), result)
+        # Also when an error escapes (a throttled receive; the chain then hands the drain on): what was
+        # started is finished, recorded and acted on (left undone, each sent email's message would come back
+        # only after its visibility timeout), what was recorded leaves the queue, what was counted is kept.
+        # Not when the process dies (a BaseException here): nothing runs after that on Lambda either.
         try:
             with ThreadPoolExecutor(max_workers=SEND_WORKERS, thread_name_prefix="send") as pool:
                 try:
                     self._loop(d, pool, remaining_ms)
-                finally:
-                    # Whatever was started is finished, recorded and acted on before the drain hands on or
-                    # ends, also when an error escaped the loop (a throttled receive): left undone, each sent
-                    # email's message would come back only after its visibility timeout.
-                    while d.inflight:
-                        self._collect(d, wait=True)
-        finally:
-            # Also when an error escapes (the chain hands the drain on): what was recorded leaves the queue,
-            # what was counted is kept, and the guard's counts ahead are given back.
-            self._actions.delete(url, d.to_delete)
-            self._state.recorder.flush()
-            self._state.sent_ahead.settle()
+                except Exception:
+                    self._finish_inflight(d)
+                    raise
+                self._finish_inflight(d)
+        except Exception:
+            self._wind_down(url, d)
+            raise
+        self._wind_down(url, d)
         result.quiet_from_ms = self._state.pacings.of(queue_name, slot).quiet_from_ms()
         report_drain(self._settings, result)
         return result
+
+    def _finish_inflight(self, d: _Drain) -> None:
+        """Whatever was started is finished and recorded before the drain hands on or ends."""
+        while d.inflight:
+            self._collect(d, wait=True)
+
+    def _wind_down(self, url: str, d: _Drain) -> None:
+        """Recorded messages deleted, the counts flushed, the guard's counts ahead given back."""
+        self._actions.delete(url, d.to_delete)
+        self._state.recorder.flush()
+        self._state.sent_ahead.settle()
 
     def _loop(self, d: _Drain, pool: ThreadPoolExecutor, remaining_ms: Callable[[], int]) -> None:
         empty_polls = 0
@@ -223,9 +234,14 @@ class Drainer:
             pass
         to_park: list[_ToPark] = []
         drainers = 1
-        for future in done:
+        for i, future in enumerate(done):
             m = d.inflight.pop(future)
-            verdict = future.result()
+            try:
+                verdict = future.result()
+            except Exception:
+                for rest in done[i + 1 :]:  # taken off the queue with it: still to be acted on
+                    d.finished.put(rest)
+                raise
             disposition = DISPOSITIONS[verdict.outcome]
             if disposition.count:
                 setattr(d.result, disposition.count, getattr(d.result, disposition.count) + 1)

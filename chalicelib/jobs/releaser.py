@@ -29,18 +29,7 @@ from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
 from chalicelib.stores.ports import ControlState, ReleaseStore, ScheduleBuckets
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.schedule import StoredBatch, minute_of
-
-
-def minute_of_ms(epoch_ms: int) -> str:
-    return minute_of(epoch_ms) + "Z"
-
-
-def body_gone(exc: Exception) -> bool:
-    """Whether S3 answered that the batch's body is not there (NoSuchKey)."""
-    response = getattr(exc, "response", None) or {}
-    return response.get("Error", {}).get("Code") in ("NoSuchKey", "404")
-
+from chalicelib.stores.schedule import BodyGone, StoredBatch, minute_of
 
 CANCELLED_REASON = "campaign cancelled before its scheduled time"
 
@@ -109,7 +98,7 @@ class Releaser:
         and deleted the body), or kept past the bucket's lifecycle. Nothing can be queued from it: its row is
         removed with the reason said, on the campaign and in the log, rather than tried for good."""
         reason = (
-            f"a scheduled batch of {batch.count} email(s) due at {minute_of_ms(batch.due_ms)} has no stored body "
+            f"a scheduled batch of {batch.count} email(s) due at {minute_of(batch.due_ms)}Z has no stored body "
             "(released by another copy of it, or kept past the schedule store's 45 days): removed"
         )
         log.error("scheduled batch without its body", item=batch.item, reason=reason)
@@ -143,9 +132,7 @@ class Releaser:
     def _release_one(self, batch: StoredBatch, now: int, result: ReleaseResult) -> None:
         try:
             emails = self._store.emails(batch)
-        except Exception as exc:
-            if not body_gone(exc):
-                raise
+        except BodyGone:
             self._resolve_lost(batch, result)
             return
         keys = [e for e, _ in emails]

@@ -53,7 +53,7 @@ class SendingIdentity:
         whose = (
             "another tenant's (an operator assigned it: moonsend tenant assign-from)"
             if owner
-            else ("claimed by nobody (an operator dropped its claim: moonsend tenant audit-from --fix)")
+            else "claimed by nobody (an operator dropped its claim: moonsend tenant audit-from --fix)"
         )
         return (
             f"not sent: its From address {address} is no longer this tenant's but {whose} since the email was "

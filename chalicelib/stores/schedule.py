@@ -64,6 +64,10 @@ class ScheduleModel(Model):
     cursor = UnicodeAttribute(null=True)  # on the cursor item: the minute released up to
 
 
+class BodyGone(Exception):
+    """A stored batch whose emails are no longer in S3 (released by a twin of it, or past the lifecycle)."""
+
+
 class BatchMoved(Exception):
     """A batch was moved (or released) by someone else between its read and a move of it."""
 
@@ -173,7 +177,14 @@ class ScheduleStore:
             minute += 60_000
 
     def emails(self, batch: StoredBatch) -> list[tuple[str, str]]:
-        obj = self._s3.get_object(Bucket=self._bucket_name, Key=batch.body_key)
+        """The batch's emails; BodyGone when S3 has no body under its key."""
+        try:
+            obj = self._s3.get_object(Bucket=self._bucket_name, Key=batch.body_key)
+        except Exception as exc:
+            code = (getattr(exc, "response", None) or {}).get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404"):
+                raise BodyGone(f"batch {batch.item}: no body at {batch.body_key}") from exc
+            raise
         return [(str(e), str(b)) for e, b in json.loads(gzip.decompress(obj["Body"].read()))]
 
     def remove(self, batch: StoredBatch, *, keep_body: bool = False) -> None:

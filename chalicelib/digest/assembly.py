@@ -62,10 +62,10 @@ FLUSH_S = 15.0
 # A run's hold on its digest, renewed at every flush point: a run that died frees it this soon, so Lambda's retry
 # of the scheduled invocation (one and two minutes later) finds it free.
 HOLD_S = 90.0
-# A hold not renewed for this long belongs to a run that died (a live one renews at least every FLUSH_S,
-# plus the time a batch takes to mail): a run that finds it waits it out rather than answering busy, if it
-# has this much time to spare besides.
-DEAD_AFTER_S = 45.0
+# A run that finds the digest held watches the hold, looking again at least this often: renewed, its holder
+# lives (and starts this run's period when it ends); lapsed unrenewed, its holder died, and this run takes it.
+WATCH_S = 20.0
+# ... as long as it has this much of its time to spare besides.
 WAIT_MARGIN_S = 30.0
 
 
@@ -201,27 +201,34 @@ class DigestAssembly:
             self._store.release_run(user_id, digest_id, token)
 
     def _take_hold(self, run: DigestRun, token: str, when: float, time_left: Callable[[], float]) -> None:
-        """The hold, taken at the run's start; a hold whose holder looks dead is waited out and taken.
+        """The hold, taken at the run's start; held by another run, the hold is watched until it is either
+        renewed (its holder lives: this run is noted, and answered busy) or lapses (taken: this run goes on).
 
         A run killed without its `finally` (a timeout, out of memory, a lost sandbox) leaves its hold until
-        HOLD_S after its last renewal, and Lambda retries it about a minute after it died: answered busy,
-        the retry would end there (busy is a success to Lambda), and the period's other recipients would wait
-        for the next period's run. A live run renews its hold at every flush point (at least every FLUSH_S,
-        plus a batch's mailing); a hold not renewed for longer than DEAD_AFTER_S is waited out, as long as
-        this invocation has the time, and this run finishes the period (the dead run's open assemblies
-        resumed, its mailed recipients skipped)."""
+        HOLD_S after its last renewal. Lambda's retry, or a second firing of the schedule, may come a second or
+        two minutes after it died: answered busy at once, it would end there (busy is a success to Lambda),
+        and nobody would finish the period (the dead holder never starts the run it was noted for). Watching
+        the hold tells the two apart whatever the timing, at the cost of at most one WATCH_S of waiting for a
+        live holder and HOLD_S for a dead one."""
+        watched: float | None = None  # the hold's end as this run last saw it
         while True:
             try:
                 self._hold(run, token, when)
                 return
             except DigestBusy:
-                state = self._store.state(run.user_id, run.digest_id)
-                held_for = (state.running_until or 0.0) - self._clock() if state is not None else 0.0
-                renewed_ago = HOLD_S - held_for
-                if renewed_ago < DEAD_AFTER_S or held_for + WAIT_MARGIN_S > time_left():
+                until = self._held_until(run)
+                if watched is not None and until > watched:
+                    raise  # renewed since: its holder is alive, and starts this run's period when it ends
+                wait = min(max(0.0, until - self._clock()) + 1.0, WATCH_S)
+                if wait + WAIT_MARGIN_S > time_left():
                     raise
-                log.info("waiting out the hold of a run that looks dead", digest=run.digest_id, wait_s=held_for)
-                self._sleep(max(0.0, held_for) + 1.0)
+                log.info("watching another run's hold", digest=run.digest_id, held_for_s=until - self._clock())
+                watched = until
+                self._sleep(wait)
+
+    def _held_until(self, run: DigestRun) -> float:
+        state = self._store.state(run.user_id, run.digest_id)
+        return (state.running_until or 0.0) if state is not None else 0.0
 
     def _hold(self, run: DigestRun, token: str, when: float) -> None:
         """Take (or renew) the digest's hold; held by another run, this one's time is noted for that run to

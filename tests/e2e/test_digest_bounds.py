@@ -59,8 +59,8 @@ class Accepting:
         return PrecompileResult(request.user_id, request.campaign.id)
 
 
-def _assembly(c, mailer=None, store=None, clock=None):
-    return DigestAssembly(store or c.digests, c.tenants, mailer or Accepting(), clock or time.time)
+def _assembly(c, mailer=None, store=None, clock=None, sleep=None):
+    return DigestAssembly(store or c.digests, c.tenants, mailer or Accepting(), clock or time.time, sleep or time.sleep)
 
 
 def test_a_busy_readers_markers_stay_bounded_and_every_period_mails_on(stack, uid):
@@ -376,16 +376,31 @@ def test_an_item_retracted_while_a_run_goes_on_is_left_out_of_every_email_assemb
     assert list(second.values()) == [["other-show"]] and run.items_retracted == 1
 
 
-def test_a_run_killed_without_its_finally_has_its_period_finished_by_lambdas_retry(stack, uid, monkeypatch):
-    # Killed mid-run (a timeout, out of memory): its hold stays until HOLD_S after its last renewal, and
-    # Lambda retries the invocation about a minute after. The retry waits the dead hold out and finishes.
+class Clock:
+    """Time as the assembly and the store see it, moved by the assembly's own sleeps: no test waits."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+        self.slept: list[float] = []
+        self.during_sleep = lambda: None
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        self.during_sleep()
+
+
+def _killed_mid_run(c, user, monkeypatch, clock):
+    """30 readers mailed 10 a batch, the run killed at its second batch without its `finally`: its hold
+    stays as last renewed. Returns the dead run's mailer."""
     from chalicelib.digest import assembly as assembly_module
 
     monkeypatch.setattr(assembly_module, "MAIL_BATCH", 10)
-    user, c = _tenant(stack, uid)
-    people = [f"reader{i:02d}@example.org" for i in range(30)]
-    for address in people:
-        _add(c, user, address, "show-1")
+    for i in range(30):
+        _add(c, user, f"reader{i:02d}@example.org", "show-1")
 
     class KilledAtSecondBatch(Accepting):
         def handle_request(self, request):
@@ -393,28 +408,65 @@ def test_a_run_killed_without_its_finally_has_its_period_finished_by_lambdas_ret
                 raise TimeoutError("Task timed out")
             return super().handle_request(request)
 
+    class NoFinally:  # the store as a killed process leaves it: the `finally` that releases the hold never ran
+        def __getattr__(self, name):
+            return getattr(c.digests, name)
+
+        def release_run(self, *args):
+            pass
+
     dying = KilledAtSecondBatch()
-    scheduled = time.time()
     with pytest.raises(TimeoutError):
-        _assembly(c, dying).run(user, "weekly", scheduled_at=scheduled)
-    # What Lambda's kill leaves that a `finally` would not: the hold, last renewed 80 s ago.
-    now = time.time()
-    assert c.digests.hold_run(user, "weekly", "the-dead-run", now - 80, assembly_module.HOLD_S)
+        _assembly(c, dying, store=NoFinally(), clock=clock, sleep=clock.sleep).run(
+            user, "weekly", scheduled_at=clock.now
+        )
+    return dying
+
+
+@pytest.mark.parametrize("retry_after_s", [1, 60, 120])  # the local stack's retry, Lambda's first and second
+def test_a_run_killed_without_its_finally_has_its_period_finished_by_a_retry_whatever_its_timing(
+    stack, uid, monkeypatch, retry_after_s
+):
+    from chalicelib.digest import assembly as assembly_module
+
+    user, c = _tenant(stack, uid)
+    clock = Clock(time.time())
+    scheduled = clock.now
+    dying = _killed_mid_run(c, user, monkeypatch, clock)
+    clock.now += retry_after_s
     retry = Accepting()
-    run = _assembly(c, retry).run(user, "weekly", scheduled_at=scheduled, time_left=lambda: 600.0)
-    assert time.time() - now >= 9  # waited for the dead hold to lapse
+    run = _assembly(c, retry, clock=clock, sleep=clock.sleep).run(
+        user, "weekly", scheduled_at=scheduled, time_left=lambda: 600.0
+    )
     mailed = [a for r in dying.requests + retry.requests for a in r]
-    assert sorted(mailed) == people and run.period == assembly_module.period_of(scheduled)
+    assert sorted(mailed) == [f"reader{i:02d}@example.org" for i in range(30)]  # each once, none left
+    assert run.period == assembly_module.period_of(scheduled)
+    assert sum(clock.slept) <= assembly_module.HOLD_S + 1  # waited for the dead hold to lapse, no longer
 
 
-def test_a_live_runs_hold_is_not_waited_out_the_second_run_is_noted_and_answered_busy(stack, uid):
+def test_a_live_runs_hold_is_watched_until_renewed_then_the_run_is_noted_and_answered_busy(stack, uid):
     from chalicelib.digest import assembly as assembly_module
 
     user, c = _tenant(stack, uid)
     _add(c, user, ANN, "show-1")
-    now = time.time()
-    assert c.digests.hold_run(user, "weekly", "a-live-run", now - 5, assembly_module.HOLD_S)  # renewed 5 s ago
-    started = time.monotonic()
+    clock = Clock(time.time())
+    assert c.digests.hold_run(user, "weekly", "a-live-run", clock.now - 5, assembly_module.HOLD_S)
+    # The live run reaches a flush point while the second one watches: it renews its hold.
+    clock.during_sleep = lambda: c.digests.hold_run(user, "weekly", "a-live-run", clock.now, assembly_module.HOLD_S)
     with pytest.raises(assembly_module.DigestBusy):
-        _assembly(c).run(user, "weekly", scheduled_at=now, time_left=lambda: 600.0)
-    assert time.monotonic() - started < 5
+        _assembly(c, clock=clock, sleep=clock.sleep).run(user, "weekly", scheduled_at=clock.now, time_left=lambda: 600.0)
+    assert clock.slept == [assembly_module.WATCH_S]  # one look, then answered busy
+    state = c.digests.state(user, "weekly")
+    assert state is not None and state.waiting_at is not None  # noted: the live run starts it when it ends
+
+
+def test_a_run_without_the_time_to_watch_a_hold_is_answered_busy_at_once(stack, uid):
+    from chalicelib.digest import assembly as assembly_module
+
+    user, c = _tenant(stack, uid)
+    _add(c, user, ANN, "show-1")
+    clock = Clock(time.time())
+    assert c.digests.hold_run(user, "weekly", "a-run", clock.now, assembly_module.HOLD_S)
+    with pytest.raises(assembly_module.DigestBusy):
+        _assembly(c, clock=clock, sleep=clock.sleep).run(user, "weekly", scheduled_at=clock.now, time_left=lambda: 40.0)
+    assert clock.slept == []

@@ -249,6 +249,16 @@ def cmd_count_released(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_keep_parked(args: argparse.Namespace) -> int:
+    """Move paused campaigns' parked email out of the 45-day lifecycle of `scheduled/`. Safe to run again."""
+    from chalicelib.queueing.parked_email import keep_parked
+
+    client_env(args.endpoint, args.stage)
+    kept, gone = keep_parked(_container().schedule)
+    print(f"{kept} parked batch(es) moved under parked/, where no lifecycle expires them ({gone} resumed meanwhile)")
+    return 0
+
+
 def cmd_tenant(args: argparse.Namespace) -> int:
     from chalicelib.core.config import Settings
 
@@ -1269,6 +1279,14 @@ def build_parser() -> argparse.ArgumentParser:
     cr.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     cr.add_argument("--stage", default="local", choices=stages())
     cr.set_defaults(func=cmd_count_released)
+
+    kp = sub.add_parser(
+        "keep-parked",
+        help="move paused campaigns' parked email out of the 45-day lifecycle of scheduled/ (once, after upgrading)",
+    )
+    kp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+    kp.add_argument("--stage", default="local", choices=stages())
+    kp.set_defaults(func=cmd_keep_parked)
 
     lk = sub.add_parser(
         "link-key",

@@ -21,6 +21,7 @@ from chalicelib.core.resources import (
     CAMPAIGNS_BY_CREATED,
     FAILED_PREFIX,
     FUNCTION_IDS,
+    PARKED_PREFIX,
     POLLED_FUNCTION_IDS,
     QUEUED_PREFIX,
     SCHEDULED_PREFIX,
@@ -97,8 +98,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     tenant_queues = _queue(f"{r.tenant_queue_prefix}*")
     stage_queues = [tenant_queues, _queue(r.free_queue.name)]
     bucket = f"arn:aws:s3:::{r.prefix}-payloads-*"  # the bucket's name ends in the account id
-    queued_objects, scheduled_objects, failed_objects = (
-        f"{bucket}/{prefix}*" for prefix in (QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX)
+    queued_objects, scheduled_objects, failed_objects, parked_objects = (
+        f"{bucket}/{prefix}*" for prefix in (QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX, PARKED_PREFIX)
     )
     send_fn = f"arn:aws:lambda:*:*:function:{r.function_name('send_emails')}"
     tables = {t.logical_id: _table(r, t.name) for t in r.tables}
@@ -206,7 +207,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("Payloads", ["s3:GetObject", "s3:DeleteObject", "s3:PutObject"], [queued_objects]),
         # Paused email is parked in the schedule store (and taken out again when the pause was lifted while
         # it was being parked: chalicelib.send.parking); failed email is kept for retry-failed.
-        _stmt("Parked", ["s3:PutObject", "s3:DeleteObject"], [scheduled_objects]),
+        # (Parked before release 25 under scheduled/: taken out from there too.)
+        _stmt("Parked", ["s3:PutObject", "s3:DeleteObject"], [parked_objects, scheduled_objects]),
         _stmt("FailedCopies", ["s3:PutObject"], [failed_objects]),
         _stmt("HoldPaused", ["dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:DescribeTable"], [schedule]),
         _stmt("HandOn", ["lambda:InvokeFunction"], [send_fn]),
@@ -236,7 +238,9 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
     # Moving scheduled and parked email onto queues: the releaser, and resume/cancel/retry over HTTP.
     release = [
         _stmt("ScheduleStore", [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"], [schedule]),
-        _stmt("ScheduledEmail", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [scheduled_objects]),
+        _stmt(
+            "ScheduledEmail", ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], [scheduled_objects, parked_objects]
+        ),
         _stmt("Payloads", ["s3:PutObject"], [queued_objects]),
         create_queues,
         queue_alarms,

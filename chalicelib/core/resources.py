@@ -20,6 +20,9 @@ DLQ_RETENTION_S = 14 * 24 * 3600
 # The payload bucket's three kinds of object, each with its own lifetime: queued emails too large for a
 # queue message, scheduled batches waiting for their time, and copies of failed emails for retry-failed.
 QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX = "queued/", "scheduled/", "failed/"
+# A paused campaign's parked email: no lifecycle expiry, since a pause has no time limit (its objects are
+# deleted when the email goes back on its queue). Under `scheduled/`, a pause of over 45 days lost them.
+PARKED_PREFIX = "parked/"
 # How far ahead a campaign may be scheduled (its batches are kept in S3 until then).
 MAX_SCHEDULE_AHEAD_DAYS = 31
 # Lambda's logical ids in the packaged template (Chalice's CamelCase of each handler) and the handlers.

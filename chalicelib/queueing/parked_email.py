@@ -15,15 +15,31 @@ from chalicelib.core import log
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.ports import ParkingStore
-from chalicelib.stores.schedule import StoredBatch
+from chalicelib.stores.schedule import BatchMoved, BodyGone, ScheduleStore, StoredBatch
 
 # The campaign id of a paused free-plan tenant's parked batches, which mix campaigns (ids may not start with `_`).
 PARKED_TENANT_CAMPAIGN = "_held"
 
 
+PARKED_PARTITIONS = "held#"  # what every partition of parked email begins with
+
+
 def parked_bucket(user_id: str, campaign_id: str | None = None) -> str:
     """The schedule store partition of a paused campaign's parked email (or a paused free-plan tenant's)."""
-    return f"held#{user_id}#{campaign_id}" if campaign_id else f"held#{user_id}"
+    return f"{PARKED_PARTITIONS}{user_id}#{campaign_id}" if campaign_id else f"{PARKED_PARTITIONS}{user_id}"
+
+
+def keep_parked(store: ScheduleStore) -> tuple[int, int]:
+    """Once after upgrading: every parked batch whose body is still under `scheduled/` (and would expire 45
+    days after it was parked) moved under `parked/`. (kept, put back meanwhile.) Safe to run again."""
+    kept = moved = 0
+    for batch in store.parked_under_lifecycle(PARKED_PARTITIONS):
+        try:
+            store.keep_parked(batch)
+            kept += 1
+        except (BatchMoved, BodyGone):  # resumed meanwhile, or expired already (its resume says so)
+            moved += 1
+    return kept, moved
 
 
 class ParkedEmail:
@@ -73,7 +89,11 @@ class ParkedEmail:
         queues: set[str] = set()
         n = 0
         for batch in self._store.parked(parked_bucket(user_id, campaign_id)):
-            emails = self._store.emails(batch)
+            try:
+                emails = self._store.emails(batch)
+            except BodyGone:
+                self._lost(batch)
+                continue
             if self.put_back(batch, emails):
                 n += len(emails)
                 queues.add(batch.queue)
@@ -82,3 +102,16 @@ class ParkedEmail:
         if n:
             log.info("parked email put back", user=user_id, campaign=campaign_id, emails=n)
         return n
+
+    def _lost(self, batch: StoredBatch) -> None:
+        """A parked batch whose body is gone: parked before parked email had a prefix of its own, under
+        `scheduled/`, and paused past that prefix's 45 days (`moonsend keep-parked` moves such bodies). Its
+        row is removed, said in the log, rather than fail every resume of the campaign for good."""
+        log.error(
+            "parked email lost: its body expired before the resume",
+            item=batch.item,
+            user=batch.user_id,
+            campaign=batch.campaign_id,
+            emails=batch.count,
+        )
+        self._store.remove(batch, keep_body=True)

@@ -33,7 +33,7 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.ports import S3Objects
-from chalicelib.core.resources import SCHEDULED_PREFIX
+from chalicelib.core.resources import PARKED_PREFIX, SCHEDULED_PREFIX
 from chalicelib.stores.tables import bound, warm
 
 CURSOR_BUCKET, CURSOR_ITEM = "cursor", "releaser"
@@ -117,10 +117,11 @@ class ScheduleStore:
     ) -> StoredBatch:
         """Store one batch of rendered emails ((address, queued JSON) pairs) until `due_ms`.
 
-        With `bucket`, in that partition instead of the due minute's (parked email:
-        chalicelib.queueing.parked_email)."""
+        With `bucket`, in that partition instead of the due minute's, and its body where nothing expires it
+        (parked email, kept however long the pause: chalicelib.queueing.parked_email)."""
+        prefix = PARKED_PREFIX if bucket else SCHEDULED_PREFIX
         batch = replace(
-            self._body(user_id, campaign_id, emails),
+            self._body(user_id, campaign_id, emails, prefix),
             bucket=bucket or minute_of(due_ms),
             plan=plan,
             queue=queue,
@@ -130,13 +131,15 @@ class ScheduleStore:
         self._row(batch).save()
         return batch
 
-    def _body(self, user_id: str, campaign_id: str, emails: list[tuple[str, str]]) -> StoredBatch:
+    def _body(
+        self, user_id: str, campaign_id: str, emails: list[tuple[str, str]], prefix: str = SCHEDULED_PREFIX
+    ) -> StoredBatch:
         """The batch's emails written to S3, under a key of its tenant, campaign and addresses; the batch
         with its item and body (its place and times are the caller's)."""
         digest = hashlib.sha256(
             "\n".join([user_id, campaign_id, *sorted(e.lower() for e, _ in emails)]).encode("utf-8")
         ).hexdigest()[:32]
-        key = f"{SCHEDULED_PREFIX}{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{digest}.json.gz"
+        key = f"{prefix}{quote(user_id, safe='')}/{quote(campaign_id, safe='')}/{digest}.json.gz"
         data = gzip.compress(json.dumps(emails, ensure_ascii=False).encode("utf-8"), compresslevel=6)
         self._s3.put_object(
             Bucket=self._bucket_name,
@@ -255,6 +258,23 @@ class ScheduleStore:
     def parked(self, bucket: str) -> list[StoredBatch]:
         """The batches in one partition of parked email (chalicelib.queueing.parked_email)."""
         return [_batch(i) for i in self._model.query(bucket)]
+
+    def parked_under_lifecycle(self, partition_prefix: str) -> Iterator[StoredBatch]:
+        """Parked batches whose body is under `scheduled/`, where the bucket's lifecycle deletes it after 45
+        days (parked before parked email had a prefix of its own). A Scan: run once, after upgrading."""
+        m = self._model
+        for item in m.scan(m.bucket.startswith(partition_prefix) & m.body_key.startswith(SCHEDULED_PREFIX)):
+            yield _batch(item)
+
+    def keep_parked(self, batch: StoredBatch) -> StoredBatch:
+        """A parked batch's body moved where nothing expires it: written under `parked/`, the row pointed at
+        it on condition that it is still parked (BatchMoved: put back meanwhile), then the old one deleted."""
+        emails = self.emails(batch)
+        kept = replace(batch, body_key=self._body(batch.user_id, batch.campaign_id, emails, PARKED_PREFIX).body_key)
+        self._replace(batch, kept)
+        with contextlib.suppress(Exception):  # left behind, the lifecycle removes it
+            self._s3.delete_object(Bucket=self._bucket_name, Key=batch.body_key)
+        return kept
 
 
 def _with_deadline(body: str, deadline_ms: int) -> str:

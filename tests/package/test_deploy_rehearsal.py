@@ -146,6 +146,7 @@ def _every_operator_command(stack, r, user: str) -> None:
     assert "recorded cancelled" in _ok(_operator(stack, "campaign", "cancel", *campaign))
     _ok(_operator(stack, "index-campaigns", *stage))
     assert "now count them" in _ok(_operator(stack, "count-released", *stage))
+    assert "moved under parked/" in _ok(_operator(stack, "keep-parked", *stage))
 
     # A digest: its status, and a run now, in the operator's process, with links to the stage's own API.
     assert "recipients pending: 1 of 1" in _ok(_operator(stack, "digest", "status", *who, "--digest", "weekly"))

@@ -60,6 +60,9 @@ class WebhookModel(Model):
     disabled_reason = UnicodeAttribute(null=True)
     disabled_at = NumberAttribute(null=True)
     tested_at = NumberAttribute(null=True)  # the last test request's time
+    # The endpoint left a request unanswered (chalicelib.webhooks.deliverer): none is made before this
+    # time, and then one goes first, alone (`claim_probe`).
+    quiet_until = NumberAttribute(null=True)
 
 
 class EndpointCountModel(Model):
@@ -97,6 +100,7 @@ class Endpoint:
     created_at: float
     disabled_reason: str | None = None
     disabled_at: float | None = None
+    quiet_until: float | None = None  # left a request unanswered: none is made before then
 
     @property
     def enabled(self) -> bool:
@@ -297,12 +301,49 @@ class WebhookEndpoints:
                 return False
             raise
 
+    def quieten(self, user_id: str, endpoint_id: str, until: float) -> None:
+        """The endpoint left a request unanswered: no request is made to it before `until`."""
+        m = self._model
+        try:
+            m(user_id, endpoint_id).update(actions=[m.quiet_until.set(until)], condition=m.endpoint_id.exists())
+        except UpdateError as exc:
+            if not condition_failed(exc):  # removed meanwhile: nothing to quieten
+                raise
+
+    def claim_probe(self, user_id: str, endpoint_id: str, now: float, until: float) -> bool:
+        """Whether a request may go to a quiet endpoint now: its wait is over and no other request has
+        claimed the first go since (written, so that of many at once one goes); the claim quietens it
+        until `until`, which the request's answer ends (`answered`) or its silence renews."""
+        m = self._model
+        try:
+            m(user_id, endpoint_id).update(
+                actions=[m.quiet_until.set(until)],
+                condition=m.endpoint_id.exists() & (m.quiet_until.does_not_exist() | (m.quiet_until <= now)),
+            )
+            return True
+        except UpdateError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+
+    def answered(self, user_id: str, endpoint_id: str) -> None:
+        """The endpoint answered (whatever its status): requests to it go as they come again."""
+        m = self._model
+        try:
+            m(user_id, endpoint_id).update(
+                actions=[m.quiet_until.remove()], condition=m.endpoint_id.exists() & m.quiet_until.exists()
+            )
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+
     def enable(self, user_id: str, endpoint_id: str) -> bool:
         """Deliver to it again (replay). False if there is no such endpoint."""
         m = self._model
         try:
             m(user_id, endpoint_id).update(
-                actions=[m.disabled_reason.remove(), m.disabled_at.remove()], condition=m.endpoint_id.exists()
+                actions=[m.disabled_reason.remove(), m.disabled_at.remove(), m.quiet_until.remove()],
+                condition=m.endpoint_id.exists(),
             )
             return True
         except UpdateError as exc:
@@ -408,4 +449,5 @@ def _endpoint(row: WebhookModel) -> Endpoint:
         float(row.created_at),
         row.disabled_reason,
         float(row.disabled_at) if row.disabled_at is not None else None,
+        float(row.quiet_until) if row.quiet_until is not None else None,
     )

@@ -7,6 +7,12 @@
   delivery that failed every attempt (27 h 35 min) disables its endpoint with the last failure as the
   reason, and is held.
 - For an endpoint disabled already, the delivery is held without a request; for one removed, dropped.
+- **An endpoint that leaves a request unanswered** (no answer within the client's 10 s read or 15 s in all)
+  is quiet for QUIET_S: its deliveries meanwhile make no request, and count as a failed attempt retried
+  after the wait (at least the quiet time left). Then one request goes first, alone (`claim_probe`): an
+  answer of any status ends the quiet, silence renews it. A tenant whose receivers all hang would otherwise
+  hold a delivery's 15 s of deliver_webhooks' time (20 at once, every tenant's) for each of its requests,
+  at every retry; quiet, it holds one request per endpoint per QUIET_S.
 
 The attempt is the message's receive count: SQS counts it, so a crash between the answer and its record
 costs a retry, never a lost delivery.
@@ -28,6 +34,9 @@ from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.signing import signed_headers
 
 DELIVERED, RETRY, DISABLED, HELD, DROPPED = "delivered", "retry", "disabled", "parked", "dropped"
+# How long an endpoint that left a request unanswered is given before one request tries it again.
+QUIET_S = 60
+UNANSWERED = "TimeoutError"  # the client's error for a request that had no answer in time
 
 Post = Callable[[url_policy.Target, dict[str, str], str], client.Answer]
 
@@ -103,7 +112,10 @@ class WebhookDeliverer:
         if not endpoint.enabled:
             self._hold(delivery, message)
             return RequestOutcome(HELD)
+        if endpoint.quiet_until is not None and not self._may_try(endpoint):
+            return self._quiet(delivery, message, attempt, endpoint.quiet_until)
         status, error = self._send(endpoint, delivery)
+        self._note_answer(endpoint, status, error)
         if status is not None and 200 <= status < 300:
             return RequestOutcome(DELIVERED)
         if status == 410:
@@ -129,6 +141,33 @@ class WebhookDeliverer:
         headers = signed_headers(endpoint.secret, delivery.webhook_id, int(self._clock()), delivery.payload)
         answer = self._post(target, headers, delivery.payload)
         return answer.status, answer.error
+
+    def _may_try(self, endpoint: Endpoint) -> bool:
+        """A quiet endpoint: whether this request is the one that goes first once the quiet is over."""
+        now = self._clock()
+        if endpoint.quiet_until is not None and now < endpoint.quiet_until:
+            return False
+        return self._endpoints.claim_probe(endpoint.user_id, endpoint.id, now, now + QUIET_S)
+
+    def _note_answer(self, endpoint: Endpoint, status: int | None, error: str | None) -> None:
+        """Quieten an endpoint that left this request unanswered; end the quiet of one that answered."""
+        try:
+            if status is None and error == UNANSWERED:
+                self._endpoints.quieten(endpoint.user_id, endpoint.id, self._clock() + QUIET_S)
+            elif status is not None and endpoint.quiet_until is not None:
+                self._endpoints.answered(endpoint.user_id, endpoint.id)
+        except Exception as exc:  # the delivery's outcome stands; the quiet is a saving, not a promise
+            log.warning("webhook endpoint's quiet not written", endpoint=endpoint.id, error=type(exc).__name__)
+
+    def _quiet(self, delivery: WebhookRequest, message: str, attempt: int, until: float) -> RequestOutcome:
+        """No request to a quiet endpoint: a failed attempt, tried again once the quiet is over."""
+        failure = f"not attempted: the endpoint left a request unanswered, and is given until {int(until)} (epoch s)"
+        log.info("webhook delivery waits", user=delivery.user_id, endpoint=delivery.endpoint_id, attempt=attempt)
+        if attempt > len(self._retry_s):
+            return self._disable(delivery, message, f"{attempt} attempts of a delivery failed; the last: {failure}")
+        outcome = self._retry(attempt)
+        left = max(0, int(until - self._clock()) + 1)
+        return RequestOutcome(RETRY, max(outcome.retry_in_s or 0, left))
 
     def _retry(self, attempt: int) -> RequestOutcome:
         waits = self._retry_s

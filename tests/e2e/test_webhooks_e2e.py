@@ -357,3 +357,68 @@ def test_a_tenants_text_sqs_refuses_reaches_its_endpoint_escaped_and_stalls_no_o
     finally:
         strict.close()
         other.close()
+
+
+class _Silent:
+    """A receiver that accepts every connection and never answers: when each was opened."""
+
+    def __init__(self) -> None:
+        import socket
+
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._server.getsockname()[1]}/hooks"
+        self.opened: list[float] = []
+        self._held: list = []
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import time
+
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            self.opened.append(time.time())
+            self._held.append(conn)
+
+    def close(self) -> None:
+        self._closed.set()
+        self._server.close()
+        for conn in self._held:
+            conn.close()
+
+
+def test_a_tenant_whose_receiver_never_answers_holds_deliver_webhooks_for_one_wave_then_waits_quiet(stack, uid):
+    # Every request to a silent receiver holds 15 s of deliver_webhooks (20 at once for every tenant on AWS,
+    # 5 pollers here). After the first is cut off, the endpoint is quiet: its deliveries and their retries
+    # (5 s later) make no connection for QUIET_S, so the tenant's share of the function is one wave.
+    import time
+
+    from chalicelib.webhooks.deliverer import QUIET_S
+    from infra.webhook_receiver import WebhookReceiver
+
+    silent, fast = _Silent(), WebhookReceiver()
+    slow_user, fast_user = f"hooks-silent-{uid}", f"hooks-other-{uid}"
+    slow_sender, slow_key = _sender(stack, slow_user)
+    fast_sender, fast_key = _sender(stack, fast_user)
+    _add(stack, slow_key, silent.url, eventTypes=["sent"])
+    _add(stack, fast_key, fast.url, eventTypes=["sent"])
+    try:
+        _campaign(stack, slow_user, slow_sender, "s", [f"r{i}@{slow_user}.example" for i in range(30)])
+        assert eventually(lambda: silent.opened, 30)
+        first = silent.opened[0]
+        cut_off = first + 15  # the client's deadline: the endpoint is quiet from then
+        # Past the first wave's retries (5 s after the cut-off), within the quiet.
+        time.sleep(max(0.0, cut_off + 12 - time.time()))
+        _campaign(stack, fast_user, fast_sender, "f", [f"r{i}@{fast_user}.example" for i in range(5)])
+        assert eventually(lambda: len(fast.requests) >= 5, 30)  # the other tenant's webhooks arrive
+        late = [round(t - cut_off, 1) for t in silent.opened if t > cut_off + 3]
+        assert late == [], f"connections to the quiet endpoint after its cut-off (s after it): {late}"
+        endpoint = wiring.container().webhook_endpoints.list(slow_user)[0]
+        assert endpoint.quiet_until is not None and endpoint.quiet_until >= cut_off + QUIET_S - 5
+        print(f"silent receiver: {len(silent.opened)} connections, all in the first wave")
+    finally:
+        silent.close()
+        fast.close()

@@ -26,6 +26,7 @@ from chalicelib.webhooks.deliverer import (
     DISABLED,
     DROPPED,
     HELD,
+    QUIET_S,
     RETRY,
     RequestOutcome,
     WebhookDeliverer,
@@ -169,6 +170,19 @@ class _Endpoints:
         self.rows[(user_id, endpoint_id)] = replace(e, disabled_reason=reason, disabled_at=now)
         return True
 
+    def quieten(self, user_id: str, endpoint_id: str, until: float) -> None:
+        self.rows[(user_id, endpoint_id)] = replace(self.rows[(user_id, endpoint_id)], quiet_until=until)
+
+    def claim_probe(self, user_id: str, endpoint_id: str, now: float, until: float) -> bool:
+        e = self.rows[(user_id, endpoint_id)]
+        if e.quiet_until is not None and e.quiet_until > now:
+            return False
+        self.rows[(user_id, endpoint_id)] = replace(e, quiet_until=until)
+        return True
+
+    def answered(self, user_id: str, endpoint_id: str) -> None:
+        self.rows[(user_id, endpoint_id)] = replace(self.rows[(user_id, endpoint_id)], quiet_until=None)
+
 
 class _Held:
     def __init__(self) -> None:
@@ -193,7 +207,7 @@ class _Queue:
         self.hidden.append((receipt, wait_s))
 
 
-def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_WAITS_S):
+def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_WAITS_S, clock=None):
     sent: list[tuple[dict[str, str], str]] = []
 
     def post(target: Target, headers: dict[str, str], body: str) -> Answer:
@@ -208,6 +222,7 @@ def _deliverer(endpoint: Endpoint, answers: list[Answer], retry_s=RETRY_WAITS_S)
         retry_s,
         AddressPolicy(allow_loopback=False, resolver=lambda host, port: ["93.184.216.34"]),
         post=post,
+        **({"clock": clock} if clock is not None else {}),
     )
     return d, sent, endpoints, parked, queue
 
@@ -261,6 +276,49 @@ def test_no_answer_and_an_address_now_private_are_retried_like_any_failure():
         post=lambda *a: pytest.fail("no request to a private address"),
     )
     assert rebound.attempt(_message(endpoint), 1).what == RETRY
+
+
+def test_an_endpoint_that_leaves_a_request_unanswered_gets_no_request_until_its_quiet_is_over():
+    # A receiver that hangs holds 15 s of deliver_webhooks (20 at once, every tenant's) per request; its
+    # next requests wait the quiet out without a connection, each a failed attempt tried again after it.
+    endpoint, now = _endpoint(), [1_000.0]
+    d, sent, endpoints, *_ = _deliverer(endpoint, [Answer(None, "TimeoutError", 15_000)], clock=lambda: now[0])
+    assert d.attempt(_message(endpoint), 1) == RequestOutcome(RETRY, RETRY_WAITS_S[0])
+    assert endpoints.get("acme", "ep_1").quiet_until == 1_000.0 + QUIET_S
+    now[0] += 10
+    waiting = d.attempt(_message(endpoint), 1)
+    assert waiting.what == RETRY and waiting.retry_in_s is not None and waiting.retry_in_s >= QUIET_S - 10
+    assert len(sent) == 1  # no connection made for it
+    # Its last attempt disables it as any failure does (the quiet does not make a delivery immortal).
+    assert d.attempt(_message(endpoint), len(RETRY_WAITS_S) + 1).what == DISABLED and len(sent) == 1
+
+
+def test_after_the_quiet_one_request_goes_first_and_an_answer_of_any_status_ends_the_quiet():
+    endpoint, now = _endpoint(quiet_until=1_000.0), [1_000.0]
+    d, sent, endpoints, *_ = _deliverer(endpoint, [Answer(503, None, 40)], clock=lambda: now[0])
+    assert d.attempt(_message(endpoint), 2).what == RETRY and len(sent) == 1  # the first go: it answered
+    assert endpoints.get("acme", "ep_1").quiet_until is None
+    assert d.attempt(_message(endpoint), 2).what == RETRY and len(sent) == 2  # requests go as they come
+
+
+def test_of_two_deliveries_at_the_quiets_end_only_the_one_that_claimed_it_makes_a_request():
+    endpoint, now = _endpoint(quiet_until=1_000.0), [1_001.0]
+    d, sent, endpoints, *_ = _deliverer(endpoint, [Answer(None, "TimeoutError", 15_000)], clock=lambda: now[0])
+    endpoints.get = lambda user_id, endpoint_id: endpoint  # both read the row before either wrote it
+    assert d.attempt(_message(endpoint), 3).what == RETRY and len(sent) == 1  # the first go, unanswered
+    assert endpoints.rows[("acme", "ep_1")].quiet_until == 1_001.0 + QUIET_S  # the quiet renewed
+    second = d.attempt(_message(endpoint), 3)
+    assert second.what == RETRY and second.retry_in_s is not None and second.retry_in_s >= QUIET_S
+    assert len(sent) == 1  # the claim was taken: no second connection
+
+
+def test_a_quick_failure_does_not_quieten_an_endpoint():
+    endpoint = _endpoint()
+    for answer in (Answer(503, None, 40), Answer(None, "ConnectionRefusedError", 2)):
+        d, sent, endpoints, *_ = _deliverer(endpoint, [answer])
+        d.attempt(_message(endpoint), 1)
+        d.attempt(_message(endpoint), 1)
+        assert len(sent) == 2 and endpoints.get("acme", "ep_1").quiet_until is None
 
 
 def test_a_batch_is_attempted_at_once_and_names_only_the_deliveries_to_come_back():

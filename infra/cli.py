@@ -41,16 +41,23 @@ def cmd_up(args: argparse.Namespace) -> int:
         api_port=args.api_port,
         aws_timing=args.aws_timing or None,
     )
-    from infra.local.state import state_path
+    from infra.local.state import mark_running, previous_run, state_path, unmark_running
 
+    # A stack killed without its clean stop saved nothing: say so, rather than start empty as if nothing was.
+    before = previous_run(config.outbox)
+    if before is not None and (before.alive or not args.fresh):
+        print(f"moonsend up: {before.explain(config.outbox.resolve())}", file=sys.stderr)
+        return 2
     config.state_file = state_path(config.outbox)
     if args.fresh and config.state_file.exists():
         config.state_file.unlink()
     stack = LocalStack(config)
     print("creating the local stack from the packaged template (packaging after a code change: ~20 s)", flush=True)
+    mark_running(config.outbox)
     try:
         stack.start()
     except StackError as exc:
+        unmark_running(config.outbox)
         print(f"moonsend up: {exc}", file=sys.stderr)
         return 2
     assert stack.ses is not None
@@ -72,6 +79,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     print("stopping: running functions finish, then the state is saved ...", flush=True)
     stack.stop()
     if stack.saved is not None:
+        unmark_running(config.outbox)  # saved: the next start loads it
         print(f"stopped; state {stack.saved.summary()} in {config.state_file}", flush=True)
     else:
         print("stopped", flush=True)

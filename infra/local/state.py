@@ -47,6 +47,58 @@ class StateUnusable(Exception):
     """The saved state cannot be loaded into this stack; the message says why and what to do."""
 
 
+RUN_MARK = "running"  # beside the state while a `moonsend up` runs; removed by its clean stop
+
+
+@dataclass(frozen=True)
+class PreviousRun:
+    """The mark of a `moonsend up` that wrote to this outbox and has not stopped cleanly."""
+
+    pid: int
+    started_at: float
+    alive: bool  # still running (another stack on the same outbox), or died without its stop
+
+    def explain(self, outbox: Path) -> str:
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+        if self.alive:
+            return f"another moonsend up (pid {self.pid}, started {started}) is running on {outbox}"
+        return (
+            f"the moonsend up started {started} (pid {self.pid}) on {outbox} ended without a clean stop (killed, "
+            "or the machine went down): what it held in memory since its start is gone, the ledger of what it sent "
+            "too, while its emails are in the outbox. Publishing its campaigns again would mail those recipients "
+            "twice. `moonsend up --fresh` starts empty, knowing that; a clean stop (Ctrl-C, SIGTERM) saves the state"
+        )
+
+
+def previous_run(outbox: Path) -> PreviousRun | None:
+    """The mark another `moonsend up` left on this outbox, if any."""
+    path = outbox / ".state" / RUN_MARK
+    try:
+        pid_text, _, started = path.read_text().partition(" ")
+        pid, started_at = int(pid_text), float(started)
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+        alive = pid != os.getpid()
+    except ProcessLookupError:
+        alive = False
+    except PermissionError:  # another user's process has that pid now: not the stack that wrote the mark
+        alive = False
+    return PreviousRun(pid, started_at, alive)
+
+
+def mark_running(outbox: Path) -> None:
+    """This process runs a stack on the outbox until `unmark_running`: a kill leaves the mark for the next start."""
+    folder = outbox / ".state"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    (folder / RUN_MARK).write_text(f"{os.getpid()} {time.time()}")
+
+
+def unmark_running(outbox: Path) -> None:
+    (outbox / ".state" / RUN_MARK).unlink(missing_ok=True)
+
+
 def state_path(outbox: Path) -> Path:
     """Where the state of the stack writing to `outbox` lives (beside its emails)."""
     return outbox / ".state" / STATE_FILE

@@ -337,11 +337,56 @@ def test_digest_run_from_an_operators_shell_mails_links_to_the_stages_own_api(ru
 
 
 def test_sigterm_stops_the_stack_cleanly(tmp_path_factory):
-    _port, _outbox, proc, _lines = _up(tmp_path_factory)
+    _port, outbox, proc, _lines = _up(tmp_path_factory)
+    assert (outbox / ".state" / "running").exists()  # marked while it runs
     proc.send_signal(signal.SIGTERM)
     out, _ = proc.communicate(timeout=30)
     assert proc.returncode == 0
     assert "stopped" in out
+    assert not (outbox / ".state" / "running").exists()  # saved: the next start loads it, and says nothing
+
+
+def test_a_stack_killed_without_its_stop_is_named_at_the_next_start_which_starts_empty_only_when_told(
+    tmp_path_factory,
+):
+    # SIGKILL (or the machine going down) saves nothing: the ledger of what that run sent is gone while its
+    # emails are in the outbox. Starting empty as if nothing happened would let the user publish again and
+    # mail those recipients twice.
+    _port, outbox, proc, _lines = _up(tmp_path_factory)
+    proc.kill()
+    proc.wait(timeout=30)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
+    again = subprocess.run(
+        [sys.executable, "-m", "infra", "up", "--port", str(_free_port()), "--outbox", str(outbox)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert again.returncode == 2
+    assert "ended without a clean stop" in again.stderr and "--fresh" in again.stderr
+    assert f"pid {proc.pid}" in again.stderr
+
+
+def test_the_mark_of_a_live_stack_on_the_same_outbox_is_told_apart_from_a_dead_ones(tmp_path):
+    from infra.local.state import mark_running, previous_run, unmark_running
+
+    assert previous_run(tmp_path) is None
+    mark_running(tmp_path)  # this process: alive, but it is the caller's own mark
+    mine = previous_run(tmp_path)
+    assert mine is not None and mine.alive is False
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / ".state" / "running").write_text(f"{child.pid} {time.time()}")
+        other = previous_run(tmp_path)
+        assert other is not None and other.alive and "is running on" in other.explain(tmp_path)
+    finally:
+        child.kill()
+        child.wait()
+    dead = previous_run(tmp_path)
+    assert dead is not None and not dead.alive and "ended without a clean stop" in dead.explain(tmp_path)
+    unmark_running(tmp_path)
+    assert previous_run(tmp_path) is None
 
 
 def test_readme_quick_start_is_the_two_make_commands():

@@ -438,7 +438,7 @@ class Container:
     def reputation(self) -> Reputation:
         s = self.settings
         limits = Limits(s.bounce_limit, s.complaint_limit, s.reputation_window_days, s.reputation_min_sent)
-        return Reputation(s.resources.usage_table.name, s.region, limits)
+        return Reputation(s.resources.usage_table.name, s.region, limits, s.resources.ledger_table.name)
 
     @cached_property
     def leases(self) -> Leases:

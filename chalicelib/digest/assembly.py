@@ -205,7 +205,7 @@ class DigestAssembly:
         renewed (its holder lives: this run is noted, and answered busy) or lapses (taken: this run goes on).
 
         A run killed without its `finally` (a timeout, out of memory, a lost sandbox) leaves its hold until
-        HOLD_S after its last renewal. Lambda's retry, or a second firing of the schedule, may come a second or
+        HOLD_S after its last renewal. Lambda's retry, or a second firing of the digest's schedule, may come a second or
         two minutes after it died: answered busy at once, it would end there (busy is a success to Lambda),
         and nobody would finish the period (the dead holder never starts the run it was noted for). Watching
         the hold tells the two apart whatever the timing, at the cost of at most one WATCH_S of waiting for a

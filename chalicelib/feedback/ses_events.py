@@ -183,8 +183,7 @@ class SesEvents:
             reason = f"permanent bounce: {diagnostic}"
             self._suppressions.add(None, to, BOUNCE, reason)
             self._suppressions.add(user, to, BOUNCE, reason)  # on the tenant's own list: it met the address
-            if outcome.startswith("recorded"):
-                self._guard(user, event, bounced=1)
+            self._guard(user, campaign, to, event, "bounced")
         return outcome
 
     def _on_complaint(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
@@ -192,14 +191,18 @@ class SesEvents:
         kind = str(event.detail.get("complaintFeedbackType", "complaint"))
         outcome = _feedback(rec, user, campaign, to, "complained", kind, event.message_id)
         self._suppressions.add(user, to, COMPLAINT, f"complaint ({kind}) about campaign {campaign}")
-        if outcome.startswith("recorded"):
-            self._guard(user, event, complained=1)
+        self._guard(user, campaign, to, event, "complained")
         return outcome
 
-    def _guard(self, user: str, event: SesEvent, **counts: int) -> None:
-        """Count it against the tenant's rolling window, and pause the tenant if that is now too high; on the
-        platform's account, also if SES has paused its SES tenant (read at most once a minute)."""
-        self._reputation.add(user, **counts)
+    def _guard(self, user: str, campaign: str, to: str, event: SesEvent, kind: str) -> None:
+        """Count it against the tenant's rolling window (once per recipient, in a transaction with a mark on
+        its ledger entry), and pause the tenant if that is now too high; on the platform's account, also if
+        SES has paused its SES tenant (read at most once a minute).
+
+        Every try of the event gets here, not only the one that recorded it: a try that failed after its
+        record (the suppression write, the count, the window's read, the pause) is redelivered, finds the
+        feedback recorded, and must still count it and judge the window, or the complaint is hidden."""
+        self._reputation.count_feedback(user, campaign, to, kind)
         why = verdict(self._reputation.window(user), self._reputation.limits)
         if why and self._tenants.pause(user, GUARD, f"reputation guard: {why}"):
             log.warning("tenant paused by the reputation guard", user=user, reason=why)

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
 
@@ -55,6 +55,9 @@ class LedgerModel(Model):
     opened_at = NumberAttribute(null=True)
     clicked_at = NumberAttribute(null=True)
     feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
+    # The kinds of feedback (bounced, complained) counted for the reputation guard, in the same transaction
+    # as the count (chalicelib.stores.reputation): counted once, whatever redelivery or crash came between.
+    guarded = UnicodeSetAttribute(null=True)
 
 
 @dataclass(frozen=True)

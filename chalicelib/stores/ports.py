@@ -266,6 +266,10 @@ class ReputationCounts(ReputationAdd, Protocol):
 
     def window(self, user_id: str, now: float | None = None) -> Window: ...
 
+    def count_feedback(
+        self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None
+    ) -> bool: ...
+
 
 # --- the schedule store (chalicelib.stores.schedule) --------------------------------------------------------
 

@@ -2,6 +2,11 @@
 
 Kept in the `usage` table beside the free plan's daily cap. The guard that reads them is
 chalicelib.feedback.reputation; the drainer counts its sends ahead (chalicelib.send.sent_ahead).
+
+A bounce or complaint is counted once per recipient of a campaign (`count_feedback`): the count and a mark on
+the recipient's ledger entry are one transaction, so an event handled again (its suppression write failed, a
+crash, SQS's redelivery) counts it if and only if no earlier try did. Counted only when the same call had
+recorded it, a complaint whose first try failed after its record was never counted at all.
 """
 
 from __future__ import annotations
@@ -9,9 +14,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.update import Action
+from pynamodb.transactions import TransactWrite
 
 from chalicelib.stores.daily_cap import USAGE_RETENTION_S, UsageModel
+from chalicelib.stores.ledger_model import LedgerModel, pk_of
 from chalicelib.stores.tables import bound
 
 DAY_S = 86400
@@ -41,10 +49,42 @@ class Limits:
     min_sent: int = 200  # below this, one bounce is not a rate
 
 
+FEEDBACK_COUNTED = ("bounced", "complained")
+
+
 class Reputation:
-    def __init__(self, table_name: str, region: str, limits: Limits) -> None:
+    def __init__(self, table_name: str, region: str, limits: Limits, ledger_table: str) -> None:
         self._model = bound(UsageModel, table_name, region)
+        self._ledger = bound(LedgerModel, ledger_table, region)
         self.limits = limits
+
+    def count_feedback(
+        self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None
+    ) -> bool:
+        """Count one permanent bounce or complaint of a recorded recipient, once: True if this call counted
+        it, False if an earlier one had (or the recipient has no ledger entry)."""
+        if kind not in FEEDBACK_COUNTED:
+            raise ValueError(f"the guard counts {FEEDBACK_COUNTED}, not {kind!r}")
+        now = time.time() if now is None else now
+        m, lg = self._model, self._ledger
+        pk, rcpt = pk_of(user_id, campaign_id), address.lower()
+        day = m(user_id, time.strftime("%Y-%m-%d", time.gmtime(now)))
+        counted = m.bounced if kind == "bounced" else m.complained
+        tx = TransactWrite(connection=m._get_connection().connection)
+        try:
+            with tx:
+                tx.update(
+                    lg(pk, rcpt),
+                    actions=[lg.guarded.add({kind})],
+                    condition=lg.pk.exists() & (lg.guarded.does_not_exist() | ~lg.guarded.contains(kind)),
+                )
+                tx.update(day, actions=[m.expires_at.set(int(now) + USAGE_RETENTION_S), counted.add(1)])
+        except TransactWriteError as exc:
+            reasons = getattr(exc, "cancellation_reasons", None) or []
+            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+                return False
+            raise
+        return True
 
     def add(
         self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None

@@ -103,3 +103,54 @@ def test_bounces_after_a_crashed_sender_do_not_pause_a_tenant_whose_rate_is_fine
     assert window.sent >= 400
     c.reputation.add(user, bounced=4)
     assert verdict(c.reputation.window(user), c.reputation.limits) is None
+
+
+def _complaint_of(user: str, address: str, account: str) -> str:
+    """A complaint about `address`, of tenant `user`'s email, as SES publishes it."""
+    import json
+
+    from tests.unit.test_ses_events import COMPLAINT, _record
+
+    record = json.loads(_record(COMPLAINT, account=account))
+    record["mail"]["destination"] = [address]
+    record["complaint"]["complainedRecipients"][0]["emailAddress"] = address
+    for h in record["mail"]["headers"]:
+        if h["name"] == "X-Moonsend-Tenant":
+            h["value"] = user
+    return json.dumps(record)
+
+
+def test_a_complaint_whose_first_try_failed_after_its_record_still_reaches_the_guard_once(stack, uid):
+    # The complaint is recorded in the ledger, then its suppression write (or the count, the window's read,
+    # the pause) fails: the event comes back through batchItemFailures, finds the feedback "already
+    # recorded", and must still be counted, once, and judged. 5 of 1,000 (0.5%, the limit is 0.1%).
+    c = wiring.container()
+    user = f"complained-{uid}"
+    c.tenants.accept(user, "free", Sender("news@complained.example", "C", None, None, None, 1.0), c.ses.account_of)
+    c.reputation.add(user, sent=1000)
+    people = [f"reader{i}@x.io" for i in range(5)]
+    c.ledger.record_queued(user, "spring", people)
+    events, real_add = c.ses_events, c.suppressions.add
+    failing = set(people)
+
+    def add_failing_once(scope, address, kind, reason):
+        if address in failing:
+            failing.discard(address)
+            raise ConnectionError("DynamoDB throttled the write past the SDK's retries")
+        return real_add(scope, address, kind, reason)
+
+    c.suppressions.add = add_failing_once  # type: ignore[method-assign]
+    try:
+        for address in people:
+            event = _complaint_of(user, address, c.settings.account_id)
+            try:
+                events.handle(event)
+            except ConnectionError:
+                pass  # reported in batchItemFailures: SQS gives it again
+            assert events.handle(event) == "already recorded"  # the retry
+            assert events.handle(event) == "already recorded"  # and a duplicate delivery of it
+    finally:
+        c.suppressions.add = real_add  # type: ignore[method-assign]
+    assert c.reputation.window(user).complained == 5  # each once
+    reason = c.tenants.get(user, fresh=True).paused_reason
+    assert reason is not None and reason.startswith("reputation guard: complaint rate 0.20%")  # at the 2nd

@@ -219,7 +219,7 @@ def reputation_of(side: str, request: pytest.FixtureRequest) -> ReputationCounts
     if side == "fake":
         return FakeReputation()
     s = _settings(request)
-    store = Reputation(s.resources.usage_table.name, s.region, Limits())
+    store = Reputation(s.resources.usage_table.name, s.region, Limits(), s.resources.ledger_table.name)
     return store
 
 
@@ -235,6 +235,18 @@ class TestReputationContract:
         rep.add(f"u{uid}", bounced=2, complained=1, now=now - 2 * DAY_S)
         rep.add(f"u{uid}", sent=1000, bounced=900, now=now - 8 * DAY_S)  # outside the week
         assert rep.window(f"u{uid}", now) == Window(7, 300, 2, 1)
+
+    def test_a_recipients_bounce_or_complaint_is_counted_once_however_often_it_is_handled(
+        self, side: str, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        rep, user = reputation_of(side, request), f"u{uid}"
+        if side == "real":  # the store marks the recipient's ledger entry in the same transaction
+            real_container(request).ledger.record_queued(user, "c1", ["Ann@example.org", "bob@example.org"])
+        assert rep.count_feedback(user, "c1", "Ann@example.org", "complained") is True
+        assert rep.count_feedback(user, "c1", "ann@example.org", "complained") is False  # handled again
+        assert rep.count_feedback(user, "c1", "ann@example.org", "bounced") is True  # another kind
+        assert rep.count_feedback(user, "c1", "bob@example.org", "complained") is True
+        assert rep.window(user) == Window(7, 0, 1, 2)
 
 
 # --- the schedule store ------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ class FakeReputation:
         self.days: dict[tuple[str, str], dict[str, int]] = {}  # per tenant and UTC day, as the store keeps them
         self.writes: list[tuple[str, int]] = []  # each write of the sends (the guard's denominator)
         self.fail = fail
+        self.counted: set[tuple[str, str, str, str]] = set()  # (tenant, campaign, address, kind) counted once
 
     def add(
         self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None
@@ -28,6 +29,16 @@ class FakeReputation:
         for k, v in (("sent", sent), ("bounced", bounced), ("complained", complained)):
             mine[k] += v
             day[k] += v
+
+    def count_feedback(
+        self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None
+    ) -> bool:
+        key = (user_id, campaign_id, address.lower(), kind)
+        if key in self.counted:
+            return False
+        self.add(user_id, now=now, **{kind: 1})  # raises as the store's transaction would: nothing counted
+        self.counted.add(key)
+        return True
 
     def sent(self, user_id: str) -> int:
         return sum(n for u, n in self.writes if u == user_id)

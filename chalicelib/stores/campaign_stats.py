@@ -6,6 +6,7 @@ and drainer invocations never lose an increment. `moonsend status` reads them.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -340,6 +341,10 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
     )
 
 
+# A flush's tries of a campaign whose write fails: at once, then after these waits (s).
+FLUSH_RETRY_S = (0.0, 0.2, 1.0)
+
+
 class BufferedStats:
     """Counter increments gathered in memory and written at most once per interval per campaign.
 
@@ -348,9 +353,10 @@ class BufferedStats:
     are flushed every `interval_s` and when a drain ends.
     """
 
-    def __init__(self, stats: Counts, interval_s: float = 1.0) -> None:
+    def __init__(self, stats: Counts, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
         self._stats = stats
         self._interval = interval_s
+        self._sleep = sleep
         self._pending: dict[tuple[str, str], dict[str, int]] = {}
         self._seconds: dict[tuple[str, str], dict[int, int]] = {}  # sends by the epoch second they were made
         self._errors: dict[tuple[str, str], str] = {}
@@ -382,13 +388,45 @@ class BufferedStats:
                 self._errors[(user_id, campaign_id)] = error
             due = time.monotonic() - self._last_flush >= self._interval
         if due:
-            self.flush()
+            # Counted on the way (a send just recorded): a write that fails keeps its counts for the next flush,
+            # and must not fail what is being recorded.
+            with contextlib.suppress(Exception):
+                self.flush()
 
     def flush(self) -> None:
+        """Write each campaign's pending counts. A campaign whose write fails is tried again (twice, shortly
+        after), and if it still fails its counts stay pending for the next flush while the others are written
+        all the same (a drain and the events queue mix tenants: one's throttled write must not drop another's
+        counts); the first error is raised once every campaign was tried."""
         with self._lock:
             pending, seconds, errors = self._pending, self._seconds, self._errors
             self._pending, self._seconds, self._errors = {}, {}, {}
             self._last_flush = time.monotonic()
-        for key, deltas in pending.items():
-            user_id, campaign_id = key
-            self._stats.add_counts(user_id, campaign_id, deltas, error=errors.get(key), sent_seconds=seconds.get(key))
+        keys, failed = list(pending), dict[tuple[str, str], Exception]()
+        for wait in FLUSH_RETRY_S:
+            if wait:
+                self._sleep(wait)
+            failed = {}
+            for key in keys:
+                user_id, campaign_id = key
+                try:
+                    self._stats.add_counts(
+                        user_id, campaign_id, pending[key], error=errors.get(key), sent_seconds=seconds.get(key)
+                    )
+                except Exception as exc:
+                    failed[key] = exc
+            if not failed:
+                return
+            keys = list(failed)
+        with self._lock:  # kept for the next flush, added to what came meanwhile
+            for key in failed:
+                bucket = self._pending.setdefault(key, {})
+                for name, delta in pending[key].items():
+                    bucket[name] = bucket.get(name, 0) + delta
+                mine = self._seconds.setdefault(key, {})
+                for second, n in (seconds.get(key) or {}).items():
+                    mine[second] = mine.get(second, 0) + n
+                if key in errors:
+                    self._errors.setdefault(key, errors[key])
+        log.error("campaign counters not written, kept for the next flush", campaigns=len(failed))
+        raise next(iter(failed.values()))

@@ -58,9 +58,7 @@ class Reputation:
         self._ledger = bound(LedgerModel, ledger_table, region)
         self.limits = limits
 
-    def count_feedback(
-        self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None
-    ) -> bool:
+    def count_feedback(self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None) -> bool:
         """Count one permanent bounce or complaint of a recorded recipient, once: True if this call counted
         it, False if an earlier one had (or the recipient has no ledger entry)."""
         if kind not in FEEDBACK_COUNTED:

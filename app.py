@@ -78,7 +78,7 @@ def webhook_events(event: DynamoDBEvent) -> dict[str, Any]:
 @app.on_sqs_message(queue=_resources.webhooks_queue.name, batch_size=WEBHOOKS_BATCH_SIZE)
 def deliver_webhooks(event: SQSEvent) -> dict[str, Any]:
     """Make each delivery's signed request, all of the batch's at once; those that failed come back later."""
-    return wiring.container().webhook_deliverer.batch(event.to_dict()["Records"])
+    return wiring.container().webhook_queue_messages.batch(event.to_dict()["Records"])
 
 
 @app.lambda_function(name="webhook_jobs")

@@ -97,6 +97,7 @@ from chalicelib.webhooks.deliverer import WebhookDeliverer
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.jobs import WebhookJobRunner, job_event
+from chalicelib.webhooks.queue_messages import QueueMessages
 from chalicelib.webhooks.test_delivery import WebhookTester
 from chalicelib.webhooks.url_policy import AddressPolicy
 
@@ -419,6 +420,10 @@ class Container:
             self.settings.webhook_retry_s,
             self.webhook_addresses,
         )
+
+    @cached_property
+    def webhook_queue_messages(self) -> QueueMessages:
+        return QueueMessages(self.webhook_deliverer, self.webhook_fanout.later, self.delivery_queue)
 
     @cached_property
     def failed_copies(self) -> FailedCopies:

@@ -370,9 +370,13 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("StreamOnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)]),
     ]
     deliver_webhooks = [
-        # The endpoint read, and disabled when it asks (410) or keeps failing; requests held for replay.
-        _stmt("WebhookEndpoints", [*_READ, "dynamodb:UpdateItem"], [webhooks_table]),
+        # The endpoint read, and disabled when it asks (410) or keeps failing; requests held for replay. A
+        # tenant's endpoints listed, its events kept and their deliveries queued, for events webhook_events
+        # could not keep (chalicelib.webhooks.later_events).
+        _stmt("WebhookEndpoints", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query"], [webhooks_table]),
         _stmt("ParkedDeliveries", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [held_table]),
+        _stmt("EventLog", ["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], [tables["EventLogTable"]]),
+        put_deliveries,
         _stmt(
             "Deliveries",
             [

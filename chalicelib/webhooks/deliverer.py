@@ -169,6 +169,10 @@ class WebhookDeliverer:
         left = max(0, int(until - self._clock()) + 1)
         return RequestOutcome(RETRY, max(outcome.retry_in_s or 0, left))
 
+    def retry_in_s(self, attempt: int) -> int:
+        """The wait before the next attempt of a message that failed its `attempt`th."""
+        return self._retry(attempt).retry_in_s or 0
+
     def _retry(self, attempt: int) -> RequestOutcome:
         waits = self._retry_s
         return RequestOutcome(RETRY, waits[min(attempt, len(waits)) - 1] if waits else 0)

@@ -9,8 +9,11 @@ One tenant's trouble must not hold the stream, which carries every tenant's even
 - A record that is not of the ledger's shape is logged and skipped.
 - A delivery SQS refuses for what it is (SenderFault: sent again, it is refused again) is held for
   replay, and its records count as done.
-- Anything that may pass on a retry (an endpoint table, a tenant's event log or the queue that failed,
-  SQS's own fault) fails only the records it came from: Lambda is told them (ReportBatchItemFailures) and
+- A tenant whose event log cannot be written now has its events put on the delivery queue, to be kept
+  and delivered from there (chalicelib.webhooks.later_events): the stream goes on for every tenant, and no
+  event is lost if the write keeps failing. Only if that queue refuses them too do its records fail.
+- Anything else that may pass on a retry (an endpoint table or the queue that failed, SQS's own fault)
+  fails only the records it came from: Lambda is told them (ReportBatchItemFailures) and
   gives the stream again from the first of them (the same events make deliveries with the same event
   ids). A delivery the queue
   did not take is held as well, so that if Lambda gives up on its records (the mapping's retries and
@@ -33,6 +36,7 @@ from chalicelib.stores.webhooks import Endpoint, HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliveries import WebhookRequest, deliveries
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.events import WebhookEvent, ledger_events
+from chalicelib.webhooks.later_events import LaterEvents, later_messages
 
 Sourced = tuple[int, WebhookEvent]  # an event and the place of its record in the batch
 Made = tuple[WebhookRequest, frozenset[int]]  # a delivery and the places of the records its events came from
@@ -70,7 +74,35 @@ class WebhookFanout:
         by_user, skipped = self._events(records)
         now = self._clock()
         failed: set[int] = set()
-        logged = self._kept(by_user, failed)
+        queued, held = self._deliver(self._kept(by_user, failed), now, failed)
+        result = FanoutResult(
+            sum(len(e) for e in by_user.values()),
+            queued,
+            held,
+            skipped,
+            _numbers(records, failed),
+        )
+        if queued or held or skipped or failed:
+            # The log line keeps its field's public name, `parked`, which operators' queries read.
+            fields = {("parked" if k == "held" else k): v for k, v in vars(result).items()}
+            log.info("webhook deliveries made", **fields)
+        return result
+
+    def later(self, later: LaterEvents) -> FanoutResult:
+        """Events a batch could not keep (chalicelib.webhooks.later_events): kept now, then delivered. Raises
+        when either fails: the message comes back (keeping and delivering again is harmless: the same items,
+        the same webhook-ids)."""
+        self._event_log.keep((e, e.at_ms) for e in later.events)
+        failed: set[int] = set()
+        sourced = [(i, e) for i, e in enumerate(later.events)]
+        queued, held = self._deliver({later.user_id: sourced}, self._clock(), failed)
+        if failed:
+            raise RuntimeError(f"{len(failed)} of the events kept later not delivered: the message comes back")
+        return FanoutResult(len(later.events), queued, held, 0)
+
+    def _deliver(self, logged: dict[str, list[Sourced]], now: float, failed: set[int]) -> tuple[int, int]:
+        """Each tenant's events made into deliveries for its endpoints: queued, or held for a disabled one.
+        (queued, held); what failed is added to `failed`."""
         to_queue: list[Made] = []
         to_hold: list[Made] = []
         for user_id, events in logged.items():
@@ -85,18 +117,7 @@ class WebhookFanout:
                 (to_queue if endpoint.enabled else to_hold).extend(made)
         held = sum(self._hold(d, sources, now, failed) for d, sources in to_hold)
         queued, kept = self._queue_all(to_queue, now, failed)
-        result = FanoutResult(
-            sum(len(e) for e in by_user.values()),
-            queued,
-            held + kept,
-            skipped,
-            _numbers(records, failed),
-        )
-        if to_queue or to_hold or skipped or failed:
-            # The log line keeps its field's public name, `parked`, which operators' queries read.
-            fields = {("parked" if k == "held" else k): v for k, v in vars(result).items()}
-            log.info("webhook deliveries made", **fields)
-        return result
+        return queued, held + kept
 
     def _kept(self, by_user: dict[str, list[Sourced]], failed: set[int]) -> dict[str, list[Sourced]]:
         """The tenants whose events are in the event log (GET /events), before any is delivered: the batch's in
@@ -116,9 +137,25 @@ class WebhookFanout:
                 self._event_log.keep((e, e.at_ms) for _i, e in sourced)
                 kept[user_id] = sourced
             except Exception as exc:
+                if self._keep_later(user_id, sourced, exc):
+                    continue
                 log.warning("events not kept: their records come again", user=user_id, error=type(exc).__name__)
                 failed.update(i for i, _e in sourced)
         return kept
+
+    def _keep_later(self, user_id: str, sourced: list[Sourced], why: Exception) -> bool:
+        """The tenant's events on the delivery queue, to be kept and delivered from there; False if the queue
+        did not take them all (its records then come again)."""
+        messages = [(user_id, m) for m in later_messages(user_id, [e for _i, e in sourced])]
+        try:
+            self._queue.put_messages(messages)
+        except Exception as exc:
+            log.warning("events not kept later either", user=user_id, error=type(exc).__name__)
+            return False
+        log.warning(
+            "events kept later, through the delivery queue", user=user_id, events=len(sourced), error=type(why).__name__
+        )
+        return True
 
     def _queue_all(self, made: list[Made], now: float, failed: set[int]) -> tuple[int, int]:
         """The deliveries on the queue; (how many it took, how many it did not and were held)."""

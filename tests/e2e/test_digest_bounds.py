@@ -454,7 +454,9 @@ def test_a_live_runs_hold_is_watched_until_renewed_then_the_run_is_noted_and_ans
     # The live run reaches a flush point while the second one watches: it renews its hold.
     clock.during_sleep = lambda: c.digests.hold_run(user, "weekly", "a-live-run", clock.now, assembly_module.HOLD_S)
     with pytest.raises(assembly_module.DigestBusy):
-        _assembly(c, clock=clock, sleep=clock.sleep).run(user, "weekly", scheduled_at=clock.now, time_left=lambda: 600.0)
+        _assembly(c, clock=clock, sleep=clock.sleep).run(
+            user, "weekly", scheduled_at=clock.now, time_left=lambda: 600.0
+        )
     assert clock.slept == [assembly_module.WATCH_S]  # one look, then answered busy
     state = c.digests.state(user, "weekly")
     assert state is not None and state.waiting_at is not None  # noted: the live run starts it when it ends

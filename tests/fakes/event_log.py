@@ -9,12 +9,14 @@ from chalicelib.webhooks.events import WebhookEvent
 
 
 class FakeEventLog:
-    def __init__(self, *, broken: bool = False) -> None:
+    def __init__(self, *, broken: bool = False, broken_for: set[str] | None = None) -> None:
         self.kept: dict[tuple[str, str], WebhookEvent] = {}
         self.broken = broken
+        self.broken_for = set(broken_for or ())  # tenants whose writes fail (their partition throttled)
 
     def keep(self, events: Iterable[tuple[WebhookEvent, int]]) -> int:
-        if self.broken:
+        events = list(events)
+        if self.broken or any(e.user_id in self.broken_for for e, _at in events):
             raise ConnectionError("the event log's table did not answer")
         n = 0
         for event, at_ms in events:

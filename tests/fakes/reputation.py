@@ -30,9 +30,7 @@ class FakeReputation:
             mine[k] += v
             day[k] += v
 
-    def count_feedback(
-        self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None
-    ) -> bool:
+    def count_feedback(self, user_id: str, campaign_id: str, address: str, kind: str, now: float | None = None) -> bool:
         key = (user_id, campaign_id, address.lower(), kind)
         if key in self.counted:
             return False

@@ -10,7 +10,7 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.reputation import Limits, Window
 from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts
 from tests.unit.test_drainer import SETTINGS, queued, tenant
-from tests.unit.test_ses_events import bounce_of
+from tests.unit.test_ses_events import bounce_of, complaint_of
 
 LIMITS = Limits()
 
@@ -107,21 +107,6 @@ def test_bounces_after_a_crashed_sender_do_not_pause_a_tenant_whose_rate_is_fine
     assert verdict(c.reputation.window(user), c.reputation.limits) is None
 
 
-def _complaint_of(user: str, address: str, account: str) -> str:
-    """A complaint about `address`, of tenant `user`'s email, as SES publishes it."""
-    import json
-
-    from tests.unit.test_ses_events import COMPLAINT, _record
-
-    record = json.loads(_record(COMPLAINT, account=account))
-    record["mail"]["destination"] = [address]
-    record["complaint"]["complainedRecipients"][0]["emailAddress"] = address
-    for h in record["mail"]["headers"]:
-        if h["name"] == "X-Moonsend-Tenant":
-            h["value"] = user
-    return json.dumps(record)
-
-
 def test_a_complaint_whose_first_try_failed_after_its_record_still_reaches_the_guard_once(stack, uid):
     # The complaint is recorded in the ledger, then its suppression write (or the count, the window's read,
     # the pause) fails: the event comes back through batchItemFailures, finds the feedback "already
@@ -144,7 +129,7 @@ def test_a_complaint_whose_first_try_failed_after_its_record_still_reaches_the_g
     c.suppressions.add = add_failing_once  # type: ignore[method-assign]
     try:
         for address in people:
-            event = _complaint_of(user, address, c.settings.account_id)
+            event = complaint_of(user, address, c.settings.account_id)
             with contextlib.suppress(ConnectionError):  # reported in batchItemFailures: SQS gives it again
                 events.handle(event)
             assert events.handle(event) == "already recorded"  # the retry

@@ -146,9 +146,18 @@ def _record(kind, account="111122223333"):
 
 def bounce_of(user: str, address: str, account: str) -> str:
     """A permanent bounce of `address`, sent for tenant `user` (its X-Moonsend-Tenant header), as SNS delivers it."""
-    record = json.loads(_record(BOUNCE, account=account))
+    return _feedback_of(BOUNCE, "bounce", "bouncedRecipients", user, address, account)
+
+
+def complaint_of(user: str, address: str, account: str) -> str:
+    """A complaint about `address`, of tenant `user`'s email, as SES publishes it."""
+    return _feedback_of(COMPLAINT, "complaint", "complainedRecipients", user, address, account)
+
+
+def _feedback_of(kind: dict, detail: str, recipients: str, user: str, address: str, account: str) -> str:
+    record = json.loads(_record(kind, account=account))
     record["mail"]["destination"] = [address]
-    record["bounce"]["bouncedRecipients"][0]["emailAddress"] = address
+    record[detail][recipients][0]["emailAddress"] = address
     for h in record["mail"]["headers"]:
         if h["name"] == "X-Moonsend-Tenant":
             h["value"] = user

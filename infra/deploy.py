@@ -23,7 +23,7 @@ from typing import Any
 from botocore.exceptions import WaiterError
 
 from chalicelib.core.queue_listing import queue_urls
-from chalicelib.core.resources import SCHEDULED_PREFIX, resources_for
+from chalicelib.core.resources import PARKED_PREFIX, SCHEDULED_PREFIX, resources_for
 from infra.cfn import data_stack_name
 
 KEY_DELETION_DAYS = 7  # KMS's shortest pending window
@@ -81,7 +81,8 @@ def destroy_plan(
 
 def email_at_risk(stage: str, sqs: Any, s3: Any, account_id: str) -> list[str]:
     """What a destroy would lose that no tenant has been told about: email still queued (tenant queues and
-    the free queue) and scheduled batches waiting in the payload bucket for their time (up to 31 days)."""
+    the free queue), scheduled batches waiting in the payload bucket for their time (up to 31 days), and
+    paused campaigns' parked email (kept however long the pause)."""
     r = resources_for("moonsend", stage, account_id)
     lost: list[str] = []
     for url in queue_urls(sqs, r.prefix):
@@ -99,16 +100,18 @@ def email_at_risk(stage: str, sqs: Any, s3: Any, account_id: str) -> list[str]:
         held = sum(int(v) for v in attrs.values())
         if held:
             lost.append(f"queue {name}: about {held} queued email message(s)")
-    try:
-        pages = s3.get_paginator("list_objects_v2").paginate(Bucket=r.payload_bucket.name, Prefix=SCHEDULED_PREFIX)
-        scheduled = sum(len(page.get("Contents", [])) for page in pages)
-    except s3.exceptions.NoSuchBucket:
-        scheduled = 0
-    if scheduled:
-        lost.append(
-            f"{scheduled} scheduled batch(es) of email not yet due (in {r.payload_bucket.name}/{SCHEDULED_PREFIX})"
-        )
+    for prefix, what in ((SCHEDULED_PREFIX, "scheduled batch(es) of email not yet due"), (PARKED_PREFIX, _PARKED)):
+        try:
+            pages = s3.get_paginator("list_objects_v2").paginate(Bucket=r.payload_bucket.name, Prefix=prefix)
+            stored = sum(len(page.get("Contents", [])) for page in pages)
+        except s3.exceptions.NoSuchBucket:
+            stored = 0
+        if stored:
+            lost.append(f"{stored} {what} (in {r.payload_bucket.name}/{prefix})")
     return lost
+
+
+_PARKED = "batch(es) of paused campaigns' parked email"
 
 
 def execute(

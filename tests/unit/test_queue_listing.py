@@ -72,3 +72,20 @@ def test_email_at_risk_counts_the_queues_past_the_first_thousand():
 def test_status_shows_every_queue_of_the_stage_past_the_first_thousand():
     depths = queue_depths(SETTINGS, Queues(_tenant_queues(1_001), held=2))
     assert len(depths) == 1_001 and depths[-1].name == f"{TENANTS}u01000" and depths[-1].visible == 2
+
+
+def test_a_destroy_names_paused_campaigns_parked_email_as_well_as_scheduled_batches():
+    from chalicelib.core.resources import PARKED_PREFIX, SCHEDULED_PREFIX
+
+    class Stored(Nothing):
+        def get_paginator(self, _name: str) -> Any:
+            class Pages:
+                def paginate(self, *, Bucket: str, Prefix: str) -> list[dict[str, Any]]:
+                    n = {SCHEDULED_PREFIX: 2, PARKED_PREFIX: 3}.get(Prefix, 0)
+                    return [{"Contents": [{"Key": f"{Prefix}{i}"} for i in range(n)]}]
+
+            return Pages()
+
+    at_risk = email_at_risk("dev", Queues([], held=0), Stored(), "123456789012")
+    assert any(line.startswith("2 scheduled batch(es)") for line in at_risk)
+    assert any(line.startswith("3 batch(es) of paused campaigns' parked email") for line in at_risk)

@@ -211,6 +211,7 @@ class DigestAssembly:
         the hold tells the two apart whatever the timing, at the cost of at most one WATCH_S of waiting for a
         live holder and HOLD_S for a dead one."""
         watched: float | None = None  # the hold's end as this run last saw it
+        waited = 0.0
         while True:
             try:
                 self._hold(run, token, when)
@@ -220,11 +221,13 @@ class DigestAssembly:
                 if watched is not None and until > watched:
                     raise  # renewed since: its holder is alive, and starts this run's period when it ends
                 wait = min(max(0.0, until - self._clock()) + 1.0, WATCH_S)
-                if wait + WAIT_MARGIN_S > time_left():
+                # Neither renewed nor lapsed after a whole hold's time: the clocks disagree; not this run's to take.
+                if wait + WAIT_MARGIN_S > time_left() or waited >= HOLD_S + WATCH_S:
                     raise
                 log.info("watching another run's hold", digest=run.digest_id, held_for_s=until - self._clock())
                 watched = until
                 self._sleep(wait)
+                waited += wait
 
     def _held_until(self, run: DigestRun) -> float:
         state = self._store.state(run.user_id, run.digest_id)

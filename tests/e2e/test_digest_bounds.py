@@ -144,10 +144,12 @@ def test_a_crash_after_the_pipeline_refused_an_email_marks_none_of_its_items(sta
 def test_a_run_finding_the_digest_busy_ends_and_the_holder_starts_it_when_it_ends(stack, uid):
     user, c = _tenant(stack, uid)
     _add(c, user, ANN, "one")
-    now = time.time()
-    assert c.digests.hold_run(user, "weekly", "another-run", now, 90)
+    clock = Clock(time.time())
+    assert c.digests.hold_run(user, "weekly", "another-run", clock.now, 90)
+    # A live run: it renews its hold while this one watches it.
+    clock.during_sleep = lambda: c.digests.hold_run(user, "weekly", "another-run", clock.now, 90)
     invoked = []
-    runner = DigestRunner(_assembly(c), lambda fn, event: invoked.append(event))
+    runner = DigestRunner(_assembly(c, clock=clock, sleep=clock.sleep), lambda fn, event: invoked.append(event))
     later = "2030-01-01T13:00:00.000Z"
     out = runner.handle({"userId": user, "digestId": "weekly", "scheduledAt": later}, "run_digest", lambda: 900_000)
     assert out["ran"] is False and out["busy"] is True and invoked == []  # answered: Lambda retries nothing

@@ -16,7 +16,10 @@ At the end it checks, and prints:
 4. free-plan fairness: how long each small free tenant waited, beside the large one's drain;
 5. nothing is left in any queue but the dead-letter queue, and each dead letter's recipient has a
    recorded final state with a reason;
-6. each hostile message is recorded once.
+6. each hostile message is recorded once;
+7. on the first stack, the scenarios of `bench/soak_scenarios.py` beside the campaigns: a digest whose run
+   is killed without its `finally`, a campaign rescheduled twice at once, a retry-failed during a backlog
+   with the dead-letter reconciler run an hour on (`--no-scenarios` leaves them out).
 It exits non-zero if any check fails.
 
 One Python process runs the pipeline on one core (the GIL), and the handlers of a real deployment
@@ -139,6 +142,7 @@ def shard_of(tenants: list[Tenant], shards: int, free_cap: int | None = None) ->
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "ERROR")
+    from bench.soak_scenarios import Scenario, scenarios
     from chalicelib import wiring
     from chalicelib.core.config import DRAINER_MAX_RATE
     from chalicelib.core.contract import QueuedEmail
@@ -153,7 +157,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     where = shard_of(everyone, shards)
     tenants = [t for t, k in zip(everyone, where, strict=True) if k == shard]
     hostile = HOSTILE if shard == 0 else []
-    total = sum(len(t.recipients) for t in tenants)
+    extras: list[Scenario] = scenarios() if shard == 0 and args.scenarios else []
+    total = sum(len(t.recipients) for t in tenants) + sum(x.recipients for x in extras)
     report: dict[str, Any] = {"seed": args.seed, "tenants": len(tenants), "recipients": total}
     if shards > 1:
         report["shard"] = f"{shard + 1} of {shards}"
@@ -202,10 +207,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     t.campaign_id,
                     plan="free" if t.plan == "free" else None,
                 )
+            for x in extras:
+                x.prepare(stack)
             ledger = wiring.container().ledger
             junk_before = sum(1 for _ in ledger.entries(UNATTRIBUTED, unattributed_day()))
             send_event_lags = _time_send_events_handed(stack) if args.worker_processes else _time_send_events()
             faults.install(stack)
+            for x in extras:
+                x.install(stack)
             workers = stack.runner.workers  # the functions' own processes, with --worker-processes
             wall0, cpu0 = time.monotonic(), time.process_time() + (workers.cpu_s() if workers else 0.0)
             for t in tenants:  # the large free tenant before the small ones
@@ -213,9 +222,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 publish(sns, topic, messages(specs[t.user_id], t.recipients, per_message=100))
             if hostile:
                 publish(sns, topic, hostile)
+            for x in extras:
+                x.start(stack)
             published_s = time.monotonic() - wall0
             print(f"published {total} recipients of {len(tenants)} tenants in {published_s:.0f} s", flush=True)
             drained = _wait(stack, args.timeout - (time.monotonic() - wall0), total)
+            if extras:  # their scheduled campaigns are not on any queue until released: drained again after
+                played = all([x.join(args.timeout - (time.monotonic() - wall0)) for x in extras])
+                drained = _wait(stack, args.timeout - (time.monotonic() - wall0), total) and played
             wall = time.monotonic() - wall0
             cpu = time.process_time() + (workers.cpu_s() if workers else 0.0) - cpu0
             faults.uninstall()
@@ -404,6 +418,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             report["hostile_messages_recorded"] = junk
             if junk != len(hostile):
                 failures.append(f"{junk} of {len(hostile)} hostile messages recorded")
+
+            # 7. the scenarios: a digest run killed, a double reschedule, a retry-failed during a backlog
+            played_out: dict[str, Any] = {}
+            for x in extras:
+                outcome = x.check(stack, sends)
+                played_out[x.name] = {**outcome.report, "errors": x.errors}
+                failures.extend([*outcome.failures, *(f"{x.name}: {e}" for e in x.errors)])
+                unfinished.extend(outcome.unfinished)
+            if extras:
+                report["scenarios"] = played_out
     report["emails_per_s"] = round(report["emails_in_outbox"] / max(1, report["wall_s"]), 2)
     report["failures"] = failures
     report["out_of_time"] = out_of_time
@@ -479,6 +503,7 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{(r.get('send_event_lag_s') or {}).get('max')} s ({_g(r.get('claim_hold_s'))} s)",
         ),
         ("hostile messages recorded", r.get("hostile_messages_recorded")),
+        *((f"scenario: {name}", _scenario_line(x)) for name, x in (r.get("scenarios") or {}).items()),
         (
             "invocations / past their timeout / failed for good",
             f"{r.get('invocations')} / {r.get('invocations_past_timeout')} / {r.get('failed_async_events')}",
@@ -486,6 +511,14 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, Any]]:
         ("result", _verdict(r)),
     ]
     return rows
+
+
+def _scenario_line(x: dict[str, Any]) -> str:
+    """A scenario's figures on one line (its promises are in the verdict)."""
+    shown = {k: v for k, v in x.items() if k not in ("last_run", "errors") and v not in (None, [], {})}
+    return "; ".join(f"{k.replace('_', ' ')} {v}" for k, v in shown.items()) + (
+        f"; errors: {x['errors']}" if x.get("errors") else ""
+    )
 
 
 def _verdict(r: dict[str, Any]) -> str:
@@ -680,6 +713,8 @@ def run_sharded(args: argparse.Namespace) -> dict[str, Any]:
                 cmd += [f"--{name.replace('_', '-')}", str(getattr(args, name))]
             if args.worker_processes:
                 cmd.append("--worker-processes")
+            if not args.scenarios:
+                cmd.append("--no-scenarios")
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
 
         def relay(k: int, stream: Any) -> None:
@@ -743,6 +778,7 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     m["paused_tenants"] = [x for r in reports for x in tagged(r, "paused_tenants")]
     m["details"] = [x for r in reports for x in tagged(r, "details")]
     m["hostile_messages_recorded"] = total("hostile_messages_recorded")
+    m["scenarios"] = {k: v for r in reports for k, v in (r.get("scenarios") or {}).items()}
     m["claim_hold_s"] = next((r["claim_hold_s"] for r in reports if r.get("claim_hold_s") is not None), None)
     lags = [r.get("send_event_lag_s") or {} for r in reports]
     m["send_event_lag_s"] = {
@@ -776,6 +812,13 @@ def main() -> int:
         "--worker-processes",
         action="store_true",
         help="each stack runs each function in processes of its own (infra.local.workers); CPU counts theirs",
+    )
+    ap.add_argument(
+        "--no-scenarios",
+        dest="scenarios",
+        action="store_false",
+        help="leave out the scenarios of bench/soak_scenarios.py (a digest run killed, a double reschedule, "
+        "a retry-failed during a backlog)",
     )
     ap.add_argument("--json", type=Path, help="also write the report here")
     ap.add_argument("--report", type=Path, help="also write a Markdown summary here (bench/run.py)")

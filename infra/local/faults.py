@@ -12,7 +12,8 @@ recipient, injected where the local stand-in for that service sits:
   answered with SQS's throttling error): the same wrapper raises the ClientError botocore would;
 - **a drainer killed mid-batch**, just before SES is called or just after SES accepted (the email went
   out and nothing was recorded yet), **a precompile killed between steps** (after its ledger write and
-  before its enqueue, or after the enqueue), and **a Lambda deadline hit mid-batch** (the invocation's
+  before its enqueue, or after the enqueue), **a digest run killed** at one of its enqueues (its hold and
+  open assemblies left as they were), and **a Lambda deadline hit mid-batch** (the invocation's
   context reports more time than it has, so the deadline comes while sends are in flight): a wrapper
   around every client's API call raises `FunctionCrashed` in the invocation, and every later AWS call of
   that invocation (its send threads too) raises it again, as nothing more leaves a dead process. The
@@ -59,6 +60,9 @@ class FaultPlan:
     sqs_duplicate: float = 0.01  # per message received from a send queue or the events queue
     drainer_kill: float = 0.002  # per SES send, half before SES is called and half after it accepted
     precompile_kill: float = 0.03  # per enqueue, half before SendMessageBatch and half after
+    # Per enqueue of a digest's run, half before and half after: a run killed without its `finally` (its hold
+    # kept, its assemblies open), retried by Lambda while the schedule's second firing waits.
+    digest_kill: float = 0.1
     deadline: float = 0.05  # per send_emails invocation: its deadline comes mid-batch
     # Per call of a drain: refused with SQS's throttling error, as botocore raises it after its own retries.
     delete_throttle: float = 0.02  # DeleteMessageBatch (the messages come back: each must be found done)
@@ -311,6 +315,16 @@ _KILL_POINTS: dict[tuple[str, str, str], tuple[str, str, str]] = {
         "precompile_kill",
         "precompile killed after enqueue",
         "killed after the enqueue",
+    ),
+    ("run_digest", "SendMessageBatch", "before"): (
+        "digest_kill",
+        "digest run killed before an enqueue",
+        "killed with its assemblies open, before an enqueue",
+    ),
+    ("run_digest", "SendMessageBatch", "after"): (
+        "digest_kill",
+        "digest run killed after an enqueue",
+        "killed after an enqueue, before its items were marked mailed",
     ),
 }
 

@@ -373,9 +373,11 @@ class RetryDuringBacklog(Scenario):
         # Every try refused: each message backs off and, on its fifth receive, its recipient is recorded
         # failed and SQS moves it to the dead-letter queue (one whose drain died at that receive is moved
         # there with no outcome recorded: the reconciler's, an hour on, to record).
-        if not _until(partial(_failed_or_dead_lettered, stack, self.USER, "first", self.FAILING), 400, poll_s=2.0):
+        # Five receives backed off 2, 4, 8 and 16 s, each drain started by the alarm's minute: 2 minutes on an
+        # idle stack, over 7 under the soak's load (a 400 s wait ran out at 10,000 recipients).
+        if not _until(partial(_failed_or_dead_lettered, stack, self.USER, "first", self.FAILING), 900, poll_s=2.0):
             states = _states(self.USER, "first")
-            raise TimeoutError(f"the outage's recipients were not all failed or dead-lettered in 400 s: {states}")
+            raise TimeoutError(f"the outage's recipients were not all failed or dead-lettered in 900 s: {states}")
         self.outage = False
         time.sleep(15)  # the failed ones' last receive: into the dead-letter queue
         self.reconciled_before = self._reconcile_an_hour_on(stack)

@@ -344,7 +344,6 @@ class RetryDuringBacklog(Scenario):
         self.requeued: int | None = None
         self.reconciled_before: dict[str, int] = {}  # the outage's dead letters, before the retry
         self.reconciled: dict[str, int] = {}  # the same, while the retried copies wait behind the backlog
-        self.dead_lettered = 0
 
     def prepare(self, stack: Any) -> None:
         self.sender = _paid(stack, self.USER, self.RATE)

@@ -94,7 +94,7 @@ class WebhookFanout:
         the same webhook-ids)."""
         self._event_log.keep((e, e.at_ms) for e in later.events)
         failed: set[int] = set()
-        sourced = [(i, e) for i, e in enumerate(later.events)]
+        sourced = list(enumerate(later.events))
         queued, held = self._deliver({later.user_id: sourced}, self._clock(), failed)
         if failed:
             raise RuntimeError(f"{len(failed)} of the events kept later not delivered: the message comes back")

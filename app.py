@@ -72,7 +72,7 @@ def run_digest(event: dict[str, Any], context: Any) -> dict[str, Any]:
 def webhook_events(event: DynamoDBEvent) -> dict[str, Any]:
     """Make the ledger's changes (its stream) into webhook deliveries, for the endpoints that want them; the
     answer names the records to give again (ReportBatchItemFailures), the others' go on."""
-    return wiring.container().webhook_fanout.batch(event.to_dict()["Records"])
+    return wiring.container().ledger_stream.batch(event.to_dict()["Records"])
 
 
 @app.on_sqs_message(queue=_resources.webhooks_queue.name, batch_size=WEBHOOKS_BATCH_SIZE)
@@ -377,6 +377,12 @@ def retire_idle_queues(event: CloudWatchEvent) -> None:
 def reconcile_dead_letters(event: CloudWatchEvent) -> None:
     """Record `failed` (with why) for recipients whose message SQS dead-lettered with no outcome recorded."""
     wiring.container().dead_letters.reconcile(_remaining_ms(event))
+
+
+@app.schedule(Rate(5, unit=Rate.MINUTES))
+def recount_campaigns(event: CloudWatchEvent) -> None:
+    """Make the counters of each campaign whose ledger changes have settled equal to what its ledger says."""
+    wiring.container().recount.run(_remaining_ms(event))
 
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))

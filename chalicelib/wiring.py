@@ -41,6 +41,8 @@ from chalicelib.ingest.renderer import TemplateCache
 from chalicelib.ingest.tracking import Tracking
 from chalicelib.jobs.dead_letters import DeadLetterQueue, DeadLetters
 from chalicelib.jobs.idle_queues import IdleQueueCleanup
+from chalicelib.jobs.ledger_stream import LedgerStream
+from chalicelib.jobs.recount import Recount
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
 from chalicelib.queueing.drain_starter import DrainStarter
@@ -84,6 +86,7 @@ from chalicelib.stores.ports import (
 )
 from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.recorder import Recorder
+from chalicelib.stores.recounts import Recounts
 from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
@@ -456,6 +459,18 @@ class Container:
         return IdleQueueCleanup(
             s, activity, aws.client("sqs", s.region), aws.client("cloudwatch", s.region), self.leases
         )
+
+    @cached_property
+    def recounts(self) -> Recounts:
+        return Recounts(self.settings.resources.recounts_table.name, self.settings.region)
+
+    @cached_property
+    def recount(self) -> Recount:
+        return Recount(self.recounts, self.ledger, self.stats, self.settings.recount_settle_s)
+
+    @cached_property
+    def ledger_stream(self) -> LedgerStream:
+        return LedgerStream(self.webhook_fanout, self.recounts)
 
     @cached_property
     def dead_letters(self) -> DeadLetters:

@@ -39,6 +39,7 @@ FUNCTIONS = (
     "release_scheduled",
     "retire_idle_queues",
     "reconcile_dead_letters",
+    "recount_campaigns",
     "run_digest",
     "webhook_events",
     "deliver_webhooks",
@@ -366,6 +367,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         # Every event kept for the tenant's GET /events, whether or not it has an endpoint.
         _stmt("EventLog", ["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], [tables["EventLogTable"]]),
         put_deliveries,
+        # Each campaign the batch changed noted for its recount (chalicelib.stores.recounts).
+        _stmt("RecountNotes", ["dynamodb:BatchWriteItem", "dynamodb:DescribeTable"], [tables["RecountsTable"]]),
         # Lambda's stream poller puts the shard pointers of what it gave up on there, with the function's role.
         _stmt("StreamOnFailureDestination", ["sqs:SendMessage"], [_queue(r.failed_invocations_queue.name)]),
     ]
@@ -407,6 +410,21 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         put_deliveries,
         _stmt("GoOn", ["lambda:InvokeFunction"], [jobs_fn]),  # a job out of time continues itself
     ]
+    # The noted campaigns read and removed; each one's ledger partition tallied and its counters read and
+    # corrected under a condition (chalicelib.jobs.recount).
+    recount = [
+        _stmt(
+            "RecountNotes",
+            ["dynamodb:Scan", "dynamodb:DeleteItem", "dynamodb:DescribeTable"],
+            [tables["RecountsTable"]],
+        ),
+        _stmt("LedgerTally", ["dynamodb:Query", "dynamodb:DescribeTable"], [tables["LedgerTable"]]),
+        _stmt(
+            "Counters",
+            ["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DescribeTable"],
+            [tables["CampaignsTable"]],
+        ),
+    ]
     docs = {
         "precompile_email": precompile,
         "send_emails": send,
@@ -415,6 +433,7 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         "release_scheduled": releaser,
         "retire_idle_queues": retire,
         "reconcile_dead_letters": reconcile,
+        "recount_campaigns": recount,
         "run_digest": run_digest,
         "webhook_events": webhook_events,
         "deliver_webhooks": deliver_webhooks,

@@ -93,7 +93,7 @@ class RetryFailed:
             if body is None:
                 result.no_copy.append(entry.email)
                 continue
-            if not recorder.reopened(user_id, campaign_id, entry.email, was_failed=entry.state == FAILED):
+            if not recorder.reopened(user_id, campaign_id, entry.email):
                 continue  # another retry took it, or its earlier retry is recent and still on its way
             queue = queue_for(self._settings.resources, user_id, QueuedEmail.from_json(body).plan)
             by_queue.setdefault(queue, []).append(Outgoing(key=entry.email, body=body))

@@ -79,6 +79,10 @@ class Settings:
     webhook_allow_loopback: bool = False
     # How long a tenant's recorded events stay readable with `GET /events` (chalicelib.stores.event_log).
     events_retention_days: int = 30
+    # A campaign's counters are recounted from its ledger once its last change is this old (chalicelib.jobs.recount):
+    # longer than a count may take to land (BufferedStats' STALE_S) and than any function's timeout. Only the
+    # local stage's tests, which kill nothing late, shorten it.
+    recount_settle_s: float = 900.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -109,6 +113,7 @@ class Settings:
             ses_tenant_policy=e.get("MOONSEND_SES_TENANT_POLICY", "standard"),
             webhook_allow_loopback=e.get("MOONSEND_WEBHOOK_ALLOW_LOOPBACK", "").lower() in ("1", "true", "yes"),
             events_retention_days=max(1, int(e.get("MOONSEND_EVENTS_RETENTION_DAYS", "30"))),
+            recount_settle_s=max(0.0, float(e.get("MOONSEND_RECOUNT_SETTLE_S", "900"))),
         )
 
     @cached_property

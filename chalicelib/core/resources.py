@@ -34,6 +34,7 @@ FUNCTION_IDS = {
     "ReleaseScheduled": "release_scheduled",
     "RetireIdleQueues": "retire_idle_queues",
     "ReconcileDeadLetters": "reconcile_dead_letters",
+    "RecountCampaigns": "recount_campaigns",
     "RunDigest": "run_digest",
     "WebhookEvents": "webhook_events",
     "DeliverWebhooks": "deliver_webhooks",
@@ -177,6 +178,8 @@ class Resources:
     timeline_table: TableDef
     # Every event a tenant's webhooks carry, kept for a while for `GET /events` (chalicelib.stores.event_log).
     event_log_table: TableDef
+    # The campaigns whose ledger changed since their counters were recounted from it (chalicelib.stores.recounts).
+    recounts_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -220,6 +223,7 @@ class Resources:
             self.parked_deliveries_table,
             self.timeline_table,
             self.event_log_table,
+            self.recounts_table,
         )
 
     @property
@@ -326,6 +330,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         event_log_table=TableDef(
             "EventLogTable", f"{p}-event-log", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
+        recounts_table=TableDef("RecountsTable", f"{p}-recounts", hash_key="pk", ttl_attribute="expires_at"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

@@ -222,7 +222,8 @@ class SesEvents:
 class EventBatch:
     """One invocation's events. Counters are gathered over the batch and written once per campaign when it
     is flushed. A failed flush is logged, not retried through the events: their transitions are in the
-    ledger (the record of truth), and handling them again would find them recorded and count nothing."""
+    ledger (the record of truth), handling them again would find them recorded and count nothing, and the
+    recount restores the counts from the ledger (chalicelib.jobs.recount)."""
 
     def __init__(self, events: SesEvents, recorder: Recorder) -> None:
         self._events = events

@@ -126,6 +126,7 @@ class CampaignSenders:
         # campaign (the created time is the by_created index's key: written once, never changed).
         actions: list[Any] = [m.sender_snapshot.set(snapshot.to_json()), m.created_ms.set(int(time.time() * 1000))]
         actions.append(m.counts_releases.set(True))  # a campaign begun now has every release counted
+        actions.append(m.entries_marked.set(True))  # and its ledger rows' entry times (the recount's)
         if subject:
             actions.append(m.subject.set(subject))
         fixed_now = update_if(m(user_id, campaign_id), actions, m.sender_snapshot.does_not_exist())

@@ -74,6 +74,8 @@ class CampaignStatsModel(Model):
     # `released` counts every release of the campaign: set by its first message's write (this release on), or
     # by `moonsend count-released` for a campaign begun before releases were counted.
     counts_releases = BooleanAttribute(null=True)
+    # Its ledger rows carry their entry times (chalicelib.stores.ledger_tally): set by its first message's write.
+    entries_marked = BooleanAttribute(null=True)
     queued = NumberAttribute(default=0)
     rejected = NumberAttribute(default=0)
     sent = NumberAttribute(default=0)
@@ -120,6 +122,7 @@ class CampaignCounts:
     busiest_sent: int | None = None
     busiest_at_ms: int | None = None
     counts_releases: bool = False  # `released` counts every release (else: begun before releases were counted)
+    entries_marked: bool = False  # its ledger rows say when each entered the queue (else: begun before they did)
 
     def __getitem__(self, name: str) -> int:
         return int(self.counts.get(name, 0))
@@ -237,6 +240,29 @@ class CampaignStats:
             return []
         return sorted(item.schedule_buckets or [])
 
+    def read(self, user_id: str, campaign_id: str) -> CampaignCounts | None:
+        """The campaign's counters as they stand now (a consistent read: what a correction is conditioned on)."""
+        try:
+            return _counts(self._model.get(user_id, campaign_id, consistent_read=True))
+        except self._model.DoesNotExist:
+            return None
+
+    def correct(self, read: CampaignCounts, drift: Mapping[str, int]) -> bool:
+        """Add `drift` to the counters `read` showed, only if none of them moved since (a count landing meanwhile
+        would make the drift wrong: False, to be read again). An item not there yet is made with them."""
+        m = self._model
+        actions = [getattr(m, name).add(delta) for name, delta in drift.items() if delta]
+        if not actions:
+            return True
+        condition = None
+        for name in drift:
+            attribute, value = getattr(m, name), read[name]
+            if name not in COUNTERS:
+                raise ValueError(f"unknown counter {name}")
+            term = (attribute.does_not_exist() | (attribute == 0)) if value == 0 else attribute == value
+            condition = term if condition is None else condition & term
+        return update_if(m(read.user_id, read.campaign_id), actions, condition)
+
     def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None:
         for item in self._model.query(user_id, self._model.campaign_id == campaign_id):
             return _counts(item)
@@ -338,11 +364,16 @@ def _counts(item: CampaignStatsModel) -> CampaignCounts:
         busiest_sent=int(item.busiest_sent) if item.busiest_sent else None,
         busiest_at_ms=int(item.busiest_at_ms) if item.busiest_at_ms else None,
         counts_releases=bool(item.counts_releases),
+        entries_marked=bool(item.entries_marked),
     )
 
 
 # A flush's tries of a campaign whose write fails: at once, then after these waits (s).
 FLUSH_RETRY_S = (0.0, 0.2, 1.0)
+# Counts pending this long (wall-clock: a frozen Lambda sandbox thaws later) are dropped, not written: the
+# recount restores them from the ledger once the campaign settles (chalicelib.jobs.recount), and it counts on
+# no count landing later than this after its change.
+STALE_S = 300.0
 
 
 class BufferedStats:
@@ -350,7 +381,8 @@ class BufferedStats:
 
     The drainer counts one event per email; writing each would cost a DynamoDB write per email. The
     counters are for progress and reports (the per-recipient state is the record of truth), so they
-    are flushed every `interval_s` and when a drain ends.
+    are flushed every `interval_s` and when a drain ends. A campaign's counts that could not be written
+    within STALE_S are dropped: the recount writes them.
     """
 
     def __init__(self, stats: Counts, interval_s: float = 1.0, sleep: Callable[[float], None] = time.sleep) -> None:
@@ -360,6 +392,7 @@ class BufferedStats:
         self._pending: dict[tuple[str, str], dict[str, int]] = {}
         self._seconds: dict[tuple[str, str], dict[int, int]] = {}  # sends by the epoch second they were made
         self._errors: dict[tuple[str, str], str] = {}
+        self._since: dict[tuple[str, str], float] = {}  # when each campaign's oldest pending count was added
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
 
@@ -375,14 +408,16 @@ class BufferedStats:
         error: str | None = None,
         sent_seconds: Mapping[int, int] | None = None,
     ) -> None:
+        now = time.time()
         with self._lock:
+            self._since.setdefault((user_id, campaign_id), now)
             bucket = self._pending.setdefault((user_id, campaign_id), {})
             for name, delta in deltas.items():
                 bucket[name] = bucket.get(name, 0) + delta
             sent = deltas.get("sent", 0)
             if sent > 0:
                 seconds = self._seconds.setdefault((user_id, campaign_id), {})
-                for second, n in (sent_seconds or {int(time.time()): sent}).items():
+                for second, n in (sent_seconds or {int(now): sent}).items():
                     seconds[second] = seconds.get(second, 0) + n
             if error:
                 self._errors[(user_id, campaign_id)] = error
@@ -399,10 +434,14 @@ class BufferedStats:
         all the same (a drain and the events queue mix tenants: one's throttled write must not drop another's
         counts); the first error is raised once every campaign was tried."""
         with self._lock:
-            pending, seconds, errors = self._pending, self._seconds, self._errors
-            self._pending, self._seconds, self._errors = {}, {}, {}
+            pending, seconds, errors, since = self._pending, self._seconds, self._errors, self._since
+            self._pending, self._seconds, self._errors, self._since = {}, {}, {}, {}
             self._last_flush = time.monotonic()
-        keys, failed = list(pending), dict[tuple[str, str], Exception]()
+        now = time.time()
+        stale = [key for key in pending if now - since.get(key, now) > STALE_S]
+        if stale:
+            log.warning("campaign counts too old to write, left to the recount", campaigns=len(stale))
+        keys, failed = [key for key in pending if key not in stale], dict[tuple[str, str], Exception]()
         for wait in FLUSH_RETRY_S:
             if wait:
                 self._sleep(wait)
@@ -420,6 +459,7 @@ class BufferedStats:
             keys = list(failed)
         with self._lock:  # kept for the next flush, added to what came meanwhile
             for key in failed:
+                self._since[key] = min(since[key], self._since.get(key, since[key]))
                 bucket = self._pending.setdefault(key, {})
                 for name, delta in pending[key].items():
                     bucket[name] = bucket.get(name, 0) + delta

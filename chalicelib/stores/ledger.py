@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.expressions.condition import Condition
+from pynamodb.expressions.update import Action
 
 from chalicelib.stores.ledger_model import (
     CANCELLED,
@@ -47,6 +48,7 @@ from chalicelib.stores.ledger_model import (
     open_condition,
     pk_of,
 )
+from chalicelib.stores.ledger_tally import READ, Tally, tally
 from chalicelib.stores.tables import bound, condition_failed, warm
 from chalicelib.stores.write_batch import GroupCommit, Write, apply_all
 
@@ -55,6 +57,12 @@ from chalicelib.stores.write_batch import GroupCommit, Write, apply_all
 RETRY_STALE_MS = 15 * 60 * 1000
 RETENTION_S = 180 * 24 * 3600
 T = TypeVar("T")
+
+
+def _mark(m: type[LedgerModel], name: str, now: int) -> Action:
+    """Set the entry time `name` unless it is set (a recipient enters the queue once, whatever comes again)."""
+    attribute = getattr(m, name)
+    return attribute.set(attribute | now)  # if_not_exists
 
 
 class Ledger:
@@ -84,7 +92,9 @@ class Ledger:
         Returns how many were newly recorded."""
         m = self._model
         cond = m.state.does_not_exist()
-        return self._apply([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
+        return self._apply(
+            [self._write(user_id, campaign_id, e, QUEUED, None, cond, marks=("queued_at",)) for e in emails]
+        )
 
     def record_rejected(self, user_id: str, campaign_id: str, rejected: list[tuple[str, str]]) -> int:
         """Record recipients as rejected with their reason, unless they already have a state."""
@@ -101,12 +111,15 @@ class Ledger:
     def record_scheduled(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Record recipients kept in the schedule store for later (not yet queued)."""
         cond = self._model.state.does_not_exist()
-        return self._apply([self._write(user_id, campaign_id, e, SCHEDULED, None, cond) for e in emails])
+        return self._apply(
+            [self._write(user_id, campaign_id, e, SCHEDULED, None, cond, marks=("kept_at",)) for e in emails]
+        )
 
     def record_released(self, user_id: str, campaign_id: str, emails: list[str]) -> int:
         """Scheduled recipients now on their queue: `queued` (only over `scheduled`)."""
         cond = self._model.state == SCHEDULED
-        return self._apply([self._write(user_id, campaign_id, e, QUEUED, None, cond) for e in emails])
+        marks = ("queued_at", "released_at")
+        return self._apply([self._write(user_id, campaign_id, e, QUEUED, None, cond, marks=marks) for e in emails])
 
     def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int:
         """`expired` or `cancelled` for recipients with no outcome yet, none of them claimed by a drainer.
@@ -119,30 +132,39 @@ class Ledger:
         cond = open_condition(m) & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         return self._apply([self._write(user_id, campaign_id, e, state, reason, cond) for e in emails])
 
-    def reopen(self, user_id: str, campaign_id: str, email: str) -> bool:
-        """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one).
+    def reopen(self, user_id: str, campaign_id: str, email: str) -> str | None:
+        """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one). Returns
+        the state it was taken from (`failed`, or `queued` below), None if it was not taken.
 
         Also takes a recipient whose earlier retry started and never reached the queue (RETRY_STALE_MS):
-        the retry is then done again, and the claim makes any second copy harmless."""
+        the retry is then done again, and the claim makes any second copy harmless. `retries` counts the
+        failed recipients queued again (as the campaign's `retried` does), not a retry done again."""
         m = self._model
         now = int(time.time() * 1000)
-        cond = (m.state == FAILED) | (
+        if self._reopen(user_id, campaign_id, email, now, m.state == FAILED):
+            return FAILED
+        stale = (
             (m.state == QUEUED)
             & (m.retried_at < now - RETRY_STALE_MS)
             & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         )
+        return QUEUED if self._reopen(user_id, campaign_id, email, now, stale, again=True) else None
+
+    def _reopen(
+        self, user_id: str, campaign_id: str, email: str, now: int, condition: Condition, *, again: bool = False
+    ) -> bool:
+        m = self._model
+        actions: list[Action] = [
+            m.state.set(QUEUED),
+            m.reason.remove(),
+            m.retried_at.set(now),
+            m.updated_at.set(now),
+            m.expires_at.set(now // 1000 + RETENTION_S),
+        ]
+        if not again:
+            actions.append(m.retries.add(1))
         try:
-            m(pk_of(user_id, campaign_id), email.lower()).update(
-                actions=[
-                    m.state.set(QUEUED),
-                    m.reason.remove(),
-                    m.retries.add(1),
-                    m.retried_at.set(now),
-                    m.updated_at.set(now),
-                    m.expires_at.set(now // 1000 + RETENTION_S),
-                ],
-                condition=cond,
-            )
+            m(pk_of(user_id, campaign_id), email.lower()).update(actions=actions, condition=condition)
             return True
         except UpdateError as exc:
             if condition_failed(exc):
@@ -150,16 +172,27 @@ class Ledger:
             raise
 
     def _write(
-        self, user_id: str, campaign_id: str, email: str, state: str, reason: str | None, condition: Condition
+        self,
+        user_id: str,
+        campaign_id: str,
+        email: str,
+        state: str,
+        reason: str | None,
+        condition: Condition,
+        *,
+        marks: tuple[str, ...] = (),
     ) -> Write:
+        """One recipient's conditional write of `state`; `marks` are the entry times it sets if not set (what the
+        recount reads: the recipient entered the queue, was kept for later, was released)."""
         m = self._model
         now = int(time.time() * 1000)
-        actions = [
+        actions: list[Action] = [
             m.state.set(state),
             m.email.set(email),
             m.updated_at.set(now),
             m.expires_at.set(now // 1000 + RETENTION_S),
         ]
+        actions += [_mark(m, name, now) for name in marks]
         if reason:
             actions.append(m.reason.set(reason[:1000]))
         return Write(m, pk_of(user_id, campaign_id), email.lower(), actions, condition)
@@ -183,6 +216,7 @@ class Ledger:
             m.attempts.add(1),
             m.updated_at.set(now),
             m.expires_at.set(now // 1000 + RETENTION_S),
+            _mark(m, "queued_at", now),  # a drainer faster than precompile's record: the email was on the queue
         ]
         if self._commits.apply(Write(m, pk, rcpt, actions, cond)):
             return Claim(pk, rcpt, token)
@@ -310,6 +344,14 @@ class Ledger:
         """The campaign's recipients: one row each. Queries of the whole partition (Select COUNT: no item is
         returned, every one is read and billed): for an operator's one-off, never for a request."""
         return self._model.count(pk_of(user_id, campaign_id))
+
+    def tally(self, user_id: str, campaign_id: str) -> Tally:
+        """The campaign's counters as its rows say (chalicelib.stores.ledger_tally). A Query of the whole
+        partition, eventually consistent (the recount reads only rows settled long before): for the recount's
+        job, never for a request."""
+        m = self._model
+        items = m.query(pk_of(user_id, campaign_id), attributes_to_get=list(READ))
+        return tally({name: getattr(item, name) for name in READ} for item in items)
 
     def entries(
         self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()

@@ -55,6 +55,12 @@ class LedgerModel(Model):
     opened_at = NumberAttribute(null=True)
     clicked_at = NumberAttribute(null=True)
     feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
+    # When it first entered the queue (precompile's record, a release, or the claim of a drainer that was faster),
+    # was kept in the schedule store, was released from it: with the states and `<kind>_at`, what the campaign's
+    # counters are recounted from (chalicelib.stores.ledger_tally). Never removed.
+    queued_at = NumberAttribute(null=True)
+    kept_at = NumberAttribute(null=True)
+    released_at = NumberAttribute(null=True)
     # The kinds of feedback (bounced, complained) counted for the reputation guard, in the same transaction
     # as the count (chalicelib.stores.reputation): counted once, whatever redelivery or crash came between.
     guarded = UnicodeSetAttribute(null=True)

@@ -25,8 +25,10 @@ from chalicelib.stores.campaign_stats import CampaignCounts
 from chalicelib.stores.daily_cap import Share
 from chalicelib.stores.lease import Lease
 from chalicelib.stores.ledger_model import Claim, Entry
+from chalicelib.stores.ledger_tally import Tally
 from chalicelib.stores.pauses import Pause
 from chalicelib.stores.platform_identities import Coverage
+from chalicelib.stores.recounts import RecountNote
 from chalicelib.stores.reputation import Limits, Window
 from chalicelib.stores.schedule import StoredBatch
 from chalicelib.stores.ses_tenants import TenantStatus
@@ -59,7 +61,7 @@ class LedgerRecords(Protocol):
 
     def record_unsent(self, user_id: str, campaign_id: str, state: str, emails: list[str], reason: str) -> int: ...
 
-    def reopen(self, user_id: str, campaign_id: str, email: str) -> bool: ...
+    def reopen(self, user_id: str, campaign_id: str, email: str) -> str | None: ...
 
     def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool: ...
 
@@ -533,3 +535,29 @@ class DailyUse(Protocol):
     """GET /tenant's: the emails a free-plan tenant queued on the UTC day of `now` (chalicelib.stores.daily_cap)."""
 
     def used(self, user_id: str, now: float | None = None) -> int: ...
+
+
+class LedgerTallies(Protocol):
+    """A campaign's counters as its ledger rows say them (chalicelib.jobs.recount)."""
+
+    def tally(self, user_id: str, campaign_id: str) -> Tally: ...
+
+
+class CounterCorrections(Protocol):
+    """The campaign's counters read, and corrected under the condition that they did not move since."""
+
+    def read(self, user_id: str, campaign_id: str) -> CampaignCounts | None: ...
+
+    def correct(self, read: CampaignCounts, drift: Mapping[str, int]) -> bool: ...
+
+
+class RecountNotes(Protocol):
+    """The campaigns whose ledger changed since they were recounted (chalicelib.stores.recounts)."""
+
+    def settled(self, before_ms: int) -> Iterator[RecountNote]: ...
+
+    def done(self, note: RecountNote) -> bool: ...
+
+
+class RecountNoting(Protocol):
+    def note(self, pks: Iterable[str], now_ms: int | None = None) -> None: ...

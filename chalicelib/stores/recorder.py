@@ -148,12 +148,13 @@ class Recorder:
         log.info("failed", user=user_id, campaign=campaign_id, recipient=address, reason=reason)
         return True
 
-    def reopened(self, user_id: str, campaign_id: str, address: str, *, was_failed: bool) -> bool:
+    def reopened(self, user_id: str, campaign_id: str, address: str) -> bool:
         """A recipient queued again by retry-failed: taken off `failed` (and counted `retried`) if it was failed,
-        or retaken after an earlier retry died half-way."""
-        if not self._ledger.reopen(user_id, campaign_id, address):
+        or retaken after an earlier retry died half-way (counted then)."""
+        before = self._ledger.reopen(user_id, campaign_id, address)
+        if before is None:
             return False  # another retry took it, or its earlier retry is recent and still on its way
-        if was_failed:
+        if before == FAILED:
             self._counts.add(user_id, campaign_id, failed=-1, retried=1)
         return True
 

@@ -130,8 +130,8 @@ class TestLedgerContract:
         for address, state in (("f@example.org", "failed"), ("s@example.org", "sent")):
             claim = ledger.claim(user, "c1", address, 300)
             assert isinstance(claim, Claim) and ledger.finish(claim, state, reason="why")
-        assert ledger.reopen(user, "c1", "f@example.org") is True
-        assert ledger.reopen(user, "c1", "s@example.org") is False
+        assert ledger.reopen(user, "c1", "f@example.org") == "failed"
+        assert ledger.reopen(user, "c1", "s@example.org") is None
         assert ledger.recorded(user, "c1", ["f@example.org", "s@example.org"]) == {
             "f@example.org": "queued",
             "s@example.org": "sent",

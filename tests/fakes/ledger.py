@@ -74,14 +74,14 @@ class FakeLedger:
                     n += 1
         return n
 
-    def reopen(self, user: str, campaign: str, email: str) -> bool:
+    def reopen(self, user: str, campaign: str, email: str) -> str | None:
         """A failed recipient queued again (the store also retakes a retry that went stale; not modelled)."""
         with self.lock:
             row = self._row(user, campaign, email)
             if row.get("state") != FAILED:
-                return False
-            row.update(state=QUEUED, reason=None, retried_at=int(time.time() * 1000))
-            return True
+                return None
+            row.update(state=QUEUED, reason=None, retried_at=int(time.time() * 1000), retries=row.get("retries", 0) + 1)
+            return FAILED
 
     def record_unsent(self, user: str, campaign: str, state: str, emails: list[str], reason: str) -> int:
         n = 0

@@ -160,6 +160,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "ReleaseScheduledRole",
         "RetireIdleQueuesRole",
         "ReconcileDeadLettersRole",
+        "RecountCampaignsRole",
         "WebhookEventsRole",
         "DeliverWebhooksRole",
         "WebhookJobsRole",
@@ -186,6 +187,9 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     ]
     assert passes == [[f"arn:aws:iam::*:role/moonsend-{_stage}-digest-scheduler"]]
     assert "ses:SendEmail" not in actions("RunDigestRole") and "sqs:SendMessage" in actions("RunDigestRole")
+    # The recount reads the ledger and writes only the counters and its notes: no email, no queue.
+    assert {a.split(":")[0] for a in actions("RecountCampaignsRole")} == {"dynamodb", "logs"}
+    assert "dynamodb:PutItem" not in actions("RecountCampaignsRole")
     assert "sqs:CreateQueue" in actions("PrecompileEmailRole") and "sqs:CreateQueue" not in actions("SendEmailsRole")
     # ses_events neither sends nor invokes; of SES it reads only its SES tenants' status (the guard).
     ses_events_ses = {a for a in actions("SesEventsRole") if a.startswith(("ses:", "lambda:"))}
@@ -302,7 +306,7 @@ def test_every_function_is_told_the_account_id(packaged):
     """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
     _stage, _report, template = packaged
     functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert len(functions) == len(FUNCTION_IDS) == 12
+    assert len(functions) == len(FUNCTION_IDS) == 13
     for name, fn in functions.items():
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
@@ -312,7 +316,7 @@ def test_no_deployed_function_may_deliver_webhooks_to_loopback(packaged):
     stage's template never does, so a tenant's `http://127.0.0.1` endpoint is refused there."""
     _stage, _report, template = packaged
     functions = [v for v in template["Resources"].values() if v["Type"] == "AWS::Serverless::Function"]
-    assert len(functions) == 12
+    assert len(functions) == 13
     for fn in functions:
         assert "MOONSEND_WEBHOOK_ALLOW_LOOPBACK" not in fn["Properties"]["Environment"]["Variables"]
 

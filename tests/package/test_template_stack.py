@@ -159,6 +159,7 @@ def test_environment_timeout_and_event_sources_come_from_the_template(stack):
     schedules = {fn: expr for _rule, expr, fn in stack.created.schedules}
     assert schedules[r.function_name("sweep_queues")] == "rate(1 minute)"
     assert schedules[r.function_name("reconcile_dead_letters")] == "rate(15 minutes)"
+    assert schedules[r.function_name("recount_campaigns")] == "rate(5 minutes)"
     assert all(
         f.on_failure and f.on_failure.endswith(r.failed_invocations_queue.name)
         for f in stack.runner.functions.values()
@@ -354,3 +355,26 @@ def test_each_function_sees_only_its_own_environment_as_on_lambda(stack):
     assert seen["AWS_LAMBDA_FUNCTION_NAME"] == r.function_name("sweep_queues")
     assert "MOONSEND_API_URL" not in seen and "AWS_SECRET_ACCESS_KEY" not in seen
     assert os.environ["MOONSEND_API_URL"] == stack.api_url  # outside an invocation: the process's own
+
+
+def test_the_recount_runs_through_the_runtime_as_its_role_and_corrects_a_settled_campaign(stack, uid):
+    # A campaign whose last change is 40 minutes old, its `sent` count lost, and its note as the stream left it:
+    # the deployed schedule's function reads both, corrects the counter and removes the note, every call allowed.
+    from chalicelib import wiring
+    from chalicelib.stores.ledger_model import LedgerModel
+    from chalicelib.stores.tables import bound
+
+    r, c = stack.settings.resources, wiring.container()
+    user, long_ago_ms = f"u{uid}", int(time.time() * 1000) - 40 * 60 * 1000
+    ledger = bound(LedgerModel, r.ledger_table.name, stack.config.region)
+    ledger(f"{user}#c1", "a@example.org", state="sent", email="a@example.org", updated_at=long_ago_ms).save()
+    c.recounts.note([f"{user}#c1"], now_ms=long_ago_ms)
+    fn = stack.runner.functions[r.function_name("recount_campaigns")]
+    denied_before = len(stack.access.denied)
+    stack.runner.invoke(
+        fn, scheduled_event(f"arn:aws:events:::rule/{uid}", stack.config.account_id, stack.config.region)
+    )
+    assert [d for d in stack.access.denied[denied_before:] if d[0] == fn.function_name] == []
+    counts = c.stats.read(user, "c1")
+    assert counts is not None and counts["sent"] == 1
+    assert [n for n in c.recounts.settled(10**15) if n.user_id == user] == []

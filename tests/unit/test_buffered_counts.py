@@ -50,3 +50,23 @@ def test_a_write_that_keeps_failing_keeps_its_counts_for_the_next_flush_and_says
     buffered.add("t", "a", sent=1)  # more came meanwhile: added to what was kept
     buffered.flush()
     assert _written(stats, "a", "sent") == 6 and _written(stats, "b", "sent") == 3
+
+
+def test_counts_that_could_not_be_written_within_the_stale_time_are_left_to_the_recount(monkeypatch):
+    # A frozen sandbox thawed an hour later, or a write failing for minutes: written now, they could land after
+    # the recount restored them from the ledger, and be counted twice.
+    import chalicelib.stores.campaign_stats as campaign_stats
+
+    stats = _Throttled({"a": len(FLUSH_RETRY_S)})
+    buffered = BufferedStats(stats, interval_s=3600, sleep=lambda _s: None)
+    now = [1_000_000.0]
+    monkeypatch.setattr(campaign_stats.time, "time", lambda: now[0])
+    buffered.add("t", "a", sent=5)
+    with pytest.raises(ConnectionError):
+        buffered.flush()
+    now[0] += campaign_stats.STALE_S + 1
+    buffered.add("t", "b", sent=1)  # a fresh count of another campaign still goes
+    buffered.flush()
+    assert (_written(stats, "a", "sent"), _written(stats, "b", "sent")) == (0, 1)
+    buffered.flush()  # and the stale ones are gone, not kept for a later flush
+    assert _written(stats, "a", "sent") == 0

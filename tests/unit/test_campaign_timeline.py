@@ -3,6 +3,7 @@ flush; a timeline that fails never makes the counters be written twice."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from chalicelib.stores.campaign_stats import BufferedStats, CampaignStats
@@ -43,7 +44,7 @@ class _Counters(CampaignStats):
 def test_buffered_sends_reach_the_timeline_by_the_second_they_were_made(monkeypatch):
     stats = FakeStats()
     buffered = BufferedStats(stats, interval_s=3600)
-    clock = iter([1000.2, 1000.7, 1001.1, 1001.5])
+    clock = itertools.chain([1000.2, 1000.7, 1001.1, 1001.5], itertools.repeat(1001.9))  # then the flush's
     monkeypatch.setattr("chalicelib.stores.campaign_stats.time.time", lambda: next(clock))
     for _ in range(4):
         buffered.add("acme", "c", sent=1)

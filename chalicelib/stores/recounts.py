@@ -1,0 +1,74 @@
+"""The campaigns whose ledger changed since their counters were last recounted from it.
+
+The ledger's stream consumer (app.webhook_events) notes each campaign its batch changed, with the time; the
+recount job (chalicelib.jobs.recount) takes those whose last change has settled, recounts them and removes
+the note, unless a change came meanwhile (then it is noted later, and stays). The stream carries every
+ledger write, whatever happened to the writer after it, so a campaign whose count was lost by a killed
+handler is noted all the same.
+
+One small item per campaign with recent changes; the job scans them all (there are as many as campaigns
+changed in the last quarter hour or so). Kept at most a month: a note nobody takes is dropped by TTL.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
+from pynamodb.exceptions import DeleteError
+from pynamodb.models import Model
+
+from chalicelib.stores.tables import bound, condition_failed, warm
+
+NOTE_RETENTION_S = 31 * 24 * 3600
+
+
+class RecountModel(Model):
+    class Meta:
+        table_name = "unbound"
+
+    pk = UnicodeAttribute(hash_key=True)  # "<userId>#<campaignId>", as the ledger's
+    changed_ms = NumberAttribute()  # when a stream batch last saw its ledger change (epoch ms)
+    expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
+
+
+@dataclass(frozen=True)
+class RecountNote:
+    user_id: str
+    campaign_id: str
+    changed_ms: int
+
+
+class Recounts:
+    def __init__(self, table_name: str, region: str) -> None:
+        self._model = bound(RecountModel, table_name, region)
+
+    def warm(self) -> None:
+        warm(self._model)
+
+    def note(self, pks: Iterable[str], now_ms: int | None = None) -> None:
+        """Note these campaigns (ledger partition keys) changed now: one write each, however many changes."""
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        with self._model.batch_write() as batch:
+            for pk in sorted(set(pks)):
+                batch.save(self._model(pk, changed_ms=now, expires_at=now // 1000 + NOTE_RETENTION_S))
+
+    def settled(self, before_ms: int) -> Iterator[RecountNote]:
+        """The noted campaigns whose last change was before `before_ms` (consistent: a note just made counts)."""
+        m = self._model
+        for item in m.scan(m.changed_ms < before_ms, consistent_read=True):
+            user_id, _, campaign_id = item.pk.partition("#")
+            yield RecountNote(user_id, campaign_id, int(item.changed_ms))
+
+    def done(self, note: RecountNote) -> bool:
+        """Remove the note, unless the campaign changed again since it was read (False: it stays for later)."""
+        m = self._model
+        try:
+            m(f"{note.user_id}#{note.campaign_id}").delete(condition=m.changed_ms == note.changed_ms)
+        except DeleteError as exc:
+            if condition_failed(exc):
+                return False
+            raise
+        return True

@@ -40,6 +40,8 @@ import os
 import sys
 import tempfile
 import time
+import urllib.parse
+import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -419,6 +421,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if junk != len(hostile):
                 failures.append(f"{junk} of {len(hostile)} hostile messages recorded")
 
+            # 8. what a tenant reads follows the ledger: counters (after the recount) and GET /events
+            followed = _what_tenants_read(stack, [(t.user_id, t.campaign_id) for t in tenants])
+            report["tenants_read"] = followed
+            if followed["counters_differing_after_recount"]:
+                failures.append(f"counters differ from the ledger after the recount: {followed['differing_after']}")
+            if followed["events_missing"]:
+                failures.append(f"{followed['events_missing']} events in the ledger missing from GET /events")
+
             # 7. the scenarios: a digest run killed, a double reschedule, a retry-failed during a backlog
             played_out: dict[str, Any] = {}
             for x in extras:
@@ -503,6 +513,11 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, Any]]:
             f"{(r.get('send_event_lag_s') or {}).get('max')} s ({_g(r.get('claim_hold_s'))} s)",
         ),
         ("hostile messages recorded", r.get("hostile_messages_recorded")),
+        (
+            "counters against the ledger: campaigns differing before / after the recount (counts restored)",
+            _read_line(r),
+        ),
+        ("events in the ledger missing from GET /events", (r.get("tenants_read") or {}).get("events_missing", "-")),
         *((f"scenario: {name}", _scenario_line(x)) for name, x in (r.get("scenarios") or {}).items()),
         (
             "invocations / past their timeout / failed for good",
@@ -511,6 +526,17 @@ def _rows(r: dict[str, Any]) -> list[tuple[str, Any]]:
         ("result", _verdict(r)),
     ]
     return rows
+
+
+def _read_line(r: dict[str, Any]) -> str:
+    t = r.get("tenants_read")
+    if not t:
+        return "-"
+    restored = ", ".join(f"{k} {v:+}" for k, v in (t.get("counts_restored_by_recount") or {}).items()) or "none"
+    return (
+        f"{t['counters_differing_before_recount']} / {t['counters_differing_after_recount']} of {t['campaigns']}"
+        f" ({restored})"
+    )
 
 
 def _scenario_line(x: dict[str, Any]) -> str:
@@ -683,6 +709,84 @@ def _left_messages(stack: Any, names: list[str]) -> list[str]:
     return out
 
 
+def _what_tenants_read(stack: Any, campaigns: list[tuple[str, str]], wait_s: float = 180.0) -> dict[str, Any]:
+    """Each campaign's counters against its ledger, before and after the recount (run with no settling time:
+    the soak's writers are done), and the events its ledger implies against what GET /events gives."""
+    from chalicelib import wiring
+    from chalicelib.jobs.recount import Recount
+
+    c = wiring.container()
+    before = {key: _counter_drift(c, *key) for key in campaigns}
+    deadline = time.monotonic() + wait_s
+    while True:  # the stream's last notes and events are a few seconds behind the ledger
+        missing = {key: _events_missing(stack, c, *key) for key in campaigns}
+        if not any(missing.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    recount = Recount(c.recounts, c.ledger, c.stats, settle_s=0).run(lambda: 10**9)
+    after = {key: _counter_drift(c, *key) for key in campaigns}
+    differing = {f"{u}/{k}": d for (u, k), d in after.items() if d}
+    lost: Counter[str] = Counter()
+    for d in before.values():
+        lost.update(d)
+    return {
+        "campaigns": len(campaigns),
+        "counters_differing_before_recount": sum(1 for d in before.values() if d),
+        "counts_restored_by_recount": dict(sorted(lost.items())),
+        "recount_corrected": recount.corrected,
+        "counters_differing_after_recount": len(differing),
+        "differing_after": dict(list(differing.items())[:5]),
+        "events_missing": sum(len(m) for m in missing.values()),
+        "events_missing_examples": [f"{u}/{k}: {sorted(m)[:3]}" for (u, k), m in missing.items() if m][:5],
+    }
+
+
+def _counter_drift(c: Any, user: str, campaign: str) -> dict[str, int]:
+    """What the ledger says each counter should be, less what it is (only those that differ)."""
+    from chalicelib.stores.ledger_tally import ENTRIES, STATED
+
+    read = c.stats.read(user, campaign)
+    tally = c.ledger.tally(user, campaign)
+    names = STATED if read is None or read.entries_marked else [n for n in STATED if n not in ENTRIES]
+    drift = {n: tally[n] - (read[n] if read else 0) for n in names}
+    return {n: d for n, d in drift.items() if d}
+
+
+def _events_missing(stack: Any, c: Any, user: str, campaign: str) -> set[tuple[str, str]]:
+    """(recipient, type) of each event the campaign's ledger rows imply that GET /events does not give."""
+    from chalicelib.core.webhook_contract import EVENT_TYPES
+    from chalicelib.stores.ledger_model import FEEDBACK
+
+    expected: set[tuple[str, str]] = set()
+    pages = (
+        stack.client("dynamodb")
+        .get_paginator("query")
+        .paginate(
+            TableName=stack.settings.resources.ledger_table.name,
+            KeyConditionExpression="pk = :pk",
+            ExpressionAttributeValues={":pk": {"S": f"{user}#{campaign}"}},
+        )
+    )
+    for row in (item for page in pages for item in page["Items"]):
+        email = (row.get("email") or row["rcpt"])["S"].lower()
+        state = row.get("state", {}).get("S")
+        if state in EVENT_TYPES:
+            expected.add((email, state))
+        expected.update((email, kind) for kind in FEEDBACK if f"{kind}_at" in row)  # each kind once a recipient
+    seen: set[tuple[str, str]] = set()
+    key, after = c.reports.issue_key(user), None
+    while True:
+        query = urllib.parse.urlencode({"campaign": campaign, "limit": 1000, **({"after": after} if after else {})})
+        req = urllib.request.Request(f"{stack.api_url}/events?{query}", headers={"Authorization": f"Bearer {key}"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            page = json.loads(resp.read())
+        seen.update((str(ev["recipient"]).lower(), str(ev["type"])) for ev in page["events"])
+        if len(page["events"]) < 1000 or not page.get("next"):
+            break
+        after = page["next"]
+    return expected - seen
+
+
 def _read_sends(outbox: Path) -> list[dict[str, Any]]:
     path = outbox / "sends.jsonl"
     if not path.exists():
@@ -779,6 +883,24 @@ def merge(reports: list[dict[str, Any]]) -> dict[str, Any]:
     m["details"] = [x for r in reports for x in tagged(r, "details")]
     m["hostile_messages_recorded"] = total("hostile_messages_recorded")
     m["scenarios"] = {k: v for r in reports for k, v in (r.get("scenarios") or {}).items()}
+    read = [r["tenants_read"] for r in reports if r.get("tenants_read")]
+    if read:
+        restored: Counter[str] = Counter()
+        for x in read:
+            restored.update(x.get("counts_restored_by_recount") or {})
+        m["tenants_read"] = {
+            **{
+                k: sum(int(x.get(k) or 0) for x in read)
+                for k in (
+                    "campaigns",
+                    "counters_differing_before_recount",
+                    "recount_corrected",
+                    "counters_differing_after_recount",
+                    "events_missing",
+                )
+            },
+            "counts_restored_by_recount": dict(sorted(restored.items())),
+        }
     m["claim_hold_s"] = next((r["claim_hold_s"] for r in reports if r.get("claim_hold_s") is not None), None)
     lags = [r.get("send_event_lag_s") or {} for r in reports]
     m["send_event_lag_s"] = {

@@ -781,7 +781,9 @@ def _events_missing(stack: Any, c: Any, user: str, campaign: str) -> set[tuple[s
         with urllib.request.urlopen(req, timeout=60) as resp:
             page = json.loads(resp.read())
         seen.update((str(ev["recipient"]).lower(), str(ev["type"])) for ev in page["events"])
-        if len(page["events"]) < 1000 or not page.get("next"):
+        # A page stops at its read bound, with fewer events than asked for and more to come: only an empty
+        # page says there is nothing more (docs/api.md).
+        if not page["events"] or not page.get("next"):
             break
         after = page["next"]
     return expected - seen

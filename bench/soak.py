@@ -40,8 +40,6 @@ import os
 import sys
 import tempfile
 import time
-import urllib.parse
-import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -714,17 +712,18 @@ def _what_tenants_read(stack: Any, campaigns: list[tuple[str, str]], wait_s: flo
     the soak's writers are done), and the events its ledger implies against what GET /events gives."""
     from chalicelib import wiring
     from chalicelib.jobs.recount import Recount
+    from infra.ledger_checks import counter_drift, events_missing
 
     c = wiring.container()
-    before = {key: _counter_drift(c, *key) for key in campaigns}
+    before = {key: counter_drift(c, *key) for key in campaigns}
     deadline = time.monotonic() + wait_s
     while True:  # the stream's last notes and events are a few seconds behind the ledger
-        missing = {key: _events_missing(stack, c, *key) for key in campaigns}
+        missing = {key: events_missing(stack, c, *key) for key in campaigns}
         if not any(missing.values()) or time.monotonic() > deadline:
             break
         time.sleep(5)
     recount = Recount(c.recounts, c.ledger, c.stats, settle_s=0).run(lambda: 10**9)
-    after = {key: _counter_drift(c, *key) for key in campaigns}
+    after = {key: counter_drift(c, *key) for key in campaigns}
     differing = {f"{u}/{k}": d for (u, k), d in after.items() if d}
     lost: Counter[str] = Counter()
     for d in before.values():
@@ -739,54 +738,6 @@ def _what_tenants_read(stack: Any, campaigns: list[tuple[str, str]], wait_s: flo
         "events_missing": sum(len(m) for m in missing.values()),
         "events_missing_examples": [f"{u}/{k}: {sorted(m)[:3]}" for (u, k), m in missing.items() if m][:5],
     }
-
-
-def _counter_drift(c: Any, user: str, campaign: str) -> dict[str, int]:
-    """What the ledger says each counter should be, less what it is (only those that differ)."""
-    from chalicelib.stores.ledger_tally import ENTRIES, STATED
-
-    read = c.stats.read(user, campaign)
-    tally = c.ledger.tally(user, campaign)
-    names = STATED if read is None or read.entries_marked else [n for n in STATED if n not in ENTRIES]
-    drift = {n: tally[n] - (read[n] if read else 0) for n in names}
-    return {n: d for n, d in drift.items() if d}
-
-
-def _events_missing(stack: Any, c: Any, user: str, campaign: str) -> set[tuple[str, str]]:
-    """(recipient, type) of each event the campaign's ledger rows imply that GET /events does not give."""
-    from chalicelib.core.webhook_contract import EVENT_TYPES
-    from chalicelib.stores.ledger_model import FEEDBACK
-
-    expected: set[tuple[str, str]] = set()
-    pages = (
-        stack.client("dynamodb")
-        .get_paginator("query")
-        .paginate(
-            TableName=stack.settings.resources.ledger_table.name,
-            KeyConditionExpression="pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": f"{user}#{campaign}"}},
-        )
-    )
-    for row in (item for page in pages for item in page["Items"]):
-        email = (row.get("email") or row["rcpt"])["S"].lower()
-        state = row.get("state", {}).get("S")
-        if state in EVENT_TYPES:
-            expected.add((email, state))
-        expected.update((email, kind) for kind in FEEDBACK if f"{kind}_at" in row)  # each kind once a recipient
-    seen: set[tuple[str, str]] = set()
-    key, after = c.reports.issue_key(user), None
-    while True:
-        query = urllib.parse.urlencode({"campaign": campaign, "limit": 1000, **({"after": after} if after else {})})
-        req = urllib.request.Request(f"{stack.api_url}/events?{query}", headers={"Authorization": f"Bearer {key}"})
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            page = json.loads(resp.read())
-        seen.update((str(ev["recipient"]).lower(), str(ev["type"])) for ev in page["events"])
-        # A page stops at its read bound, with fewer events than asked for and more to come: only an empty
-        # page says there is nothing more (docs/api.md).
-        if not page["events"] or not page.get("next"):
-            break
-        after = page["next"]
-    return expected - seen
 
 
 def _read_sends(outbox: Path) -> list[dict[str, Any]]:

@@ -41,6 +41,7 @@ from typing import Any
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
 
+from infra.local.faults import propagating
 from infra.local.lambda_context import FunctionCrashed
 
 KILL_BEFORE, KILL_AFTER, THROTTLED, TWICE = "killed before", "killed after", "throttled", "twice at once"
@@ -167,20 +168,6 @@ class Explorer:
             finally:
                 _current.reset(token)
 
-        def submit(pool: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-            watched = _current.get()
-            if watched is None:
-                return real_submit(pool, fn, *args, **kwargs)
-
-            def run(*a: Any, **kw: Any) -> Any:
-                token = _current.set(watched)
-                try:
-                    return fn(*a, **kw)
-                finally:
-                    _current.reset(token)
-
-            return real_submit(pool, run, *args, **kwargs)
-
         def call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
             watched = _current.get()
             if watched is None:
@@ -198,8 +185,7 @@ class Explorer:
             return answer
 
         runner.invoke = invoke
-        propagating: Callable[..., Any] = submit
-        ThreadPoolExecutor.submit = propagating  # type: ignore[method-assign]
+        ThreadPoolExecutor.submit = propagating(real_submit, _current)  # type: ignore[method-assign]
         BaseClient._make_api_call = call
 
         def undo() -> None:

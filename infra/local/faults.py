@@ -142,7 +142,7 @@ class Faults:
             self._undo.append(undo_workers)
             return
         real_submit = ThreadPoolExecutor.submit
-        ThreadPoolExecutor.submit = _propagating(real_submit)  # type: ignore[method-assign]
+        ThreadPoolExecutor.submit = propagating(real_submit)  # type: ignore[method-assign]
         # Every AWS call of every client, made before or after this (a client copies its session's event
         # handlers when it is made, so registering handlers would miss the handlers' cached clients).
         real_call = BaseClient._make_api_call
@@ -356,20 +356,20 @@ class _LyingContext:
         return self._real.get_remaining_time_in_millis() + self._extra_ms
 
 
-def _propagating(real_submit: Callable[..., Any]) -> Callable[..., Any]:
-    """ThreadPoolExecutor.submit that runs the task as part of the submitting thread's invocation."""
+def propagating(real_submit: Callable[..., Any], var: contextvars.ContextVar[Any] = _current) -> Callable[..., Any]:
+    """ThreadPoolExecutor.submit that runs the task as part of the submitting thread's invocation (`var`'s)."""
 
     def submit(self: ThreadPoolExecutor, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
-        inv = _invocation()
+        inv = var.get()
         if inv is None:
             return real_submit(self, fn, *args, **kwargs)
 
         def run(*a: Any, **kw: Any) -> Any:
-            token = _current.set(inv)
+            token = var.set(inv)
             try:
                 return fn(*a, **kw)
             finally:
-                _current.reset(token)
+                var.reset(token)
 
         return real_submit(self, run, *args, **kwargs)
 

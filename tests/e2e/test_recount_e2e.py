@@ -10,29 +10,17 @@ the counters what the ledger says, once.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 
 import pytest
 
 from chalicelib import wiring
 from chalicelib.jobs.recount import Recount
 from chalicelib.stores.campaign_stats import BufferedStats
-from chalicelib.stores.recounts import RecountNote, Recounts
+from tests.contract.test_recount import OnlyOf
 from tests.e2e.test_feedback_e2e import OK, _campaign
 from tests.e2e.test_pipeline_e2e import _tenant
 
 pytestmark = pytest.mark.e2e
-
-
-class _OnlyOf:
-    def __init__(self, notes: Recounts, user: str) -> None:
-        self._notes, self._user = notes, user
-
-    def settled(self, before_ms: int) -> Iterator[RecountNote]:
-        return (n for n in self._notes.settled(before_ms) if n.user_id == self._user)
-
-    def done(self, note: RecountNote) -> bool:
-        return self._notes.done(note)
 
 
 def _eventually(check, within_s: float = 30.0) -> bool:
@@ -61,7 +49,7 @@ def test_a_campaign_whose_every_count_died_with_its_handlers_is_counted_once_by_
     counters = c.stats.read(user, "lost")
     assert counters is not None and (counters["queued"], counters["sent"], counters["delivered"]) == (0, 0, 0)
     # Noted by the deployed stream consumer, from the ledger's own changes.
-    notes = _OnlyOf(c.recounts, user)
+    notes = OnlyOf(c.recounts, user)
     assert _eventually(lambda: any(n.campaign_id == "lost" for n in notes.settled(10**15)))
     monkeypatch.setattr(BufferedStats, "flush", real_flush)
 

@@ -485,6 +485,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         print(
             f"{args.user}/{args.campaign}: {r.requeued} failed recipient(s) queued again "
             f"(of {r.matched} matching); {len(r.no_copy)} without a kept copy; {len(r.not_queued)} not queued"
+            + (f"; {r.requeued_again} an earlier retry queued, queued once more" if r.requeued_again else "")
         )
         for email in r.no_copy[:20]:
             print(f"  no copy kept: {email}", file=sys.stderr)

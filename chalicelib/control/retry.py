@@ -7,8 +7,9 @@ JSON, in the payload bucket under `failed/`, 30 days), and retry-failed queues t
 Per recipient: the ledger moves it from `failed` back to `queued` with a conditional write (so two
 retries running at once queue it once), then the copy goes on the tenant's queue, and the drainer's
 claim does the rest: a recipient that is sent is never sent again. If the retry dies between the two,
-the recipient is left `queued` with nothing on the queue; the next retry takes such a recipient again
-once its retry is 15 minutes old (an extra copy is harmless, for the same reason).
+the recipient is left `queued` with nothing on the queue; the next retry (the client asking again after
+the 502 its killed request got) takes such a recipient again, whatever its age: an extra copy is harmless,
+for the same reason, and waiting would leave it `queued` for good when the client asked again at once.
 
 Emails that failed before this copy existed, or whose failure came from SES's Reject event (the drainer
 had already let the message go), have no copy: they are reported, not retried.
@@ -34,7 +35,8 @@ from chalicelib.stores.recorder import Recorder
 
 @dataclass
 class RetryResult:
-    requeued: int = 0
+    requeued: int = 0  # failed recipients queued again
+    requeued_again: int = 0  # queued by an earlier retry and not sent yet: queued again (a copy may be extra)
     no_copy: list[str] = field(default_factory=list)  # failed, but no copy of their email was kept
     not_queued: list[str] = field(default_factory=list)  # reopened but the queue refused: next retry takes them
     matched: int = 0  # failed recipients matching the reason filter
@@ -43,6 +45,7 @@ class RetryResult:
         return {
             "matched": self.matched,
             "requeued": self.requeued,
+            "requeuedAgain": self.requeued_again,
             "noCopyKept": len(self.no_copy),
             "notQueued": len(self.not_queued),
         }
@@ -82,6 +85,7 @@ class RetryFailed:
     ) -> None:
         needle = reason_contains.lower() if reason_contains else None
         by_queue: dict[str, list[Outgoing]] = {}
+        again: set[str] = set()  # the recipients taken from `queued`, not from `failed`
         for entry in self._ledger.entries(user_id, campaign_id, states=(FAILED, QUEUED)):
             if entry.state == FAILED:
                 if needle and needle not in (entry.reason or "").lower():
@@ -93,13 +97,19 @@ class RetryFailed:
             if body is None:
                 result.no_copy.append(entry.email)
                 continue
-            if not recorder.reopened(user_id, campaign_id, entry.email):
-                continue  # another retry took it, or its earlier retry is recent and still on its way
+            before = recorder.reopened(user_id, campaign_id, entry.email)
+            if before is None:
+                continue  # another retry took it, or a drainer is sending it now
+            if before == QUEUED:
+                again.add(entry.email)
             queue = queue_for(self._settings.resources, user_id, QueuedEmail.from_json(body).plan)
             by_queue.setdefault(queue, []).append(Outgoing(key=entry.email, body=body))
         for queue, outgoing in by_queue.items():
             failures = self._email_queue.put(queue, user_id, campaign_id, outgoing)
             result.not_queued.extend(f.key for f in failures)
-            result.requeued += len(outgoing) - len(failures)
-            if len(failures) < len(outgoing):
+            refused = {f.key for f in failures}
+            taken = [o.key for o in outgoing if o.key not in refused]
+            result.requeued_again += sum(key in again for key in taken)
+            result.requeued += sum(key not in again for key in taken)
+            if taken:
                 self._drains.ensure(queue)

@@ -54,7 +54,6 @@ from chalicelib.stores.write_batch import GroupCommit, Write, apply_all
 
 # A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
-RETRY_STALE_MS = 15 * 60 * 1000
 RETENTION_S = 180 * 24 * 3600
 T = TypeVar("T")
 
@@ -136,19 +135,18 @@ class Ledger:
         """Retry-failed: a failed recipient becomes `queued` again (once per retry; never a sent one). Returns
         the state it was taken from (`failed`, or `queued` below), None if it was not taken.
 
-        Also takes a recipient whose earlier retry started and never reached the queue (RETRY_STALE_MS):
-        the retry is then done again, and the claim makes any second copy harmless. `retries` counts the
-        failed recipients queued again (as the campaign's `retried` does), not a retry done again."""
+        Also takes a recipient already queued again by an earlier retry and not claimed now: that retry may
+        have died before its copy reached the queue (a killed request, answered 502, asked again at once),
+        so the retry is done again, and the claim makes a second copy harmless. `retries` counts the failed
+        recipients queued again (as the campaign's `retried` does), not a retry done again."""
         m = self._model
         now = int(time.time() * 1000)
         if self._reopen(user_id, campaign_id, email, now, m.state == FAILED):
             return FAILED
-        stale = (
-            (m.state == QUEUED)
-            & (m.retried_at < now - RETRY_STALE_MS)
-            & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
+        unclaimed = (
+            (m.state == QUEUED) & m.retried_at.exists() & (m.claimed_until.does_not_exist() | (m.claimed_until < now))
         )
-        return QUEUED if self._reopen(user_id, campaign_id, email, now, stale, again=True) else None
+        return QUEUED if self._reopen(user_id, campaign_id, email, now, unclaimed, again=True) else None
 
     def _reopen(
         self, user_id: str, campaign_id: str, email: str, now: int, condition: Condition, *, again: bool = False

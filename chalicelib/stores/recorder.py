@@ -148,15 +148,14 @@ class Recorder:
         log.info("failed", user=user_id, campaign=campaign_id, recipient=address, reason=reason)
         return True
 
-    def reopened(self, user_id: str, campaign_id: str, address: str) -> bool:
+    def reopened(self, user_id: str, campaign_id: str, address: str) -> str | None:
         """A recipient queued again by retry-failed: taken off `failed` (and counted `retried`) if it was failed,
-        or retaken after an earlier retry died half-way (counted then)."""
+        or retaken after an earlier retry that may have died half-way (counted then). The state it was taken
+        from, None when it was not taken."""
         before = self._ledger.reopen(user_id, campaign_id, address)
-        if before is None:
-            return False  # another retry took it, or its earlier retry is recent and still on its way
         if before == FAILED:
             self._counts.add(user_id, campaign_id, failed=-1, retried=1)
-        return True
+        return before  # None: another retry took it, or a drainer is sending it now
 
     def flush(self) -> None:
         """Write the counts gathered so far (a no-op where each is written at once)."""

@@ -18,7 +18,8 @@ same time (a duplicate delivery), none failed.
 What Lambda does next is the stack's: an async event is retried (infra.local.lambda_runtime), a polled
 message comes back once its visibility timeout passes, a stream batch is given again. The time those take
 on AWS (a minute, a quarter hour, a claim's half hour) is not waited for: `MovedClock` moves `time.time()`
-of the whole process ahead. It must be installed before anything takes `time.time` as a default argument,
+of the whole process ahead, and an async event's retries come as late as Lambda's do (the clock moved
+ASYNC_RETRY_S, then twice that). It must be installed before anything takes `time.time` as a default argument,
 so the explorer's own test layer installs it first (tests/faults/conftest.py).
 
 A new AWS call in the code is a new site without anyone writing a scenario for it: sites come from what
@@ -28,6 +29,8 @@ the code does, not from a list.
 from __future__ import annotations
 
 import contextvars
+import datetime
+import functools
 import json
 import threading
 import time
@@ -40,12 +43,24 @@ from typing import Any
 
 from botocore.client import BaseClient
 from botocore.exceptions import ClientError
+from moto.dynamodb.models import table as moto_table
 
 from infra.local.faults import propagating
 from infra.local.lambda_context import FunctionCrashed
 
 KILL_BEFORE, KILL_AFTER, THROTTLED, TWICE = "killed before", "killed after", "throttled", "twice at once"
 CALL_MODES = (KILL_BEFORE, KILL_AFTER, THROTTLED)
+API = "api"  # what the explorer calls the API's function: its requests are watched as one function's
+# API Gateway's answer when the function behind a route died (a Lambda proxy integration's "Internal server error").
+BAD_GATEWAY = {
+    "statusCode": 502,
+    "headers": {"Content-Type": "application/json", "x-amzn-ErrorType": "InternalServerErrorException"},
+    "multiValueHeaders": {},
+    "isBase64Encoded": False,
+    "body": json.dumps({"message": "Internal server error"}),
+}
+# Lambda retries a failed async event "after one minute, then two" (Lambda's guide, asynchronous invocation).
+ASYNC_RETRY_S = 60.0
 
 # Each service's answer to a caller over its rate, as botocore raises it once its retries are spent.
 _THROTTLING = {
@@ -117,14 +132,16 @@ class MovedClock:
         def moved() -> float:
             return real() + clock._offset
 
+        def moved_utc() -> datetime.datetime:  # moto's clock for a stream record's ApproximateCreationDateTime
+            return datetime.datetime.fromtimestamp(moved(), datetime.UTC).replace(tzinfo=None)
+
         time.time = moved
+        self._moto_utcnow = moto_table.utcnow
+        moto_table.utcnow = moved_utc  # as DynamoDB stamps a record by the clock Lambda's functions read
 
     def uninstall(self) -> None:
         time.time = self._real
-
-    def real(self) -> float:
-        """The time not moved: what moto stamps a stream record with (its own clock, from `datetime`)."""
-        return self._real()
+        moto_table.utcnow = self._moto_utcnow
 
     def advance(self, seconds: float) -> None:
         with self._lock:
@@ -138,9 +155,10 @@ class MovedClock:
 class Explorer:
     """Watches one function's invocation at a time in a started LocalStack (functions in this process)."""
 
-    def __init__(self, stack: Any) -> None:
+    def __init__(self, stack: Any, clock: MovedClock) -> None:
         assert stack.runner is not None and stack.runner.workers is None, "the explorer needs in-process functions"
         self._runner = stack.runner
+        self._clock = clock
         self._undo: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self._target: tuple[str, tuple[str, ...]] | None = None  # (handler, markers) of the invocation to watch
@@ -155,18 +173,13 @@ class Explorer:
         real_invoke = runner.invoke
         real_submit = ThreadPoolExecutor.submit
         real_call = BaseClient._make_api_call
+        real_wait = runner.wait_to_retry
 
         def invoke(fn: Any, event: dict[str, Any]) -> Any:
             watched = self._watch(fn.handler_name, event)
             if watched is None:
                 return real_invoke(fn, event)
-            token = _current.set(watched)
-            try:
-                if self.twice:
-                    return _at_once(lambda: real_invoke(fn, event), lambda: real_invoke(fn, event))
-                return real_invoke(fn, event)
-            finally:
-                _current.reset(token)
+            return self.run_watched(watched, lambda: real_invoke(fn, event))
 
         def call(client: BaseClient, operation: str, params: dict[str, Any]) -> Any:
             watched = _current.get()
@@ -184,16 +197,40 @@ class Explorer:
                 self._kill(watched, fault)
             return answer
 
+        def wait_to_retry(attempt: int) -> None:
+            self._clock.advance(ASYNC_RETRY_S * attempt)
+            real_wait(attempt)
+
         runner.invoke = invoke
+        runner.wait_to_retry = wait_to_retry
         ThreadPoolExecutor.submit = propagating(real_submit, _current)  # type: ignore[method-assign]
         BaseClient._make_api_call = call
 
         def undo() -> None:
             runner.invoke = real_invoke
+            runner.wait_to_retry = real_wait
             ThreadPoolExecutor.submit = real_submit  # type: ignore[method-assign]
             BaseClient._make_api_call = real_call
 
         self._undo.append(undo)
+
+    def install_api(self, server: Any) -> None:
+        """Watch the API's requests too (as the function API, their event API Gateway's): the app that chalice
+        local's server (a LocalDevServer, started) calls is wrapped, as infra.local.api_exchanges wraps it."""
+        handler = server.server.RequestHandlerClass  # functools.partial(handler, app_object=..., config=...)
+        explored = _ExploredApp(handler.keywords["app_object"], self)
+        server.server.RequestHandlerClass = functools.partial(
+            handler.func, *handler.args, **{**handler.keywords, "app_object": explored}
+        )
+        self._undo.append(lambda: setattr(server.server, "RequestHandlerClass", handler))
+
+    def run_watched(self, watched: _Watched, call: Callable[[], Any]) -> Any:
+        """The watched invocation, its AWS calls seen as its own (twice at once when the run asks for it)."""
+        token = _current.set(watched)
+        try:
+            return _at_once(call, call) if self.twice else call()
+        finally:
+            _current.reset(token)
 
     def uninstall(self) -> None:
         while self._undo:
@@ -242,6 +279,27 @@ class Explorer:
         watched.dead = True
         self.injected = fault
         raise FunctionCrashed(f"killed by the explorer: {fault}")
+
+
+class _ExploredApp:
+    """The Chalice app as chalice local's server calls it: the watched request's calls seen; a request killed
+    is answered as API Gateway answers a function that died (502, its own message)."""
+
+    def __init__(self, app: Any, explorer: Explorer) -> None:
+        self._app = app
+        self._explorer = explorer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._app, name)
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        watched = self._explorer._watch(API, event)
+        if watched is None:
+            return dict(self._app(event, context))
+        try:
+            return dict(self._explorer.run_watched(watched, lambda: self._app(event, context)))
+        except FunctionCrashed:
+            return dict(BAD_GATEWAY)
 
 
 def _throttled(site: Site) -> ClientError:

@@ -8,10 +8,11 @@ import urllib.request
 import pytest
 
 from chalicelib import wiring
+from chalicelib.control.retry import RetryFailed
 from chalicelib.queueing.parked_email import parked_bucket
 from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignControl
 from chalicelib.stores.campaign_stats import CampaignStatsModel
-from chalicelib.stores.ledger_model import FAILED, SENT
+from chalicelib.stores.ledger_model import FAILED, QUEUED, SENT
 from chalicelib.stores.tables import bound
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import eventually, read_sends
@@ -163,6 +164,39 @@ def test_retry_failed_sends_to_the_failed_only_and_each_once_however_often_it_is
     assert actions.retry_failed(user, "news").requeued == 0
     counts = wiring.container().stats.get(user, "news")
     assert (counts["sent"], counts["failed"], counts["retried"]) == (12, 0, 8)
+
+
+def test_a_retry_that_died_half_way_is_finished_by_asking_again_at_once(stack, uid):
+    # The API's request killed after it queued some recipients' state and before their copies reached the
+    # queue (the fault explorer's `api s3.GetObject#2 killed before`): the client, answered 502, asks again
+    # at once, and that retry finishes the work; a third sends nothing twice.
+    sender, user = _tenant(stack, uid, verified=False), f"half-{uid}"
+    _publish(stack, user, sender, "news", _recipients(3))
+    assert eventually(lambda: _states(user, "news").get(FAILED) == 3, 30, poll_s=0.1)
+    _verify(stack, sender)
+    c = wiring.container()
+
+    class DiesAtTheSecondCopy:
+        loads = 0
+
+        def load(self, user_id, campaign_id, email):
+            self.loads += 1
+            if self.loads == 2:
+                raise RuntimeError("the function died here")
+            return c.failed_copies.load(user_id, campaign_id, email)
+
+    dying = RetryFailed(c.settings, c.ledger, c.recorder, DiesAtTheSecondCopy(), c.email_queue, c.drains)
+    with pytest.raises(RuntimeError):
+        dying.run(user, "news")
+    assert _states(user, "news") == {QUEUED: 1, FAILED: 2}  # one reopened, nothing queued
+    again = c.actions.retry_failed(user, "news")
+    assert (again.requeued, again.requeued_again) == (2, 1)
+    assert eventually(lambda: _states(user, "news") == {SENT: 3}, 30) and stack.wait_until_drained(30, poll_s=0.1)
+    third = c.actions.retry_failed(user, "news")
+    assert (third.requeued, third.requeued_again) == (0, 0)  # all sent: nothing is taken again
+    assert sorted(_sent(stack, user)) == [f"r{i}@example.org" for i in range(3)]
+    counts = c.stats.get(user, "news")
+    assert (counts["failed"], counts["retried"]) == (0, 3)
 
 
 def _call(method, url, key=None, body=None):

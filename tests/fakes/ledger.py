@@ -75,13 +75,17 @@ class FakeLedger:
         return n
 
     def reopen(self, user: str, campaign: str, email: str) -> str | None:
-        """A failed recipient queued again (the store also retakes a retry that went stale; not modelled)."""
+        """A failed recipient queued again; one an earlier retry queued, not claimed now, taken again."""
         with self.lock:
             row = self._row(user, campaign, email)
-            if row.get("state") != FAILED:
-                return None
-            row.update(state=QUEUED, reason=None, retried_at=int(time.time() * 1000), retries=row.get("retries", 0) + 1)
-            return FAILED
+            now = int(time.time() * 1000)
+            if row.get("state") == FAILED:
+                row.update(state=QUEUED, reason=None, retried_at=now, retries=row.get("retries", 0) + 1)
+                return FAILED
+            if row.get("state") == QUEUED and row.get("retried_at") and row.get("claimed_until", 0) < time.time():
+                row.update(retried_at=now)
+                return QUEUED
+            return None
 
     def record_unsent(self, user: str, campaign: str, state: str, emails: list[str], reason: str) -> int:
         n = 0
@@ -167,6 +171,7 @@ class FakeLedger:
                     row.get("updated_at"),
                     claimed_until=int(until * 1000) if until else None,
                     retried_at=row.get("retried_at"),
+                    retries=row.get("retries", 0),
                 )
 
     def get(self, user: str, campaign: str, email: str) -> Entry | None:

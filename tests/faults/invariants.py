@@ -3,13 +3,17 @@ counts on, read from the stack as a tenant or an operator would see it."""
 
 from __future__ import annotations
 
+import json
+import re
 from collections import Counter
 from dataclasses import dataclass
+from email import message_from_bytes
+from email.policy import strict
 from typing import Any
 
 from chalicelib import wiring
 from chalicelib.stores.ledger_model import FINAL
-from infra.ledger_checks import counter_drift, events_missing
+from infra.ledger_checks import counter_drift, events_missing, ledger_events
 from tests.conftest import read_sends
 
 
@@ -18,6 +22,7 @@ class Campaign:
     user_id: str
     campaign_id: str
     recipients: tuple[str, ...]  # lower-cased
+    items: tuple[tuple[str, str], ...] = ()  # a digest's: (recipient, item id), each due in one email of the period
 
 
 def mailed_more_than_once(stack: Any, c: Campaign) -> list[str]:
@@ -29,9 +34,9 @@ def mailed_more_than_once(stack: Any, c: Campaign) -> list[str]:
     return [f"{to} mailed {n} times" for to, n in sorted(sends.items()) if n > 1]
 
 
-def not_final(c: Campaign) -> list[str]:
+def not_final(c: Campaign, among: frozenset[str] = FINAL) -> list[str]:
     rows = wiring.container().ledger.recorded(c.user_id, c.campaign_id, c.recipients)
-    return [f"{r}: {rows.get(r, 'no record')}" for r in c.recipients if rows.get(r) not in FINAL]
+    return [f"{r}: {rows.get(r, 'no record')}" for r in c.recipients if rows.get(r) not in among]
 
 
 def counters_off(c: Campaign) -> list[str]:
@@ -58,19 +63,55 @@ def events_off(stack: Any, c: Campaign) -> list[str]:
     return [f"{who} {kind}" for who, kind in sorted(missing)]
 
 
+def digest_items_off(stack: Any, c: Campaign) -> list[str]:
+    """A digest's items against its period's email: each item in exactly one of its reader's emails."""
+    if not c.items:
+        return []
+    seen: Counter[tuple[str, str]] = Counter()
+    for eml in sorted((stack.config.outbox / c.user_id / c.campaign_id).glob("*.eml")):
+        msg = message_from_bytes(eml.read_bytes(), policy=strict)
+        to, html = str(msg["To"]).lower(), msg.get_body(("html",)).get_content()  # type: ignore[union-attr]
+        seen.update((to, item) for item in re.findall(r"\[([^\]<]+)\]", html))
+    pairs = sorted(set(c.items) | set(seen))
+    return [f"{to} got {item} {seen[(to, item)]} times" for to, item in pairs if seen[(to, item)] != 1]
+
+
+def webhooks_off(stack: Any, c: Campaign, receiver: Any) -> list[str]:
+    """Every event the ledger implies was delivered to the tenant's endpoint (at least once: a receiver drops
+    what it has seen by the event's id)."""
+    if receiver is None:
+        return []
+    delivered = set()
+    for _headers, body in list(receiver.requests):
+        for event in json.loads(body).get("data", {}).get("events", []):
+            if event.get("campaignId") == c.campaign_id:
+                delivered.add((str(event["recipient"]).lower(), event["type"]))
+    table = stack.settings.resources.ledger_table.name
+    missing = ledger_events(stack.client("dynamodb"), table, c.user_id, c.campaign_id) - delivered
+    return [f"{who} {kind}" for who, kind in sorted(missing)]
+
+
 def queue_left(stack: Any, c: Campaign) -> list[str]:
     mine = {n: v for n, v in stack.queue_depths().items() if c.user_id.lower() in n.lower() and sum(v)}
     return [f"{n}: visible, in flight, delayed {v}" for n, v in sorted(mine.items()) if not n.endswith("-dlq")]
 
 
-def broken(stack: Any, c: Campaign) -> list[str]:
-    """Every promise broken for this campaign, each prefixed with which."""
+def deliveries_pending(stack: Any) -> list[str]:
+    """Webhook deliveries still on their queue (visible, in flight or waiting out a retry's delay)."""
+    name = stack.settings.resources.webhooks_queue.name
+    return [f"{n}: {v}" for n, v in stack.queue_depths().items() if n == name and sum(v)]
+
+
+def broken(stack: Any, c: Campaign, receiver: Any = None) -> list[str]:
+    """Every promise broken for this campaign, each prefixed with which (`receiver`: the tenant's endpoint)."""
     checks = {
         "mailed twice": mailed_more_than_once(stack, c),
+        "a digest's item not mailed once": digest_items_off(stack, c),
         "not final": not_final(c),
         "email left on a queue": queue_left(stack, c),
         "counters differ from the ledger": counters_off(c),
         "guard differs from the ledger": guard_off(c),
         "events missing from GET /events": events_off(stack, c),
+        "events not delivered to the endpoint": webhooks_off(stack, c, receiver),
     }
     return [f"{what}: {'; '.join(found[:5])}" for what, found in checks.items() if found]

@@ -3,14 +3,24 @@ as its trigger starts it, and how the stack is brought to rest after (with the c
 
 from __future__ import annotations
 
+import json
+import time
+import urllib.error
+import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib import wiring
+from chalicelib.core.message_parser import parse_sender
+from chalicelib.digest.assembly import campaign_id, period_of
+from chalicelib.stores.ledger_model import FINAL, SCHEDULED
+from infra.local.explorer import API
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
-from tests.faults.invariants import Campaign, not_final, queue_left
+from infra.webhook_receiver import WebhookReceiver
+from tests.faults.invariants import Campaign, deliveries_pending, not_final, queue_left
 from tests.faults.moved_clock import CLOCK
 
 SIMULATOR = "simulator.amazonses.com"
@@ -18,6 +28,8 @@ SIMULATOR = "simulator.amazonses.com"
 # events queue's, a lease's grace, Lambda's async retries (1 and 2 min). A claim's 30 min takes three.
 STEP_S = 660.0
 SETTLE_S = 960.0  # past the recount's 15 minutes
+IDLE_S = 15 * 86400.0  # past the days a tenant's queue is kept idle (MOONSEND_IDLE_QUEUE_DAYS: 14)
+SCHEDULED_OR_FINAL = frozenset({*FINAL, SCHEDULED})
 
 
 @dataclass(frozen=True)
@@ -33,9 +45,16 @@ def fresh_user() -> str:
     return f"x{uuid.uuid4().hex[:10]}"
 
 
-def _campaign(stack: Any, user: str, recipients: list[str], campaign_id: str = "c1") -> Campaign:
-    sender = stack.paid_sender(user, rate=10, ses_max_rate=20)
-    spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", campaign_id)
+def _campaign(
+    stack: Any,
+    user: str,
+    recipients: list[str],
+    campaign_id: str = "c1",
+    sender: dict[str, Any] | None = None,
+    options: dict[str, Any] | None = None,
+) -> Campaign:
+    sender = sender or stack.paid_sender(user, rate=10, ses_max_rate=20)
+    spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", campaign_id, options=options or {})
     people = [{"email": e, "metadata": {"name": "N"}} for e in recipients]
     publish(
         stack.client("sns"), stack.topic_arns[stack.settings.resources.precompile_topic.name], messages(spec, people)
@@ -52,19 +71,127 @@ def a_campaign_with_feedback(stack: Any, user: str) -> Campaign:
     return _campaign(stack, user, [f"success+{user}@{SIMULATOR}", f"bounce@{SIMULATOR}", f"complaint@{SIMULATOR}"])
 
 
-def recount_run(stack: Any, user: str) -> None:
-    """recount_campaigns as its schedule invokes it, once the campaign's changes settled: the rule names the
-    tenant, so that this invocation is the one watched."""
-    _advance(stack, SETTLE_S)
-    fn = stack.runner.functions[stack.settings.resources.function_name("recount_campaigns")]
-    event = scheduled_event(f"arn:aws:events:::rule/explore-{user}", stack.config.account_id, stack.config.region)
-    try:
-        stack.runner.invoke(fn, event)
-    except BaseException:  # killed or failed: its next run (five minutes on) is the retry
-        _advance(stack, 300)
-        stack.runner.invoke(
-            fn, scheduled_event("arn:aws:events:::rule/next", stack.config.account_id, stack.config.region)
+def a_retry_of_the_failed(stack: Any, user: str) -> Campaign:
+    """Two recipients failed (the sender's address not verified yet), then, once it is, retried by the tenant
+    through the API, as a client does: asked again once when the answer is a server's error."""
+    key = "AKIA" + uuid.uuid4().hex[:16].upper()
+    stack.ses.configure(key, max_send_rate=20)
+    sender = {"region": stack.config.region, "apiKey": key, "apiSecret": f"s-{user}", "ratePerSecond": "10"}
+    sender |= {"emailAddress": f"news@{user}.example", "fromName": "News"}
+    campaign = _campaign(stack, user, [f"success+{user}-{i}@{SIMULATOR}" for i in range(2)], f"c-{user}", sender)
+    c = wiring.container()
+    _until(lambda: not not_final(campaign), "both recipients failed (no identity)")
+    ses = stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"])
+    ses.create_email_identity(EmailIdentity=sender["emailAddress"])
+    url = f"{stack.api_url}/campaigns/{campaign.campaign_id}/retry-failed"
+    headers = {"Authorization": f"Bearer {c.reports.issue_key(user)}", "Content-Type": "application/json"}
+    for _ in range(2):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, b"{}", headers, method="POST"), timeout=30):
+                break
+        except urllib.error.HTTPError as err:
+            if err.code < 500:
+                raise
+        except (urllib.error.URLError, ConnectionError):  # no answer at all: asked again too
+            pass
+    return campaign
+
+
+RECEIVERS: dict[str, WebhookReceiver] = {}  # each run's, by tenant: closed once the run is judged
+
+
+def a_campaign_with_a_webhook(stack: Any, user: str) -> Campaign:
+    """A campaign whose events the tenant's endpoint (a receiver on loopback) is sent: deliver_webhooks."""
+    receiver = RECEIVERS[user] = WebhookReceiver()
+    sender, c = stack.paid_sender(user, rate=10, ses_max_rate=20), wiring.container()
+    c.tenants.accept(user, "paid", parse_sender({"sender": sender}, []), c.ses.account_of)  # as its first email
+    key = c.reports.issue_key(user)
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    body = json.dumps({"url": receiver.url}).encode()
+    urllib.request.urlopen(urllib.request.Request(f"{stack.api_url}/webhooks", body, headers), timeout=30).close()
+    return _campaign(stack, user, [f"success+{user}@{SIMULATOR}", f"bounce@{SIMULATOR}"], sender=sender)
+
+
+DIGEST = "weekly"
+DIGEST_READERS = 3
+# Each item's id in the email, between brackets: what the digest's check finds (invariants.digest_items_off).
+DIGEST_BODY = "<p>Hi {{ name }}</p>{% for item in items %}<p>[{{ item.id }}]</p>{% endfor %}"
+
+
+def a_digest_run(stack: Any, user: str) -> Campaign:
+    """A weekly digest with three readers of two items each, its period's run fired as Scheduler fires it."""
+    sender = stack.paid_sender(user, rate=10, ses_max_rate=20)
+    definition = {"id": DIGEST, "subject": "Your week", "body": DIGEST_BODY, "schedule": "cron(0 13 ? * WED *)"}
+    sns, topic = stack.client("sns"), stack.topic_arns[stack.settings.resources.precompile_topic.name]
+    publish(sns, topic, [json.dumps({"userId": user, "sender": sender, "digest": {**definition, "window": "P7D"}})])
+    c = wiring.container()
+    _until(lambda: c.digest_schedules.get(user, DIGEST) is not None, "the digest's schedule")
+    now = time.time()
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - 3600))
+    readers = [f"reader{i}+{user}@{SIMULATOR}" for i in range(DIGEST_READERS)]
+    items = {r: (f"{user}-{i}-a", f"{user}-{i}-b") for i, r in enumerate(readers)}
+    people = [
+        {"email": r, "metadata": {"name": "N"}, "items": [{"id": x, "type": "Show", "at": at, "data": {}} for x in ids]}
+        for r, ids in items.items()
+    ]
+    publish(sns, topic, [json.dumps({"userId": user, "digest": {"id": DIGEST}, "recipients": people})])
+    stored = lambda: sum(len(r.items) for r in c.digests.recipients(user, DIGEST))  # noqa: E731
+    _until(lambda: stored() == 2 * DIGEST_READERS, lambda: f"{2 * DIGEST_READERS} items stored (not {stored()})")
+    minute = float(int(now) // 60 * 60)
+    schedule = c.digest_schedules.get(user, DIGEST)
+    assert stack.schedules is not None and schedule is not None
+    stack.schedules.fire(schedule, minute)
+    pairs = tuple((r.lower(), x) for r, ids in items.items() for x in ids)
+    return Campaign(user, campaign_id(DIGEST, period_of(minute)), tuple(r.lower() for r in readers), pairs)
+
+
+def _until(condition: Callable[[], bool], what: str | Callable[[], str], timeout_s: float = 60.0) -> None:
+    end = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < end, (
+            f"the scenario's set-up timed out waiting for {what if isinstance(what, str) else what()}"
         )
+        time.sleep(0.05)
+
+
+def recount_run(stack: Any, user: str) -> None:
+    """recount_campaigns as its schedule invokes it, once the campaign's changes settled."""
+    _advance(stack, SETTLE_S)
+    _job(stack, "recount_campaigns", user, then_s=300)
+
+
+def a_scheduled_campaign(stack: Any, user: str) -> Campaign:
+    """A campaign scheduled an hour ahead (held in the schedule store), released by release_scheduled."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    recipients = [f"success+{user}-{i}@{SIMULATOR}" for i in range(2)]
+    campaign = _campaign(stack, user, recipients, options={"scheduledAt": at})
+    _until(lambda: not not_final(campaign, among=SCHEDULED_OR_FINAL), "both recipients scheduled")
+    _advance(stack, 3600)
+    _job(stack, "release_scheduled", user, then_s=60)
+    return campaign
+
+
+def a_campaign_after_its_queue_retired(stack: Any, user: str) -> Campaign:
+    """A tenant's queue idle for longer than retire_idle_queues keeps one, retired by it, then a campaign:
+    its queue made again. Every queue idle before is retired first, so that the watched run retires one."""
+    _advance(stack, IDLE_S)
+    _job(stack, "retire_idle_queues", "every-idle-queue")
+    bring_to_rest(stack, a_small_campaign(stack, user))
+    _advance(stack, IDLE_S)
+    _job(stack, "retire_idle_queues", user)
+    return _campaign(stack, user, [f"success+{user}-again@{SIMULATOR}"], "c2")
+
+
+def _job(stack: Any, function: str, named: str, then_s: float = 60.0) -> None:
+    """A scheduled function as its rule invokes it, the rule naming `named` (the tenant: the invocation
+    watched). Killed or failed, its next run `then_s` later (the rule's rate) is the retry."""
+    fn = stack.runner.functions[stack.settings.resources.function_name(function)]
+    account, region = stack.config.account_id, stack.config.region
+    try:
+        stack.runner.invoke(fn, scheduled_event(f"arn:aws:events:::rule/explore-{named}", account, region))
+    except BaseException:
+        _advance(stack, then_s)
+        stack.runner.invoke(fn, scheduled_event("arn:aws:events:::rule/next", account, region))
 
 
 SCENARIOS = {
@@ -73,21 +200,27 @@ SCENARIOS = {
     "ses_events": Scenario("ses_events", a_campaign_with_feedback, also=("Complaint",)),
     "webhook_events": Scenario("webhook_events", a_small_campaign),
     "recount_campaigns": Scenario("recount_campaigns", a_small_campaign, after_rest=recount_run),
+    "run_digest": Scenario("run_digest", a_digest_run),
+    "release_scheduled": Scenario("release_scheduled", a_scheduled_campaign, also=("explore-",)),
+    "retire_idle_queues": Scenario("retire_idle_queues", a_campaign_after_its_queue_retired, also=("explore-",)),
+    "deliver_webhooks": Scenario("deliver_webhooks", a_campaign_with_a_webhook),
+    "api_retry_failed": Scenario(API, a_retry_of_the_failed, also=("retry-failed",)),
 }
 
 
-def bring_to_rest(stack: Any, c: Campaign, rounds: int = 6) -> None:
+def bring_to_rest(stack: Any, c: Campaign, rounds: int = 6) -> int:
     """Until every recipient is final and its queue empty: each round waits for the stack to be idle, then moves
-    the clock past the pipeline's waits and runs the sweeper as its next minute would."""
+    the clock past the pipeline's waits and runs the sweeper as its next minute would. How many moves it took."""
     sweep = stack.runner.functions[stack.settings.resources.function_name("sweep_queues")]
-    for _ in range(rounds):
+    for moves in range(rounds):
         stack.wait_until_drained(timeout=60, settle_s=1.0)
-        if not not_final(c) and not queue_left(stack, c):
-            return
+        if not not_final(c) and not queue_left(stack, c) and not deliveries_pending(stack):
+            return moves
         _advance(stack, STEP_S)
         stack.runner.invoke(
             sweep, scheduled_event("arn:aws:events:::rule/sweep", stack.config.account_id, stack.config.region)
         )
+    return rounds
 
 
 def _advance(stack: Any, seconds: float) -> None:

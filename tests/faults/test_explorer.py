@@ -3,8 +3,9 @@ killed before it, killed after it and throttled, and the invocation run twice at
 the stack is at rest (the clock moved past AWS's waits), every promise checked (tests/faults/invariants.py).
 
 `make faults` runs every fault of every scenario (MOONSEND_FAULTS=all); MOONSEND_FAULTS=<n> a slice of 1 in
-n, the faults whose place in the rotation matches the UTC day (FAULTS_SLICES when unset); and
-MOONSEND_FAULTS_MATCHING=<text> only the faults whose name has that text in it (docs/testing.md).
+n, the faults whose place in the rotation matches the UTC day (FAULTS_SLICES when unset); <k>/<n> slice k of
+n; MOONSEND_FAULTS_MATCHING=<text> only the faults whose name has that text in it; MOONSEND_FAULTS_PARTS=<p>
+each function's in p tests (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -18,23 +19,27 @@ from typing import Any
 import pytest
 
 from chalicelib import wiring
-from infra.local.explorer import CALL_MODES, TWICE, Explorer, Fault, Site
+from infra.local.explorer import CALL_MODES, KILL_AFTER, KILL_BEFORE, THROTTLED, TWICE, Explorer, Fault, Site
 from tests.faults.invariants import broken
 from tests.faults.moved_clock import CLOCK
-from tests.faults.scenarios import SCENARIOS, Scenario, bring_to_rest, fresh_user, recount
+from tests.faults.scenarios import RECEIVERS, SCENARIOS, STEP_S, Scenario, bring_to_rest, fresh_user, recount
 
 pytestmark = pytest.mark.faults
 FAULTS_SLICES = 8
+# Each function's faults spread over this many tests, so that xdist's workers share a big function's (every
+# part runs its function's scenario once with no fault first, to find its sites).
+PARTS = max(1, int(os.environ.get("MOONSEND_FAULTS_PARTS", "1")))
+# How many of the clock's moves (scenarios.STEP_S each) the stack may take to come to rest after a fault. A
+# failure the code sees (a throttled call) or none is over within one: a visibility timeout, Lambda's
+# retries. A kill may hold its lease until it lapses (a drain's: its time and a grace, 960 s): two.
+MOVES_ALLOWED = {None: 1, THROTTLED: 1, KILL_BEFORE: 2, KILL_AFTER: 2}
 
 
 @pytest.fixture(scope="session")
 def explorer(stack: Any) -> Any:
-    explorer = Explorer(stack)
+    explorer = Explorer(stack, CLOCK)
     explorer.install()
-    # moto stamps a stream record with its own clock (`datetime`), which the moved one does not move: the
-    # poller judges a record's age by the same clock, or every record would look as old as the moves.
-    for poller in stack.stream_pollers:
-        poller._clock = CLOCK.real
+    explorer.install_api(stack.api)
     yield explorer
     explorer.uninstall()
 
@@ -46,12 +51,18 @@ def _run(
     wiring.reset()  # every run's invocations start in cold containers: its sites are the discovery run's
     with explorer.watching(scenario.function, (user, *scenario.also), fault, twice=twice):
         campaign = scenario.start(stack, user)
-        bring_to_rest(stack, campaign)
+        moves = bring_to_rest(stack, campaign)
         if scenario.after_rest is not None:
             scenario.after_rest(stack, user)
-            bring_to_rest(stack, campaign)
+            moves = max(moves, bring_to_rest(stack, campaign))
     recount(stack)
-    found = broken(stack, campaign)
+    receiver = RECEIVERS.pop(user, None)
+    found = broken(stack, campaign, receiver)
+    if receiver is not None:
+        receiver.close()
+    allowed = MOVES_ALLOWED[fault.mode if fault is not None else None]
+    if moves > allowed:  # a queue held with its email, or a recipient kept waiting, past what the fault explains
+        found.append(f"at rest only after {moves * STEP_S:.0f} s (the fault explains {allowed * STEP_S:.0f} s)")
     if explorer.watched is None:
         found.append(f"no invocation of {scenario.function} named {user}")
     elif fault is not None and explorer.injected is None:
@@ -59,35 +70,37 @@ def _run(
     return found
 
 
-def _chosen(sites: list[Site]) -> list[Fault | None]:
-    """The faults to run (None: the invocation twice at once)."""
+def _chosen(sites: list[Site], part: int) -> list[Fault | None]:
+    """The faults to run (None: the invocation twice at once) in this part of the function's faults."""
     faults: list[Fault | None] = [Fault(site, mode) for site in sites for mode in CALL_MODES]
     faults.append(None)
-    only = os.environ.get(
-        "MOONSEND_FAULTS_MATCHING"
-    )  # one fault again: `MOONSEND_FAULTS_MATCHING="UpdateItem#3 throttled"`
+    function = sites[0].function
+    only = os.environ.get("MOONSEND_FAULTS_MATCHING")  # one fault again: "UpdateItem#3 throttled"
     if only:
-        return [f for f in faults if f is not None and only in str(f)]
+        return [f for f in faults if f is not None and only in str(f)] if part == 0 else []
     wanted = os.environ.get("MOONSEND_FAULTS", str(FAULTS_SLICES))
-    if wanted == "all":
-        return faults
-    slices = max(1, int(wanted))
-    today = datetime.datetime.now(datetime.UTC).toordinal() % slices  # the real day: the moved clock is ours
-    return [
-        f for f in faults if int(hashlib.sha256(str(f or sites[0].function).encode()).hexdigest(), 16) % slices == today
-    ]
+    # `all`; `<n>`: the slice of 1 in n whose turn it is by the UTC day (the real day: the moved clock is
+    # ours); `<k>/<n>`: slice k (from 0) of n.
+    k, _, n = ("0/1" if wanted == "all" else wanted).partition("/")
+    slices = max(1, int(n or k))
+    turn = int(k) % slices if n else datetime.datetime.now(datetime.UTC).toordinal() % slices
+    return [f for f in faults if _place(f, function) % slices == turn and _place(f, function) // slices % PARTS == part]
 
 
-@pytest.mark.parametrize("function", sorted(SCENARIOS))
+def _place(fault: Fault | None, function: str) -> int:
+    return int(hashlib.sha256(str(fault or f"{function} {TWICE}").encode()).hexdigest(), 16)
+
+
+@pytest.mark.parametrize(("function", "part"), [(f, p) for f in sorted(SCENARIOS) for p in range(PARTS)])
 def test_every_call_killed_or_throttled_and_the_invocation_twice_keeps_every_promise(
-    stack: Any, explorer: Explorer, function: str, record_property: Any
+    stack: Any, explorer: Explorer, function: str, part: int, record_property: Any
 ) -> None:
     scenario = SCENARIOS[function]
     started = time.monotonic()
     assert _run(stack, explorer, scenario) == []  # the scenario keeps every promise with no fault
     sites = explorer.sites()
     assert sites, f"{function}'s invocation made no AWS call"
-    chosen, failures = _chosen(sites), list[str]()
+    chosen, failures = _chosen(sites, part), list[str]()
     for fault in chosen:
         if fault is None:
             failures.extend(f"{function} {TWICE}: {x}" for x in _run(stack, explorer, scenario, twice=True))
@@ -96,7 +109,9 @@ def test_every_call_killed_or_throttled_and_the_invocation_twice_keeps_every_pro
     took = time.monotonic() - started
     record_property("sites", len(sites))
     every = len(sites) * len(CALL_MODES) + 1
-    print(f"\n{function}: {len(sites)} calls, {len(chosen)} of {every} faults run, {took:.0f} s")
+    print(
+        f"\n{function} part {part + 1}/{PARTS}: {len(sites)} calls, {len(chosen)} of {every} faults run, {took:.0f} s"
+    )
     for site in sites:
         print(f"  {site}")
     for failure in failures:

@@ -50,16 +50,20 @@ test: install browser
 	$(BIN)/python -m tests.tools.assertions
 	$(PYTEST) tests/unit
 	$(PYTEST) -n $(WORKERS) --durations=20 $(STACK_LAYERS)
+	MOONSEND_FAULTS=$(TEST_FAULTS) $(PYTEST) -n $(WORKERS) -p tests.faults.moved_clock tests/faults
 
 # The fault explorer (docs/testing.md): every AWS call of each function's scenario killed before it, killed
 # after it and throttled, and the invocation run twice at once; FAULTS=<n> runs a slice of 1 in n (which
 # slice rotates with the UTC day), FAULTS=all every fault.
 # Its runs mostly wait (a drain's rate, the stack's pollers): 4 workers on 2 cores, each function in 4 parts.
 FAULTS ?= all
+# `make test` runs a slice of 1 in TEST_FAULTS of the explorer's faults, another each UTC day.
+TEST_FAULTS ?= 32
 FAULT_WORKERS ?= 4
 faults: install
-	MOONSEND_FAULTS=$(FAULTS) MOONSEND_FAULTS_PARTS=$(FAULT_WORKERS) $(PYTEST) -n $(FAULT_WORKERS) -rP \
-		--durations=10 -p tests.faults.moved_clock tests/faults
+	rm -f faults.log
+	MOONSEND_FAULTS=$(FAULTS) MOONSEND_FAULTS_PARTS=$(FAULT_WORKERS) MOONSEND_FAULTS_LOG=faults.log \
+		$(PYTEST) -n $(FAULT_WORKERS) -rP --durations=10 -p tests.faults.moved_clock tests/faults
 
 lint: install
 	$(BIN)/ruff check .

@@ -16,6 +16,10 @@ Why a queue is never deleted under a drainer, without any lock held while sendin
 - The job retires only an empty queue (nothing visible, in flight or delayed) with no live drain lease.
 - A touch that finds the queue `gone` (or a retirement that crashed and went stale) forgets the cached
   URL and creates the queue and its alarm again, as on first use.
+- A retirement goes stale after a minute (STALE_RETIREMENT_MS), inside Lambda's retries of the event that
+  met it: a job killed half-way never costs a send. So the job deletes the queue only within half that
+  of its claim, and only while the claim is still its own (a consistent read just before DeleteQueue); a
+  job past that leaves the queue, and a send takes it back, or its next run claims it again.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ from chalicelib.core.config import Settings
 from chalicelib.core.ports import SqsQueueRemoval
 from chalicelib.core.routing import alarm_name, tenant_queue_name
 from chalicelib.stores.ports import LeaseHolders, QueueRetirement
-from chalicelib.stores.queue_activity import DAY_S, utc_day
+from chalicelib.stores.queue_activity import DAY_S, REMOVE_WITHIN_MS, utc_day
 
 
 @dataclass
@@ -59,18 +63,22 @@ class IdleQueueCleanup:
         cutoff = utc_day(now - days * DAY_S)
         report = CleanupReport()
         for user_id in self._activity.stale_retirements():
-            self._remove(user_id)
-            report.retired.append(user_id)
+            claimed = self._activity.reclaim(user_id)
+            if claimed is not None and self._remove(user_id, claimed):
+                report.retired.append(user_id)
         for user_id, day in self._activity.idle(cutoff):
             why = self._busy(user_id)
             if why:
                 report.kept[user_id] = why
                 continue
-            if not self._activity.retire(user_id, day):
+            claimed = self._activity.retire(user_id, day)
+            if claimed is None:
                 report.kept[user_id] = "used while being checked"
                 continue
-            self._remove(user_id)
-            report.retired.append(user_id)
+            if self._remove(user_id, claimed):
+                report.retired.append(user_id)
+            else:
+                report.kept[user_id] = "taken back by a send, or not removed in time"
         log.info("idle queues retired", retired=len(report.retired), kept=len(report.kept), idle_days=days)
         return report
 
@@ -95,9 +103,16 @@ class IdleQueueCleanup:
             return "a drain holds the queue"
         return None
 
-    def _remove(self, user_id: str) -> None:
+    def _remove(self, user_id: str, claimed_ms: int) -> bool:
+        """Delete the queue's alarm, then the queue, while the claim is this one's and young enough that no send
+        can have taken it back (STALE_RETIREMENT_MS); True when it is gone."""
         queue = tenant_queue_name(self._settings.resources, user_id)
         self._cw.delete_alarms(AlarmNames=[alarm_name(queue)])
+        late = int(time.time() * 1000) - claimed_ms > REMOVE_WITHIN_MS
+        if late or not self._activity.still_claimed(user_id, claimed_ms):
+            # The alarm alone is gone: the send that takes the queue back makes it again.
+            log.warning("idle queue kept: its retirement was taken back or ran late", user=user_id, queue=queue)
+            return False
         try:
             url = self._sqs.get_queue_url(QueueName=queue)["QueueUrl"]
             self._sqs.delete_queue(QueueUrl=url)
@@ -106,3 +121,4 @@ class IdleQueueCleanup:
                 raise
         self._activity.gone(user_id)
         log.info("idle queue removed", user=user_id, queue=queue)
+        return True

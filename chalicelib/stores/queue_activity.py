@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.expressions.condition import Condition
 
 from chalicelib.core.errors import QueueRetiring
 from chalicelib.stores.tables import bound, condition_failed
@@ -18,7 +19,12 @@ from chalicelib.stores.tenant_model import TenantModel
 
 ACTIVE, RETIRING, GONE = "active", "retiring", "gone"
 # A retirement not finished in this long crashed: the next touch takes the queue back (and recreates it).
-STALE_RETIREMENT_MS = 10 * 60 * 1000
+# A retirement not finished this long after it was claimed is taken back by the next send. Under Lambda's
+# async retries (a minute, then two more), so that an event that met a retirement killed half-way is sent
+# by its retry rather than given up on. Safe because the job removes a queue only within REMOVE_WITHIN_MS
+# of its claim (chalicelib.jobs.idle_queues), and a retirement takes seconds.
+STALE_RETIREMENT_MS = 60 * 1000
+REMOVE_WITHIN_MS = STALE_RETIREMENT_MS // 2
 DAY_S = 86_400
 
 
@@ -77,18 +83,31 @@ class QueueActivity:
         for item in m.scan((m.queue_state == RETIRING) & (m.queue_state_at < cutoff), attributes_to_get=["user_id"]):
             yield item.user_id
 
-    def retire(self, user_id: str, day: str) -> bool:
-        """Claim the queue for removal, if it is still unused since `day`."""
+    def retire(self, user_id: str, day: str) -> int | None:
+        """Claim the queue for removal, if it is still unused since `day`: the claim's time (epoch ms), or None."""
         m = self._model
+        return self._claim(user_id, (m.queue_used_day == day) & (m.queue_state == ACTIVE))
+
+    def reclaim(self, user_id: str) -> int | None:
+        """Claim again a retirement gone stale (its job died), to finish it: the claim's time, or None when a
+        send took the queue back meanwhile."""
+        m = self._model
+        cutoff = int(time.time() * 1000) - STALE_RETIREMENT_MS
+        return self._claim(user_id, (m.queue_state == RETIRING) & (m.queue_state_at < cutoff))
+
+    def still_claimed(self, user_id: str, claimed_ms: int) -> bool:
+        """The retirement claimed at `claimed_ms` is still this one (no send took the queue back)."""
+        item = self._model.get(user_id, consistent_read=True, attributes_to_get=["queue_state", "queue_state_at"])
+        return item.queue_state == RETIRING and int(item.queue_state_at or 0) == claimed_ms
+
+    def _claim(self, user_id: str, condition: Condition) -> int | None:
+        m, now = self._model, int(time.time() * 1000)
         try:
-            m(user_id).update(
-                actions=[m.queue_state.set(RETIRING), m.queue_state_at.set(int(time.time() * 1000))],
-                condition=(m.queue_used_day == day) & (m.queue_state == ACTIVE),
-            )
-            return True
+            m(user_id).update(actions=[m.queue_state.set(RETIRING), m.queue_state_at.set(now)], condition=condition)
+            return now
         except UpdateError as exc:
             if condition_failed(exc):
-                return False
+                return None
             raise
 
     def gone(self, user_id: str) -> None:

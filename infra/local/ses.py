@@ -137,6 +137,8 @@ class SesStandIn:
         self._destinations: dict[tuple[str, str], dict[str, tuple[frozenset[str], str]]] = {}
         self.publish: Any = None  # (topic_arn, message) -> None; set by the stack
         self._events: Any = None  # a one-thread executor, so events never delay a send's answer
+        self._unpublished = 0  # emails whose events are handed to the executor and not all published yet
+        self._unpublished_lock = threading.Lock()
         # Fault injection (the soak test): a refusal to answer a send with instead, by access key.
         self.fault: Callable[[str], Refused | None] | None = None
 
@@ -310,15 +312,27 @@ class SesStandIn:
             if str(record["eventType"]).upper() in types
         ]
         if todo:
+            with self._unpublished_lock:
+                self._unpublished += 1
             self._events.submit(self._publish_all, todo)
+
+    @property
+    def events_pending(self) -> int:
+        """Emails whose events are not all published yet (the stack's idle checks count them as work left)."""
+        return self._unpublished
 
     def _publish_all(self, todo: list[tuple[str, str]]) -> None:
         assert self.publish is not None
-        for topic, message in todo:
-            try:
-                self.publish(topic, message)
-            except Exception as exc:  # the stack stopping, or SNS refusing: said, and the next event goes on
-                print(f"[ses] event not published to {topic.rsplit(':', 1)[-1]}: {exc}", file=sys.stderr, flush=True)
+        try:
+            for topic, message in todo:
+                try:
+                    self.publish(topic, message)
+                except Exception as exc:  # the stack stopping, or SNS refusing: said, and the next event goes on
+                    where = topic.rsplit(":", 1)[-1]
+                    print(f"[ses] event not published to {where}: {exc}", file=sys.stderr, flush=True)
+        finally:
+            with self._unpublished_lock:
+                self._unpublished -= 1
 
     def record(
         self, admitted_at: float, raw_mime: bytes, to: list[str], message_id: str, account: str = DEFAULT_ACCOUNT_ID

@@ -117,6 +117,7 @@ class SqsPoller:
         self._lock = threading.Lock()
         self.batches = 0  # invocations that returned
         self.records = 0  # records given to them
+        self._holding = 0  # messages received and not yet given to an invocation (a batching window's)
 
     @property
     def handler_name(self) -> str:
@@ -144,7 +145,10 @@ class SqsPoller:
             try:
                 messages = self._gather()
                 if messages:
-                    self._settle(messages)
+                    try:
+                        self._settle(messages)
+                    finally:
+                        self._hold(-len(messages))
             except Exception as exc:  # the queue gone, the stack stopping: Lambda's poller keeps trying
                 print(f"[lambda] poller of {self._queue}: {exc!r}")
                 self._stop.wait(_IDLE_WAIT_S)
@@ -155,10 +159,23 @@ class SqsPoller:
         backend, size = self._backend(), self._source.batch_size
         visibility = int(backend.get_queue(self._queue).visibility_timeout)
         got = list(backend.receive_message(self._queue, min(size, 10), _IDLE_WAIT_S, visibility))
+        self._hold(len(got))
         window_ends = time.monotonic() + self._source.window_s
         while got and len(got) < size and time.monotonic() < window_ends and not self._stop.is_set():
-            got.extend(backend.receive_message(self._queue, min(size - len(got), 10), 1, visibility))
+            more = list(backend.receive_message(self._queue, min(size - len(got), 10), 1, visibility))
+            self._hold(len(more))
+            got.extend(more)
         return got
+
+    def _hold(self, n: int) -> None:
+        with self._lock:
+            self._holding += n
+
+    @property
+    def holding(self) -> int:
+        """Messages in hand, waiting for their batch to fill or its window to end: work the stack will do,
+        though no invocation runs yet and the queue counts them only as in flight."""
+        return self._holding
 
     def _settle(self, messages: list[Any]) -> None:
         """Invoke the function with the batch, then delete what it handled."""

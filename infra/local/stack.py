@@ -738,6 +738,7 @@ class LocalStack:
             busy = (
                 self.sns.backlog() > 0
                 or self.runner.inflight > 0
+                or (self.ses is not None and self.ses.events_pending > 0)
                 or any(sum(v) for name, v in self.queue_depths().items() if name not in for_operator)
             )
             if busy:

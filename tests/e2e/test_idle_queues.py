@@ -10,7 +10,16 @@ from botocore.exceptions import ClientError
 from chalicelib import wiring
 from chalicelib.core.errors import QueueRetiring
 from chalicelib.core.routing import alarm_name, tenant_queue_name
-from chalicelib.stores.queue_activity import ACTIVE, GONE, RETIRING, STALE_RETIREMENT_MS, QueueActivity, utc_day
+from chalicelib.jobs.idle_queues import IdleQueueCleanup
+from chalicelib.stores.queue_activity import (
+    ACTIVE,
+    GONE,
+    REMOVE_WITHIN_MS,
+    RETIRING,
+    STALE_RETIREMENT_MS,
+    QueueActivity,
+    utc_day,
+)
 from tests.conftest import as_function, eventually
 from tests.e2e.test_campaign_control import _publish, _sent, _tenant
 
@@ -128,7 +137,7 @@ def test_a_send_between_the_jobs_check_and_its_retire_keeps_the_queue(stack, uid
     old = utc_day(time.time() - 20 * DAY_S)
     assert activity.touch(user, old) is False  # first use
     assert activity.touch(user, utc_day()) is False  # a sender marks it used after the job read `old`
-    assert activity.retire(user, old) is False  # the job's retire, conditional on what it read, fails
+    assert activity.retire(user, old) is None  # the job's retire, conditional on what it read, fails
     assert activity.state(user)[0] == ACTIVE
 
 
@@ -137,14 +146,54 @@ def test_a_sender_waits_for_a_retirement_under_way_and_takes_back_a_crashed_one(
     activity = _activity(stack)
     old = utc_day(time.time() - 20 * DAY_S)
     activity.touch(user, old)
-    assert activity.retire(user, old) is True
-    assert activity.state(user)[0] == RETIRING
+    claimed = activity.retire(user, old)
+    assert claimed is not None and activity.state(user)[0] == RETIRING
     with pytest.raises(QueueRetiring):
         activity.touch(user, utc_day())
     _set(stack, user, "queue_state_at", {"N": str(int(time.time() * 1000) - STALE_RETIREMENT_MS - 1)})
     assert activity.touch(user, utc_day()) is True  # crashed retirement: the sender recreates the queue
     assert activity.state(user) == (ACTIVE, utc_day())
     assert activity.touch(user, utc_day()) is False
+    assert not activity.still_claimed(user, claimed)  # the job, were it still running, would leave the queue
+
+
+def test_a_retirement_killed_after_its_alarm_is_taken_back_by_the_next_send_within_lambdas_retries(
+    stack, uid, monkeypatch
+):
+    # The fault explorer's `retire_idle_queues cloudwatch.DeleteAlarms#1 killed after`: the job claimed the
+    # queue and deleted its alarm, then died. The next campaign's event meets the retirement; Lambda's
+    # retry a minute later must find it stale and take the queue back, or the event is given up on.
+    user = f"killed-{uid}"
+    activity = _activity(stack)
+    old = utc_day(time.time() - 20 * DAY_S)
+    activity.touch(user, old)
+    claimed = activity.retire(user, old)
+    assert claimed is not None
+    with pytest.raises(QueueRetiring):
+        activity.touch(user, utc_day())  # the event's first attempt
+    later = time.time() + 60  # Lambda's first retry
+    monkeypatch.setattr(time, "time", lambda: later)
+    assert activity.touch(user, utc_day()) is True  # taken back: the sender makes the queue and alarm again
+    assert activity.reclaim(user) is None  # and the job's next run leaves it
+
+
+def test_a_job_past_its_time_to_remove_leaves_the_queue_to_the_send_that_takes_it_back(stack, uid, monkeypatch):
+    user = f"late-{uid}"
+    sqs, c = stack.client("sqs"), wiring.container()
+    queue = tenant_queue_name(c.settings.resources, user)
+    sqs.create_queue(QueueName=queue)
+    activity = _activity(stack)
+    old = utc_day(time.time() - 20 * DAY_S)
+    activity.touch(user, old)
+    cleanup = IdleQueueCleanup(c.settings, activity, sqs, stack.client("cloudwatch"), c.leases)
+    real = time.time
+    claimed = activity.retire(user, old)
+    assert claimed is not None
+    monkeypatch.setattr(time, "time", lambda: real() + REMOVE_WITHIN_MS / 1000 + 1)  # the job stalled
+    assert cleanup._remove(user, claimed) is False
+    assert _queue_exists(stack, queue)  # not deleted: a send may take it back any moment now
+    monkeypatch.setattr(time, "time", real)
+    assert cleanup._remove(user, claimed) is True and not _queue_exists(stack, queue)
 
 
 def test_the_sweeper_skips_a_queue_removed_between_its_listing_and_its_depth_check(stack, uid):

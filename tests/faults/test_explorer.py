@@ -66,8 +66,22 @@ def _run(
     if explorer.watched is None:
         found.append(f"no invocation of {scenario.function} named {user}")
     elif fault is not None and explorer.injected is None:
-        found.append("the fault's call was not made on this run")  # the scenario took another path
+        found.append(NOT_REACHED)
     return found
+
+
+# The run's watched invocation made fewer calls than the discovery run's (a stream's batch, or an SES event's,
+# holds other records this time): the fault was not tried, nothing was broken by it.
+NOT_REACHED = "the fault's call was not made on this run"
+
+
+def _explored(stack: Any, explorer: Explorer, scenario: Scenario, fault: Fault) -> list[str] | None:
+    """What the fault broke; tried again once when its call was not reached; None when it never was."""
+    for _ in range(2):
+        found = _run(stack, explorer, scenario, fault)
+        if found != [NOT_REACHED]:
+            return [f for f in found if f != NOT_REACHED]
+    return None
 
 
 def _chosen(sites: list[Site], part: int) -> list[Fault | None]:
@@ -87,6 +101,14 @@ def _chosen(sites: list[Site], part: int) -> list[Fault | None]:
     return [f for f in faults if _place(f, function) % slices == turn and _place(f, function) // slices % PARTS == part]
 
 
+def _progress(line: str, found: list[str]) -> None:
+    """Each fault as it ends, to MOONSEND_FAULTS_LOG (xdist's workers print nothing until their test ends)."""
+    path = os.environ.get("MOONSEND_FAULTS_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as log:
+            log.write("".join(f"{x}\n" for x in [line, *(f"  BROKEN {f}" for f in found)]))
+
+
 def _place(fault: Fault | None, function: str) -> int:
     return int(hashlib.sha256(str(fault or f"{function} {TWICE}").encode()).hexdigest(), 16)
 
@@ -101,19 +123,27 @@ def test_every_call_killed_or_throttled_and_the_invocation_twice_keeps_every_pro
     sites = explorer.sites()
     assert sites, f"{function}'s invocation made no AWS call"
     chosen, failures = _chosen(sites, part), list[str]()
+    unreached = list[Fault]()
     for fault in chosen:
+        t0 = time.monotonic()
         if fault is None:
-            failures.extend(f"{function} {TWICE}: {x}" for x in _run(stack, explorer, scenario, twice=True))
+            found = [f"{function} {TWICE}: {x}" for x in _run(stack, explorer, scenario, twice=True)]
+        elif (explored := _explored(stack, explorer, scenario, fault)) is None:
+            unreached.append(fault)
+            found = []
         else:
-            failures.extend(f"{fault}: {x}" for x in _run(stack, explorer, scenario, fault))
+            found = [f"{fault}: {x}" for x in explored]
+        failures.extend(found)
+        _progress(f"{fault or f'{function} {TWICE}'}: {time.monotonic() - t0:.0f} s, {len(found)} broken", found)
     took = time.monotonic() - started
     record_property("sites", len(sites))
     every = len(sites) * len(CALL_MODES) + 1
-    print(
-        f"\n{function} part {part + 1}/{PARTS}: {len(sites)} calls, {len(chosen)} of {every} faults run, {took:.0f} s"
-    )
+    ran = f"{len(chosen)} of {every} faults run ({len(unreached)} not reached)"
+    print(f"\n{function} part {part + 1}/{PARTS}: {len(sites)} calls, {ran}, {took:.0f} s")
     for site in sites:
         print(f"  {site}")
+    for fault in unreached:
+        print(f"  NOT REACHED (twice) {fault}")
     for failure in failures:
         print(f"  BROKEN {failure}")
     assert failures == [], f"{len(failures)} broken: {failures[:3]}"

@@ -82,6 +82,12 @@ class DigestBusy(Exception):
     run for it when it ends (chalicelib.digest.runner), so the invocation ends, not retried by Lambda."""
 
 
+class DigestRecipientsFailed(Exception):
+    """A finished run left recipients out (a write of theirs failed: throttled past the SDK's retries, most
+    likely): raised so that Lambda runs the event again a minute later, and that run mails only them (the
+    others' items are marked mailed). After Lambda's last retry, their items wait for the next period."""
+
+
 @dataclass
 class DigestRun:
     user_id: str

@@ -17,7 +17,7 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import iso_ms, parse_instant
-from chalicelib.digest.assembly import DigestAssembly, DigestBusy, DigestNotReady
+from chalicelib.digest.assembly import DigestAssembly, DigestBusy, DigestNotReady, DigestRecipientsFailed
 from chalicelib.digest.schedules import run_input
 
 # A run stops taking batches with this much of its Lambda time left, and goes on in a fresh invocation.
@@ -90,4 +90,9 @@ class DigestRunner:
             self._invoke_async(
                 function_name, run_input(request.user_id, request.digest_id, iso_ms(int(waiting * 1000)))
             )
+        if run.failed:  # after the waiting run is started: Lambda's retries of this one must not hold it back
+            log.warning(
+                "digest run left recipients out", user=request.user_id, digest=request.digest_id, failed=run.failed
+            )
+            raise DigestRecipientsFailed(f"{run.failed} recipient(s) left out of period {run.period}: run again")
         return {"ran": True, **run.as_dict(), "started_waiting": waiting is not None}

@@ -1,13 +1,16 @@
 """run_digest's invocation: the scheduled time decides the period; a run out of time goes on in another."""
 
-from chalicelib.digest.assembly import DigestBusy, DigestNotReady, DigestRun, period_of
+import pytest
+
+from chalicelib.digest.assembly import DigestBusy, DigestNotReady, DigestRecipientsFailed, DigestRun, period_of
 from chalicelib.digest.runner import CONTINUE_WITH_S, DigestRunner
 
 
 class Assembly:
-    def __init__(self, unfinished=False, not_ready=False, busy=False, waiting=None):
+    def __init__(self, unfinished=False, not_ready=False, busy=False, waiting=None, failed=0):
         self.calls = []
         self._unfinished, self._not_ready, self._busy, self._waiting = unfinished, not_ready, busy, waiting
+        self._failed = failed
 
     def run(self, user_id, digest_id, scheduled_at=None, time_left=None, after=None):
         self.calls.append((user_id, digest_id, scheduled_at, time_left(), after))
@@ -16,6 +19,7 @@ class Assembly:
         if self._busy:
             raise DigestBusy("another run is under way; this one is noted")
         run = DigestRun(user_id, digest_id, period_of(scheduled_at), emails=3, unfinished=self._unfinished)
+        run.failed = self._failed
         run.resume_after = "bob@example.org" if self._unfinished else None
         return run
 
@@ -85,3 +89,15 @@ def test_a_finished_run_starts_the_run_that_found_it_busy_and_an_unfinished_one_
     runner, invoked = _runner(Assembly(unfinished=True, waiting=waiting))
     runner.handle(event, "moonsend-dev-run_digest", lambda: 100_000)
     assert [e.get("after") for _, e in invoked] == ["bob@example.org"]  # the continuation only
+
+
+def test_a_run_that_left_recipients_out_raises_for_lambdas_retry_after_starting_the_run_waiting():
+    # The fault explorer's `run_digest dynamodb.UpdateItem#2 throttled`: one reader's write failed, and the
+    # run ended as if done: that reader's digest waited a whole period. Lambda's retry now mails it.
+    assembly = Assembly(failed=1, waiting=1_795_611_700.0)
+    runner, invoked = _runner(assembly)
+    event = {"userId": "acme", "digestId": "weekly", "scheduledAt": "2026-11-25T13:00:00Z"}
+    with pytest.raises(DigestRecipientsFailed, match="1 recipient"):
+        runner.handle(event, "moonsend-dev-run_digest", lambda: 600_000)
+    ((_fn, waiting),) = invoked  # the run that waited for this one is started all the same
+    assert waiting["scheduledAt"].startswith("2026-11-25T13:01:40")

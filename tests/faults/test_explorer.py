@@ -31,8 +31,9 @@ FAULTS_SLICES = 8
 PARTS = max(1, int(os.environ.get("MOONSEND_FAULTS_PARTS", "1")))
 # How many of the clock's moves (scenarios.STEP_S each) the stack may take to come to rest after a fault. A
 # failure the code sees (a throttled call) or none is over within one: a visibility timeout, Lambda's
-# retries. A kill may hold its lease until it lapses (a drain's: its time and a grace, 960 s): two.
-MOVES_ALLOWED = {None: 1, THROTTLED: 1, KILL_BEFORE: 2, KILL_AFTER: 2}
+# retries. A kill may leave what it held until that lapses: a drain's lease (its time and a grace) or a
+# recipient's claim (30 minutes, which keep a second drainer from sending it while the first may): three.
+MOVES_ALLOWED = {None: 1, THROTTLED: 1, KILL_BEFORE: 3, KILL_AFTER: 3}
 
 
 @pytest.fixture(scope="session")

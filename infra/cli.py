@@ -987,7 +987,7 @@ def _smoke(clients: dict[str, Any], stage: str, sender: str, timeout: float) -> 
     if not all(check(seen[a]) for a, check in smoke.wanted(campaign).items()):
         print("moonsend smoke: SES's events did not all reach the ledger (docs/deploying.md)", file=sys.stderr)
         return 1
-    put_at = smoke.queue_for_the_alarm(settings, sender, campaign, timeout)
+    put_at = smoke.queue_for_the_alarm(settings, clients["cloudwatch"], sender, campaign, timeout)
     address = smoke.alarm_address(campaign)
     print("queued one email with no drain started; waiting for the queue's alarm to drain it ...", flush=True)
     alarmed = {address: lambda s: s.state == "sent" and s.feedback == "delivered"}

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.config import Settings
+from chalicelib.core.routing import alarm_name
 
 SMOKE_TENANT = "moonsend-smoke"
 
@@ -124,18 +125,22 @@ class _NoStart:
         return False
 
 
-def queue_for_the_alarm(settings: Settings, sender_address: str, campaign_id: str, wait_s: float) -> float:
+def queue_for_the_alarm(
+    settings: Settings, cloudwatch: Any, sender_address: str, campaign_id: str, wait_s: float
+) -> float:
     """Compose one email with the app's precompiler and put it on the free queue with no drain started, once
-    no drainer holds the queue; returns when it was put (epoch seconds)."""
+    no drainer holds the queue and its alarm is back to OK; returns when it was put (epoch seconds)."""
     from chalicelib.core.message_parser import parse_precompile_message
     from chalicelib.wiring import Container
 
     c = Container(settings)
     queue = settings.resources.free_queue.name
     deadline = time.time() + wait_s
-    while c.leases.holder(queue) is not None:  # the campaign's drain: it would take the email itself
+    # The campaign's drain would take the email itself; an alarm still in ALARM from the campaign (CloudWatch
+    # looks once a minute) would not change state for it, and would not fire.
+    while c.leases.holder(queue) is not None or _alarm_state(cloudwatch, settings) != "OK":
         if time.time() > deadline:
-            raise TimeoutError(f"{queue} still has a drainer after {wait_s:.0f} s")
+            raise TimeoutError(f"{queue} still has a drainer, or its alarm is not OK, after {wait_s:.0f} s")
         time.sleep(1)
     c.__dict__["drains"] = _NoStart()  # before the precompiler is made, which takes it
     (message,) = smoke_messages(sender_address, campaign_id)
@@ -147,8 +152,17 @@ def queue_for_the_alarm(settings: Settings, sender_address: str, campaign_id: st
     return put_at
 
 
+def _alarm(cloudwatch: Any, settings: Settings) -> dict[str, Any]:
+    """The free queue's not-empty alarm, as CloudWatch describes it."""
+    name = alarm_name(settings.resources.free_queue.name)
+    (alarm,) = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"]
+    return dict(alarm)
+
+
+def _alarm_state(cloudwatch: Any, settings: Settings) -> str:
+    return str(_alarm(cloudwatch, settings)["StateValue"])
+
+
 def alarm_fired_since(cloudwatch: Any, settings: Settings, since: float) -> bool:
     """The free queue's not-empty alarm changed state after `since` (to ALARM, and back to OK once drained)."""
-    name = f"{settings.resources.free_queue.name}-not-empty"
-    (alarm,) = cloudwatch.describe_alarms(AlarmNames=[name])["MetricAlarms"]
-    return bool(alarm["StateUpdatedTimestamp"].timestamp() >= since)
+    return bool(_alarm(cloudwatch, settings)["StateUpdatedTimestamp"].timestamp() >= since)

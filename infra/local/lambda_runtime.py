@@ -306,6 +306,11 @@ class FunctionRunner:
         """Stopping to save the stack's state: nothing new should start."""
         return self._hurry.is_set()
 
+    def running(self) -> dict[str, int]:
+        """Invocations in flight (or waiting for a retry), by function name."""
+        with self._cv:
+            return {name: n for name, n in self._running.items() if n > 0}
+
     @property
     def inflight(self) -> int:
         with self._cv:

@@ -722,30 +722,47 @@ class LocalStack:
         assert self.settings is not None
         return {q.name: (q.visible, q.in_flight, q.delayed) for q in queue_depths(self.settings, self.client("sqs"))}
 
-    def wait_until_drained(self, timeout: float = 120.0, settle_s: float = 0.5, poll_s: float = 0.5) -> bool:
-        """Wait until nothing is left to deliver, run or send (dead letters aside).
-
-        Polls every `poll_s`: each poll is a handful of requests to the endpoint, which shares this
-        process (and its GIL) with the handlers, so polling fast slows down what it waits for.
-        """
+    def busy_with(self) -> list[str]:
+        """The work the stack has left to deliver, run or send, named (dead letters aside); [] when idle."""
         assert self.sns is not None and self.runner is not None and self.settings is not None
         # Dead-lettered messages and failed invocations wait for an operator: not work the stack will do.
         r = self.settings.resources
         for_operator = {r.dead_letter_queue.name, r.failed_invocations_queue.name, r.webhooks_dead_letter_queue.name}
+        work = []
+        if self.sns.backlog() > 0:
+            work.append(f"{self.sns.backlog()} SNS message(s) undelivered")
+        running = self.runner.running()
+        if running:
+            work.append("running " + ", ".join(f"{name} x{n}" for name, n in sorted(running.items())))
+        if self.ses is not None and self.ses.events_pending > 0:
+            work.append(f"{self.ses.events_pending} email(s) with SES events unpublished")
+        for name, (visible, in_flight, delayed) in sorted(self.queue_depths().items()):
+            if name not in for_operator and visible + in_flight + delayed:
+                work.append(f"{name}: {visible} visible, {in_flight} in flight, {delayed} delayed")
+        return work
+
+    def wait_until_drained(self, timeout: float = 120.0, settle_s: float = 0.5, poll_s: float = 0.5) -> bool:
+        """Wait until nothing is left to deliver, run or send (dead letters aside); on a timeout, say to stderr
+        what was left (a test's captured output then shows it).
+
+        Polls every `poll_s`: each poll is a handful of requests to the endpoint, which shares this
+        process (and its GIL) with the handlers, so polling fast slows down what it waits for.
+        """
         end = time.monotonic() + timeout
         quiet_since: float | None = None
+        work: list[str] = []
         while time.monotonic() < end:
-            busy = (
-                self.sns.backlog() > 0
-                or self.runner.inflight > 0
-                or (self.ses is not None and self.ses.events_pending > 0)
-                or any(sum(v) for name, v in self.queue_depths().items() if name not in for_operator)
-            )
-            if busy:
+            work = self.busy_with()
+            if work:
                 quiet_since = None
             elif quiet_since is None:
                 quiet_since = time.monotonic()
             elif time.monotonic() - quiet_since >= settle_s:
                 return True
             time.sleep(min(poll_s, max(0.0, end - time.monotonic())))
+        print(
+            f"[stack] not drained within {timeout:.0f} s: {'; '.join(work) or 'idle for less than settle_s'}",
+            file=sys.stderr,
+            flush=True,
+        )
         return False

@@ -37,7 +37,9 @@ from chalicelib.stores.ports import LedgerClaim
 from chalicelib.stores.recorder import Recorder
 
 RECHECK_S = 6 * 3600  # a dead letter already looked at is looked at again after this
-LATER_S = 900  # ... or after this, when its recipient could not be settled yet
+# ... or after this, when its recipient could not be settled yet, or while a run looks at it: less than the
+# 15 minutes between runs, so that the next run sees what a run that died had in hand.
+LATER_S = 600
 MIN_AGE_S = 3600  # younger dead letters wait: a twin of the message may still be sending
 CLAIM_S = 60  # the reconciler's own claim, held just for its write
 REASON = "dead-lettered: SQS gave up after {n} receives with no outcome recorded (its drains died); kept in {q}"
@@ -92,10 +94,12 @@ class DeadLetters:
         url = self._sqs.get_queue_url(QueueName=name)["QueueUrl"]
         result = ReconcileResult()
         while result.looked < max_messages and remaining_ms() > 10_000:
+            # Hidden for LATER_S only until settled: a run killed with them in hand leaves them to the next
+            # run, not hidden for RECHECK_S with their recipients still waiting.
             got = self._sqs.receive_message(
                 QueueUrl=url,
                 MaxNumberOfMessages=10,
-                VisibilityTimeout=RECHECK_S,
+                VisibilityTimeout=LATER_S,
                 WaitTimeSeconds=0,
                 MessageSystemAttributeNames=["SentTimestamp", "ApproximateReceiveCount"],
             ).get("Messages", [])
@@ -103,11 +107,12 @@ class DeadLetters:
                 break
             for message in got:
                 result.looked += 1
-                if not self._settle(name, message, result):
-                    result.later += 1
+                if self._settle(name, message, result):
                     self._sqs.change_message_visibility(
-                        QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=LATER_S
+                        QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=RECHECK_S
                     )
+                else:
+                    result.later += 1
         if result.recorded_failed or result.later:
             log.warning("dead letters reconciled", queue=name, **result.as_dict())
         return result

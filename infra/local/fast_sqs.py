@@ -66,6 +66,7 @@ class FastQueue(Queue):
         self._later: list[tuple[float, int, str]] = []
         self._state: dict[str, tuple[int, float]] = {}  # id -> (state, ready_at_ms)
         self._handles: dict[str, str] = {}
+        self._received_ms: dict[str, float] = {}  # receipt handle -> when that receive was (epoch ms)
         self._n_inflight = 0
         self._n_delayed = 0
         self._plain: list[Message] = []
@@ -87,6 +88,7 @@ class FastQueue(Queue):
         self._later = []
         self._state = {}
         self._handles = {}
+        self._received_ms = {}
         self._n_inflight = 0
         self._n_delayed = 0
         for m in value:
@@ -155,6 +157,7 @@ class FastQueue(Queue):
         for h in message.all_receipt_handles:
             if h is not None:
                 self._handles.pop(h, None)
+                self._received_ms.pop(h, None)
                 self.deleted_messages.add(h)
         return message
 
@@ -274,6 +277,7 @@ class FastQueue(Queue):
                         continue
                     message.mark_received(visibility_timeout=visibility_timeout)
                     self._handles[message.receipt_handle] = mid  # type: ignore[index]
+                    self._received_ms[message.receipt_handle] = unix_time_millis()  # type: ignore[index]
                     redeliver = FastQueue.redeliver
                     if redeliver is not None and visibility_timeout and redeliver(self.name):
                         self._ready.move_to_end(mid)  # stays visible: a second receive gets it again
@@ -301,8 +305,11 @@ class FastQueue(Queue):
             if mid is None or receipt_handle in self.deleted_messages:
                 raise ReceiptHandleIsInvalid()
             message = self._by_id[mid]
+            # SQS counts a message's 12 hours from the receive that gave this handle (moto, from when it was
+            # sent: a dead letter, which keeps its SentTimestamp, could then never be hidden again).
             limit_ms = unix_time_millis() + int(visibility_timeout) * 1000
-            if limit_ms - message.sent_timestamp > 43200 * 1000:  # type: ignore[operator]
+            received_ms = self._received_ms.get(receipt_handle, message.sent_timestamp or 0.0)
+            if limit_ms - received_ms > 43200 * 1000:
                 raise InvalidParameterValue(
                     f"Value {visibility_timeout} for parameter VisibilityTimeout is invalid. "
                     "Reason: Total VisibilityTimeout for the message is beyond the limit "

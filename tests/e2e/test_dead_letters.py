@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
+
 from chalicelib.core.contract import QueuedEmail
 from chalicelib.jobs import dead_letters
 from chalicelib.jobs.dead_letters import LATER_S, MIN_AGE_S, RECHECK_S, DeadLetters
@@ -67,6 +69,23 @@ def test_a_queued_recipient_whose_message_was_dead_lettered_is_recorded_failed_w
     kept = copies.load("acme", "c1", "a@example.org")  # retry-failed can queue it again
     assert kept is not None and QueuedEmail.from_json(kept).recipient_email == "a@example.org"
     assert dlq.hidden == {"rh0": RECHECK_S}  # kept in the DLQ, not looked at again for hours
+
+
+def test_a_run_that_dies_with_dead_letters_in_hand_leaves_them_to_the_next_run_not_hidden_for_hours():
+    """The fault explorer's reconcile_dead_letters scenario found it: received for RECHECK_S, the dead letters
+    of a run killed before settling them kept their recipients `queued` for six hours."""
+    ledger, stats = FakeLedger(), FakeStats()
+    ledger.record_queued("acme", "c1", ["a@example.org"])
+    dlq = DeadLetterQueue([(queued("acme", "a@example.org"), OLD)])
+
+    def killed(*_: Any, **__: Any) -> None:
+        raise TimeoutError("Task timed out")
+
+    ledger.get = killed  # type: ignore[method-assign]
+    with pytest.raises(TimeoutError):
+        _reconciler(dlq, ledger, stats).reconcile()
+    assert dlq.hidden == {"rh0": LATER_S} and LATER_S < 15 * 60  # the next run, 15 minutes on, settles it
+    assert ledger.rows[("acme#c1", "a@example.org")]["state"] == QUEUED
 
 
 def test_a_recipient_with_an_outcome_is_left_as_it_is_and_not_counted_again():

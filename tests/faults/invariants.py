@@ -13,9 +13,12 @@ from typing import Any
 
 from chalicelib import wiring
 from chalicelib.core.routing import tenant_queue_name
-from chalicelib.stores.ledger_model import FINAL
+from chalicelib.stores.ledger_model import FINAL, QUEUED, SUPPRESSED
 from infra.ledger_checks import counter_drift, events_missing, ledger_events
 from tests.conftest import read_sends
+
+# A tenant's control the campaign is under when the run ends: what must hold at rest, whatever failed.
+CANCELLED, PAUSED = "cancelled", "paused"
 
 
 @dataclass(frozen=True)
@@ -24,18 +27,51 @@ class Campaign:
     campaign_id: str
     recipients: tuple[str, ...]  # lower-cased
     items: tuple[tuple[str, str], ...] = ()  # a digest's: (recipient, item id), each due in one email of the period
+    control: str | None = None  # CANCELLED or PAUSED (answered by the API) when the run ends
+    seen_broken: tuple[str, ...] = ()  # a control undone while the scenario ran (a pause later lifted)
+    suppressed: tuple[str, ...] = ()  # recipients put on the tenant's suppression list before their send
+
+    @property
+    def resting(self) -> frozenset[str]:
+        """The recipients' states at rest: final, or queued (parked) under a pause."""
+        return FINAL | {QUEUED} if self.control == PAUSED else FINAL
 
 
-def mailed_more_than_once(stack: Any, c: Campaign) -> list[str]:
-    sends = Counter(
+def _sends(stack: Any, c: Campaign) -> Counter[str]:
+    return Counter(
         str(s["to"]).lower()
         for s in read_sends(stack.config.outbox)
         if s.get("userId") == c.user_id and s.get("campaignId") == c.campaign_id
     )
-    return [f"{to} mailed {n} times" for to, n in sorted(sends.items()) if n > 1]
 
 
-def not_final(c: Campaign, among: frozenset[str] = FINAL) -> list[str]:
+def mailed(stack: Any, c: Campaign) -> list[str]:
+    """Who the campaign was mailed to (SES accepted it), by address."""
+    return sorted(_sends(stack, c))
+
+
+def mailed_more_than_once(stack: Any, c: Campaign) -> list[str]:
+    return [f"{to} mailed {n} times" for to, n in sorted(_sends(stack, c).items()) if n > 1]
+
+
+def control_undone(stack: Any, c: Campaign) -> list[str]:
+    """A cancel answered by the API and then not kept: anyone mailed, or anyone in a state but `cancelled`;
+    a suppression answered and then not kept; a pause not kept while it stood (seen by the scenario before
+    its resume)."""
+    out = list(c.seen_broken)
+    if c.suppressed:
+        out += [f"{to} mailed though suppressed" for to in mailed(stack, c) if to in c.suppressed]
+        rows = wiring.container().ledger.recorded(c.user_id, c.campaign_id, c.suppressed)
+        out += [f"{r}: {rows.get(r)}, not suppressed" for r in c.suppressed if rows.get(r) != SUPPRESSED]
+    if c.control == CANCELLED:
+        out += [f"{to} mailed after the cancel" for to in mailed(stack, c)]
+        out += [f"{r}: not cancelled" for r in not_final(c, among=frozenset({CANCELLED}))]
+    return out
+
+
+def not_final(c: Campaign, among: frozenset[str] | None = None) -> list[str]:
+    """The recipients whose state is not among `among` (by default, the campaign's states at rest)."""
+    among = c.resting if among is None else among
     rows = wiring.container().ledger.recorded(c.user_id, c.campaign_id, c.recipients)
     return [f"{r}: {rows.get(r, 'no record')}" for r in c.recipients if rows.get(r) not in among]
 
@@ -127,6 +163,7 @@ def broken(stack: Any, c: Campaign, receiver: Any = None) -> list[str]:
     """Every promise broken for this campaign, each prefixed with which (`receiver`: the tenant's endpoint)."""
     checks = {
         "mailed twice": mailed_more_than_once(stack, c),
+        "a control undone": control_undone(stack, c),
         "a digest's item not mailed once": digest_items_off(stack, c),
         "not final": not_final(c),
         "email left on a queue": queue_left(stack, c),

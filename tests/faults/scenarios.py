@@ -9,18 +9,30 @@ import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from chalicelib import wiring
-from chalicelib.core.message_parser import parse_sender
+from chalicelib.core.message_parser import parse_precompile_message, parse_sender
+from chalicelib.core.routing import alarm_name, tenant_queue_name
 from chalicelib.digest.assembly import campaign_id, period_of
 from chalicelib.stores.ledger_model import FINAL, SCHEDULED
+from chalicelib.wiring import Container
 from infra.local.explorer import API
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from infra.webhook_receiver import WebhookReceiver
-from tests.faults.invariants import Campaign, deliveries_pending, depths, not_final, queue_left, tenant_queue
+from tests.faults.invariants import (
+    CANCELLED,
+    PAUSED,
+    Campaign,
+    deliveries_pending,
+    depths,
+    mailed,
+    not_final,
+    queue_left,
+    tenant_queue,
+)
 from tests.faults.moved_clock import CLOCK
 
 SIMULATOR = "simulator.amazonses.com"
@@ -79,22 +91,31 @@ def a_retry_of_the_failed(stack: Any, user: str) -> Campaign:
     sender = {"region": stack.config.region, "apiKey": key, "apiSecret": f"s-{user}", "ratePerSecond": "10"}
     sender |= {"emailAddress": f"news@{user}.example", "fromName": "News"}
     campaign = _campaign(stack, user, [f"success+{user}-{i}@{SIMULATOR}" for i in range(2)], f"c-{user}", sender)
-    c = wiring.container()
     _until(lambda: not not_final(campaign), "both recipients failed (no identity)")
     ses = stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"])
     ses.create_email_identity(EmailIdentity=sender["emailAddress"])
-    url = f"{stack.api_url}/campaigns/{campaign.campaign_id}/retry-failed"
-    headers = {"Authorization": f"Bearer {c.reports.issue_key(user)}", "Content-Type": "application/json"}
+    _ask(stack, user, "POST", f"/campaigns/{campaign.campaign_id}/retry-failed")
+    return campaign
+
+
+def _ask(stack: Any, user: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The tenant's request to the API, as a client makes it: asked again once when the answer is a server's
+    error or none came; the answer's JSON ({} when there was none)."""
+    headers = {"Authorization": f"Bearer {wiring.container().reports.issue_key(user)}"}
+    data = None if method == "DELETE" else json.dumps(body or {}).encode()
+    if data is not None:
+        headers["Content-Type"] = "application/json"
     for _ in range(2):
+        request = urllib.request.Request(f"{stack.api_url}{path}", data, headers, method=method)
         try:
-            with urllib.request.urlopen(urllib.request.Request(url, b"{}", headers, method="POST"), timeout=30):
-                break
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                return dict(json.loads(answer.read() or b"{}"))
         except urllib.error.HTTPError as err:
             if err.code < 500:
                 raise
         except (urllib.error.URLError, ConnectionError):  # no answer at all: asked again too
             pass
-    return campaign
+    return {}
 
 
 RECEIVERS: dict[str, WebhookReceiver] = {}  # each run's, by tenant: closed once the run is judged
@@ -188,6 +209,120 @@ def a_campaign_after_its_queue_retired(stack: Any, user: str) -> Campaign:
     return _campaign(stack, user, [f"success+{user}-again@{SIMULATOR}"], "c2")
 
 
+class _NoDrain:
+    """A drain starter that starts nothing (as infra.smoke's): email put on a queue that no drain takes."""
+
+    def ensure(self, queue: str, start_at_ms: int | None = None, slot: int = 0) -> bool:
+        return False
+
+
+def _queued_with_no_drain(stack: Any, user: str) -> Campaign:
+    """A campaign on the tenant's queue with no drain and no alarm to start one (as when a drain died and the
+    alarm, already in ALARM, does not fire again): the tenant's queue made by a first campaign, brought to
+    rest, its alarm's actions then disabled."""
+    sender = stack.paid_sender(user, rate=10, ses_max_rate=20)
+    bring_to_rest(stack, _campaign(stack, user, [f"success+{user}-first@{SIMULATOR}"], sender=sender))
+    queue = tenant_queue_name(stack.settings.resources, user)
+    stack.client("cloudwatch").disable_alarm_actions(AlarmNames=[alarm_name(queue)])
+    stack.alarms.evaluate_once(force=True)  # the alarms' definitions read again now, not when their cache lapses
+    c = Container(stack.settings)
+    c.__dict__["drains"] = _NoDrain()  # before the precompiler is made, which takes it
+    recipients = [f"success+{user}-{i}@{SIMULATOR}" for i in range(2)]
+    spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", "c2")
+    for message in messages(spec, [{"email": e, "metadata": {"name": "N"}} for e in recipients]):
+        result = c.precompiler.handle_request(parse_precompile_message(message))
+        assert result.queued == len(recipients), f"not all queued: {result}"
+    return Campaign(user, "c2", tuple(e.lower() for e in recipients))
+
+
+def a_queue_left_without_a_drain(stack: Any, user: str) -> Campaign:
+    """Email on a queue with no drain: sweep_queues (every minute) starts one. Every idle queue is retired
+    first, so that the watched sweep reads a handful of queues, not every run's."""
+    _advance(stack, IDLE_S)
+    _job(stack, "retire_idle_queues", "every-idle-queue")
+    campaign = _queued_with_no_drain(stack, user)
+    _job(stack, "sweep_queues", user)
+    return campaign
+
+
+def a_dead_letter(stack: Any, user: str) -> Campaign:
+    """A recipient's message that SQS dead-lettered after drains that died with it (moved to the dead-letter
+    queue as SQS's redrive moves it), recorded `failed` by reconcile_dead_letters once it is an hour old. The
+    dead letters of earlier runs visible now are deleted first, as an operator would (PurgeQueue takes one
+    a minute): the watched run reads these only."""
+    campaign = _queued_with_no_drain(stack, user)
+    sqs, r = stack.client("sqs"), stack.settings.resources
+    dead = sqs.get_queue_url(QueueName=r.dead_letter_queue.name)["QueueUrl"]
+    while earlier := sqs.receive_message(QueueUrl=dead, MaxNumberOfMessages=10).get("Messages", []):
+        for m in earlier:
+            sqs.delete_message(QueueUrl=dead, ReceiptHandle=m["ReceiptHandle"])
+    url = sqs.get_queue_url(QueueName=tenant_queue_name(r, user))["QueueUrl"]
+    moved, end = 0, time.monotonic() + 30
+    while moved < len(campaign.recipients):
+        assert time.monotonic() < end, f"the scenario's set-up found {moved} of its messages on {url}"
+        for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=1).get("Messages", []):
+            sqs.send_message(QueueUrl=dead, MessageBody=m["Body"])
+            sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+            moved += 1
+    _advance(stack, 3660)  # past the hour a dead letter's twin may still take
+    _job(stack, "reconcile_dead_letters", user, then_s=900)
+    return campaign
+
+
+def a_replay_of_held_deliveries(stack: Any, user: str) -> Campaign:
+    """A tenant's endpoint that answered 410 Gone (disabled: its deliveries held), then enabled again by a
+    replay through the API: webhook_jobs puts the held deliveries back on their queue."""
+    receiver = RECEIVERS[user] = WebhookReceiver(statuses=(410, 200))
+    sender, c = stack.paid_sender(user, rate=10, ses_max_rate=20), wiring.container()
+    c.tenants.accept(user, "paid", parse_sender({"sender": sender}, []), c.ses.account_of)  # as its first email
+    endpoint = _ask(stack, user, "POST", "/webhooks", {"url": receiver.url})["id"]
+    campaign = _campaign(stack, user, [f"success+{user}@{SIMULATOR}", f"bounce@{SIMULATOR}"], sender=sender)
+    bring_to_rest(stack, campaign)
+    _ask(stack, user, "POST", f"/webhooks/{endpoint}/replay")
+    return campaign
+
+
+def _a_scheduled_campaign_at_its_hour(stack: Any, user: str, before: Callable[[Campaign], None]) -> Campaign:
+    """A campaign scheduled an hour ahead; `before` runs on it, then the hour comes and release_scheduled runs."""
+    at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+    recipients = [f"success+{user}-{i}@{SIMULATOR}" for i in range(2)]
+    campaign = _campaign(stack, user, recipients, f"c-{user}", options={"scheduledAt": at})
+    _until(lambda: not not_final(campaign, among=SCHEDULED_OR_FINAL), "both recipients scheduled")
+    before(campaign)
+    _advance(stack, 3600 + 60)
+    _job(stack, "release_scheduled", "at-the-hour")
+    return campaign
+
+
+def a_cancelled_campaign(stack: Any, user: str) -> Campaign:
+    """A scheduled campaign cancelled through the API before its hour: at rest, every recipient `cancelled`
+    and none mailed (invariants.control_undone)."""
+    cancel = lambda c: _ask(stack, user, "POST", f"/campaigns/{c.campaign_id}/cancel")  # noqa: E731
+    return replace(_a_scheduled_campaign_at_its_hour(stack, user, cancel), control=CANCELLED)
+
+
+def a_suppression_before_the_hour(stack: Any, user: str) -> Campaign:
+    """One recipient of a scheduled campaign put on the tenant's suppression list through the API before the
+    campaign's hour: at rest, that one `suppressed` and never mailed, the other mailed once."""
+
+    def suppress(c: Campaign) -> None:
+        _ask(stack, user, "POST", "/suppressions", {"addresses": [c.recipients[0]], "reason": "asked by phone"})
+
+    campaign = _a_scheduled_campaign_at_its_hour(stack, user, suppress)
+    return replace(campaign, suppressed=campaign.recipients[:1])
+
+
+def a_paused_campaign_resumed(stack: Any, user: str) -> Campaign:
+    """A scheduled campaign paused through the API before its hour: nothing mailed when the hour came and the
+    stack came to rest; then resumed, and every recipient mailed once."""
+    pause = lambda c: _ask(stack, user, "POST", f"/campaigns/{c.campaign_id}/pause")  # noqa: E731
+    campaign = _a_scheduled_campaign_at_its_hour(stack, user, pause)
+    bring_to_rest(stack, replace(campaign, control=PAUSED))
+    undone = [f"{to} mailed while paused" for to in mailed(stack, campaign)]
+    _ask(stack, user, "POST", f"/campaigns/{campaign.campaign_id}/resume")
+    return replace(campaign, seen_broken=tuple(undone))
+
+
 def _job(stack: Any, function: str, named: str, then_s: float = 60.0) -> None:
     """A scheduled function as its rule invokes it, the rule naming `named` (the tenant: the invocation
     watched). Killed or failed, its next run `then_s` later (the rule's rate) is the retry."""
@@ -210,7 +345,13 @@ SCENARIOS = {
     "release_scheduled": Scenario("release_scheduled", a_scheduled_campaign, also=("explore-",)),
     "retire_idle_queues": Scenario("retire_idle_queues", a_campaign_after_its_queue_retired, also=("explore-",)),
     "deliver_webhooks": Scenario("deliver_webhooks", a_campaign_with_a_webhook),
+    "sweep_queues": Scenario("sweep_queues", a_queue_left_without_a_drain, also=("explore-",)),
+    "reconcile_dead_letters": Scenario("reconcile_dead_letters", a_dead_letter, also=("explore-",)),
+    "webhook_jobs": Scenario("webhook_jobs", a_replay_of_held_deliveries),
     "api_retry_failed": Scenario(API, a_retry_of_the_failed, also=("retry-failed",)),
+    "api_cancel": Scenario(API, a_cancelled_campaign, also=("/cancel",)),
+    "api_pause": Scenario(API, a_paused_campaign_resumed, also=("/pause",)),
+    "api_suppress": Scenario(API, a_suppression_before_the_hour, also=("/suppressions",)),
 }
 
 

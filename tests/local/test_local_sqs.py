@@ -65,6 +65,23 @@ def test_change_visibility_returns_a_message_early_or_holds_it(sqs, uid):
         sqs.change_message_visibility(QueueUrl=url, ReceiptHandle="bogus", VisibilityTimeout=0)
 
 
+def test_a_message_is_hidden_for_at_most_12_hours_from_its_receive_however_old_it_is(sqs, uid, monkeypatch):
+    """AWS: "extend the visibility timeout to a maximum of 12 hours" from the receive (ChangeMessageVisibility's
+    reference). moto counts from when the message was sent: a dead letter (its SentTimestamp kept from its
+    first queue) a day old could never be hidden again, and reconcile_dead_letters failed on the stack only."""
+    from infra.local import fast_sqs
+
+    url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody="x")
+    real = fast_sqs.unix_time_millis
+    monkeypatch.setattr(fast_sqs, "unix_time_millis", lambda: real() + 86_400_000)  # received a day later
+    m = sqs.receive_message(QueueUrl=url, VisibilityTimeout=600)["Messages"][0]
+    monkeypatch.setattr(fast_sqs, "unix_time_millis", lambda: real() + 86_400_000 + 1_000_000)  # 1,000 s on
+    sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=42_000)
+    with pytest.raises(ClientError, match="beyond the limit"):
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=42_300)
+
+
 def test_delayed_message_is_counted_as_delayed_then_delivered(sqs, uid):
     url = sqs.create_queue(QueueName=f"t-{uid}")["QueueUrl"]
     sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=1)

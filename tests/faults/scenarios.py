@@ -355,18 +355,23 @@ SCENARIOS = {
 }
 
 
+# The rules that run every minute on AWS: what the next minute after a move of the clock runs.
+EVERY_MINUTE = ("release_scheduled", "sweep_queues")
+
+
 def bring_to_rest(stack: Any, c: Campaign, rounds: int = 6) -> int:
     """Until every recipient is final and its queue empty: each round waits for the stack to be idle, then moves
-    the clock past the pipeline's waits and runs the sweeper as its next minute would. How many moves it took."""
-    sweep = stack.runner.functions[stack.settings.resources.function_name("sweep_queues")]
+    the clock past the pipeline's waits and runs the every-minute rules as the next minute would. How many
+    moves it took."""
+    account, region = stack.config.account_id, stack.config.region
     for moves in range(rounds):
         _settle(stack, c)
         if not not_final(c) and not queue_left(stack, c) and not deliveries_pending(stack):
             return moves
         _advance(stack, STEP_S)
-        stack.runner.invoke(
-            sweep, scheduled_event("arn:aws:events:::rule/sweep", stack.config.account_id, stack.config.region)
-        )
+        for function in EVERY_MINUTE:
+            fn = stack.runner.functions[stack.settings.resources.function_name(function)]
+            stack.runner.invoke(fn, scheduled_event(f"arn:aws:events:::rule/{function}", account, region))
     return rounds
 
 

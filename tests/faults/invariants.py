@@ -154,9 +154,10 @@ def queue_left(stack: Any, c: Campaign) -> list[str]:
 
 
 def deliveries_pending(stack: Any) -> list[str]:
-    """Webhook deliveries still on their queue (visible, in flight or waiting out a retry's delay)."""
-    name = stack.settings.resources.webhooks_queue.name
-    return [f"{n}: {v}" for n, v in depths(stack, [name]).items() if sum(v)]
+    """SES's events and webhook deliveries still on their queues (visible, in flight: a failed one waiting out
+    its visibility timeout, or waiting out a retry's delay): the pipeline is not at rest while one is."""
+    r = stack.settings.resources
+    return [f"{n}: {v}" for n, v in depths(stack, [r.events_queue.name, r.webhooks_queue.name]).items() if sum(v)]
 
 
 def broken(stack: Any, c: Campaign, receiver: Any = None) -> list[str]:

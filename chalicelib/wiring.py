@@ -19,7 +19,6 @@ from chalicelib.control.event_reads import EventReads
 from chalicelib.control.retry import RetryFailed
 from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.control.tenant_api import DigestRuns, TenantApi
-from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.control.tenant_view import PlatformTerms, TenantView
 from chalicelib.control.webhook_registration import BackgroundJobs, WebhookRegistration
 from chalicelib.core import aws
@@ -337,36 +336,26 @@ class Container:
 
     @cached_property
     def tenant_api(self) -> TenantApi:
-        return TenantApi(
-            self.reports,
-            self.actions,
-            self.ledger,
-            self.stats,
-            DigestRuns(DigestStatusReader(self.digests), self.start_digest_run),
-            self.webhook_registration,
-        )
-
-    @cached_property
-    def tenant_keys(self) -> TenantKeys:
-        return TenantKeys(self.reports.authenticate)
+        digests = DigestRuns(DigestStatusReader(self.digests), self.start_digest_run)
+        return TenantApi(self.actions, self.ledger, self.stats, digests)
 
     @cached_property
     def campaign_reads(self) -> CampaignReads:
-        return CampaignReads(self.tenant_keys, self.stats, self.timeline)
+        return CampaignReads(self.stats, self.timeline)
 
     @cached_property
     def suppression_api(self) -> SuppressionApi:
-        return SuppressionApi(self.tenant_keys, self.suppressions)
+        return SuppressionApi(self.suppressions)
 
     @cached_property
     def event_reads(self) -> EventReads:
-        return EventReads(self.tenant_keys, self.event_log)
+        return EventReads(self.event_log)
 
     @cached_property
     def tenant_view(self) -> TenantView:
         s = self.settings
         terms = PlatformTerms(s.region, s.free_rate_per_second, s.free_daily_cap)
-        return TenantView(self.tenant_keys, self.tenants, self.daily_cap, self.ses_tenants, self.free_addresses, terms)
+        return TenantView(self.tenants, self.daily_cap, self.ses_tenants, self.free_addresses, terms)
 
     @cached_property
     def webhook_endpoints(self) -> WebhookEndpoints:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -296,7 +298,9 @@ def cmd_tenant(args: argparse.Namespace) -> int:
     if args.action == "show":  # GET /tenant
         from infra.tenant_views import tenant_view
 
-        return _show_answer("tenant show", _container().tenant_view.get_for(args.user), tenant_view, args.json)
+        return _show_answer(
+            "tenant show", _asked(lambda: _container().tenant_view.get_for(args.user)), tenant_view, args.json
+        )
     actions = _container().actions
     from infra.terminal import plain
 
@@ -426,6 +430,13 @@ def _console() -> Any:
     return Console() if sys.stdout.isatty() else Console(width=320)
 
 
+def _asked(call: Callable[[], dict[str, Any]], status: int = 200) -> Any:
+    """The domain's answer to a tenant's request made by the operator, as the API would give it."""
+    from chalicelib.api.answers import outcome
+
+    return outcome(call, status)
+
+
 def _show_answer(command: str, answer: Any, view: Any, as_json: bool, *, more: str = "more") -> int:
     """A tenant-API answer on the terminal: a 4xx's message on stderr (exit 2 for a 400: what was given is
     wrong; 1 otherwise), the JSON body as the API answers it (`--json`), or `view(body)` with the next page's
@@ -453,9 +464,10 @@ def _campaign_read(args: argparse.Namespace, c: Any) -> int:
 
     if args.action == "list":
         query = _query(state=args.state, limit=args.limit, after=args.after)
-        answer = c.campaign_reads.list_for(args.user, query)
+        answer = _asked(lambda: c.campaign_reads.list_for(args.user, query))
         return _show_answer("campaign list", answer, lambda b: tenant_views.campaigns_table(b["campaigns"]), args.json)
-    answer = c.campaign_reads.show_for(args.user, args.campaign, _query(timelineAfter=args.timeline_after))
+    timeline = _query(timelineAfter=args.timeline_after)
+    answer = _asked(lambda: c.campaign_reads.show_for(args.user, args.campaign, timeline))
     if answer.status == 404:
         print(f"no campaign {args.campaign!r} of {args.user!r}", file=sys.stderr)
         return 1
@@ -559,18 +571,18 @@ def cmd_webhook(args: argparse.Namespace) -> int:
         body: dict[str, object] = {"url": args.url, "maxEventsPerRequest": args.max_events}
         if args.events:
             body["eventTypes"] = [t.strip() for t in args.events.split(",") if t.strip()]
-        answer = registration.add(args.user, body)
+        answer = _asked(lambda: registration.add(args.user, body), 201)
     elif args.action == "list":
-        answer = registration.list(args.user)
+        answer = _asked(lambda: registration.list(args.user))
     elif not args.id:
         print(f"{args.action} needs --id (moonsend webhook list shows them)", file=sys.stderr)
         return 2
     elif args.action == "remove":
-        answer = registration.remove(args.user, args.id)
+        answer = _asked(lambda: registration.remove(args.user, args.id))
     elif args.action == "replay":
-        answer = registration.replay(args.user, args.id)
+        answer = _asked(lambda: registration.replay(args.user, args.id))
     else:
-        answer = registration.test(args.user, args.id)
+        answer = _asked(lambda: registration.test(args.user, args.id))
     ok = answer.status < 300 and answer.body.get("ok", True)
     if ok and "job" in answer.body and not args.no_wait:
         answer = _wait_for_job(registration, args.user, args.id, answer, args.wait_s)
@@ -585,8 +597,6 @@ def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, w
     """The answer of a replay or a removal once its background job is done (webhook_jobs), its progress on
     stderr meanwhile: `replayed` (or `deleted`) is how many held requests it handled. A job still running
     after `wait_s` is shown as it is (exit status 1); `webhook list` shows it until it is done."""
-    from chalicelib.feedback.reports import Answer
-
     deadline = time.monotonic() + wait_s
     job = registration.job(user, endpoint_id)
     while job is not None and job.state == "running" and time.monotonic() < deadline:
@@ -599,7 +609,9 @@ def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, w
     if job.kind == "replay":  # how many it did: exact once it is done
         count = {"replayed": job.done, "replayedIsLowerBound": job.state != "done"}
     body = {**answer.body, "job": job.public(time.time()), **count}
-    return Answer(answer.status if job.state == "done" else 504, body)
+    from chalicelib.api.answers import Outcome
+
+    return Outcome(answer.status if job.state == "done" else 504, body)
 
 
 def _addresses(args: argparse.Namespace) -> list[str]:
@@ -621,7 +633,7 @@ def _suppression_add(user: str, api: Any, addresses: list[str], reason: str | No
     for start in range(0, len(addresses), MAX_ADD):
         batch = addresses[start : start + MAX_ADD]
         body: dict[str, Any] = {"addresses": batch, **({"reason": reason} if reason is not None else {})}
-        answer = api.add_for(user, lambda b=body: b)
+        answer = _asked(functools.partial(api.add_for, user, body))
         if answer.status != 200:
             print(f"suppression add: {plain(answer.body['error'])}", file=sys.stderr)
             for bad in answer.body.get("invalid", []):
@@ -648,13 +660,13 @@ def cmd_suppression(args: argparse.Namespace) -> int:
     api = _container().suppression_api
     if args.action == "list":
         query = _query(reason=args.reason, prefix=args.prefix, limit=args.limit, after=args.after)
-        answer = api.list_for(args.user, query)
+        answer = _asked(lambda: api.list_for(args.user, query))
         return _show_answer(
             "suppression list", answer, lambda b: tenant_views.suppressions_table(b["suppressions"]), args.json
         )
     if args.action == "add":
         return _suppression_add(args.user, api, addresses, args.reason)
-    answer = api.remove_for(args.user, addresses[0])
+    answer = _asked(lambda: api.remove_for(args.user, addresses[0]))
     if answer.status == 200:
         still = answer.body.get("stillSuppressed")
         after = f"still not sent to: {plain(still)}" if still else "it may be sent to again"
@@ -673,7 +685,7 @@ def cmd_events(args: argparse.Namespace) -> int:
 
     client_env(args.endpoint, args.stage)
     query = _query(type=args.type, campaign=args.campaign, since=args.since, after=args.after, limit=args.limit)
-    answer = _container().event_reads.list_for(args.user, query)
+    answer = _asked(lambda: _container().event_reads.list_for(args.user, query))
     return _show_answer(
         "events", answer, lambda b: tenant_views.events_table(b["events"]), args.json, more="next (now or later)"
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib import wiring
+from chalicelib.core.errors import Refused
 from infra.webhook_receiver import WebhookReceiver
 
 
@@ -43,8 +44,9 @@ class DemoWebhooks:
 def register(user_id: str) -> DemoWebhooks:
     receiver = WebhookReceiver()
     body = {"url": receiver.url, "eventTypes": ["sent", "delivered", "bounced", "failed"], "maxEventsPerRequest": 25}
-    answer = wiring.container().webhook_registration.add(user_id, body)
-    if answer.status != 201:
-        raise RuntimeError(f"webhook endpoint not registered: {answer.body}")
-    receiver.secret = str(answer.body["secret"])
+    try:
+        added = wiring.container().webhook_registration.add(user_id, body)
+    except Refused as refused:
+        raise RuntimeError(f"webhook endpoint not registered: {refused.detail}") from None
+    receiver.secret = str(added["secret"])
     return DemoWebhooks(user_id, receiver)

@@ -15,11 +15,9 @@ from typing import Any
 
 from chalicelib.control import params
 from chalicelib.control.campaign_views import STATES, campaign_json, state_of
-from chalicelib.control.params import BadParam
-from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.core.contract import iso_ms
+from chalicelib.core.errors import NotFound
 from chalicelib.core.fields import is_id
-from chalicelib.feedback.reports import NOT_FOUND, Answer
 from chalicelib.stores.ports import CampaignPages, TimelineReads
 from chalicelib.stores.timeline import KINDS
 
@@ -34,28 +32,20 @@ _POSITION = re.compile(r"^([0-9]{1,15}):(.+)$", re.DOTALL)
 class CampaignReads:
     def __init__(
         self,
-        keys: TenantKeys,
         campaigns: CampaignPages,
         timeline: TimelineReads,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._keys = keys
         self._campaigns = campaigns
         self._timeline = timeline
         self._clock = clock
 
-    def list(self, authorization: str | None, query: Mapping[str, str] | None) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.list_for(user, query)
-
-    def list_for(self, user: str, query: Mapping[str, str] | None) -> Answer:
-        """The list for a tenant already known (the route after its key check, and the operator's CLI)."""
-        try:
-            state = params.choice(query, "state", STATES)
-            limit = params.limit(query, default=DEFAULT_PAGE, most=MAX_PAGE)
-            position = _position(params.decode_cursor(query))
-        except BadParam as exc:
-            return exc.answer()
+    def list_for(self, user: str, query: Mapping[str, str] | None) -> dict[str, Any]:
+        """A page of the tenant's campaigns (the API's route and the operator's CLI); BadParam for a query it
+        cannot take."""
+        state = params.choice(query, "state", STATES)
+        limit = params.limit(query, default=DEFAULT_PAGE, most=MAX_PAGE)
+        position = _position(params.decode_cursor(query))
         now_ms = int(self._clock() * 1000)
         out: list[dict[str, Any]] = []
         read = 0
@@ -78,24 +68,18 @@ class CampaignReads:
             if more is None:
                 break
         cursor = params.encode_cursor(f"{position[0]}:{position[1]}") if position else None
-        return Answer(200, {"campaigns": out, "next": cursor})
+        return {"campaigns": out, "next": cursor}
 
-    def show(self, authorization: str | None, campaign_id: str, query: Mapping[str, str] | None) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.show_for(user, campaign_id, query)
-
-    def show_for(self, user: str, campaign_id: str, query: Mapping[str, str] | None) -> Answer:
+    def show_for(self, user: str, campaign_id: str, query: Mapping[str, str] | None) -> dict[str, Any]:
+        """One campaign with its timeline; NotFound when the tenant has no such campaign."""
         if not is_id(campaign_id):
-            return NOT_FOUND
-        try:
-            after = params.decode_cursor(query, "timelineAfter")
-            if after is not None and not _MINUTE.match(after):
-                raise params.bad_cursor("timelineAfter")
-        except BadParam as exc:
-            return exc.answer()
+            raise NotFound()
+        after = params.decode_cursor(query, "timelineAfter")
+        if after is not None and not _MINUTE.match(after):
+            raise params.bad_cursor("timelineAfter")
         counts = self._campaigns.get(user, campaign_id)
         if counts is None:
-            return NOT_FOUND
+            raise NotFound()
         minutes, more = self._timeline.minutes(user, campaign_id, after=after, limit=TIMELINE_MINUTES)
         busiest = (
             {"at": iso_ms(counts.busiest_at_ms), "sent": counts.busiest_sent}
@@ -110,7 +94,7 @@ class CampaignReads:
             "busiestSecond": busiest,
             "next": params.encode_cursor(more) if more else None,
         }
-        return Answer(200, {**campaign_json(counts, int(self._clock() * 1000)), "timeline": timeline})
+        return {**campaign_json(counts, int(self._clock() * 1000)), "timeline": timeline}
 
 
 def _position(decoded: str | None) -> tuple[int, str] | None:

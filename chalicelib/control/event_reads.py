@@ -11,13 +11,12 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from chalicelib.control import params
 from chalicelib.control.params import BadParam
-from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.core.fields import is_id
 from chalicelib.core.webhook_contract import EVENT_TYPES
-from chalicelib.feedback.reports import Answer
 from chalicelib.stores.event_log import CURSOR, INSTANT, position_at
 from chalicelib.stores.ports import EventPages
 
@@ -27,27 +26,20 @@ _SINCE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[
 
 
 class EventReads:
-    def __init__(self, keys: TenantKeys, events: EventPages) -> None:
-        self._keys = keys
+    def __init__(self, events: EventPages) -> None:
         self._events = events
 
-    def list(self, authorization: str | None, query: Mapping[str, str] | None) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.list_for(user, query)
-
-    def list_for(self, user: str, query: Mapping[str, str] | None) -> Answer:
-        """The page for a tenant already known (the route after its key check, and the operator's CLI)."""
-        try:
-            kind = params.choice(query, "type", EVENT_TYPES)
-            campaign = params.text(query, "campaign")
-            if campaign is not None and not is_id(campaign):
-                raise BadParam("campaign: not a campaign id")
-            limit = params.limit(query, default=100, most=MAX_PAGE)
-            after = _start(query)
-        except BadParam as exc:
-            return exc.answer()
+    def list_for(self, user: str, query: Mapping[str, str] | None) -> dict[str, Any]:
+        """A page of the tenant's events (the API's route and the operator's CLI); BadParam for a query it
+        cannot take."""
+        kind = params.choice(query, "type", EVENT_TYPES)
+        campaign = params.text(query, "campaign")
+        if campaign is not None and not is_id(campaign):
+            raise BadParam("campaign: not a campaign id")
+        limit = params.limit(query, default=100, most=MAX_PAGE)
+        after = _start(query)
         page = self._events.page(user, after=after, type=kind, campaign=campaign, limit=limit)
-        return Answer(200, {"events": page.events, "next": params.encode_cursor(page.next) if page.next else None})
+        return {"events": page.events, "next": params.encode_cursor(page.next) if page.next else None}
 
 
 def _start(query: Mapping[str, str] | None) -> str | None:

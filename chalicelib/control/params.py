@@ -9,16 +9,13 @@ import base64
 import binascii
 from collections.abc import Mapping
 
-from chalicelib.feedback.reports import Answer
+from chalicelib.core.errors import Invalid
 
 MAX_PARAM_CHARS = 1024  # longer than any value a list takes: a 400 before anything else reads it
 
 
-class BadParam(ValueError):
-    """A query parameter the route cannot take; its text is the answer's detail."""
-
-    def answer(self) -> Answer:
-        return Answer(400, {"error": str(self)})
+class BadParam(Invalid):
+    """A query parameter the route cannot take; its text is the refusal's detail."""
 
 
 def text(params: Mapping[str, str] | None, name: str, *, max_chars: int = MAX_PARAM_CHARS) -> str | None:

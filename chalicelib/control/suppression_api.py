@@ -13,12 +13,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from chalicelib.control import params
-from chalicelib.control.params import BadParam
-from chalicelib.control.tenant_api import BodyReader, UnreadableBody
-from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.core.contract import MAX_ADDRESS_LENGTH, iso_ms
+from chalicelib.core.errors import Conflict, Invalid, NotFound
 from chalicelib.core.fields import is_email
-from chalicelib.feedback.reports import Answer
 from chalicelib.stores.ports import SuppressionList
 from chalicelib.stores.suppression import KEPT_BECAUSE, MANUAL, REASONS, Suppression
 
@@ -27,54 +24,35 @@ MAX_PAGE = 1000
 MAX_REASON = 200
 DEFAULT_REASON = "added by the tenant"
 _INVALID_SHOWN = 100
-NOT_LISTED = Answer(404, {"error": "the address is not on this tenant's suppression list"})
+NOT_LISTED = "the address is not on this tenant's suppression list"
 
 
 class SuppressionApi:
-    def __init__(self, keys: TenantKeys, suppressions: SuppressionList) -> None:
-        self._keys = keys
+    def __init__(self, suppressions: SuppressionList) -> None:
         self._suppressions = suppressions
 
-    def list(self, authorization: str | None, query: Mapping[str, str] | None) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.list_for(user, query)
-
-    def list_for(self, user: str, query: Mapping[str, str] | None) -> Answer:
-        """The list for a tenant already known (the route after its key check, and the operator's CLI)."""
-        try:
-            reason = params.choice(query, "reason", REASONS)
-            prefix = params.text(query, "prefix", max_chars=MAX_ADDRESS_LENGTH)
-            limit = params.limit(query, default=100, most=MAX_PAGE)
-            after = params.decode_cursor(query)
-            if after is not None and (len(after) > MAX_ADDRESS_LENGTH or not after.isprintable()):
-                raise params.bad_cursor()
-            # DynamoDB refuses a start key outside the query's key condition (a ValidationException: a 500).
-            if after is not None and prefix is not None and not after.lower().startswith(prefix.lower()):
-                raise params.bad_cursor()
-        except BadParam as exc:
-            return exc.answer()
+    def list_for(self, user: str, query: Mapping[str, str] | None) -> dict[str, Any]:
+        """A page of the tenant's list (the API's route and the operator's CLI)."""
+        reason = params.choice(query, "reason", REASONS)
+        prefix = params.text(query, "prefix", max_chars=MAX_ADDRESS_LENGTH)
+        limit = params.limit(query, default=100, most=MAX_PAGE)
+        after = params.decode_cursor(query)
+        if after is not None and (len(after) > MAX_ADDRESS_LENGTH or not after.isprintable()):
+            raise params.bad_cursor()
+        # DynamoDB refuses a start key outside the query's key condition (a ValidationException: a 500).
+        if after is not None and prefix is not None and not after.lower().startswith(prefix.lower()):
+            raise params.bad_cursor()
         entries, more = self._suppressions.page(user, reason=reason, prefix=prefix, after=after, limit=limit)
-        return Answer(
-            200,
-            {"suppressions": [_shown(e) for e in entries], "next": params.encode_cursor(more) if more else None},
-        )
+        return {"suppressions": [_shown(e) for e in entries], "next": params.encode_cursor(more) if more else None}
 
-    def add(self, authorization: str | None, body: BodyReader) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.add_for(user, body)
-
-    def add_for(self, user: str, body: BodyReader) -> Answer:
-        """`body` is read only here: an anonymous request's body is never parsed."""
-        try:
-            given = body()
-        except UnreadableBody as exc:
-            return Answer(400, {"error": f"body: {exc}"})
+    def add_for(self, user: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """Add the addresses given (`{"addresses": [...], "reason": "..."}`), all or none."""
         addresses = (given or {}).get("addresses")
         if not isinstance(addresses, list) or not 1 <= len(addresses) <= MAX_ADD:
-            return Answer(400, {"error": f"addresses: a list of 1 to {MAX_ADD} email addresses"})
+            raise Invalid(f"addresses: a list of 1 to {MAX_ADD} email addresses")
         reason = (given or {}).get("reason", DEFAULT_REASON)
         if not isinstance(reason, str) or not 0 < len(reason) <= MAX_REASON or not reason.isprintable():
-            return Answer(400, {"error": f"reason: printable text of 1 to {MAX_REASON} characters"})
+            raise Invalid(f"reason: printable text of 1 to {MAX_REASON} characters")
         invalid = [
             {"index": i, "address": _quoted(a), "why": _why_invalid(a)}
             for i, a in enumerate(addresses)
@@ -83,34 +61,28 @@ class SuppressionApi:
         if invalid:
             shown = invalid[:_INVALID_SHOWN]
             detail = f"{len(invalid)} of the addresses are not valid email addresses: nothing was added"
-            return Answer(400, {"error": detail, "invalid": shown})
+            raise Invalid(detail, invalid=shown)
         added, already = self._suppressions.add_many(user, [str(a) for a in addresses], reason)
-        return Answer(200, {"added": added, "alreadySuppressed": already})
+        return {"added": added, "alreadySuppressed": already}
 
-    def remove(self, authorization: str | None, address: str) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.remove_for(user, address)
-
-    def remove_for(self, user: str, address: str) -> Answer:
+    def remove_for(self, user: str, address: str) -> dict[str, Any]:
+        """Lift one of the tenant's own entries; Conflict (saying why) for one it did not add."""
         if not _valid(address):
-            return NOT_LISTED  # nothing that is not an address is on anyone's list
+            raise NotFound(NOT_LISTED)  # nothing that is not an address is on anyone's list
         entry = self._suppressions.entry(user, address)
         if entry is None:
-            return NOT_LISTED
+            raise NotFound(NOT_LISTED)
         if entry.reason == MANUAL:
             if not self._suppressions.lift(user, address):
-                return NOT_LISTED
+                raise NotFound(NOT_LISTED)
             # Lifted, but an address that bounced for every tenant is still not sent to: said, not hidden.
             still = self._suppressions.check(user, [address]).get(address.lower())
-            return Answer(200, {"email": entry.email, "lifted": True, **({"stillSuppressed": still} if still else {})})
+            return {"email": entry.email, "lifted": True, **({"stillSuppressed": still} if still else {})}
         kept = KEPT_BECAUSE.get(entry.reason, "it was not added by the tenant")
-        return Answer(
-            409,
-            {
-                "error": f"{entry.email} stays suppressed: {kept}",
-                "reason": entry.reason,
-                "scope": "platform" if entry.platform_wide else "tenant",
-            },
+        raise Conflict(
+            f"{entry.email} stays suppressed: {kept}",
+            reason=entry.reason,
+            scope="platform" if entry.platform_wide else "tenant",
         )
 
 

@@ -14,10 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.core import log
 from chalicelib.core.contract import iso_ms
-from chalicelib.feedback.reports import Answer
 from chalicelib.stores.ports import AddressOwner, DailyUse, SesTenantStatus, TenantLookup
 from chalicelib.stores.ses_tenants import TenantStatus
 
@@ -40,7 +38,6 @@ class PlatformTerms:
 class TenantView:
     def __init__(
         self,
-        keys: TenantKeys,
         tenants: TenantLookup,
         usage: DailyUse,
         ses: SesTenantStatus,
@@ -48,7 +45,6 @@ class TenantView:
         terms: PlatformTerms,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._keys = keys
         self._tenants = tenants
         self._usage = usage
         self._ses = ses
@@ -59,47 +55,37 @@ class TenantView:
         # or a read that failed). The store keeps found statuses only, for the guard, which must see a new one.
         self._ses_seen: dict[tuple[str, str], tuple[float, TenantStatus | None]] = {}
 
-    def get(self, authorization: str | None) -> Answer:
-        user = self._keys.owner(authorization)
-        return user if isinstance(user, Answer) else self.get_for(user)
-
-    def get_for(self, user: str) -> Answer:
-        """The view of a tenant already known (the route after its key check, and the operator's CLI)."""
+    def get_for(self, user: str) -> dict[str, Any]:
+        """The tenant's settings and standing (the API's route and the operator's CLI)."""
         tenant = self._tenants.get(user, fresh=True)
         if tenant is None:  # a key issued before the tenant's first message registered its settings
-            return Answer(
-                200,
-                {
-                    "id": user,
-                    "plan": None,
-                    "ratePerSecond": None,
-                    "sender": None,
-                    "fromAddresses": [],
-                    "paused": False,
-                    "pauses": [],
-                    "ses": None,
-                    "dailyCap": None,
-                },
-            )
+            return {
+                "id": user,
+                "plan": None,
+                "ratePerSecond": None,
+                "sender": None,
+                "fromAddresses": [],
+                "paused": False,
+                "pauses": [],
+                "ses": None,
+                "dailyCap": None,
+            }
         free = tenant.plan == "free"
         sender = tenant.sender
         ses = self._ses_status(user, sender.region or self._terms.region) if free else None
         addresses = sorted(self._from_addresses(user, tenant.from_addresses, sender.email_address, free))
-        return Answer(
-            200,
-            {
-                "id": user,
-                "plan": tenant.plan,
-                # The free plan's queue is drained at the platform's rate, whatever a message asks for.
-                "ratePerSecond": self._terms.free_rate_per_second if free else sender.rate_per_second,
-                "sender": {"emailAddress": sender.email_address, "fromName": sender.from_name, "region": sender.region},
-                "fromAddresses": addresses,
-                "paused": bool(tenant.pauses),
-                "pauses": [p.as_dict() for p in tenant.pauses],
-                "ses": {"tenant": ses.name, "sending": ses.sending, "cause": ses.cause} if ses else None,
-                "dailyCap": self._daily_cap(user) if free and self._terms.free_daily_cap else None,
-            },
-        )
+        return {
+            "id": user,
+            "plan": tenant.plan,
+            # The free plan's queue is drained at the platform's rate, whatever a message asks for.
+            "ratePerSecond": self._terms.free_rate_per_second if free else sender.rate_per_second,
+            "sender": {"emailAddress": sender.email_address, "fromName": sender.from_name, "region": sender.region},
+            "fromAddresses": addresses,
+            "paused": bool(tenant.pauses),
+            "pauses": [p.as_dict() for p in tenant.pauses],
+            "ses": {"tenant": ses.name, "sending": ses.sending, "cause": ses.cause} if ses else None,
+            "dailyCap": self._daily_cap(user) if free and self._terms.free_daily_cap else None,
+        }
 
     def _from_addresses(self, user: str, listed: tuple[str, ...], sender: str, free: bool) -> set[str]:
         """The From addresses the tenant may send from: those on its row, and its Sender's. A free tenant's

@@ -7,6 +7,7 @@ gets a class here rather than a string match somewhere else.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 
 class MoonsendError(Exception):
@@ -118,3 +119,41 @@ class TenantSendingPaused(MoonsendError):
 
 class TenantNotReady(TransientSendError):
     """SES refused a send through an SES tenant for a resource not associated with it: set up again, retried."""
+
+
+# --- a request refused (the tenant API's and the CLI's): typed, and free of HTTP ---------------------------------
+class Refused(MoonsendError):
+    """A tenant's (or an operator's) request the domain will not carry out: `detail` says why in words a person
+    reads, `members` what a client reads beside it. chalicelib.api.answers turns each into an answer (RFC 9457
+    problems for the API); the CLI prints them."""
+
+    def __init__(self, detail: str, **members: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.members = members
+
+
+class NotFound(Refused):
+    """What was named is not the tenant's (or is nothing): the same refusal for a wrong key, another tenant's
+    campaign and one that never was, so that nothing is learned about other tenants."""
+
+    def __init__(self, detail: str = "not found", **members: Any) -> None:
+        super().__init__(detail, **members)
+
+
+class Invalid(Refused):
+    """What was given cannot be taken: `detail` names the field and what it must be."""
+
+
+class Conflict(Refused):
+    """Not possible in the state things are in (a cancelled campaign resumed, a bounce lifted)."""
+
+
+class Busy(Refused):
+    """Not now: asked too often, or while the same work runs; `retry_after_s` says when to ask again."""
+
+    def __init__(self, detail: str, retry_after_s: int | None = None, **members: Any) -> None:
+        if retry_after_s is not None:
+            members["retryAfterSeconds"] = retry_after_s
+        super().__init__(detail, **members)
+        self.retry_after_s = retry_after_s

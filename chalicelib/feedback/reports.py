@@ -2,8 +2,8 @@
 
 A key is `msk_<base64url(userId)>_<secret>`: the route reads the tenant from the key, and compares the
 SHA-256 of the whole key with the hash stored in the tenant registry (the key itself is never stored; a
-new key replaces the old one). A missing key is a 401; a wrong key, another tenant's key, or a campaign
-the tenant does not have are all the same 404, so a key reveals nothing about other tenants.
+new key replaces the old one). chalicelib.api.principal answers a missing key 401, and a wrong key the same
+404 as another tenant's campaign or one the tenant does not have: a key reveals nothing about other tenants.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import base64
 import hashlib
 import hmac
 import secrets
-from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.contract import MAX_ID_LENGTH
+from chalicelib.core.errors import NotFound
 from chalicelib.core.fields import is_id
 from chalicelib.stores.campaign_stats import COUNTERS
 from chalicelib.stores.ports import ApiKeyHashes, CountsReader
@@ -48,17 +48,6 @@ def owner_of(key: str) -> str | None:
     return user_id if is_id(user_id) else None
 
 
-@dataclass(frozen=True)
-class Answer:
-    status: int
-    body: dict[str, Any]
-    headers: dict[str, str] | None = None  # beside Cache-Control (a 429's Retry-After)
-
-
-NOT_FOUND = Answer(404, {"error": "not found"})
-UNAUTHORIZED = Answer(401, {"error": "an API key is required: Authorization: Bearer <key>"})
-
-
 class Reports:
     def __init__(self, tenants: ApiKeyHashes, stats: CountsReader) -> None:
         self._tenants = tenants
@@ -83,22 +72,17 @@ class Reports:
             return None
         return user_id
 
-    def campaign(self, authorization: str | None, campaign_id: str) -> Answer:
-        if not authorization:
-            return UNAUTHORIZED
-        user_id = self.authenticate(authorization)
-        if user_id is None or not is_id(campaign_id):  # an id no campaign can have is not a key to look up
-            return NOT_FOUND
+    def report_for(self, user_id: str, campaign_id: str) -> dict[str, Any]:
+        """A campaign's counts; NotFound when the tenant has no such campaign."""
+        if not is_id(campaign_id):  # an id no campaign can have is not a key to look up
+            raise NotFound()
         counts = self._stats.get(user_id, campaign_id)
         if counts is None:
-            return NOT_FOUND
+            raise NotFound()
         rate = counts.achieved_rate
-        return Answer(
-            200,
-            {
-                "campaign": campaign_id,
-                "counts": {name: counts[name] for name in COUNTERS},
-                "achievedRatePerSecond": round(rate, 3) if rate else None,
-                "lastError": counts.last_error,
-            },
-        )
+        return {
+            "campaign": campaign_id,
+            "counts": {name: counts[name] for name in COUNTERS},
+            "achievedRatePerSecond": round(rate, 3) if rate else None,
+            "lastError": counts.last_error,
+        }

@@ -16,6 +16,7 @@ import pytest
 from chalicelib import wiring
 from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT
 from tests.conftest import eventually
+from tests.fakes.answered import answered
 
 pytestmark = pytest.mark.e2e
 
@@ -75,7 +76,8 @@ def test_twenty_adds_at_once_leave_ten_endpoints_and_a_removal_makes_room_for_on
 
     def add(i: int) -> None:
         start.wait()
-        answers.append(registration.add(f"cap-direct-{uid}", {"url": f"http://127.0.0.1:9/{i}"}).status)
+        url = f"http://127.0.0.1:9/{i}"
+        answers.append(answered(lambda: registration.add(f"cap-direct-{uid}", {"url": url}), 201).status)
 
     threads = [threading.Thread(target=add, args=(i,)) for i in range(20)]
     for t in threads:
@@ -83,7 +85,7 @@ def test_twenty_adds_at_once_leave_ten_endpoints_and_a_removal_makes_room_for_on
     for t in threads:
         t.join()
     assert sorted(answers) == [201] * 10 + [400] * 10
-    assert len(registration.list(f"cap-direct-{uid}").body["endpoints"]) == MAX_ENDPOINTS_PER_TENANT
+    assert len(registration.list(f"cap-direct-{uid}")["endpoints"]) == MAX_ENDPOINTS_PER_TENANT
     status, refused = _call("POST", base, key, {"url": "http://127.0.0.1:9/x"})
     assert status == 400 and "at most 10 endpoints" in refused["error"]
     # A removal frees its place, once: the same endpoint removed twice at once counts once.
@@ -324,7 +326,7 @@ def _listed_by_the_previous_release(user):
 
 
 def _add(user, i):
-    return wiring.container().webhook_registration.add(user, {"url": f"http://127.0.0.1:9/{i}"})
+    return answered(lambda: wiring.container().webhook_registration.add(user, {"url": f"http://127.0.0.1:9/{i}"}), 201)
 
 
 def test_the_previous_releases_listing_sees_no_count_and_an_old_count_row_is_dropped(stack, uid):
@@ -341,7 +343,7 @@ def test_the_previous_releases_listing_sees_no_count_and_an_old_count_row_is_dro
     added.append(_add(user, 2).body["id"])
     assert sorted(e for e, _ in _listed_by_the_previous_release(user)) == sorted(added)
     legacy(user, "#count", endpoints=3).save()
-    assert wiring.container().webhook_registration.remove(user, added.pop()).status == 200
+    assert wiring.container().webhook_registration.remove(user, added.pop())["removed"]
     assert sorted(e for e, _ in _listed_by_the_previous_release(user)) == sorted(added)
 
 
@@ -352,7 +354,7 @@ def test_a_count_left_high_by_the_previous_releases_removal_is_repaired_when_it_
     assert _add(user, "again").status == 201  # the count is checked against the endpoints, and repaired
     refused = _add(user, "over")
     assert refused.status == 400 and "at most 10 endpoints" in refused.body["error"]
-    assert len(wiring.container().webhook_registration.list(user).body["endpoints"]) == MAX_ENDPOINTS_PER_TENANT
+    assert len(wiring.container().webhook_registration.list(user)["endpoints"]) == MAX_ENDPOINTS_PER_TENANT
 
 
 class _Conflicts:
@@ -393,12 +395,12 @@ def test_a_transaction_conflict_is_retried_and_a_lasting_one_answered_409_never_
         added = _add(user, 0)
     assert added.status == 201 and conflicts.calls == 2  # two cancelled, the third went through
     with _Conflicts(user, 2) as conflicts:
-        assert wiring.container().webhook_registration.remove(user, added.body["id"]).status == 200
+        assert wiring.container().webhook_registration.remove(user, added.body["id"])["removed"] == added.body["id"]
     assert conflicts.calls == 2
     with _Conflicts(user, 1000) as conflicts:
         busy = _add(user, 1)
     assert busy.status == 409 and "try again" in busy.body["error"] and conflicts.calls < 10
-    assert wiring.container().webhook_registration.list(user).body["endpoints"] == []
+    assert wiring.container().webhook_registration.list(user)["endpoints"] == []
 
 
 def test_a_replays_answer_counts_what_it_will_replay_up_to_the_listings_bound(stack, uid):
@@ -419,5 +421,5 @@ def test_a_replays_answer_counts_what_it_will_replay_up_to_the_listings_bound(st
         count_bound=100,
     )
     answer = bounded.replay(user, added["id"])
-    assert answer.status == 200 and (answer.body["replayed"], answer.body["replayedIsLowerBound"]) == (100, True)
-    assert [j.endpoint_id for j in started] == [added["id"]] and answer.body["job"]["kind"] == "replay"
+    assert (answer["replayed"], answer["replayedIsLowerBound"]) == (100, True)
+    assert [j.endpoint_id for j in started] == [added["id"]] and answer["job"]["kind"] == "replay"

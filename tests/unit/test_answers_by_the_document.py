@@ -19,7 +19,6 @@ from chalicelib.control import openapi
 from chalicelib.control.campaign_reads import CampaignReads
 from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
-from chalicelib.control.tenant_keys import TenantKeys
 from chalicelib.control.tenant_view import PlatformTerms, TenantView
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
@@ -63,10 +62,9 @@ class _Usage:
 
 
 def _view(tenant: Tenant | None, ses: TenantStatus | None) -> TenantView:
-    keys = TenantKeys(lambda authorization: "acme")
     terms = PlatformTerms("us-east-1", 1.0, 200)
     tenants = FakeTenants(*([tenant] if tenant else []))
-    return TenantView(keys, tenants, _Usage(), _Ses(ses), FakeFreeAddresses(), terms, clock=lambda: NOW_S)
+    return TenantView(tenants, _Usage(), _Ses(ses), FakeFreeAddresses(), terms, clock=lambda: NOW_S)
 
 
 _FREE = Tenant(
@@ -93,12 +91,11 @@ _PAID = Tenant("acme", "paid", Sender("news@acme.example", "Acme", "us-east-1", 
 def test_the_tenants_view_is_valid_by_the_document_in_every_standing(
     tenant: Tenant | None, ses: TenantStatus | None
 ) -> None:
-    answer = _view(tenant, ses).get("Bearer k")
-    assert answer.status == 200
+    body = _view(tenant, ses).get_for("acme")
     try:
-        _valid_by_document("/tenant", "200", answer.body)
+        _valid_by_document("/tenant", "200", body)
     except ValidationError as exc:
-        pytest.fail(f"GET /tenant answers {json.dumps(answer.body)}, which the document refuses: {exc.message}")
+        pytest.fail(f"GET /tenant answers {json.dumps(body)}, which the document refuses: {exc.message}")
 
 
 # --- campaigns ------------------------------------------------------------------------------------------------------
@@ -156,7 +153,7 @@ class _Minutes:
 
 
 def _reads() -> CampaignReads:
-    return CampaignReads(TenantKeys(lambda a: "acme"), _Pages(), _Minutes(), clock=lambda: NOW_S)
+    return CampaignReads(_Pages(), _Minutes(), clock=lambda: NOW_S)
 
 
 def _check(path: str, body: Any) -> None:
@@ -167,16 +164,14 @@ def _check(path: str, body: Any) -> None:
 
 
 def test_the_campaign_list_in_every_state_is_valid_by_the_document() -> None:
-    answer = _reads().list("Bearer k", {})
-    assert {c["state"] for c in answer.body["campaigns"]} == {"sending", "scheduled", "cancelled", "paused", "done"}
-    _check("/campaigns", answer.body)
+    body = _reads().list_for("acme", {})
+    assert {c["state"] for c in body["campaigns"]} == {"sending", "scheduled", "cancelled", "paused", "done"}
+    _check("/campaigns", body)
 
 
 @pytest.mark.parametrize("campaign", [c.campaign_id for c in _CAMPAIGNS])
 def test_a_campaign_with_its_timeline_is_valid_by_the_document(campaign: str) -> None:
-    answer = _reads().show("Bearer k", campaign, {})
-    assert answer.status == 200
-    _check("/campaigns/{campaign_id}", answer.body)
+    _check("/campaigns/{campaign_id}", _reads().show_for("acme", campaign, {}))
 
 
 # --- suppressions and events -------------------------------------------------------------------------------------
@@ -189,9 +184,9 @@ def test_a_suppression_list_of_every_reason_is_valid_by_the_document() -> None:
     store.add("acme", "left@example.org", "unsubscribe", "unsubscribed from campaign c")
     store.add(None, "gone@example.org", "bounce", "permanent bounce: 550 no such user")
     store.check("acme", ["gone@example.org"])
-    answer = SuppressionApi(TenantKeys(lambda a: "acme"), store).list("Bearer k", {"limit": "3"})
-    assert len(answer.body["suppressions"]) == 3 and answer.body["next"]
-    _check("/suppressions", answer.body)
+    body = SuppressionApi(store).list_for("acme", {"limit": "3"})
+    assert len(body["suppressions"]) == 3 and body["next"]
+    _check("/suppressions", body)
 
 
 def test_the_events_of_every_kind_are_valid_by_the_document() -> None:
@@ -213,9 +208,9 @@ def test_the_events_of_every_kind_are_valid_by_the_document() -> None:
         events = ledger_events(_record(old, new, seq=n))
         assert events, (old, new)
         log.keep((e, e.at_ms) for e in events)
-    answer = EventReads(TenantKeys(lambda a: "acme"), log).list("Bearer k", {})
-    assert len(answer.body["events"]) == len(changes)
-    _check("/events", answer.body)
+    body = EventReads(log).list_for("acme", {})
+    assert len(body["events"]) == len(changes)
+    _check("/events", body)
 
 
 class _ThrottledSes:
@@ -226,12 +221,11 @@ class _ThrottledSes:
 def test_a_free_tenants_view_when_ses_cannot_say_its_status_is_still_answered_without_it() -> None:
     """SES's non-send calls are limited to about one a second for the platform's account: a tenant polling
     GET /tenant from many containers is throttled, and that is no 500; its `pauses` still hold SES's pause."""
-    keys = TenantKeys(lambda authorization: "acme")
     terms = PlatformTerms("us-east-1", 1.0, 200)
-    view = TenantView(keys, FakeTenants(_FREE), _Usage(), _ThrottledSes(), FakeFreeAddresses(), terms)
-    answer = view.get("Bearer k")
-    assert (answer.status, answer.body["ses"], answer.body["paused"]) == (200, None, True)
-    _check("/tenant", answer.body)
+    view = TenantView(FakeTenants(_FREE), _Usage(), _ThrottledSes(), FakeFreeAddresses(), terms)
+    body = view.get_for("acme")
+    assert (body["ses"], body["paused"]) == (None, True)
+    _check("/tenant", body)
 
 
 # --- a campaign's recipients --------------------------------------------------------------------------------
@@ -266,27 +260,26 @@ def test_lifting_an_entry_of_an_address_that_bounced_for_every_tenant_says_it_st
     store = FakeSuppressions()
     store.add_many("acme", ["gone@example.org", "fine@example.org"], "asked by phone")
     store.add(None, "gone@example.org", "bounce", "permanent bounce: 550 no such user")
-    api = SuppressionApi(TenantKeys(lambda a: "acme"), store)
-    gone = api.remove("Bearer k", "gone@example.org")
-    assert gone.status == 200 and gone.body["lifted"] is True
-    assert "bounce" in gone.body["stillSuppressed"]
-    fine = api.remove("Bearer k", "fine@example.org")
-    assert fine.status == 200 and fine.body == {"email": "fine@example.org", "lifted": True}
-    for answer in (gone, fine):
+    api = SuppressionApi(store)
+    gone = api.remove_for("acme", "gone@example.org")
+    assert gone["lifted"] is True
+    assert "bounce" in gone["stillSuppressed"]
+    fine = api.remove_for("acme", "fine@example.org")
+    assert fine == {"email": "fine@example.org", "lifted": True}
+    for body in (gone, fine):
         try:
-            _valid_by_document("/suppressions/{address}", "200", answer.body, method="delete")
+            _valid_by_document("/suppressions/{address}", "200", body, method="delete")
         except ValidationError as exc:
-            pytest.fail(f"DELETE answers {answer.body}, which the document refuses: {exc.message}")
+            pytest.fail(f"DELETE answers {body}, which the document refuses: {exc.message}")
 
 
 def test_a_from_address_an_operator_gave_another_tenant_is_no_longer_listed() -> None:
     """The review's case: `fromAddresses` kept the tenant's last Sender address after an operator's
     `assign-from` gave it to another tenant (the row's set had dropped it; the Sender had not)."""
-    keys = TenantKeys(lambda authorization: "acme")
     moved = replace(_FREE, from_addresses=())  # assign-from took news@acme.example off acme's row
     addresses = FakeFreeAddresses()
     addresses.owners["news@acme.example"] = "other"
-    view = TenantView(keys, FakeTenants(moved), _Usage(), _Ses(None), addresses, PlatformTerms("us-east-1", 1.0, 200))
-    assert view.get("Bearer k").body["fromAddresses"] == []
+    view = TenantView(FakeTenants(moved), _Usage(), _Ses(None), addresses, PlatformTerms("us-east-1", 1.0, 200))
+    assert view.get_for("acme")["fromAddresses"] == []
     addresses.owners["news@acme.example"] = "acme"  # given back: listed again
-    assert view.get("Bearer k").body["fromAddresses"] == ["news@acme.example"]
+    assert view.get_for("acme")["fromAddresses"] == ["news@acme.example"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.control.etags import etag, not_modified
+from chalicelib.api.etags import etag, not_modified
 
 
 def test_the_same_body_has_the_same_quoted_tag_and_any_change_another():

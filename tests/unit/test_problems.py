@@ -1,6 +1,6 @@
 """RFC 9457 problem details: the shape every tenant-API answer of status 400 and up takes (app.py `_answer`)."""
 
-from chalicelib.control.problems import PROBLEM_JSON, is_problem, problem
+from chalicelib.api.problems import PROBLEM_JSON, is_problem, problem
 
 
 def test_an_error_becomes_a_problem_and_keeps_its_error_and_extra_members():

@@ -13,19 +13,13 @@ from chalicelib.control.campaign_reads import CampaignReads
 from chalicelib.control.campaign_views import accepted_count, campaign_json, final_count, state_of
 from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
-from chalicelib.control.tenant_keys import TenantKeys
-from chalicelib.feedback.reports import Answer
 from chalicelib.stores.campaign_stats import CampaignCounts
 from chalicelib.stores.timeline import Minute
+from tests.fakes.answered import Answered, answered
 from tests.fakes.event_log import FakeEventLog
 from tests.fakes.suppressions import FakeSuppressions
 
 NOW_MS = 1_790_000_000_000
-KEY = "Bearer good"
-
-
-def _keys() -> TenantKeys:
-    return TenantKeys(lambda authorization: "acme" if authorization == KEY else None)
 
 
 def _counts(campaign_id: str = "c", created_ms: int | None = NOW_MS, **kw: Any) -> CampaignCounts:
@@ -94,11 +88,11 @@ class _Timeline:
 
 def _reads(campaigns: list[CampaignCounts]) -> tuple[CampaignReads, _Pages]:
     pages = _Pages(campaigns)
-    return CampaignReads(_keys(), pages, _Timeline(), clock=lambda: NOW_MS / 1000), pages
+    return CampaignReads(pages, _Timeline(), clock=lambda: NOW_MS / 1000), pages
 
 
-def _list(reads: CampaignReads, **query: str) -> Answer:
-    return reads.list(KEY, query)
+def _list(reads: CampaignReads, **query: str) -> Answered:
+    return answered(lambda: reads.list_for("acme", query))
 
 
 def test_the_list_pages_newest_first_and_a_cursor_goes_on_where_the_page_stopped():
@@ -152,13 +146,18 @@ def test_an_absurd_list_parameter_is_a_400_that_names_it_and_reads_nothing(query
 
 
 def test_no_key_is_a_401_and_a_wrong_key_or_another_tenants_campaign_the_same_404():
+    from chalicelib.api.principal import from_authorization
+
+    authenticate = lambda authorization: "acme" if authorization == "Bearer good" else None  # noqa: E731
     reads, _ = _reads([_counts("c", queued=1)])
-    assert reads.list(None, {}).status == 401
-    assert reads.list("Bearer wrong", {}).status == 404
-    assert reads.show(KEY, "nope", {}).status == 404
-    assert reads.show(KEY, "x" * 10_000, {}).status == 404
-    assert reads.show(KEY, "c", {"timelineAfter": params.encode_cursor("2026-13")}).status == 400
-    shown = reads.show(KEY, "c", {}).body
+    assert answered(lambda: {"tenant": from_authorization(None, authenticate).tenant_id}).status == 401
+    assert answered(lambda: {"tenant": from_authorization("Bearer wrong", authenticate).tenant_id}).status == 404
+    assert from_authorization("Bearer good", authenticate).tenant_id == "acme"
+    assert answered(lambda: reads.show_for("acme", "nope", {})).status == 404
+    assert answered(lambda: reads.show_for("acme", "x" * 10_000, {})).status == 404
+    bad_minute = {"timelineAfter": params.encode_cursor("2026-13")}
+    assert answered(lambda: reads.show_for("acme", "c", bad_minute)).status == 400
+    shown = reads.show_for("acme", "c", {})
     assert shown["timeline"]["minutes"][0]["sent"] == 3 and shown["timeline"]["minutes"][0]["minute"].endswith(
         ":00.000Z"
     )
@@ -169,11 +168,7 @@ def test_no_key_is_a_401_and_a_wrong_key_or_another_tenants_campaign_the_same_40
 
 def _api() -> tuple[SuppressionApi, FakeSuppressions]:
     store = FakeSuppressions()
-    return SuppressionApi(_keys(), store), store
-
-
-def _body(value: Any):
-    return lambda: value
+    return SuppressionApi(store), store
 
 
 @pytest.mark.parametrize(
@@ -188,7 +183,7 @@ def _body(value: Any):
 )
 def test_an_address_that_is_not_one_is_named_with_why_and_nothing_is_added(given, why):
     api, store = _api()
-    answer = api.add(KEY, _body({"addresses": ["ok@example.org", given]}))
+    answer = answered(lambda: api.add_for("acme", {"addresses": ["ok@example.org", given]}))
     assert answer.status == 400 and answer.body["invalid"][0]["index"] == 1 and answer.body["invalid"][0]["why"] == why
     assert len(answer.body["invalid"][0]["address"]) <= 255
     assert store.entries == {}
@@ -207,7 +202,7 @@ def test_an_address_that_is_not_one_is_named_with_why_and_nothing_is_added(given
 )
 def test_a_body_without_a_list_of_1_to_1000_addresses_or_with_a_bad_reason_is_a_400(body):
     api, store = _api()
-    assert api.add(KEY, _body(body)).status == 400 and store.added == []
+    assert answered(lambda: api.add_for("acme", body)).status == 400 and store.added == []
 
 
 def test_a_suppression_list_of_100000_entries_is_paged_through_each_entry_once():
@@ -215,7 +210,7 @@ def test_a_suppression_list_of_100000_entries_is_paged_through_each_entry_once()
     store.add_many("acme", (f"r{i:06d}@example.org" for i in range(100_000)), "import")
     seen, after, pages = 0, None, 0
     while True:
-        body = api.list(KEY, {"limit": "1000", **({"after": after} if after else {})}).body
+        body = api.list_for("acme", {"limit": "1000", **({"after": after} if after else {})})
         seen += len(body["suppressions"])
         pages += 1
         after = body["next"]
@@ -229,9 +224,9 @@ def test_removing_an_address_that_cannot_be_one_is_a_404_without_a_look_up():
         def entry(self, user_id: str, email: str):
             raise AssertionError(f"looked up: {email!r}")
 
-    api = SuppressionApi(_keys(), NoLookUps())
+    api = SuppressionApi(NoLookUps())
     for address in ("x" * 10_000, "a\x00@b.org", "\udcff@b.org"):
-        assert api.remove(KEY, address).status == 404
+        assert answered(lambda a=address: api.remove_for("acme", a)).status == 404
 
 
 # --- events -------------------------------------------------------------------------------------------------------
@@ -251,14 +246,14 @@ def test_removing_an_address_that_cannot_be_one_is_a_404_without_a_look_up():
     ],
 )
 def test_an_absurd_events_parameter_is_a_400(query):
-    reads = EventReads(_keys(), FakeEventLog())
-    assert reads.list(KEY, query).status == 400
+    reads = EventReads(FakeEventLog())
+    assert answered(lambda: reads.list_for("acme", query)).status == 400
 
 
 def test_since_an_instant_before_1970_or_after_2286_reads_from_the_log_s_ends():
-    reads = EventReads(_keys(), FakeEventLog())
+    reads = EventReads(FakeEventLog())
     for since in ("1900-01-01T00:00:00Z", "2999-01-01T00:00:00.5Z"):
-        body = reads.list(KEY, {"since": since}).body
+        body = reads.list_for("acme", {"since": since})
         assert body["events"] == [] and json.dumps(body)
 
 
@@ -272,15 +267,11 @@ def test_a_tenant_pause_reason_that_is_not_text_is_a_400_and_none_says_no_reason
             self.reason = reason
             return Done(True, "paused")
 
-    class Reports:
-        def authenticate(self, authorization: str | None) -> str | None:
-            return "acme" if authorization == KEY else None
-
     actions = Actions()
     digests = DigestRuns(None, lambda *_: None)  # type: ignore[arg-type]
-    api = TenantApi(Reports(), actions, None, None, digests, None)  # type: ignore[arg-type]
+    api = TenantApi(actions, None, None, digests)  # type: ignore[arg-type]
     for bad in (False, 0, [], {}, 17, "x" * 201):
-        assert api.tenant_action(KEY, "pause", _body({"reason": bad})).status == 400, bad
+        assert answered(lambda b=bad: api.pause_tenant("acme", {"reason": b})).status == 400, bad
     for none in (None, ""):
-        assert api.tenant_action(KEY, "pause", _body({"reason": none})).status == 200
+        assert answered(lambda n=none: api.pause_tenant("acme", {"reason": n})).status == 200
         assert actions.reason == "no reason given"

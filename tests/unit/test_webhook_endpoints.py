@@ -126,10 +126,15 @@ def test_signatures_are_the_specifications_hmac_and_verify_with_its_own_library(
     assert len(base64.b64decode(fresh.removeprefix("whsec_"))) == 32 and fresh != new_secret()
 
 
-def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endpoint_id_none_can_have():
-    from chalicelib.control.tenant_api import DigestRuns, TenantApi, UnreadableBody
-    from chalicelib.control.webhook_registration import NO_ENDPOINT
-    from chalicelib.feedback.reports import Answer
+def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endpoint_id_none_can_have(monkeypatch):
+    """Through the whole edge (chalice.test's client: the middleware, the blueprints, the seam), with stores
+    the request must not reach."""
+    from types import SimpleNamespace
+
+    from chalice.test import Client
+
+    import app
+    from chalicelib.control.webhook_registration import NO_ENDPOINT, BackgroundJobs, WebhookRegistration
 
     class Reports:
         def authenticate(self, authorization):
@@ -139,21 +144,26 @@ def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endp
         def __getattr__(self, name):
             raise AssertionError(f"reached: {name}")
 
-    digests = DigestRuns(Untouched(), lambda *_: None)
-    api = TenantApi(Reports(), Untouched(), Untouched(), Untouched(), digests, Untouched())
-    read = []
-
-    def body():
-        read.append(1)
-        raise UnreadableBody("nested too deeply to read")
-
-    assert api.webhooks(None, "add", None, body).status == 401
-    assert api.webhooks("Bearer msk__x", "add", None, body).status == 404
-    assert read == []  # an anonymous request's body is never parsed
-    assert api.webhooks("Bearer good", "add", None, body) == Answer(400, {"error": "body: nested too deeply to read"})
-    for endpoint_id in ("w" * 3000, "é" * 600, "..x", "a#b"):
-        for action in ("remove", "test", "replay"):
-            assert api.webhooks("Bearer good", action, endpoint_id) == NO_ENDPOINT
+    jobs = BackgroundJobs(Untouched(), lambda job: None)
+    registration = WebhookRegistration(Untouched(), Untouched(), Untouched(), jobs, Untouched())
+    container = SimpleNamespace(reports=Reports(), webhook_registration=registration)
+    monkeypatch.setattr(app.wiring, "container", lambda: container)
+    deep = b"[" * 100_000 + b"]" * 100_000
+    with Client(app.app) as client:
+        post = lambda key: client.http.post(  # noqa: E731
+            "/webhooks", headers={"Content-Type": "application/json", **key}, body=deep
+        )
+        assert post({}).status_code == 401
+        assert post({"Authorization": "Bearer msk__x"}).status_code == 404  # the body never parsed
+        refused = post({"Authorization": "Bearer good"})
+        assert refused.status_code == 400
+        assert json.loads(refused.body)["detail"] == "body: nested too deeply to read"
+        for endpoint_id in ("w" * 3000, "%C3%A9" * 600, "..x", "a%23b"):
+            for method, path in (("DELETE", ""), ("POST", "/test"), ("POST", "/replay")):
+                answer = client.http.request(
+                    method, f"/webhooks/{endpoint_id}{path}", headers={"Authorization": "Bearer good"}
+                )
+                assert (answer.status_code, json.loads(answer.body)["detail"]) == (404, NO_ENDPOINT)
 
 
 # Issue 38, finding 5: IANA's special-purpose registries, as the snapshot in the repository lists them.

@@ -1,4 +1,4 @@
-"""RFC 9457 problem details: how every tenant-API answer of status 400 and up is shaped (app.py `_answer`).
+"""RFC 9457 problem details: how every tenant-API answer of status 400 and up is shaped (chalicelib.api.answers).
 
     {"type": "about:blank", "title": "Not Found", "status": 404, "detail": "not found", "error": "not found"}
 

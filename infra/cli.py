@@ -432,9 +432,9 @@ def _console() -> Any:
 
 def _asked(call: Callable[[], dict[str, Any]], status: int = 200) -> Any:
     """The domain's answer to a tenant's request made by the operator, as the API would give it."""
-    from chalicelib.api.answers import outcome
+    from chalicelib.api.answers import answer_of
 
-    return outcome(call, status)
+    return answer_of(call, status)
 
 
 def _show_answer(command: str, answer: Any, view: Any, as_json: bool, *, more: str = "more") -> int:
@@ -609,9 +609,9 @@ def _wait_for_job(registration: Any, user: str, endpoint_id: str, answer: Any, w
     if job.kind == "replay":  # how many it did: exact once it is done
         count = {"replayed": job.done, "replayedIsLowerBound": job.state != "done"}
     body = {**answer.body, "job": job.public(time.time()), **count}
-    from chalicelib.api.answers import Outcome
+    from chalicelib.api.answers import DomainAnswer
 
-    return Outcome(answer.status if job.state == "done" else 504, body)
+    return DomainAnswer(answer.status if job.state == "done" else 504, body)
 
 
 def _addresses(args: argparse.Namespace) -> list[str]:

@@ -35,19 +35,19 @@ def status_of(refusal: Refused) -> int:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class DomainAnswer:
     """A domain call's answer as status and body, for the edges that are not HTTP (the operator's CLI)."""
 
     status: int
     body: dict[str, Any]
 
 
-def outcome(call: Callable[[], dict[str, Any]], status: int = 200) -> Outcome:
+def answer_of(call: Callable[[], dict[str, Any]], status: int = 200) -> DomainAnswer:
     """What the API would answer `call` with: its body with `status`, or its refusal's status and members."""
     try:
-        return Outcome(status, call())
+        return DomainAnswer(status, call())
     except Refused as refused:
-        return Outcome(status_of(refused), {"error": refused.detail, **refused.members})
+        return DomainAnswer(status_of(refused), {"error": refused.detail, **refused.members})
 
 
 def ok(body: Any, status: int = 200) -> Response:

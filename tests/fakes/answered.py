@@ -1,7 +1,7 @@
-"""A domain call answered as the API answers it (chalicelib.api.answers.outcome): its status and body, a
+"""A domain call answered as the API answers it (chalicelib.api.answers.answer_of): its status and body, a
 refusal's status and members included. For the tests of the services that the edge calls."""
 
-from chalicelib.api.answers import Outcome as Answered
-from chalicelib.api.answers import outcome as answered
+from chalicelib.api.answers import DomainAnswer as Answered
+from chalicelib.api.answers import answer_of as answered
 
 __all__ = ["Answered", "answered"]

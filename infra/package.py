@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from infra.api_gateway import add_own_answers
 from infra.cfn import data_template, merge_template, subscribe_to_own_topics
 from infra.iam import write_policies
 
@@ -143,7 +144,7 @@ def inputs_digest() -> str:
     files = [ROOT / n for n in ("app.py", "requirements.txt", "requirements-dev.txt", "pyproject.toml")]
     files.append(ROOT / ".chalice" / "config.json")
     files += sorted((ROOT / "chalicelib").rglob("*.py")) + sorted((ROOT / "chalicelib").rglob("*.csv"))
-    files += [ROOT / "infra" / name for name in ("cfn.py", "iam.py", "package.py")]
+    files += [ROOT / "infra" / name for name in ("api_gateway.py", "cfn.py", "iam.py", "package.py")]
     h = hashlib.sha256(sys.version.encode())
     for f in files:
         h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes() + b"\0")
@@ -201,7 +202,8 @@ def _package(stage: str, out_dir: Path) -> PackageReport:
     run_chalice_package(stage, out_dir, merge_file)
     template = out_dir / "sam.json"
     template.write_text(
-        json.dumps(subscribe_to_own_topics(json.loads(template.read_text()), stage), indent=2), encoding="utf-8"
+        json.dumps(add_own_answers(subscribe_to_own_topics(json.loads(template.read_text()), stage)), indent=2),
+        encoding="utf-8",
     )
     data = out_dir / "data.json"
     data.write_text(json.dumps(data_template(stage), indent=2), encoding="utf-8")

@@ -98,5 +98,8 @@ def chalice_problems(event: Any, get_response: Callable[[Any], Response]) -> Res
     body = response.body
     if response.status_code >= 400 and isinstance(body, dict) and set(body) == {"Code", "Message"}:
         kept: Headers = {k: v for k, v in (response.headers or {}).items() if k.lower() != "content-type"}
-        return problem(response.status_code, {"error": str(body["Message"])}, kept)
+        said = str(body["Message"])
+        if response.status_code == 405 and isinstance(kept.get("Allow"), str):
+            said = f"{said}: this path takes {kept['Allow']} only"
+        return problem(response.status_code, {"error": said}, kept)
     return response

@@ -200,6 +200,7 @@ class CreatedStack:
     schedules: list[tuple[str, str, str]]  # (rule ARN, schedule expression, function name)
     outputs: dict[str, str]
     stood_in: tuple[str, ...]  # logical ids created by the stack instead of moto's CloudFormation
+    api: dict[str, Any]  # the REST API's Swagger body, as API Gateway would be given it (infra.local.api_gateway)
 
 
 class Resolver:
@@ -337,6 +338,7 @@ def create(
         _schedules(clients["events"], by_arn),
         app.outputs,
         tuple(k for part in parts for k in part.stood_in),
+        next((res["Properties"]["Body"] for res in stood_in.values() if res["Type"] == "AWS::ApiGateway::RestApi"), {}),
     )
 
 

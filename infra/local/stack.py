@@ -41,7 +41,7 @@ from moto.sns.models import sns_backends
 from chalicelib.core.config import APP_NAME, Settings
 from chalicelib.core.resources import resources_for
 from infra.local import (
-    api_paths,
+    api_gateway,
     cfn_transform,
     cloudformation,
     direct_calls,
@@ -559,22 +559,22 @@ class LocalStack:
     def _start_api(self, chalice_app: Any, role: RoleCredentials, env: dict[str, str] | None) -> None:
         """Serve the app's HTTP routes on `api_port`, as `chalice local` does; links in emails point here."""
         from chalice.config import Config as ChaliceConfig
-        from chalice.local import create_local_server
 
         c = self.config
+        assert self.created is not None
+        rest_api = api_gateway.RestApi.of(self.created.api)
         if c.worker_processes:
-            self._start_api_worker(role, env)
+            self._start_api_worker(role, env, rest_api)
             return
         on_disk = json.loads((ROOT / ".chalice" / "config.json").read_text())
         cfg = ChaliceConfig.create(
             chalice_stage=c.stage, app_name="moonsend", config_from_disk=on_disk, project_dir=str(ROOT)
         )
         try:
-            self.api = create_local_server(chalice_app, cfg, c.host, c.api_port)
+            self.api = api_gateway.serve(chalice_app, cfg, c.host, c.api_port, rest_api)
         except OSError as exc:
             raise StackError(f"cannot serve the API on {c.host}:{c.api_port}: {exc} (try --api-port)") from None
         self.api_url = f"http://{c.host}:{self.api.server.server_port}"
-        api_paths.install(self.api)  # first: API Gateway decodes path parameters before anything sees them
         self.api_exchanges.install(self.api)
         serve_one = self.api.server.process_request_thread
 
@@ -600,10 +600,12 @@ class LocalStack:
         c = self.config
         cloudformation.point_api_output(self.created.name, self.api_url, c.account_id, c.region)
 
-    def _start_api_worker(self, role: RoleCredentials, env: dict[str, str] | None) -> None:
+    def _start_api_worker(
+        self, role: RoleCredentials, env: dict[str, str] | None, rest_api: api_gateway.RestApi
+    ) -> None:
         """The API's function in a process of its own (with worker processes), its address told to the others."""
         c = self.config
-        api = ApiWorker(worker_environment(env, role, dict(os.environ)), c.host, c.api_port, c.stage)
+        api = ApiWorker(worker_environment(env, role, dict(os.environ)), c.host, c.api_port, c.stage, rest_api)
         if not api.url:
             raise StackError(
                 f"cannot serve the API on {c.host}:{c.api_port} (its output above says why; try --api-port)"

@@ -182,9 +182,9 @@ def serve(
 def serve_api(ready_fd: str, host: str, port: str, stage: str) -> int:
     """Serve the app's HTTP routes as `chalice local` does, as the API's function; its address to `ready_fd`."""
     from chalice.config import Config
-    from chalice.local import create_local_server
 
     import app
+    from infra.local import api_gateway
 
     root = os.getcwd()
     with open(os.path.join(root, ".chalice", "config.json"), encoding="utf-8") as f:
@@ -192,7 +192,8 @@ def serve_api(ready_fd: str, host: str, port: str, stage: str) -> int:
     cfg = Config.create(chalice_stage=stage, app_name="moonsend", config_from_disk=on_disk, project_dir=root)
     with os.fdopen(int(ready_fd), "w", encoding="utf-8") as ready:
         try:
-            server = create_local_server(app.app, cfg, host, int(port))
+            rest_api = api_gateway.RestApi.from_json(os.environ.pop(api_gateway.GATEWAY_VARIABLE))
+            server = api_gateway.serve(app.app, cfg, host, int(port), rest_api)
         except OSError as exc:
             print(f"cannot serve the API on {host}:{port}: {exc}", file=sys.stderr)
             return 1

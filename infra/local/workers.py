@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from infra.local.api_gateway import GATEWAY_VARIABLE, RestApi
 from infra.local.lambda_context import FunctionCrashed
 
 if TYPE_CHECKING:
@@ -164,12 +165,12 @@ def _exited(pid: int, timeout: float) -> bool:
 class ApiWorker:
     """The API's function in a process of its own, serving the app's routes as `chalice local` does."""
 
-    def __init__(self, env: dict[str, str], host: str, port: int, stage: str) -> None:
+    def __init__(self, env: dict[str, str], host: str, port: int, stage: str, rest_api: RestApi) -> None:
         read_fd, write_fd = os.pipe()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "infra.local.worker", "--api", str(write_fd), host, str(port), stage],
             cwd=ROOT,
-            env=env,
+            env={**env, GATEWAY_VARIABLE: rest_api.to_json()},
             pass_fds=(write_fd,),
         )
         os.close(write_fd)

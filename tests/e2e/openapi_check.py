@@ -7,6 +7,7 @@ import json
 import warnings
 from collections.abc import Iterable
 
+import jsonschema
 from openapi_core import Config, OpenAPI
 from openapi_core.deserializing.media_types.exceptions import MediaTypeDeserializeError
 from openapi_core.exceptions import OpenAPIError
@@ -75,7 +76,28 @@ def check(x: Exchange) -> str | None:
         return _check(x)
 
 
+@functools.cache
+def _raw() -> dict:
+    return json.loads(openapi.document())
+
+
+def _method_not_taken(x: Exchange) -> str | None:
+    """A method the path does not take: no operation to check it by, so as the document's description
+    says: 405, `Allow` naming the path's methods, a problem."""
+    taken = {m.upper() for m in _raw()["paths"][x.route] if m in ("get", "put", "post", "delete", "patch")}
+    allowed = {m.strip() for m in x.response_headers.get("Allow", "").split(",")}
+    if x.status != 405 or allowed != taken:
+        return f"{x}: a method the path does not take, answered {x.status}, Allow {x.response_headers.get('Allow')}"
+    try:
+        jsonschema.validate(json.loads(x.response_body), _raw()["components"]["schemas"]["Problem"])
+    except (ValueError, jsonschema.ValidationError) as exc:
+        return f"{x}: a 405 that is not a problem: {exc}"
+    return None if x.content_type == "application/problem+json" else f"{x}: a 405 as {x.content_type}"
+
+
 def _check(x: Exchange) -> str | None:
+    if x.method.lower() not in _raw()["paths"].get(x.route, {x.method.lower(): None}):
+        return _method_not_taken(x)
     spec = document()
     request = _request(x)
     try:

@@ -8,9 +8,11 @@ import urllib.error
 import urllib.request
 from http import HTTPStatus
 
+import jsonschema
 import pytest
 
 from chalicelib import wiring
+from chalicelib.control import openapi
 from chalicelib.core.contract import Sender
 from chalicelib.feedback.reports import new_key
 from chalicelib.stores.ledger_model import REJECTED, SENT
@@ -192,3 +194,32 @@ def test_adding_addresses_with_control_characters_is_a_400_naming_each(stack, te
     status, body = _call("POST", f"{stack.api_url}/suppressions", tenant_key, {"addresses": given})
     assert status == 400 and [i["index"] for i in body["invalid"]] == [1, 2, 3]
     assert _call("GET", f"{stack.api_url}/suppressions", tenant_key)[1]["suppressions"] == []
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/nope", "/api/campaigns", "/campaigns/a/b/c", "/OPENAPI.JSON", "/campaigns/%2e%2e/x/y", "/x" * 1000],
+)
+def test_a_path_the_api_does_not_have_is_a_404_problem_from_the_stages_template(stack, path):
+    problem_schema = json.loads(openapi.document())["components"]["schemas"]["Problem"]
+    for method in ("GET", "POST"):
+        req = urllib.request.Request(stack.api_url + path, data=b"{}" if method == "POST" else None, method=method)
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=30)
+        problem = json.loads(refused.value.read())
+        jsonschema.validate(problem, problem_schema)
+        assert (refused.value.code, problem["status"], refused.value.headers["Content-Type"]) == (
+            404,
+            404,
+            "application/problem+json",
+        )
+        assert problem["requestId"] == refused.value.headers["x-amzn-RequestId"]
+
+
+def test_a_method_a_path_does_not_take_is_a_405_problem_naming_what_it_takes(stack):
+    status, problem = _call("GET", f"{stack.api_url}/suppressions/ann%40example.org", key="msk_whatever")
+    assert (status, problem["status"], problem["detail"]) == (
+        405,
+        405,
+        "Unsupported method: GET: this path takes DELETE only",
+    )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from chalicelib.core.resources import FUNCTION_IDS, resources_for
-from infra import iam
+from infra import api_gateway, iam
 from infra.deploy import deploy_plan, destroy_plan
 from infra.package import package
 from infra.smoke import smoke_messages
@@ -379,6 +379,28 @@ def test_subscriptions_refer_to_the_templates_own_topics(packaged):
     assert stream["Properties"]["DestinationConfig"] == {
         "OnFailure": {"Destination": {"Fn::GetAtt": ["FailedInvocationsQueue", "Arn"]}}
     }
+
+
+def test_api_gateway_answers_what_no_route_takes_as_problems_and_sam_keeps_it_in_the_rest_api(packaged):
+    """Every path's other methods go to the API's function (its router answers 405 with Allow), and every
+    gateway response type is the template's; after AWS's SAM transform (aws-sam-translator, nobody's here)
+    both are in the RestApi's Body, so they deploy with the API."""
+    from infra.local.cloudformation import translate
+
+    stage, report, template = packaged
+    body = template["Resources"]["RestAPI"]["Properties"]["DefinitionBody"]
+    for path, operations in body["paths"].items():
+        own = [op for method, op in operations.items() if method in api_gateway.HTTP_METHODS]
+        refusal = operations[api_gateway.ANY_METHOD][api_gateway.INTEGRATION]
+        assert all(op[api_gateway.INTEGRATION] == refusal for op in own), path
+        assert refusal["type"] == "aws_proxy" and "APIHandler.Arn" in refusal["uri"]["Fn::Sub"], path
+    assert set(body[api_gateway.GATEWAY_RESPONSES]) == set(api_gateway.ANSWERS)
+
+    _plan, sent = deploy_plan(stage, Path(report.template), Path(report.bundle), "artifacts", region="eu-west-1")
+    translated = translate(sent, "eu-west-1")["Resources"]
+    (rest_api,) = (r for r in translated.values() if r["Type"] == "AWS::ApiGateway::RestApi")
+    assert rest_api["Properties"]["Body"][api_gateway.GATEWAY_RESPONSES] == body[api_gateway.GATEWAY_RESPONSES]
+    assert all(api_gateway.ANY_METHOD in ops for ops in rest_api["Properties"]["Body"]["paths"].values())
 
 
 def test_the_ledger_streams_new_and_old_images(data):

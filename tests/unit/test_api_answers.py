@@ -57,7 +57,10 @@ def test_chalices_own_refusals_become_problems_their_headers_kept():
         "GET, POST",
         "application/problem+json",
     )
-    assert (r.body["title"], r.body["detail"]) == ("Method Not Allowed", "Unsupported method: PUT")
+    assert (r.body["title"], r.body["detail"]) == (
+        "Method Not Allowed",
+        "Unsupported method: PUT: this path takes GET, POST only",
+    )
     mine = Response(body={"campaigns": []}, status_code=200)
     assert answers.chalice_problems(None, lambda _event: mine) is mine
 

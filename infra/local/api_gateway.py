@@ -1,0 +1,208 @@
+"""Emulator: API Gateway in front of the API's function, routing and answering as the template's REST API.
+
+`chalice local` routes by the app itself: a path no route has gets its 403 "Missing Authentication Token"
+(API Gateway's answer before the template gave it another), a method http.server has no `do_` for (TRACE)
+its 501 HTML page, and OPTIONS an answer made up for CORS. Here the routes are the packaged template's
+Swagger body (the stood-in `AWS::ApiGateway::RestApi`'s `Body`), as on AWS:
+
+- a path the body has goes to the API's function, by its method's operation or the path's any-method one
+  (infra/api_gateway.py: every other method, TRACE and OPTIONS among them, so the app answers 405);
+- a path it does not have is answered with the MISSING_AUTHENTICATION_TOKEN gateway response, a body over
+  API Gateway's 10 MB with REQUEST_TOO_LARGE (unread), and a function slower than its 29 s with
+  INTEGRATION_TIMEOUT (the function still runs to its end, as it does on AWS), each as the template writes it,
+  or as API Gateway answers when it writes none.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, replace
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from chalice.local import (
+    ChaliceRequestHandler,
+    LocalDevServer,
+    LocalGateway,
+    LocalGatewayException,
+    RouteMatcher,
+    create_local_server,
+)
+
+from infra.api_gateway import ANY_METHOD, GATEWAY_RESPONSES, HTTP_METHODS, INTEGRATION_TIMEOUT_S, MAX_BODY_BYTES
+from infra.local import api_paths
+
+# API Gateway's own answer to each type this emulator meets, where the template gives it none.
+AWS_DEFAULTS = {
+    "MISSING_AUTHENTICATION_TOKEN": (403, "Missing Authentication Token"),
+    "REQUEST_TOO_LARGE": (413, "Request Too Long"),
+    "INTEGRATION_TIMEOUT": (504, "Endpoint request timed out"),
+}
+# The worker process serving the API is handed the REST API in its environment, as JSON.
+GATEWAY_VARIABLE = "MOONSEND_LOCAL_REST_API"
+_HEADER = re.compile(r"^gatewayresponse\.header\.([A-Za-z0-9-]+)$")
+_CONTEXT = re.compile(r"\$context\.[A-Za-z.]+")
+
+
+class GatewayTemplateError(Exception):
+    """The template asks for what this emulator does not do (a mapping it cannot evaluate)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass(frozen=True)
+class RestApi:
+    """The REST API as the template has it: the methods of each path, and its gateway responses."""
+
+    paths: dict[str, frozenset[str]]  # Swagger path -> its methods, upper-case; ANY for the any-method one
+    responses: dict[str, dict[str, Any]]
+    integration_timeout_s: float = INTEGRATION_TIMEOUT_S
+
+    @classmethod
+    def of(cls, body: dict[str, Any]) -> RestApi:
+        """From the RestApi's Swagger body."""
+        paths = {
+            path: frozenset(
+                "ANY" if m == ANY_METHOD else m.upper() for m in ops if m == ANY_METHOD or m in HTTP_METHODS
+            )
+            for path, ops in body.get("paths", {}).items()
+        }
+        return cls(paths, body.get(GATEWAY_RESPONSES, {}))
+
+    def to_json(self) -> str:
+        return json.dumps({"paths": {p: sorted(ms) for p, ms in self.paths.items()}, "responses": self.responses})
+
+    @classmethod
+    def from_json(cls, text: str) -> RestApi:
+        given = json.loads(text)
+        return cls({p: frozenset(ms) for p, ms in given["paths"].items()}, given["responses"])
+
+    def routes(self, method: str, path: str) -> bool:
+        """Whether API Gateway hands `method path` to the function (else: no such resource or method)."""
+        try:
+            resource = RouteMatcher(list(self.paths)).match_route(path).route
+        except ValueError:
+            return False
+        methods = self.paths[resource]
+        return method.upper() in methods or "ANY" in methods
+
+    def answer(self, kind: str, request_id: str) -> Answer:
+        """The gateway response of `kind`: the template's, else its DEFAULT_4XX or DEFAULT_5XX, else AWS's."""
+        default_status, message = AWS_DEFAULTS[kind]
+        fallback = "DEFAULT_4XX" if default_status < 500 else "DEFAULT_5XX"
+        given = self.responses.get(kind) or self.responses.get(fallback)
+        if given is None:
+            return Answer(default_status, _aws_headers(request_id), json.dumps({"message": message}).encode())
+        status = int(given.get("statusCode") or default_status)
+        headers = _aws_headers(request_id)
+        for name, value in given.get("responseParameters", {}).items():
+            headers[_header_name(name)] = _literal(name, value)
+        template = given.get("responseTemplates", {}).get("application/json")
+        if template is None:
+            body = json.dumps({"message": message})
+        else:
+            body = _render(template, {"requestId": request_id, "error.responseType": kind, "error.message": message})
+        return Answer(status, headers, body.encode("utf-8"))
+
+
+def _aws_headers(request_id: str) -> dict[str, str]:
+    return {"Content-Type": "application/json", "x-amzn-RequestId": request_id}
+
+
+def _header_name(parameter: str) -> str:
+    found = _HEADER.match(parameter)
+    if found is None:
+        raise GatewayTemplateError(f"{parameter}: the emulator maps gateway response headers only")
+    return found.group(1)
+
+
+def _literal(name: str, value: str) -> str:
+    if len(value) < 2 or value[0] != "'" or value[-1] != "'":
+        raise GatewayTemplateError(f"{name}: the emulator maps literal values ('...') only, not {value}")
+    return value[1:-1]
+
+
+def _render(template: str, context: dict[str, str]) -> str:
+    """A gateway response's template with its `$context` variables put in; any other VTL is refused."""
+
+    def put(found: re.Match[str]) -> str:
+        name = found.group(0).removeprefix("$context.")
+        if name not in context:
+            raise GatewayTemplateError(f"{found.group(0)}: not a variable the emulator puts in")
+        return context[name]
+
+    left = _CONTEXT.sub("", template)
+    if "$" in left or "#" in left:
+        raise GatewayTemplateError(f"the emulator renders $context variables only: {template[:80]}")
+    return _CONTEXT.sub(put, template)
+
+
+class _EveryMethodToTheFunction(LocalGateway):
+    """chalice local's gateway, but an OPTIONS no route has goes to the function too (API Gateway has no CORS
+    of its own here: the path's any-method operation takes it)."""
+
+    def _has_user_defined_options_method(self, lambda_event: Any) -> bool:
+        return True
+
+
+class _GatewayHandler(ChaliceRequestHandler):
+    def __init__(
+        self, request: Any, client_address: Any, server: Any, app_object: Any, config: Any, rest_api: RestApi
+    ) -> None:
+        self.rest_api = rest_api
+        self.local_gateway = _EveryMethodToTheFunction(app_object, config)
+        # The request is handled inside the base class's constructor: everything it uses is set above.
+        BaseHTTPRequestHandler.__init__(self, request, client_address, server)
+
+    def __getattr__(self, name: str) -> Any:
+        # http.server looks up `do_<METHOD>`: every method reaches the gateway, none gets http.server's 501 page.
+        if name.startswith("do_"):
+            return self._through_the_gateway
+        raise AttributeError(name)
+
+    def _through_the_gateway(self) -> None:
+        request_id = str(uuid.uuid4())
+        if int(self.headers.get("content-length") or 0) > MAX_BODY_BYTES:
+            self.close_connection = True  # its body is left unread
+            answer = self.rest_api.answer("REQUEST_TOO_LARGE", request_id)
+            self._send_answer(replace(answer, headers={**answer.headers, "Connection": "close"}))
+            return
+        headers, body = self._parse_payload()
+        if not self.rest_api.routes(self.command, self.path):
+            self._send_answer(self.rest_api.answer("MISSING_AUTHENTICATION_TOKEN", request_id))
+            return
+        started = time.monotonic()
+        try:
+            response = self.local_gateway.handle_request(self.command, self.path, headers, body)
+        except LocalGatewayException as refused:  # the app has no route the template has: chalice local's 403
+            self._send_error_response(refused)
+            return
+        if time.monotonic() - started > self.rest_api.integration_timeout_s:
+            self._send_answer(self.rest_api.answer("INTEGRATION_TIMEOUT", request_id))
+            return
+        out = {**response["headers"], **response["multiValueHeaders"]}
+        self._send_http_response(response["statusCode"], out, self._handle_binary(response)["body"])
+
+    def _send_answer(self, answer: Answer) -> None:
+        self._send_http_response(answer.status, dict(answer.headers), answer.body)
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _through_the_gateway
+
+
+def serve(app: Any, config: Any, host: str, port: int, rest_api: RestApi) -> LocalDevServer:
+    """chalice local's server for `app` on `host:port` (bound, not yet serving), behind `rest_api`."""
+    server = create_local_server(app, config, host, port)
+    server.server.RequestHandlerClass = functools.partial(
+        _GatewayHandler, app_object=server.app_object, config=config, rest_api=rest_api
+    )
+    api_paths.install(server)  # API Gateway decodes path parameters before the function sees them
+    return server

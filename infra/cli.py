@@ -542,12 +542,12 @@ def cmd_digest(args: argparse.Namespace) -> int:
         print(f"no digest {args.digest!r} of {args.user!r}", file=sys.stderr)
         return 1
     d = status.as_dict()
-    print(f"{args.user}/{args.digest}: {'ready' if status.complete else 'not ready (definition incomplete)'}")
-    print(f"  schedule: {d['schedule']} ({'scheduled' if status.scheduled else 'not scheduled yet'})")
+    print(f"{args.user}/{args.digest}: {'ready' if status.head.complete else 'not ready (definition incomplete)'}")
+    print(f"  schedule: {d['schedule']} ({'scheduled' if status.head.scheduled else 'not scheduled yet'})")
     print(f"  next run: {d['nextRunAt']}")
-    last = status.last_run or {}
+    last = status.head.last_run or {}
     summary = f", {last.get('emails', 0)} email(s), {last.get('items_mailed', 0)} item(s)" if last else ""
-    print(f"  last run: {d['lastRunAt']}{summary}{' (running now)' if status.running else ''}")
+    print(f"  last run: {d['lastRunAt']}{summary}{' (running now)' if status.head.running else ''}")
     more = "" if status.counts_complete else "+"  # the status stopped reading: at least these
     print(f"  recipients pending: {status.recipients_pending}{more} of {status.recipients}{more} with items")
     print(

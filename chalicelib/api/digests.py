@@ -1,4 +1,4 @@
-"""/digests: a digest's status, and a run of it now (chalicelib.control.tenant_api)."""
+"""/digests: the tenant's digests, a digest's status, and a run of it now (chalicelib.control.tenant_api)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,11 @@ from chalice import Blueprint
 from chalicelib import wiring
 from chalicelib.api.edge import Call, Route, blueprint
 from chalicelib.api.principal import Role
+
+
+def list_digests(call: Call) -> dict[str, Any]:
+    """The tenant's digests (`?limit=&after=`), each with its schedule, last and next run."""
+    return wiring.container().tenant_api.digests(call.tenant, call.query)
 
 
 def digest_status(call: Call, digest_id: str) -> dict[str, Any]:
@@ -22,6 +27,7 @@ def run_digest_now(call: Call, digest_id: str) -> dict[str, Any]:
 
 
 ROUTES = (
+    Route("/digests", list_digests),
     Route("/digests/{digest_id}", digest_status),
     Route("/digests/{digest_id}/run", run_digest_now, ("POST",), Role.SENDER, status=202),
 )

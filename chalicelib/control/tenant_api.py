@@ -10,6 +10,7 @@ campaign or digest can have is NotFound, a cursor longer than a key Invalid.
     POST /tenant/resume                        lifts the tenant's own pause; answers every pause still standing
                                                (200 when its own was lifted, even if another owner's holds the
                                                email: clients read `paused`, not the status; 409: none of its own)
+    GET  /digests?limit=50&after=<cursor>      the tenant's digests, each with its schedule, last and next run
     GET  /digests/{id}                         its schedule, last and next run, recipients and items pending
     POST /digests/{id}/run                     a run now, for the current minute's period (202: it runs async;
                                                429 with Retry-After while one runs or within 5 minutes of one)
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.control import params
 from chalicelib.control.campaign_actions import CampaignActions, Done
 from chalicelib.control.params import limit as page_limit
 from chalicelib.core.contract import MAX_SORT_KEY_BYTES, iso_ms
@@ -35,6 +37,7 @@ from chalicelib.stores.ports import CountsReader, LedgerPages
 
 BAD_CURSOR = "after: not a cursor of this list (give the `next` of the page before)"
 MAX_PAGE = 1000
+MAX_DIGESTS_PAGE = 100  # definition rows are up to 400 KB each: a page reads at most this many
 
 
 def _cursor(after: str | None) -> str | None:
@@ -120,6 +123,14 @@ class TenantApi:
 
     def resume_tenant(self, user: str) -> dict[str, Any]:
         return _standing(self._actions.resume_tenant(user, by_tenant=True))
+
+    def digests(self, user: str, given: Mapping[str, str] | None) -> dict[str, Any]:
+        """The tenant's digests in id order, each as its definition row has it (no items read)."""
+        after = params.decode_cursor(given)
+        if after is not None and not is_id(after):
+            raise params.bad_cursor()
+        heads, more = self._digests.heads(user, after, page_limit(given, default=50, most=MAX_DIGESTS_PAGE))
+        return {"digests": [h.as_dict() for h in heads], "next": params.encode_cursor(more) if more else None}
 
     def digest_status(self, user: str, digest_id: str) -> dict[str, Any]:
         status = self._digests.status(user, digest_id) if is_id(digest_id) else None

@@ -1,4 +1,5 @@
-"""A digest's status, as `moonsend digest status` and `GET /digests/{id}` show it.
+"""A digest's status, as `moonsend digest status` and `GET /digests/{id}` show it, and the list of a tenant's
+digests (`GET /digests`), read without their items.
 
 Counted from the stored rows with the run's own planning (chalicelib.digest.plan), so that "pending" means
 what the next run would mail: recipients with at least one unmailed item in the window, not retracted.
@@ -19,7 +20,7 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.core.digest_contract import DEFAULT_MAX_ITEMS
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.plan import plan_recipient
-from chalicelib.stores.digests import DigestStore, ReadBudget, Since
+from chalicelib.stores.digests import DigestState, DigestStore, ReadBudget, Since
 
 # The rows a status reads at most (a recipient's state and markers are rows too): 10,000 items of 8 KB
 # are 80 Query pages of 1 MB, small ones 5 or so. A run reads them all; a status need not.
@@ -29,7 +30,9 @@ RUN_ASK_INTERVAL_S = 300.0
 
 
 @dataclass(frozen=True)
-class DigestStatus:
+class DigestHead:
+    """What a digest's definition row says of it, read without its items: what a list of digests shows."""
+
     digest_id: str
     complete: bool  # templates, schedule and window all given: it can run
     schedule: str | None
@@ -40,13 +43,22 @@ class DigestStatus:
     last_run_at: float | None
     last_run: dict[str, Any] | None
     running: bool
-    recipients: int  # with items stored
-    recipients_pending: int  # whom the next run would mail
-    items_stored: int
-    items_pending: int  # unmailed, applicable, in the window (at most maxItems of them per email)
-    items_expired: int  # past the window, not yet dropped
-    items_retracted: int  # retracted before they were mailed
-    counts_complete: bool = True  # False: STATUS_MAX_ROWS read, the counts above are at least these
+
+    @classmethod
+    def of(cls, state: DigestState, now: float) -> DigestHead:
+        d = state.definition
+        return cls(
+            digest_id=d.id,
+            complete=d.complete,
+            schedule=d.schedule,
+            scheduled=d.schedule is not None and state.scheduled == d.schedule,
+            window_s=d.window_s,
+            max_items=d.max_items or DEFAULT_MAX_ITEMS,
+            next_run_at=_next_run(d.schedule, now),
+            last_run_at=state.last_run_at,
+            last_run=state.last_run,
+            running=state.running_until is not None and state.running_until > now,
+        )
 
     def as_dict(self) -> dict[str, Any]:
         def iso(at: float | None) -> str | None:
@@ -63,6 +75,23 @@ class DigestStatus:
             "lastRunAt": iso(self.last_run_at),
             "lastRun": self.last_run,
             "running": self.running,
+        }
+
+
+@dataclass(frozen=True)
+class DigestStatus:
+    head: DigestHead
+    recipients: int  # with items stored
+    recipients_pending: int  # whom the next run would mail
+    items_stored: int
+    items_pending: int  # unmailed, applicable, in the window (at most maxItems of them per email)
+    items_expired: int  # past the window, not yet dropped
+    items_retracted: int  # retracted before they were mailed
+    counts_complete: bool = True  # False: STATUS_MAX_ROWS read, the counts above are at least these
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.head.as_dict(),
             "recipients": self.recipients,
             "recipientsPending": self.recipients_pending,
             "itemsStored": self.items_stored,
@@ -90,6 +119,13 @@ class DigestStatusReader:
         wait = self._store.claim_asked_run(user_id, digest_id, self._clock(), RUN_ASK_INTERVAL_S)
         return None if wait is None else math.ceil(wait)
 
+    def heads(self, user_id: str, after: str | None, limit: int) -> tuple[list[DigestHead], str | None]:
+        """The tenant's digests in id order after `after`, at most `limit`, read without their items; and the
+        last one's id when there may be more."""
+        states, more = self._store.states(user_id, after, limit)
+        now = self._clock()
+        return [DigestHead.of(state, now) for state in states], more
+
     def status(self, user_id: str, digest_id: str) -> DigestStatus | None:
         """The digest's status, or None if the tenant has no such digest."""
         state = self._store.state(user_id, digest_id)
@@ -112,16 +148,7 @@ class DigestStatusReader:
                 pending += 1
                 items_pending += plan.items_total
         return DigestStatus(
-            digest_id=digest_id,
-            complete=d.complete,
-            schedule=d.schedule,
-            scheduled=d.schedule is not None and state.scheduled == d.schedule,
-            window_s=d.window_s,
-            max_items=max_items,
-            next_run_at=_next_run(d.schedule, now),
-            last_run_at=state.last_run_at,
-            last_run=state.last_run,
-            running=state.running_until is not None and state.running_until > now,
+            head=DigestHead.of(state, now),
             recipients=recipients,
             recipients_pending=pending,
             items_stored=stored,

@@ -212,6 +212,21 @@ def _retract_pk(user_id: str, digest_id: str) -> str:
     return f"x#{user_id}#{digest_id}"
 
 
+def _state(row: DigestModel) -> DigestState:
+    definition = DigestDefinition(
+        row.sk,
+        row.subject,
+        row.body,
+        row.schedule,
+        row.window_s,
+        int(row.max_items) if row.max_items is not None else None,
+    )
+    last_run = json.loads(row.last_run) if row.last_run else None
+    return DigestState(
+        definition, row.scheduled, row.last_run_at, last_run, row.running_until, row.asked_at, row.waiting_at
+    )
+
+
 class DigestStore:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(DigestModel, table_name, region)
@@ -249,18 +264,14 @@ class DigestStore:
             row = self._model.get(_def_pk(user_id), digest_id, consistent_read=True)
         except DoesNotExist:
             return None
-        definition = DigestDefinition(
-            digest_id,
-            row.subject,
-            row.body,
-            row.schedule,
-            row.window_s,
-            int(row.max_items) if row.max_items is not None else None,
-        )
-        last_run = json.loads(row.last_run) if row.last_run else None
-        return DigestState(
-            definition, row.scheduled, row.last_run_at, last_run, row.running_until, row.asked_at, row.waiting_at
-        )
+        return _state(row)
+
+    def states(self, user_id: str, after: str | None, limit: int) -> tuple[list[DigestState], str | None]:
+        """The tenant's digests in id order after `after`, at most `limit`; the last id when there may be more.
+        A definition row is at most DynamoDB's 400 KB: a page reads at most `limit` of them."""
+        condition = self._model.sk > after if after is not None else None
+        rows = list(self._model.query(_def_pk(user_id), condition, limit=limit))
+        return [_state(row) for row in rows], rows[-1].sk if len(rows) == limit else None
 
     def mark_scheduled(self, user_id: str, digest_id: str, expression: str) -> None:
         """The digest's schedule was put with `expression` (an event giving it again puts nothing)."""

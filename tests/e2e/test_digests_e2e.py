@@ -15,6 +15,8 @@ from email.policy import strict
 import pytest
 
 from chalicelib import wiring
+from chalicelib.core.contract import Sender
+from chalicelib.core.digest_contract import DigestDefinition
 from chalicelib.digest.assembly import DigestAssembly, campaign_id, period_of
 from tests.conftest import read_sends
 
@@ -318,6 +320,33 @@ def test_a_tenant_sees_its_digest_status_and_runs_it_now_over_http_with_its_key_
     assert (after["recipientsPending"], after["itemsPending"], after["itemsStored"]) == (0, 0, 2)
     assert after["lastRun"]["emails"] == 2 and after["lastRun"]["period"] == started["period"]
     assert _call("GET", f"{stack.api_url}/digests/nope", key)[0] == 404
+
+
+def test_a_tenant_lists_its_own_digests_page_by_page_each_as_its_status_says_without_items(stack, uid):
+    c = wiring.container()
+    user, other = f"list-{uid}", f"list-other-{uid}"
+    sender = Sender(f"news@{uid}.example", "N", None, None, None, 1.0)
+    for tenant in (user, other):
+        c.tenants.accept(tenant, "free", sender, c.ses.account_of)
+    for digest_id in ("alpha", "beta"):
+        c.digests.define(user, DigestDefinition(digest_id, "S", "<p>b</p>", "cron(0 9 ? * MON *)", 86400.0))
+    c.digests.define(user, DigestDefinition("gamma", subject="only a subject"))
+    c.digests.define(other, DigestDefinition("theirs", "S", "<p>b</p>", "cron(0 9 ? * MON *)", 86400.0))
+    key = c.reports.issue_key(user)
+
+    status, first = _call("GET", f"{stack.api_url}/digests?limit=2", key)
+    assert status == 200 and [d["digest"] for d in first["digests"]] == ["alpha", "beta"] and first["next"]
+    status, second = _call("GET", f"{stack.api_url}/digests?limit=2&after={first['next']}", key)
+    assert [(d["digest"], d["complete"], d["schedule"]) for d in second["digests"]] == [("gamma", False, None)]
+    assert second["next"] is None
+    _status, beta = _call("GET", f"{stack.api_url}/digests/beta", key)
+    assert first["digests"][1] == {k: beta[k] for k in first["digests"][1]}  # the status's own head
+    assert "itemsPending" not in first["digests"][1]  # a list reads no items
+    assert _call("GET", f"{stack.api_url}/digests?after=bm90IGFuIGlk!", key)[0] == 400
+    assert _call("GET", f"{stack.api_url}/digests?limit=101", key)[0] == 400
+    assert _call("GET", f"{stack.api_url}/digests")[0] == 401
+    _status, theirs = _call("GET", f"{stack.api_url}/digests", c.reports.issue_key(other))
+    assert [d["digest"] for d in theirs["digests"]] == ["theirs"]
 
 
 def test_moonsend_digest_status_and_run_from_the_command_line(stack, uid, capsys, monkeypatch):

@@ -74,8 +74,14 @@ ANSWERS: dict[str, GatewayAnswer] = {
     "AUTHORIZER_CONFIGURATION_ERROR": GatewayAnswer(500, _OURS),
     "AUTHORIZER_FAILURE": GatewayAnswer(500, _OURS),
     # Any type API Gateway adds later: its status is not known to a template, so these two name one.
-    "DEFAULT_4XX": GatewayAnswer(400, _NOT_USED),
-    "DEFAULT_5XX": GatewayAnswer(500, "the API's gateway failed: retry, and report it with the requestId"),
+    # Setting their status sets it for every type that falls back to them: a function's failure (502) and a
+    # refused invocation (a body over Lambda's 6 MB) are 500 too.
+    "DEFAULT_4XX": GatewayAnswer(400, "the API's gateway could not read the request; nothing was done"),
+    "DEFAULT_5XX": GatewayAnswer(
+        500,
+        "the API could not answer (one cause: a body over its 6 MB); what was asked may still have been done: "
+        "read it back before asking again, and report it with the requestId",
+    ),
 }
 METHOD_NOT_ALLOWED = 405
 

@@ -41,8 +41,9 @@ class Forbidden(Refused):
 
 
 def from_authorization(authorization: str | None, authenticate: Callable[[str | None], str | None]) -> Principal:
-    """The tenant a bearer key belongs to (chalicelib.feedback.reports checks it), as its admin."""
-    if not authorization:
+    """The tenant a bearer key belongs to (chalicelib.feedback.reports checks it), as its admin. Another scheme
+    (`Basic ...`) is no key at all: 401, as none."""
+    if not authorization or authorization.partition(" ")[0].lower() != "bearer":
         raise Unauthenticated(MISSING_KEY)
     tenant = authenticate(authorization)
     if tenant is None:

@@ -121,7 +121,7 @@ class DigestStatusReader:
 
     def heads(self, user_id: str, after: str | None, limit: int) -> tuple[list[DigestHead], str | None]:
         """The tenant's digests in id order after `after`, at most `limit`, read without their items; and the
-        last one's id when there may be more."""
+        last one's id when there are more."""
         states, more = self._store.states(user_id, after, limit)
         now = self._clock()
         return [DigestHead.of(state, now) for state in states], more

@@ -60,10 +60,11 @@ class Reports:
         return key
 
     def authenticate(self, authorization: str | None) -> str | None:
-        """The tenant a `Bearer` key belongs to, or None."""
-        if not authorization or not authorization.startswith("Bearer "):
+        """The tenant a `Bearer` key belongs to, or None (the scheme's name in any case, as RFC 9110 11.1 has it)."""
+        scheme, _, key = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer":
             return None
-        key = authorization[len("Bearer ") :].strip()
+        key = key.strip()
         user_id = owner_of(key)
         if user_id is None:
             return None

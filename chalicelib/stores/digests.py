@@ -267,11 +267,12 @@ class DigestStore:
         return _state(row)
 
     def states(self, user_id: str, after: str | None, limit: int) -> tuple[list[DigestState], str | None]:
-        """The tenant's digests in id order after `after`, at most `limit`; the last id when there may be more.
-        A definition row is at most DynamoDB's 400 KB: a page reads at most `limit` of them."""
+        """The tenant's digests in id order after `after`, at most `limit`; the last one's id when there are more.
+        A definition row is at most DynamoDB's 400 KB: a page reads at most `limit` + 1 of them."""
         condition = self._model.sk > after if after is not None else None
-        rows = list(self._model.query(_def_pk(user_id), condition, limit=limit))
-        return [_state(row) for row in rows], rows[-1].sk if len(rows) == limit else None
+        rows = list(self._model.query(_def_pk(user_id), condition, limit=limit + 1))  # one more: is there more
+        shown = rows[:limit]
+        return [_state(row) for row in shown], shown[-1].sk if len(rows) > limit else None
 
     def mark_scheduled(self, user_id: str, digest_id: str, expression: str) -> None:
         """The digest's schedule was put with `expression` (an event giving it again puts nothing)."""

@@ -8,9 +8,12 @@ Swagger body (the stood-in `AWS::ApiGateway::RestApi`'s `Body`), as on AWS:
 - a path the body has goes to the API's function, by its method's operation or the path's any-method one
   (infra/api_gateway.py: every other method, TRACE and OPTIONS among them, so the app answers 405);
 - a path it does not have is answered with the MISSING_AUTHENTICATION_TOKEN gateway response, a body over
-  API Gateway's 10 MB with REQUEST_TOO_LARGE (unread), and a function slower than its 29 s with
-  INTEGRATION_TIMEOUT (the function still runs to its end, as it does on AWS), each as the template writes it,
-  or as API Gateway answers when it writes none.
+  API Gateway's 10 MB with REQUEST_TOO_LARGE (read and dropped), a body over Lambda's 6 MB with DEFAULT_5XX
+  (Lambda refuses the invocation), a request that cannot be framed (a Content-Length that is no number, a
+  chunked body) with DEFAULT_4XX, and a function slower than its 29 s with INTEGRATION_TIMEOUT (the
+  function still runs to its end, as it does on AWS), each as the template writes it, or as API Gateway
+  answers when it writes none;
+- a HEAD is answered with the headers and no body, as API Gateway answers it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import json
 import re
 import time
 import uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -41,7 +44,11 @@ AWS_DEFAULTS = {
     "MISSING_AUTHENTICATION_TOKEN": (403, "Missing Authentication Token"),
     "REQUEST_TOO_LARGE": (413, "Request Too Long"),
     "INTEGRATION_TIMEOUT": (504, "Endpoint request timed out"),
+    "DEFAULT_4XX": (400, "Bad Request"),
+    "DEFAULT_5XX": (500, "Internal server error"),
 }
+# Lambda's request payload (its quotas page): a body past it never reaches the API's function.
+LAMBDA_PAYLOAD_BYTES = 6 * 1024 * 1024
 # The worker process serving the API is handed the REST API in its environment, as JSON.
 GATEWAY_VARIABLE = "MOONSEND_LOCAL_REST_API"
 _HEADER = re.compile(r"^gatewayresponse\.header\.([A-Za-z0-9-]+)$")
@@ -171,14 +178,21 @@ class _GatewayHandler(ChaliceRequestHandler):
 
     def _through_the_gateway(self) -> None:
         request_id = str(uuid.uuid4())
-        if int(self.headers.get("content-length") or 0) > MAX_BODY_BYTES:
-            self.close_connection = True  # its body is left unread
-            answer = self.rest_api.answer("REQUEST_TOO_LARGE", request_id)
-            self._send_answer(replace(answer, headers={**answer.headers, "Connection": "close"}))
+        length = self._content_length()
+        if length is None:  # a length that is no number, or a chunked body: the request cannot be framed
+            self.close_connection = True
+            self._send_answer(self.rest_api.answer("DEFAULT_4XX", request_id), closing=True)
+            return
+        if length > MAX_BODY_BYTES:
+            self._discard(length)  # read, so that the client, still sending, can read the answer
+            self._send_answer(self.rest_api.answer("REQUEST_TOO_LARGE", request_id))
             return
         headers, body = self._parse_payload()
         if not self.rest_api.routes(self.command, self.path):
             self._send_answer(self.rest_api.answer("MISSING_AUTHENTICATION_TOKEN", request_id))
+            return
+        if length > LAMBDA_PAYLOAD_BYTES:  # Lambda refuses the invocation; API Gateway answers its 5XX
+            self._send_answer(self.rest_api.answer("DEFAULT_5XX", request_id))
             return
         started = time.monotonic()
         try:
@@ -190,10 +204,33 @@ class _GatewayHandler(ChaliceRequestHandler):
             self._send_answer(self.rest_api.answer("INTEGRATION_TIMEOUT", request_id))
             return
         out = {**response["headers"], **response["multiValueHeaders"]}
-        self._send_http_response(response["statusCode"], out, self._handle_binary(response)["body"])
+        body = self._handle_binary(response)["body"]
+        self._send(response["statusCode"], out, body)
 
-    def _send_answer(self, answer: Answer) -> None:
-        self._send_http_response(answer.status, dict(answer.headers), answer.body)
+    def _content_length(self) -> int | None:
+        if self.headers.get("transfer-encoding"):
+            return None
+        given = self.headers.get("content-length") or "0"
+        return int(given) if given.isascii() and given.isdigit() else None
+
+    def _discard(self, length: int) -> None:
+        while length > 0:
+            chunk = self.rfile.read(min(length, 1 << 20))
+            if not chunk:
+                break
+            length -= len(chunk)
+
+    def _send_answer(self, answer: Answer, closing: bool = False) -> None:
+        self._send(answer.status, {**answer.headers, **({"Connection": "close"} if closing else {})}, answer.body)
+
+    def _send(self, status: int, headers: dict[str, Any], body: str | bytes | None) -> None:
+        if self.command != "HEAD":
+            self._send_http_response(status, headers, body)
+            return
+        # The headers a GET would have, its length among them, and no body: API Gateway drops it.
+        data = body.encode("utf-8") if isinstance(body, str) else body or b""
+        self.send_response(status)
+        self._send_headers({"Content-Type": "application/json", **headers, "Content-Length": str(len(data))})
 
     do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = _through_the_gateway
 

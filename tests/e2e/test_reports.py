@@ -83,5 +83,7 @@ def test_a_campaign_id_no_campaign_can_have_is_a_404_without_a_look_up():
     key = new_key("acme")
     reports = Reports(Registry(), Stats())
     assert reports.authenticate(f"Bearer {key}") == "acme"
+    assert reports.authenticate(f"bearer {key}") == reports.authenticate(f"BEARER  {key} ") == "acme"  # RFC 9110
+    assert reports.authenticate(f"Basic {key}") is None and reports.authenticate(key) is None
     for campaign in ("c" * 3000, "é" * 600, "..x"):
         assert answered(lambda c=campaign: reports.report_for("acme", c)).status == 404

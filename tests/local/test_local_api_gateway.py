@@ -100,10 +100,43 @@ def test_a_route_of_the_template_is_the_apps_with_its_path_parameter_decoded(ser
     assert (status, json.loads(body)) == (200, {"dropped": "ann+news@example.org"})
 
 
-def test_a_body_over_api_gateways_10_mb_is_refused_unread_with_413(served):
-    headers = {"Content-Length": str(template_answers.MAX_BODY_BYTES + 1), "Content-Type": "application/json"}
-    status, answered, body = served.ask("POST", "/things", headers=headers)  # the body is never sent
-    assert (status, json.loads(body)["status"], answered["connection"]) == (413, 413, "close")
+def test_a_body_over_api_gateways_10_mb_is_read_and_refused_with_413_which_the_sender_gets(served):
+    big = b"x" * (template_answers.MAX_BODY_BYTES + 1)
+    status, _headers, body = served.ask("POST", "/things", body=big, headers={"Content-Type": "application/json"})
+    assert (status, json.loads(body)["status"]) == (413, 413)  # not a broken pipe while still sending
+
+
+def test_a_body_over_lambdas_6_mb_never_reaches_the_function_and_is_the_gateways_5xx(served):
+    body = b'"' + b"x" * api_gateway.LAMBDA_PAYLOAD_BYTES + b'"'
+    status, headers, answer = served.ask("POST", "/things", body=body, headers={"Content-Type": "application/json"})
+    assert (status, headers["content-type"], json.loads(answer)["status"]) == (500, "application/problem+json", 500)
+
+
+@pytest.mark.parametrize("framing", [{"Content-Length": "abc"}, {"Transfer-Encoding": "chunked"}])
+def test_a_request_that_cannot_be_framed_is_a_400_problem_and_the_connection_closed(served, framing):
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+    conn.putrequest("POST", "/things")
+    for name, value in framing.items():
+        conn.putheader(name, value)
+    conn.endheaders()
+    r = conn.getresponse()
+    assert (r.status, r.getheader("Content-Type"), r.getheader("Connection")) == (
+        400,
+        "application/problem+json",
+        "close",
+    )
+    conn.close()
+
+
+def test_a_head_is_answered_without_a_body_so_the_connection_serves_the_next_request(served):
+    conn = http.client.HTTPConnection("127.0.0.1", served.port, timeout=10)
+    for method, path in (("HEAD", "/nothing"), ("HEAD", "/things"), ("GET", "/things")):
+        conn.request(method, path)
+        r = conn.getresponse()
+        got = (r.status, r.read())
+        assert got[0] == {"/nothing": 404, "/things": 405 if method == "HEAD" else 200}[path]
+        assert (got[1] == b"") == (method == "HEAD") and int(r.getheader("Content-Length")) > 0
+    conn.close()
 
 
 def test_a_function_slower_than_the_integration_timeout_is_504_and_still_runs_to_its_end(served):

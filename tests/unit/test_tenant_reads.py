@@ -153,6 +153,8 @@ def test_no_key_is_a_401_and_a_wrong_key_or_another_tenants_campaign_the_same_40
     assert answered(lambda: {"tenant": from_authorization(None, authenticate).tenant_id}).status == 401
     assert answered(lambda: {"tenant": from_authorization("Bearer wrong", authenticate).tenant_id}).status == 404
     assert from_authorization("Bearer good", authenticate).tenant_id == "acme"
+    for other_scheme in ("Basic YWNtZTpnb29k", "good", "Token good"):
+        assert answered(lambda s=other_scheme: {"t": from_authorization(s, authenticate).tenant_id}).status == 401
     assert answered(lambda: reads.show_for("acme", "nope", {})).status == 404
     assert answered(lambda: reads.show_for("acme", "x" * 10_000, {})).status == 404
     bad_minute = {"timelineAfter": params.encode_cursor("2026-13")}

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install browser demo check test lint types up bench soak faults clean package deploy destroy smoke
+.PHONY: install browser demo check test lint types up bench soak faults clean package deploy destroy smoke screenshots
 
 STAGE ?= dev
 
@@ -25,6 +25,10 @@ demo: install
 browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
+
+# The console's screenshots in docs/screenshots (the README shows one): its browser test, told where to save.
+screenshots: install browser
+	MOONSEND_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:randomly tests/browser/test_console_browser.py
 
 # The layers with a local stack run on WORKERS processes, each with a stack of its own (its own moto server,
 # ports and state). Their tests mostly wait on the stack's clocks, so more workers than cores pay

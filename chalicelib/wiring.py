@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from chalicelib.console.sessions import Sessions
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
 from chalicelib.control.event_reads import EventReads
@@ -89,6 +90,7 @@ from chalicelib.stores.recounts import Recounts
 from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
+from chalicelib.stores.sessions import SessionStore
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
@@ -448,6 +450,10 @@ class Container:
         return IdleQueueCleanup(
             s, activity, aws.client("sqs", s.region), aws.client("cloudwatch", s.region), self.leases
         )
+
+    @cached_property
+    def sessions(self) -> Sessions:
+        return Sessions(SessionStore(self.settings.resources.sessions_table.name, self.settings.region))
 
     @cached_property
     def recounts(self) -> Recounts:

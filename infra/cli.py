@@ -802,7 +802,7 @@ def _keep_local_link_keys(outbox: Path, before: Any, after: Any) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
-    return run(port=args.port, outbox=args.outbox)
+    return run(port=args.port, outbox=args.outbox, keep=args.keep)
 
 
 def cmd_package(args: argparse.Namespace) -> int:
@@ -1335,6 +1335,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="run three tenants' campaigns through the local stack")
     demo.add_argument("--port", type=int, default=0, help="port (default: any free port)")
     demo.add_argument("--outbox", type=Path, default=Path("outbox"))
+    demo.add_argument(
+        "--keep", action="store_true", help="keep the stack up after the run (Ctrl-C stops it): open its console"
+    )
     demo.set_defaults(func=cmd_demo)
     return p
 

@@ -79,7 +79,7 @@ def recipients_for(t: DemoTenant) -> list[dict[str, Any]]:
     return out
 
 
-def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0) -> int:
+def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0, keep: bool = False) -> int:
     console = Console(width=120)
     started = time.monotonic()
     free_rate = next(t.rate for t in TENANTS if t.plan == "free")
@@ -187,8 +187,29 @@ def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0) 
         console.print(f"Took {time.monotonic() - started:.1f}s.")
         if not ok:
             console.print("[bold red]demo check failed[/]: see the table above")
-            return 1
-        console.print(
-            "[bold green]every recipient got exactly one email, at its tenant's rate; every reader one digest[/]"
-        )
-        return 0
+        else:
+            console.print(
+                "[bold green]every recipient got exactly one email, at its tenant's rate; every reader one digest[/]"
+            )
+        if keep:
+            _keep_open(console, stack)
+        else:
+            console.print("To watch these campaigns in the console: [bold]moonsend demo --keep[/] (docs/console.md)")
+        return 0 if ok else 1
+
+
+def _keep_open(console: Console, stack: LocalStack) -> None:
+    """The stack stays up for the console until Ctrl-C: its address, and a way in that works when clicked
+    (the first tenant's API key: this stack's, gone with it)."""
+    from chalicelib import wiring
+
+    user = TENANTS[0].user_id
+    key = wiring.container().reports.issue_key(user)
+    console.print(f"console: {stack.api_url}/console", soft_wrap=True)
+    console.print(f"sign in as {user} with its API key: {key}", soft_wrap=True)
+    console.print("the stack stays up until Ctrl-C", soft_wrap=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        console.print("stopping the stack")

@@ -283,6 +283,12 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,
+        # The console's sessions: started, read, kept alive and ended (chalicelib.stores.sessions).
+        _stmt(
+            "Sessions",
+            [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [tables["SessionsTable"]],
+        ),
     ]
     releaser = [
         *release,

@@ -143,7 +143,7 @@ def inputs_digest() -> str:
     (Chalice's own among the dev ones: it writes the template) and the interpreter (its bytecode)."""
     files = [ROOT / n for n in ("app.py", "requirements.txt", "requirements-dev.txt", "pyproject.toml")]
     files.append(ROOT / ".chalice" / "config.json")
-    files += sorted((ROOT / "chalicelib").rglob("*.py")) + sorted((ROOT / "chalicelib").rglob("*.csv"))
+    files += sorted(f for f in (ROOT / "chalicelib").rglob("*") if f.is_file() and "__pycache__" not in f.parts)
     files += [ROOT / "infra" / name for name in ("api_gateway.py", "cfn.py", "iam.py", "package.py")]
     h = hashlib.sha256(sys.version.encode())
     for f in files:

@@ -13,6 +13,7 @@ from chalice import Response
 
 from chalicelib.api import etags, problems
 from chalicelib.api.principal import Forbidden, Unauthenticated
+from chalicelib.console import pages
 from chalicelib.core.errors import Busy, Conflict, Invalid, NotFound, Refused
 
 Headers = dict[str, str | list[str]]
@@ -88,6 +89,11 @@ def html(page: Any) -> Response:
         status_code=page.status,
         headers={"Content-Type": "text/html; charset=utf-8", "Cache-Control": NO_STORE},
     )
+
+
+def page(html_text: str, status: int = 200) -> Response:
+    """A console page (chalicelib.console.pages): its security headers, never cached."""
+    return Response(body=html_text, status_code=status, headers=dict(pages.PAGE_HEADERS))
 
 
 def chalice_problems(event: Any, get_response: Callable[[Any], Response]) -> Response:

@@ -180,6 +180,8 @@ class Resources:
     event_log_table: TableDef
     # The campaigns whose ledger changed since their counters were recounted from it (chalicelib.stores.recounts).
     recounts_table: TableDef
+    # Signed-in console sessions, by the digest of their cookie's secret (chalicelib.stores.sessions).
+    sessions_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -224,6 +226,7 @@ class Resources:
             self.timeline_table,
             self.event_log_table,
             self.recounts_table,
+            self.sessions_table,
         )
 
     @property
@@ -331,6 +334,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             "EventLogTable", f"{p}-event-log", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
         recounts_table=TableDef("RecountsTable", f"{p}-recounts", hash_key="pk", ttl_attribute="expires_at"),
+        sessions_table=TableDef("SessionsTable", f"{p}-sessions", hash_key="sid", ttl_attribute="expires_at"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

@@ -32,6 +32,7 @@ from chalicelib.stores.recounts import RecountNote
 from chalicelib.stores.reputation import Limits, Window
 from chalicelib.stores.schedule import StoredBatch
 from chalicelib.stores.ses_tenants import TenantStatus
+from chalicelib.stores.sessions import StoredSession
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
 
 if TYPE_CHECKING:  # the registry takes SecretSeal from here: imported at run time, it would be a cycle
@@ -565,3 +566,15 @@ class RecountNotes(Protocol):
 
 class RecountNoting(Protocol):
     def note(self, pks: Iterable[str], now_ms: int | None = None) -> None: ...
+
+
+class SessionRecords(Protocol):
+    """The console's sessions by the digest of their secret (chalicelib.stores.sessions)."""
+
+    def put(self, s: StoredSession) -> None: ...
+
+    def get(self, sid: str) -> StoredSession | None: ...
+
+    def seen(self, sid: str, at: float) -> None: ...
+
+    def delete(self, sid: str) -> None: ...

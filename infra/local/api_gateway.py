@@ -10,9 +10,9 @@ Swagger body (the stood-in `AWS::ApiGateway::RestApi`'s `Body`), as on AWS:
 - a path it does not have is answered with the MISSING_AUTHENTICATION_TOKEN gateway response, a body over
   API Gateway's 10 MB with REQUEST_TOO_LARGE (read and dropped), a body over Lambda's 6 MB with DEFAULT_5XX
   (Lambda refuses the invocation), a request that cannot be framed (a Content-Length that is no number, a
-  chunked body) with DEFAULT_4XX, and a function slower than its 29 s with INTEGRATION_TIMEOUT (the
-  function still runs to its end, as it does on AWS), each as the template writes it, or as API Gateway
-  answers when it writes none;
+  chunk whose size is none) with DEFAULT_4XX (a chunked body is read, as API Gateway reads it), and a
+  function slower than its 29 s with INTEGRATION_TIMEOUT (the function still runs to its end, as it does on
+  AWS), each as the template writes it, or as API Gateway answers when it writes none;
 - a HEAD is answered with the headers and no body, as API Gateway answers it.
 """
 
@@ -178,16 +178,16 @@ class _GatewayHandler(ChaliceRequestHandler):
 
     def _through_the_gateway(self) -> None:
         request_id = str(uuid.uuid4())
-        length = self._content_length()
-        if length is None:  # a length that is no number, or a chunked body: the request cannot be framed
+        try:
+            length, body = self._body()
+        except ValueError:  # a length that is no number, a chunk size that is none: the request cannot be framed
             self.close_connection = True
             self._send_answer(self.rest_api.answer("DEFAULT_4XX", request_id), closing=True)
             return
         if length > MAX_BODY_BYTES:
-            self._discard(length)  # read, so that the client, still sending, can read the answer
             self._send_answer(self.rest_api.answer("REQUEST_TOO_LARGE", request_id))
             return
-        headers, body = self._parse_payload()
+        headers = {k: v for k, v in self.headers.items() if k.lower() != "transfer-encoding"}
         if not self.rest_api.routes(self.command, self.path):
             self._send_answer(self.rest_api.answer("MISSING_AUTHENTICATION_TOKEN", request_id))
             return
@@ -207,11 +207,35 @@ class _GatewayHandler(ChaliceRequestHandler):
         body = self._handle_binary(response)["body"]
         self._send(response["statusCode"], out, body)
 
-    def _content_length(self) -> int | None:
-        if self.headers.get("transfer-encoding"):
-            return None
+    def _body(self) -> tuple[int, bytes | None]:
+        """The request's length and body (None past MAX_BODY_BYTES: read and dropped, so that a client still
+        sending can read the answer), whether framed by Content-Length or chunked; ValueError if neither."""
+        if "chunked" in self.headers.get("transfer-encoding", "").lower():
+            return self._chunked()
         given = self.headers.get("content-length") or "0"
-        return int(given) if given.isascii() and given.isdigit() else None
+        if not (given.isascii() and given.isdigit()):
+            raise ValueError(given)
+        length = int(given)
+        if length > MAX_BODY_BYTES:
+            self._discard(length)
+            return length, None
+        return length, self.rfile.read(length) if length else None
+
+    def _chunked(self) -> tuple[int, bytes | None]:
+        parts, length = [], 0
+        while True:
+            size = int(self.rfile.readline(66).split(b";")[0].strip() or b"x", 16)  # ValueError: not a size
+            if size == 0:
+                break
+            length += size
+            if length > MAX_BODY_BYTES:
+                self._discard(size)
+            else:
+                parts.append(self.rfile.read(size))
+            self.rfile.readline(3)  # the chunk's CRLF
+        while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):  # trailers
+            pass
+        return length, (b"".join(parts) or None) if length <= MAX_BODY_BYTES else None
 
     def _discard(self, length: int) -> None:
         while length > 0:

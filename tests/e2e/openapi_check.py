@@ -6,6 +6,7 @@ import functools
 import json
 import warnings
 from collections.abc import Iterable
+from http.cookies import CookieError, SimpleCookie
 
 import jsonschema
 from openapi_core import Config, OpenAPI
@@ -26,6 +27,13 @@ def document() -> OpenAPI:
     return OpenAPI.from_dict(json.loads(openapi.document()), config=config)
 
 
+def _cookies(header: str) -> dict[str, str]:
+    try:
+        return {name: morsel.value for name, morsel in SimpleCookie(header).items()}
+    except CookieError:
+        return {}
+
+
 def _request(x: Exchange) -> MockRequest:
     return MockRequest(
         HOST,
@@ -36,6 +44,7 @@ def _request(x: Exchange) -> MockRequest:
         args={name: values for name, values in x.query.items() if any(values)},
         view_args=x.path_parameters,
         headers=x.request_headers,
+        cookies=_cookies(x.request_headers.get("cookie", "")),
         data=x.request_body,
         content_type=x.request_headers.get("content-type", ""),
     )

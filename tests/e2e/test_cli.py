@@ -1,5 +1,6 @@
 """The moonsend command, run as a user runs it: `up` in one process, `send` and `status` in others."""
 
+import http.client
 import os
 import signal
 import socket
@@ -419,16 +420,62 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_kept_as_text():
     assert spreadsheet_safe("ann@example.org") == "ann@example.org"
 
 
-def test_a_normal_demo_prints_no_warning_and_every_email_it_writes_parses_strictly_within_the_rfcs(tmp_path):
+def _kept_demo(outbox: Path) -> tuple[int, str, str]:
+    """`moonsend demo --keep`: once it prints the console's address and key, the console is asked as a person
+    would (sign in with that key, the campaigns page), then Ctrl-C; its exit code and output."""
+    import re
+    import urllib.parse
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infra", "demo", "--keep", "--outbox", str(outbox)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+    )
+    said: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the demo's own timeouts bound this
+            said.append(line)
+            if line.startswith("sign in as"):
+                break
+        text = "".join(said)
+        url = re.search(r"^console: (\S+)", text, re.M)
+        key = re.search(r"^sign in as acme with its API key: (\S+)", text, re.M)
+        assert url and key, text[-3000:]
+        parsed = urllib.parse.urlsplit(url.group(1))
+        conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
+        form = urllib.parse.urlencode({"key": key.group(1)})
+        conn.request("POST", "/console/sign-in", form, {"Content-Type": "application/x-www-form-urlencoded"})
+        signed_in = conn.getresponse()
+        signed_in.read()
+        cookie = signed_in.getheader("Set-Cookie", "").split(";")[0]
+        conn.request("GET", "/console", headers={"Cookie": cookie})
+        page = conn.getresponse()
+        assert (signed_in.status, page.status) == (303, 200)
+        assert "welcome-acme" in page.read().decode()
+        conn.close()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    return proc.returncode, "".join(said) + out, err
+
+
+def test_a_kept_demo_prints_no_warning_opens_its_console_and_every_email_parses_strictly_within_the_rfcs(
+    tmp_path,
+):
     """Expected races (SES's Send event before the sender's own record) are DEBUG: a clean run is quiet.
-    Each .eml as mail: Python's strict parser finds no defect, lines fit RFC 5322, words fit RFC 2047."""
+    `--keep` leaves the stack up for the console until Ctrl-C, and ends cleanly then. Each .eml as mail:
+    Python's strict parser finds no defect, lines fit RFC 5322, words fit RFC 2047."""
     import re
     from email import message_from_bytes
     from email.policy import strict
 
-    out = _moonsend("demo", "--outbox", str(tmp_path / "outbox"))
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
-    noisy = [line for line in (out.stdout + out.stderr).splitlines() if "WARNING" in line or "Warning" in line]
+    returncode, stdout, stderr = _kept_demo(tmp_path / "outbox")
+    assert returncode == 0, stdout[-2000:] + stderr[-2000:]
+    noisy = [line for line in (stdout + stderr).splitlines() if "WARNING" in line or "Warning" in line]
     assert noisy == []
     emails = sorted((tmp_path / "outbox").rglob("*.eml"))
     assert len(emails) >= 200

@@ -3,8 +3,9 @@
 core is pure; stores touch DynamoDB and S3 and know core; queueing is the one way onto a queue; the
 four pipeline stages (ingest, send, feedback, jobs) know those and never each other; digest is built on
 ingest (its email goes through precompile's steps, its events share precompile's topic); control composes
-the stages for tenants and operators; api is the HTTP edge over control; wiring builds everything. A stage
-reaching into a sibling for one name is how the old flat folder grew tangled, so this test reads every import.
+the stages for tenants and operators, and console keeps who is signed in and renders its pages; api is the
+HTTP edge over both; wiring builds everything. A stage reaching into a sibling for one name is how the old
+flat folder grew tangled, so this test reads every import.
 """
 
 import ast
@@ -22,6 +23,7 @@ LAYER = {
     "webhooks": 3,
     "digest": 4,
     "control": 5,  # the tenant's API over campaigns and digests
+    "console": 5,  # the console's sessions and its pages' rendering
     "api": 6,  # the HTTP edge: routes by resource, the caller found, answers shaped
 }
 

@@ -50,16 +50,19 @@ def test_every_operation_of_the_document_is_a_route_of_the_app(doc: dict[str, An
     assert sorted(operations(doc) - routes()) == []
 
 
-def test_the_tenant_routes_take_the_bearer_key_and_the_public_ones_none(doc: dict[str, Any]):
+def test_the_tenant_routes_take_the_bearer_key_the_console_its_session_and_the_public_ones_none(doc: dict[str, Any]):
     assert doc["components"]["securitySchemes"]["bearer"] == {
         **doc["components"]["securitySchemes"]["bearer"],
         "type": "http",
         "scheme": "bearer",
     }
-    public = {"/openapi.json", "/unsubscribe/{token}", "/o/{token}", "/c/{token}"}
+    public = {"/openapi.json", "/unsubscribe/{token}", "/o/{token}", "/c/{token}", "/", "/console/static/{name}"}
+    public |= {"/console/sign-in"}
+    signed_in = {"/console", "/console/sign-out"}  # the console's session cookie, or none: to the sign-in page
     for path, method in operations(doc):
         security = doc["paths"][path][method.lower()]["security"]
-        assert security == ([] if path in public else [{"bearer": []}]), (path, method)
+        expected = [] if path in public else [{"session": []}, {}] if path in signed_in else [{"bearer": []}]
+        assert security == expected, (path, method)
 
 
 def test_every_tenant_error_is_a_problem_the_frameworks_too(doc: dict[str, Any]):

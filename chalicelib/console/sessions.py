@@ -1,0 +1,76 @@
+"""Who is signed in to the console: sessions with an idle timeout and an absolute expiry.
+
+A session starts at every sign-in with a new secret (a cookie fixed before sign-in is worth nothing after
+it), lasts at most ABSOLUTE_S however busy, and ends after IDLE_S without a request, or at sign-out. Each
+has its own CSRF token, which every form that changes something carries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from chalicelib.stores.ports import SessionRecords
+from chalicelib.stores.sessions import StoredSession
+
+IDLE_S = 8 * 3600
+ABSOLUTE_S = 7 * 24 * 3600
+# A request writes its session's last-seen time at most this often: the idle timeout is 8 hours, and a
+# page that refreshes its progress every few seconds need not write each time.
+SEEN_EVERY_S = 300
+SECRET_CHARS = 43  # secrets.token_urlsafe(32): a cookie of any other length is not one of ours
+
+
+@dataclass(frozen=True)
+class Session:
+    tenant_id: str
+    person: str | None  # None: signed in with the tenant's API key
+    role: int  # chalicelib.api.principal.Role's value
+    csrf: str
+
+    def carries(self, token: str | None) -> bool:
+        """Whether a form's token is this session's (compared in constant time)."""
+        return token is not None and hmac.compare_digest(token.encode(), self.csrf.encode())
+
+
+def sid_of(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class Sessions:
+    def __init__(self, store: SessionRecords, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._clock = clock
+
+    def start(self, tenant_id: str, person: str | None, role: int) -> tuple[str, Session]:
+        """A new session: the cookie's secret (shown to the browser only) and the session."""
+        secret, now = secrets.token_urlsafe(32), self._clock()
+        stored = StoredSession(
+            sid_of(secret), tenant_id, person, role, secrets.token_urlsafe(32), now, now, now + ABSOLUTE_S
+        )
+        self._store.put(stored)
+        return secret, _session(stored)
+
+    def find(self, secret: str | None) -> Session | None:
+        """The live session a cookie names, kept alive; None for none, a forged one, or one that ended."""
+        if not secret or len(secret) != SECRET_CHARS or not secret.isascii():
+            return None
+        stored = self._store.get(sid_of(secret))
+        now = self._clock()
+        if stored is None or now >= stored.expires_at or now - stored.seen_at >= IDLE_S:
+            return None
+        if now - stored.seen_at >= SEEN_EVERY_S:
+            self._store.seen(stored.sid, now)
+        return _session(stored)
+
+    def end(self, secret: str | None) -> None:
+        if secret and len(secret) == SECRET_CHARS and secret.isascii():
+            self._store.delete(sid_of(secret))
+
+
+def _session(s: StoredSession) -> Session:
+    return Session(s.tenant_id, s.person, s.role, s.csrf)

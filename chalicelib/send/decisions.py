@@ -9,6 +9,7 @@ holds the exactly-once rules (docs/exactly-once.md) to these, row by row.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.core.contract import QueuedEmail, expired_reason
@@ -118,8 +119,8 @@ def campaign_says(email: QueuedEmail, now_ms: float, state: Callable[[], str | N
     return None
 
 
-def sent(email: QueuedEmail, message_id: str) -> Decision:
-    return claimed(Outcome.SENT, email, message_id=message_id)
+def sent(email: QueuedEmail, message_id: str, at_s: float | None = None) -> Decision:
+    return replace(claimed(Outcome.SENT, email, message_id=message_id), sent_at_s=at_s)
 
 
 def not_sent(

@@ -209,12 +209,13 @@ class Delivery:
             if stopped is not None:
                 return self._do(stopped, claim, email)
             self._state.sent_ahead.take(email.user_id, share_of_rate)
+            started_s = time.time()  # the second it counts in: the rate's slot, not when the ledger was written
             message_id = self._ses.ses.send(sender, email.recipient_email, mime, platform=queue.free, tenant=ses_tenant)
         except NOT_SENT_ERRORS as exc:
             return self._do(self._refused(exc, queue, email, sender, message), claim, email)
         finally:
             pacing.done(slots)
-        return self._do(decisions.sent(email, message_id), claim, email)
+        return self._do(decisions.sent(email, message_id, started_s), claim, email)
 
     def _refused(
         self,

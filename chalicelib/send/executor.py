@@ -80,6 +80,7 @@ class Executor:
                 decision.recorded,
                 reason=decision.reason,
                 message_id=decision.message_id,
+                sent_at_s=decision.sent_at_s,
             )
 
     def _give_back(self, effect: GiveBackCount) -> None:

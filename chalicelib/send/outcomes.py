@@ -197,6 +197,7 @@ class Decision:
     reason: str | None = None  # RECORD: why (a failure's, a suppression's, ...)
     message_id: str | None = None  # SENT: SES's id
     effects: tuple[Effect, ...] = ()
+    sent_at_s: float | None = None  # SENT: when SES was asked (the second the timeline counts it in)
     claim_until_ms: int | None = None  # ORPHANED: when the dead drainer's claim expires
 
 

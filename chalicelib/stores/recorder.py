@@ -58,13 +58,20 @@ class Recorder:
         *,
         reason: str | None = None,
         message_id: str | None = None,
+        sent_at_s: float | None = None,
     ) -> bool:
         """A claimed recipient's outcome (sent, failed, suppressed, cancelled, expired). False when it had one:
-        SES's Send event was faster, or the claim expired and another copy's sender recorded it."""
+        SES's Send event was faster, or the claim expired and another copy's sender recorded it. A send is
+        counted in the second SES was asked (`sent_at_s`), not the later one its ledger write ended in: the
+        timeline's busiest second is then what the rate allowed."""
         if not self._ledger.finish(claim, state, message_id=message_id, reason=reason):
             log.debug("outcome already recorded", user=user_id, campaign=campaign_id, recipient=address, state=state)
             return False
-        self._counts.add(user_id, campaign_id, error=reason if state in _ERRORS else None, **{state: 1})
+        error = reason if state in _ERRORS else None
+        if state == SENT and sent_at_s is not None:
+            self._counts.add_counts(user_id, campaign_id, {SENT: 1}, error=error, sent_seconds={int(sent_at_s): 1})
+        else:
+            self._counts.add(user_id, campaign_id, error=error, **{state: 1})
         # A line per email at INFO would cost CPU at high rates and log ingestion on every email (a cancelled
         # campaign's every recipient): the ledger is the per-email record, and each drain logs a summary. A
         # failure is the exception worth a line of its own.

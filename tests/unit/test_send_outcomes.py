@@ -297,7 +297,9 @@ class Journal:
     def unclaim(self, claim: Claim) -> None:
         self.calls.append(("unclaim",))
 
-    def finished(self, claim, user_id, campaign_id, address, state, *, reason=None, message_id=None) -> bool:
+    def finished(
+        self, claim, user_id, campaign_id, address, state, *, reason=None, message_id=None, sent_at_s=None
+    ) -> bool:
         self.calls.append(("record", state, reason, message_id))
         return True
 

@@ -9,7 +9,17 @@ from chalice import Chalice, Rate
 from chalice.app import CloudWatchEvent, DynamoDBEvent, SNSEvent, SQSEvent
 
 from chalicelib import wiring
-from chalicelib.api import answers, campaigns, console, digests, pages, suppressions, tenant, webhooks
+from chalicelib.api import (
+    answers,
+    campaigns,
+    console,
+    console_campaigns,
+    digests,
+    pages,
+    suppressions,
+    tenant,
+    webhooks,
+)
 from chalicelib.core import log
 from chalicelib.core.config import Settings
 from chalicelib.core.errors import QueueNotOurs
@@ -113,7 +123,7 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
 
 # The HTTP side: every route, by resource (chalicelib.api); Chalice's own refusals as problems too.
 app.register_middleware(answers.chalice_problems, "http")
-for _resource in (pages, console, campaigns, suppressions, tenant, digests, webhooks):
+for _resource in (pages, console, console_campaigns, campaigns, suppressions, tenant, digests, webhooks):
     app.register_blueprint(_resource.routes())
 
 

@@ -5,10 +5,10 @@ one read each and no more.
 
 State, in this order: `cancelled` and `paused` are the tenant's decisions (the campaign's control);
 `scheduled` waits for its time; `done` has an outcome recorded for every recipient accepted so far;
-`sending` is anything else. Progress is the recipients with an outcome over the recipients accepted so far:
-producers publish a campaign's recipients in as many messages as they like, and moonsend cannot know
-whether more will come, so `acceptedMayGrow` says so (false only once nothing more can be sent: cancelled,
-or past its deadline).
+`sending` is anything else, a campaign whose first recipients are not counted yet among them. Progress
+is the recipients with an outcome over the recipients accepted so far: producers publish a campaign's
+recipients in as many messages as they like, and moonsend cannot know whether more will come, so
+`acceptedMayGrow` says so (false only once nothing more can be sent: cancelled, or past its deadline).
 """
 
 from __future__ import annotations
@@ -45,6 +45,8 @@ def state_of(c: CampaignCounts, now_ms: int) -> str:
         return "cancelled"
     if c.control == "paused":
         return "paused"
+    if accepted_count(c) == 0 and not (c.deadline_ms and c.deadline_ms <= now_ms):
+        return "sending"  # begun (its sender fixed), its first recipients not yet counted: not done with none
     waiting = final_count(c) < accepted_count(c)  # a campaign whose every recipient was refused waits for nothing
     if c.scheduled_at_ms and c.scheduled_at_ms > now_ms and c["sent"] == 0 and waiting:
         return "scheduled"

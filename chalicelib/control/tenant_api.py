@@ -26,7 +26,7 @@ from typing import Any
 from chalicelib.control import params
 from chalicelib.control.campaign_actions import CampaignActions, Done
 from chalicelib.control.params import limit as page_limit
-from chalicelib.core.contract import MAX_SORT_KEY_BYTES, iso_ms
+from chalicelib.core.contract import MAX_ADDRESS_LENGTH, MAX_SORT_KEY_BYTES, iso_ms
 from chalicelib.core.errors import Busy, Conflict, Invalid, NotFound
 from chalicelib.core.fields import is_id
 from chalicelib.digest.assembly import campaign_id as digest_campaign
@@ -102,15 +102,19 @@ class TenantApi:
         result = self._actions.retry_failed(user, campaign_id, needle or None)
         return {"campaign": campaign_id, **result.as_dict()}
 
-    def recipients(self, user: str, campaign_id: str, params: Mapping[str, str] | None) -> dict[str, Any]:
+    def recipients(self, user: str, campaign_id: str, given: Mapping[str, str] | None) -> dict[str, Any]:
         self._campaign(user, campaign_id)
-        p = params or {}
+        p = given or {}
         state = p.get("state") or None
         if state is not None and state not in STATES:
             raise Invalid(f"state: one of {', '.join(STATES)}")
         limit = page_limit(p, default=100, most=MAX_PAGE)  # empty: the default, as on every list
         after = _cursor(p.get("after"))
-        entries, cursor = self._ledger.page(user, campaign_id, state=state, limit=limit, after=after)
+        prefix = params.text(p, "prefix", max_chars=MAX_ADDRESS_LENGTH)
+        # DynamoDB refuses a start key outside the query's key condition (a ValidationException: a 500).
+        if after is not None and prefix is not None and not after.lower().startswith(prefix.lower()):
+            raise Invalid(BAD_CURSOR)
+        entries, cursor = self._ledger.page(user, campaign_id, state=state, limit=limit, after=after, prefix=prefix)
         return {"campaign": campaign_id, "recipients": [_recipient(e) for e in entries], "next": cursor}
 
     def pause_tenant(self, user: str, given: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -360,10 +360,18 @@ class Ledger:
             yield entry_of(item)
 
     def page(
-        self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
+        self,
+        user_id: str,
+        campaign_id: str,
+        *,
+        state: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        prefix: str | None = None,
     ) -> tuple[list[Entry], str | None]:
         """The recipients among the next `limit` rows in address order after the address `after`, and the next
-        page's cursor (None on the last page).
+        page's cursor (None on the last page). `prefix` keeps the addresses that begin with it (any case): a
+        key condition, so the rows read are those rows only (`after`, if given, must begin with it too).
 
         A page is one Query of at most `limit` rows, however large the campaign and whatever `state` asks
         for: DynamoDB applies the filter after it reads (its Limit counts rows read), so a filtered page may
@@ -374,7 +382,8 @@ class Ledger:
         pk = pk_of(user_id, campaign_id)
         cond = (m.state == state) if state else None
         start = {"pk": {"S": pk}, "rcpt": {"S": after.lower()}} if after else None
-        pages = m.query(pk, filter_condition=cond, last_evaluated_key=start, page_size=limit).page_iter
+        key = m.rcpt.startswith(prefix.lower()) if prefix else None
+        pages = m.query(pk, key, filter_condition=cond, last_evaluated_key=start, page_size=limit).page_iter
         page = next(pages, None) or {}
         entries = [entry_of(m.from_raw_data(item)) for item in page.get("Items", [])]
         last = pages.last_evaluated_key

@@ -123,7 +123,14 @@ class LedgerPages(Protocol):
     """The tenant API's recipient listing, a page at a time."""
 
     def page(
-        self, user_id: str, campaign_id: str, *, state: str | None = None, limit: int = 100, after: str | None = None
+        self,
+        user_id: str,
+        campaign_id: str,
+        *,
+        state: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+        prefix: str | None = None,
     ) -> tuple[list[Entry], str | None]: ...
 
 

@@ -39,7 +39,8 @@ def source() -> str:
 
 
 def serious_violations(driver: Any) -> list[str]:
-    """What axe finds serious or critical on the page now, a line each (rule, impact, the first target)."""
+    """What axe finds serious or critical on the page now, a line each (rule, impact, the first target and
+    why it failed there)."""
     driver.execute_script(source())
     found = driver.execute_async_script(
         "const done = arguments[arguments.length - 1];"
@@ -47,6 +48,7 @@ def serious_violations(driver: Any) -> list[str]:
     )
     return [
         f"{v['id']} ({v['impact']}): {v['help']} at {v['nodes'][0]['target'] if v['nodes'] else '?'}"
+        f" ({v['nodes'][0].get('failureSummary', '') if v['nodes'] else ''})"
         for v in found
         if isinstance(v, dict) and v.get("impact") in ("serious", "critical")
     ] + [str(v) for v in found if not isinstance(v, dict)]

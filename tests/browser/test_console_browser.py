@@ -21,6 +21,7 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from chalicelib import wiring
+from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
 from tests.browser.axe import serious_violations
@@ -107,3 +108,118 @@ def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack,
     WebDriverWait(browser, 15).until(ec.title_contains("Sign in"))
     browser.get(f"{stack.api_url}/console")
     assert "Sign in" in browser.title  # the pages are closed again
+
+
+def _paid_sender(stack, uid: str, rate: int) -> dict[str, str]:
+    key = f"AKIAW{uid}".upper()
+    stack.ses.configure(key, max_send_rate=50)
+    sender = {
+        "region": "us-east-1",
+        "apiKey": key,
+        "apiSecret": f"secret-{uid}",
+        "ratePerSecond": str(rate),
+        "emailAddress": f"news@{uid}.example",
+        "fromName": "Acme News",
+    }
+    ses = stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"])
+    ses.create_email_identity(EmailIdentity=sender["emailAddress"])
+    return sender
+
+
+def _progress(browser) -> float:
+    # Read in one script: the live part may be swapped between finding an element and reading it.
+    return float(browser.execute_script("return document.querySelector('#live progress').value"))
+
+
+def _live_state(browser) -> str:
+    return browser.execute_script("return document.querySelector('#live .state').textContent").strip().lower()
+
+
+def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(stack, uid, browser):
+    """A campaign of 300 at 20 a second, followed from its page without a reload: the bar moves, a pause
+    holds it, a resume finishes it, each recipient mailed once; times read in the viewer's own zone."""
+    from infra.producer import CampaignSpec, messages, publish
+    from tests.conftest import read_sends
+
+    browser.execute_cdp_cmd("Emulation.setTimezoneOverride", {"timezoneId": "Asia/Kolkata"})
+    user = f"console-live-{uid}"
+    c = wiring.container()
+    c.tenants.accept(user, "free", Sender(f"news@{uid}.example", "Acme News", None, None, None, 1.0), c.ses.account_of)
+    sender = _paid_sender(stack, uid, 20)
+    recipients = [{"email": f"r{i:03d}@example.org", "metadata": {"name": f"N{i}"}} for i in range(300)]
+    spec = CampaignSpec(user, sender, "Winter launch, {{ name }}", "<p>Hello {{ name }}</p>", "winter-launch")
+    publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))
+
+    browser.get(f"{stack.api_url}/console/sign-in")
+    browser.find_element(By.ID, "key").send_keys(c.reports.issue_key(user))
+    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+    WebDriverWait(browser, 30, poll_frequency=1).until(
+        lambda b: b.refresh() or b.find_elements(By.CSS_SELECTOR, "a[href$='/console/campaigns/winter-launch']")
+    )
+    browser.find_element(By.CSS_SELECTOR, "a[href$='/console/campaigns/winter-launch']").click()
+    WebDriverWait(browser, 15).until(ec.presence_of_element_located((By.ID, "live")))
+
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/pause'] button").click()
+    WebDriverWait(browser, 15).until(lambda b: "Paused" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+    assert _live_state(browser) == "paused" and c.control.state(user, "winter-launch", fresh=True) == "paused"
+    held = len([s for s in read_sends(stack.config.outbox) if s["userId"] == user])
+    assert held < 300
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/resume'] button").click()
+    WebDriverWait(browser, 15).until(lambda b: "Resumed" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+
+    browser.execute_script("window.kept = 'this page, not a reload'")
+    seen: list[float] = []
+
+    def finished(b) -> bool:
+        seen.append(_progress(b))
+        return _live_state(b) == "done"
+
+    WebDriverWait(browser, 90, poll_frequency=0.5).until(finished)
+    assert browser.execute_script("return window.kept") == "this page, not a reload"  # swapped in, not reloaded
+    assert len(set(seen)) >= 3 and seen == sorted(seen) and _progress(browser) == 1.0  # the bar moved on
+    WebDriverWait(browser, 15).until(  # the recipients part's last refresh, once the page went quiet
+        lambda b: {e.text.lower() for e in b.find_elements(By.CSS_SELECTOR, "#recipient-rows td .state")} == {"sent"}
+    )
+    sends = [s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user]
+    assert len(sends) == len(set(sends)) == 300
+
+    created = browser.find_element(By.CSS_SELECTOR, "p.meta time")
+    assert created.get_attribute("title").endswith("Z") and "UTC" not in created.text  # the viewer's zone
+    assert browser.find_elements(By.CSS_SELECTOR, "#live svg rect.sent")
+
+    for dark_mode in (False, True):
+        dark(browser, dark_mode)
+        for size, (width, height) in SIZES.items():
+            browser.set_window_size(width, height)
+            assert serious_violations(browser) == [], (size, dark_mode)
+            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"{size}: the page is {overflow}px wider than the screen"
+            shoot(browser, f"console-campaign-{'dark' if dark_mode else 'light'}-{size}")
+    dark(browser, False)
+    browser.set_window_size(1280, 2000)  # the whole page: chart, actions and recipients
+    shoot(browser, "console-campaign-whole")
+    browser.set_window_size(*SIZES["desktop"])
+
+    field = browser.find_element(By.ID, "r-address")
+    field.send_keys("R123@")
+    field.submit()
+    WebDriverWait(browser, 15).until(ec.url_contains("address="))
+    rows = [td.text for td in browser.find_elements(By.CSS_SELECTOR, "td.address")]
+    assert rows == ["r123@example.org"]
+    refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
+    assert refused == []
+
+
+def test_a_viewer_sees_no_action_and_the_cancel_page_is_refused_to_it(stack, uid, browser):
+    user, _key = tenant_with_campaigns(uid)
+    minted, _session = wiring.container().sessions.start(user, "viewer@example.org", Role.VIEWER)
+    browser.get(f"{stack.api_url}/console/sign-in")
+    browser.add_cookie({"name": "moonsend_session", "value": minted, "path": "/console", "httpOnly": True})
+    browser.get(f"{stack.api_url}/console/campaigns/weekly-digest")
+    WebDriverWait(browser, 15).until(ec.presence_of_element_located((By.ID, "live")))
+    assert "You can read this campaign" in browser.find_element(By.CSS_SELECTOR, ".actions").text
+    assert browser.find_elements(By.CSS_SELECTOR, ".actions form, .actions a.button") == []
+    assert serious_violations(browser) == []
+    browser.get(f"{stack.api_url}/console/campaigns/weekly-digest/cancel")
+    assert "Not allowed" in browser.title and "viewer" in browser.find_element(By.TAG_NAME, "main").text

@@ -257,3 +257,25 @@ def test_a_previous_releases_scheduled_campaign_counts_its_releases_after_the_op
     done = c.stats.get(user, "mixed")
     assert done["released"] == 10 and state_of(done, 0) == "done"
     assert campaign_json(done, 0)["progress"]["accepted"] == 21
+
+
+def test_a_prefix_reads_only_the_addresses_that_begin_with_it_in_any_case(stack, uid, monkeypatch):
+    """Finding one recipient among many is one key condition, not a filter over the campaign's rows."""
+    ledger, user = wiring.container().ledger, f"rx{uid}"
+    emails = [f"{name}{i}@example.org" for name in ("ann", "bob", "Anna") for i in range(30)]
+    ledger.record_queued(user, "c1", emails)
+    queries = _queries(monkeypatch)
+
+    entries, cursor = ledger.page(user, "c1", prefix="ANN", limit=100)
+    assert len(queries) == 1 and cursor is None
+    assert sorted(e.email.lower() for e in entries) == sorted(e.lower() for e in emails if e.lower().startswith("ann"))
+    exact, _ = ledger.page(user, "c1", prefix="bob7@example.org", limit=100)
+    assert [e.email for e in exact] == ["bob7@example.org"]
+
+    found, after = [], None
+    while True:
+        entries, after = ledger.page(user, "c1", prefix="bob", state="queued", limit=7, after=after)
+        found += [e.email for e in entries]
+        if after is None:
+            break
+    assert sorted(found) == sorted(e for e in emails if e.startswith("bob"))

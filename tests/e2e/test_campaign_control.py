@@ -244,6 +244,9 @@ def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with
     assert sorted(emails) == sorted(f"r{i}@example.org" for i in range(5)) and len(pages) >= 3
     assert {r["state"] for page in pages for r in page} == {SENT}
     assert _call("GET", f"{base}/recipients?state=bogus", key)[0] == 400
+    status, body = _call("GET", f"{base}/recipients?prefix=R3%40", key)  # a prefix, in any case
+    assert status == 200 and [r["email"] for r in body["recipients"]] == ["r3@example.org"]
+    assert _call("GET", f"{base}/recipients?prefix=r3&after=r1%40example.org", key)[0] == 400  # not under it
     assert _call("GET", f"{base}/recipients", other_key)[0] == 404
 
     status, body = _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "holiday"})

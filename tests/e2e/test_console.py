@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from chalicelib import wiring
+from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
 
@@ -32,19 +33,24 @@ class Parsed(HTMLParser):
     def __init__(self, page: str) -> None:
         super().__init__(convert_charrefs=True)
         self.tags: set[str] = set()
+        self.scripts: list[str | None] = []  # each script element's src (None: inline)
         self.subjects: list[str] = []
         self._in_subject = False
+        self.text: list[str] = []
         self.feed(page)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.add(tag)
-        if tag == "h2" and ("class", "subject") in attrs:
+        if tag == "script":
+            self.scripts.append(dict(attrs).get("src"))
+        if tag in ("h1", "h2") and ("class", "subject") in attrs:
             self._in_subject, self.subjects = True, [*self.subjects, ""]
 
     def handle_endtag(self, tag: str) -> None:
-        self._in_subject = self._in_subject and tag != "h2"
+        self._in_subject = self._in_subject and tag not in ("h1", "h2")
 
     def handle_data(self, data: str) -> None:
+        self.text.append(data)
         if self._in_subject:
             self.subjects[-1] += data
 
@@ -91,7 +97,20 @@ def tenants(stack: Any) -> dict[str, Any]:
             c.campaign_senders.fix(user, campaign, snapshot, subject)
             c.stats.add_counts(user, campaign, {"queued": 40, "sent": 10})
         made[name] = {"user": user, "key": c.reports.issue_key(user)}
+    user = made["a"]["user"]
+    c.ledger.record_queued(user, "a-plain", [f"r{i:02d}@example.org" for i in range(40)])
+    c.ledger.record_rejected(user, "a-plain", [("evil@example.org", HOSTILE)])
+    now = time.time()
+    c.timeline.add(user, "a-plain", now, {"delivered": 8, "bounced": 1}, {int(now) - 61: 6, int(now): 4})
     return made
+
+
+def _own_script_only(page: str) -> bool:
+    """The page's one script is the stage's own file, named by its content's hash; none is inline."""
+    scripts = Parsed(page).scripts
+    return (
+        len(scripts) == 1 and re.fullmatch(r"/console/static/console\.js\?v=[0-9a-f]{12}", scripts[0] or "") is not None
+    )
 
 
 def signed_in(stack: Any, key: str) -> Browser:
@@ -108,8 +127,10 @@ def test_the_stage_root_leads_to_the_console_and_the_console_to_its_sign_in(stac
     assert (status, headers["location"]) == (303, "/console/sign-in")
     status, headers, page = browser.ask("GET", "/console/sign-in")
     assert status == 200 and headers["content-type"] == "text/html; charset=utf-8"
-    assert "default-src 'none'" in headers["content-security-policy"] and "script" not in page.lower()
-    assert "frame-ancestors 'none'" in headers["content-security-policy"]
+    policy = headers["content-security-policy"]
+    assert "default-src 'none'" in policy and "script-src 'self';" in policy and "unsafe" not in policy
+    assert "frame-ancestors 'none'" in policy
+    assert _own_script_only(page)
     assert (headers["x-content-type-options"], headers["cache-control"]) == ("nosniff", "no-store")
     status, headers, css = browser.ask("GET", "/console/static/console.css")
     assert status == 200 and headers["content-type"].startswith("text/css") and "prefers-color-scheme" in css
@@ -140,13 +161,13 @@ def test_a_wrong_key_or_a_form_from_another_site_signs_nobody_in(stack, tenants)
 def test_the_campaigns_page_shows_the_tenants_own_campaigns_their_subjects_as_text(stack, tenants):
     browser = signed_in(stack, tenants["a"]["key"])
     status, headers, page = browser.ask("GET", "/console")
-    assert status == 200 and "script-src" not in headers["content-security-policy"]
+    assert status == 200 and "unsafe" not in headers["content-security-policy"]
     assert "Spring news of a" in page and "a-evil" in page
     parsed = Parsed(page)
     assert HOSTILE in parsed.subjects  # shown as the text it is
-    assert not parsed.tags & {"img", "script"}  # never made markup
+    assert "img" not in parsed.tags and _own_script_only(page)  # never made markup
     assert "b-plain" not in page and tenants["b"]["user"] not in page  # another tenant's: never
-    assert tenants["a"]["user"] in page and 'aria-label="Sent of a-plain"' in page
+    assert tenants["a"]["user"] in page and 'aria-label="Done of Spring news of a"' in page
     status, _headers, page = browser.ask("GET", "/console?state=done")
     assert status == 200 and "No campaign is done" in page
     status, _headers, page = browser.ask("GET", "/console?state=nonsense")
@@ -174,3 +195,111 @@ def test_a_static_name_that_leaves_the_folder_or_is_not_an_asset_is_a_404_page(s
     for name in ("..%2Fpages.py", "pages.py", ".hidden.css", "nope.css", "%2e%2e%2f%2e%2e%2fapp.py"):
         status, headers, _ = browser.ask("GET", f"/console/static/{name}")
         assert (status, headers["content-type"]) == (404, "text/html; charset=utf-8"), name
+
+
+def _csrf(page: str) -> str:
+    return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+
+
+def test_a_campaigns_page_shows_progress_rates_chart_and_recipients_their_text_as_text(stack, tenants):
+    browser = signed_in(stack, tenants["a"]["key"])
+    status, headers, page = browser.ask("GET", "/console/campaigns/a-plain")
+    assert status == 200 and headers["cache-control"] == "no-store" and _own_script_only(page)
+    assert "Spring news of a" in page and "10 of 41 done" not in page  # progress from the counters: 10 of 40
+    assert "10 of 40 done" in page and 'data-refresh="/console/campaigns/a-plain?part=live"' in page
+    assert "<svg" in page and 'class="ceiling"' in page and "Busiest second: 10 sent" in page
+    assert page.count('<td class="address">') == 41  # the page's 50 hold all 41
+    parsed = Parsed(page)
+    assert HOSTILE in "".join(parsed.text) and "img" not in parsed.tags and "evil@example.org" in page
+
+    status, _headers, page = browser.ask("GET", "/console/campaigns/a-plain?address=R1")  # a prefix, any case
+    found = re.findall(r'<td class="address">([^<]+)</td>', page)
+    assert status == 200 and found == [f"r1{i}@example.org" for i in range(10)]
+    _status, _headers, page = browser.ask("GET", "/console/campaigns/a-plain?address=r07%40example.org")
+    assert re.findall(r'<td class="address">([^<]+)</td>', page) == ["r07@example.org"]
+    _status, _headers, page = browser.ask("GET", "/console/campaigns/a-plain?state=failed")
+    assert "No recipient matches" in page
+    status, _headers, page = browser.ask("GET", "/console/campaigns/a-plain?state=bogus")
+    assert status == 400 and "state" in page
+
+
+def test_another_tenants_campaign_or_none_is_a_404_page_and_no_session_goes_to_sign_in(stack, tenants):
+    browser = signed_in(stack, tenants["a"]["key"])
+    for path in ("/console/campaigns/b-plain", "/console/campaigns/nope", "/console/campaigns/b-plain/cancel"):
+        status, headers, page = browser.ask("GET", path)
+        assert (status, headers["content-type"]) == (404, "text/html; charset=utf-8") and "Spring news of b" not in page
+    token = _csrf(browser.ask("GET", "/console")[2])
+    status, _headers, _page = browser.ask("POST", "/console/campaigns/b-plain/pause", {"csrf": token})
+    assert status == 404 and wiring.container().control.state(tenants["b"]["user"], "b-plain", fresh=True) is None
+    nobody = Browser(stack.api_url)
+    status, headers, _page = nobody.ask("GET", "/console/campaigns/a-plain")
+    assert (status, headers["location"]) == (303, "/console/sign-in")
+    status, headers, _page = nobody.ask("POST", "/console/campaigns/a-plain/pause", {"csrf": token})
+    assert (status, headers["location"]) == (303, "/console/sign-in")
+
+
+def test_a_sender_pauses_resumes_and_cancels_after_a_confirmation_each_said_on_the_page(stack, uid):
+    c = wiring.container()
+    user = f"console-act-{uid}"
+    c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
+    c.campaign_senders.fix(user, "act", SenderSnapshot("paid", f"n@{user}.x", "N", "us-east-1", 1.0, 1, "1"), "Acts")
+    c.stats.add_counts(user, "act", {"queued": 30, "sent": 5})
+    browser = signed_in(stack, c.reports.issue_key(user))
+    page = browser.ask("GET", "/console/campaigns/act")[2]
+    assert 'action="/console/campaigns/act/pause"' in page and "/resume" not in page
+
+    status, headers, _ = browser.ask("POST", "/console/campaigns/act/pause", {"csrf": _csrf(page)})
+    assert (status, headers["location"]) == (303, "/console/campaigns/act?done=paused")
+    page = browser.ask("GET", headers["location"])[2]
+    assert "Paused: its unsent email is held" in page and c.control.state(user, "act", fresh=True) == "paused"
+    status, headers, _ = browser.ask("POST", "/console/campaigns/act/resume", {"csrf": _csrf(page)})
+    assert status == 303 and c.control.state(user, "act", fresh=True) is None
+
+    status, _headers, page = browser.ask("GET", "/console/campaigns/act/cancel")
+    assert status == 200 and "Its 25 recipients not sent yet will be recorded cancelled" in page
+    assert c.control.state(user, "act", fresh=True) is None  # a confirmation page changes nothing
+    status, headers, _ = browser.ask("POST", "/console/campaigns/act/cancel", {"csrf": _csrf(page)})
+    assert (status, headers["location"]) == (303, "/console/campaigns/act?done=cancelled")
+    assert c.control.state(user, "act", fresh=True) == "cancelled"
+    status, _headers, page = browser.ask("POST", "/console/campaigns/act/pause", {"csrf": _csrf(page)})
+    assert status == 409 and "Not done" in page  # a cancelled campaign stays cancelled, and the page says so
+    status, _headers, page = browser.ask("GET", "/console/campaigns/act?part=live")
+    assert status == 200 and page.startswith('<div id="live">')  # cancelled: nothing left to refresh
+    status, _headers, page = browser.ask("GET", "/console/campaigns/act?part=recipients&state=failed")
+    assert status == 200 and page.startswith('<div id="recipient-rows" data-refresh="/console/campaigns/act?')
+    assert "state=failed" in page.split(">")[0] and "No recipient matches" in page
+
+
+def test_a_viewer_reads_a_campaign_but_the_server_refuses_every_action_to_it(stack, tenants):
+    c = wiring.container()
+    user = tenants["a"]["user"]
+    minted, _session = c.sessions.start(user, "viewer@example.org", Role.VIEWER)
+    viewer = Browser(stack.api_url)
+    viewer.cookie = minted
+    status, _headers, page = viewer.ask("GET", "/console/campaigns/a-plain")
+    assert status == 200 and "You can read this campaign" in page and "/pause" not in page
+    token = _csrf(page)  # the sign-out form's: a viewer's token is valid, its role is not enough
+    for action in ("pause", "resume", "cancel", "retry-failed"):
+        status, _headers, page = viewer.ask("POST", f"/console/campaigns/a-plain/{action}", {"csrf": token})
+        assert status == 403 and "you are signed in as a viewer" in page, action
+    assert viewer.ask("GET", "/console/campaigns/a-plain/cancel")[0] == 403
+    assert c.control.state(user, "a-plain", fresh=True) is None
+
+
+def test_an_action_without_the_sessions_token_or_from_another_site_is_refused(stack, tenants):
+    browser = signed_in(stack, tenants["a"]["key"])
+    token = _csrf(browser.ask("GET", "/console")[2])
+    for form, headers in (({}, {}), ({"csrf": "forged"}, {}), ({"csrf": token}, {"Origin": "https://evil.example"})):
+        status, _headers, _page = browser.ask("POST", "/console/campaigns/a-plain/pause", form, headers)
+        assert status == 403
+    assert wiring.container().control.state(tenants["a"]["user"], "a-plain", fresh=True) is None
+
+
+def test_an_asset_named_by_its_hash_is_kept_a_year_and_by_another_name_five_minutes(stack, tenants):
+    browser = signed_in(stack, tenants["a"]["key"])
+    page = browser.ask("GET", "/console")[2]
+    script = Parsed(page).scripts[0]
+    status, headers, body = browser.ask("GET", script)
+    assert status == 200 and headers["content-type"] == "text/javascript; charset=utf-8" and "localTimes" in body
+    assert headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert browser.ask("GET", "/console/static/console.js?v=0")[1]["cache-control"] == "public, max-age=300"

@@ -58,7 +58,8 @@ def test_the_tenant_routes_take_the_bearer_key_the_console_its_session_and_the_p
     }
     public = {"/openapi.json", "/unsubscribe/{token}", "/o/{token}", "/c/{token}", "/", "/console/static/{name}"}
     public |= {"/console/sign-in"}
-    signed_in = {"/console", "/console/sign-out"}  # the console's session cookie, or none: to the sign-in page
+    # The console's session cookie, or none: to the sign-in page.
+    signed_in = {"/console", "/console/sign-out"} | {p for p in doc["paths"] if p.startswith("/console/campaigns")}
     for path, method in operations(doc):
         security = doc["paths"][path][method.lower()]["security"]
         expected = [] if path in public else [{"session": []}, {}] if path in signed_in else [{"bearer": []}]

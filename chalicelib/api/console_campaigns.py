@@ -1,0 +1,263 @@
+"""The console's campaign pages: the list, one campaign (its progress, rates, chart and recipients), and its
+actions (pause, resume, cancel after a confirmation, retry the failed), each as the signed-in role allows.
+
+A page reads through the services the API's routes call (chalicelib.control), with the session's tenant: a
+campaign of another tenant is a 404 here as there. `?part=list` and `?part=live` answer only the part of a
+page that changes while a campaign sends (the page's script swaps it in every few seconds). An action is a
+form with the session's CSRF token, refused by the server to a role that does not reach it, and answered
+with a redirect to the campaign's page (a reload never repeats it), which says what was done.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.parse
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from chalice import Blueprint, Response
+from chalice.app import Request
+
+from chalicelib import wiring
+from chalicelib.api import answers
+from chalicelib.api.console_http import (
+    FORMS,
+    STALE_FORM,
+    base_path,
+    form,
+    from_console,
+    page,
+    redirect,
+    refused,
+    role_refused,
+    session_of,
+)
+from chalicelib.api.principal import Role
+from chalicelib.console.charts import MinuteChart, minute_chart
+from chalicelib.console.figures import rates
+from chalicelib.console.sessions import Session
+from chalicelib.control.campaign_reads import STATES
+from chalicelib.core.errors import Conflict, NotFound, Refused
+from chalicelib.stores.ledger_model import STATES as RECIPIENT_STATES
+
+RECIPIENTS_PAGE = 50
+LIVE_STATES = ("sending", "scheduled")  # while a campaign is in one, its page refreshes its live part
+QUIET_S = 180  # a campaign with nothing sent for this long, and none waiting, is followed no more
+DONE = {
+    "paused": "Paused: its unsent email is held until you resume it. Your other campaigns go on.",
+    "resumed": "Resumed: its unsent email goes out again, at your sending rate.",
+    "cancelled": "Cancelled: nothing more goes out; its unsent recipients are recorded cancelled.",
+}
+
+
+def _refresh_url(request: Request, path: str, part: str) -> str:
+    query = {k: v for k, v in (request.query_params or {}).items() if k not in ("part", "done", "n")}
+    return f"{base_path(request)}{path}?{urllib.parse.urlencode({**query, 'part': part})}"
+
+
+def _campaign_path(campaign_id: str) -> str:
+    return f"/console/campaigns/{urllib.parse.quote(campaign_id, safe='')}"
+
+
+def _list(request: Request, session: Session) -> Response:
+    query = dict(request.query_params or {})
+    listed = wiring.container().campaign_reads.list_for(session.tenant_id, query)
+    live = any(c["state"] in LIVE_STATES for c in listed["campaigns"])
+    return page(
+        request,
+        "campaigns.html" if query.get("part") != "list" else "_campaign_list.html",
+        session=session,
+        title="Campaigns",
+        active="campaigns",
+        campaigns=listed["campaigns"],
+        next=listed["next"],
+        states=STATES,
+        state=query.get("state") if query.get("state") in STATES else None,
+        refresh=_refresh_url(request, "/console", "list") if live else None,
+    )
+
+
+def _live(request: Request, session: Session, campaign_id: str) -> dict[str, Any]:
+    """What the campaign's live part shows: the campaign as the API shows it, its rates and its chart."""
+    shown = wiring.container().campaign_reads.show_for(session.tenant_id, campaign_id, None)
+    timeline = shown["timeline"]
+    chart = minute_chart(timeline["minutes"], shown["ratePerSecond"])
+    live = shown["state"] in LIVE_STATES or (shown["progress"]["acceptedMayGrow"] and _recent(chart))
+    return {
+        "campaign": shown,
+        "rates": rates(shown["counts"]),
+        "chart": chart,
+        "following": live,
+        "busiest": timeline["busiestSecond"],
+        "more_minutes": timeline["next"] is not None,
+        "refresh": _refresh_url(request, _campaign_path(campaign_id), "live") if live else None,
+    }
+
+
+def _recent(chart: MinuteChart | None) -> bool:
+    """Email went out in the last few minutes. A campaign is `done` whenever every recipient accepted so far
+    has an outcome, which a fast drain reaches between two of its producer's messages: its page goes on
+    following it, and offers to pause it, until it has been quiet a while."""
+    if chart is None or chart.last_sent is None:
+        return False
+    last = datetime.fromisoformat(chart.last_sent.replace("Z", "+00:00")).timestamp() + 60  # the minute's end
+    return time.time() - last < QUIET_S
+
+
+def _recipients(session: Session, campaign_id: str, query: dict[str, str]) -> dict[str, Any]:
+    asked = {
+        "state": query.get("state", ""),
+        "prefix": query.get("address", "").strip(),
+        "after": query.get("after", ""),
+        "limit": str(RECIPIENTS_PAGE),
+    }
+    listed = wiring.container().tenant_api.recipients(session.tenant_id, campaign_id, asked)
+    return {
+        "recipients": listed["recipients"],
+        "next": listed["next"],
+        "state": asked["state"] if asked["state"] in RECIPIENT_STATES else "",
+        "address": asked["prefix"],
+        "states": RECIPIENT_STATES,
+        "read_on": bool(asked["state"] or asked["prefix"]) and not listed["recipients"] and listed["next"],
+    }
+
+
+def _done_message(query: dict[str, str]) -> str | None:
+    done = query.get("done")
+    if done == "retried":
+        n = query.get("n", "")
+        return f"Queued again: {int(n) if n.isdigit() else 0} failed recipients, each sent at most once."
+    return DONE.get(done or "")
+
+
+def _campaign(request: Request, session: Session, campaign_id: str) -> Response:
+    query = dict(request.query_params or {})
+    part = query.get("part")
+    if part == "recipients":  # while followed: one ledger page, not the campaign's counters and timeline again
+        recipients = _recipients(session, campaign_id, query)
+        return page(
+            request, "_recipients.html", session=session, **recipients, **_recipient_frame(request, campaign_id)
+        )
+    live = _live(request, session, campaign_id)
+    if part == "live":
+        return page(request, "_campaign_live.html", session=session, **live)
+    return page(
+        request,
+        "campaign.html",
+        session=session,
+        title=live["campaign"]["subject"] or live["campaign"]["id"],
+        active="campaigns",
+        done=_done_message(query),
+        can_act=session.role >= Role.SENDER,
+        **live,
+        **_recipients(session, campaign_id, query),
+        **_recipient_frame(request, campaign_id, following=live["following"]),
+    )
+
+
+def _recipient_frame(request: Request, campaign_id: str, *, following: bool = True) -> dict[str, Any]:
+    """What the recipients' part needs beside its rows: where it is, and where it refreshes from."""
+    refresh = _refresh_url(request, _campaign_path(campaign_id), "recipients") if following else None
+    return {"campaign_id": campaign_id, "page_size": RECIPIENTS_PAGE, "recipients_refresh": refresh}
+
+
+def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], str]) -> Response:
+    """An action on a campaign (role SENDER or above): checked, done, answered with a redirect saying so."""
+    session = session_of(request)
+    if session is None:
+        return redirect(f"{base_path(request)}/console/sign-in")
+    if not from_console(request, session):
+        return refused(request, 403, "Refused", STALE_FORM, session)
+    refusal = role_refused(request, session, Role.SENDER, doing)
+    if refusal is not None:
+        return refusal
+    try:
+        said = act(session.tenant_id)
+    except NotFound:
+        return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
+    except Conflict as conflict:
+        return refused(request, 409, "Not done", conflict.detail, session)
+    except Refused as other:
+        return refused(request, answers.status_of(other), "Not done", other.detail, session)
+    return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{said}")
+
+
+def routes() -> Blueprint:
+    """A fresh blueprint of the campaign pages (chalicelib.api.edge.blueprint says why fresh)."""
+    bp = Blueprint(__name__)
+
+    def signed_in(show: Callable[[Request, Session], Response]) -> Response:
+        request = bp.current_request
+        session = session_of(request)
+        if session is None:
+            return redirect(f"{base_path(request)}/console/sign-in")
+        try:
+            return show(request, session)
+        except NotFound:
+            return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
+        except Refused as refusal:
+            return refused(request, answers.status_of(refusal), "That cannot be shown", refusal.detail, session)
+
+    @bp.route("/console", methods=["GET"])
+    def campaigns() -> Response:
+        return signed_in(_list)
+
+    @bp.route("/console/campaigns/{campaign_id}", methods=["GET"])
+    def campaign(campaign_id: str) -> Response:
+        return signed_in(lambda request, session: _campaign(request, session, campaign_id))
+
+    @bp.route("/console/campaigns/{campaign_id}/cancel", methods=["GET"])
+    def confirm_cancel(campaign_id: str) -> Response:
+        def confirm(request: Request, session: Session) -> Response:
+            shown = wiring.container().campaign_reads.show_for(session.tenant_id, campaign_id, None)
+            refusal = role_refused(request, session, Role.SENDER, "cancel campaigns")
+            progress = shown["progress"]
+            return refusal or page(
+                request,
+                "cancel.html",
+                session=session,
+                title=f"Cancel {shown['subject'] or campaign_id}?",
+                active="campaigns",
+                campaign=shown,
+                unsent=max(0, progress["accepted"] - progress["final"]),
+            )
+
+        return signed_in(confirm)
+
+    @bp.route("/console/campaigns/{campaign_id}/pause", methods=["POST"], content_types=FORMS)
+    def pause(campaign_id: str) -> Response:
+        def act(tenant: str) -> str:
+            wiring.container().tenant_api.pause(tenant, campaign_id)
+            return "done=paused"
+
+        return _act(bp.current_request, campaign_id, "pause campaigns", act)
+
+    @bp.route("/console/campaigns/{campaign_id}/resume", methods=["POST"], content_types=FORMS)
+    def resume(campaign_id: str) -> Response:
+        def act(tenant: str) -> str:
+            wiring.container().tenant_api.resume(tenant, campaign_id)
+            return "done=resumed"
+
+        return _act(bp.current_request, campaign_id, "resume campaigns", act)
+
+    @bp.route("/console/campaigns/{campaign_id}/cancel", methods=["POST"], content_types=FORMS)
+    def cancel(campaign_id: str) -> Response:
+        def act(tenant: str) -> str:
+            wiring.container().tenant_api.cancel(tenant, campaign_id)
+            return "done=cancelled"
+
+        return _act(bp.current_request, campaign_id, "cancel campaigns", act)
+
+    @bp.route("/console/campaigns/{campaign_id}/retry-failed", methods=["POST"], content_types=FORMS)
+    def retry_failed(campaign_id: str) -> Response:
+        request = bp.current_request
+        needle = form(request).get("reasonContains", "").strip()
+
+        def act(tenant: str) -> str:
+            done = wiring.container().tenant_api.retry_failed(tenant, campaign_id, {"reasonContains": needle or None})
+            return f"done=retried&n={int(done.get('requeued', 0))}"
+
+        return _act(request, campaign_id, "retry failed recipients", act)
+
+    return bp

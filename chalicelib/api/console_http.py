@@ -1,0 +1,112 @@
+"""What every console route does with HTTP: find its session from the cookie, read and check a form, render a
+page or a refusal as a page, redirect after a change (a reload never repeats it).
+
+Forms that change something are checked twice: their Origin must be the stage's own (a sign-in form posted
+from another site is refused before any session exists), and a signed-in form carries its session's CSRF
+token. The cookie is HttpOnly and SameSite=Strict, Secure when the request came over HTTPS (a deployed
+stage), and scoped to the console's path.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from http.cookies import CookieError, SimpleCookie
+from typing import Any
+
+from chalice import Response
+from chalice.app import Request
+
+from chalicelib import wiring
+from chalicelib.api import answers
+from chalicelib.api.principal import Role
+from chalicelib.console import pages
+from chalicelib.console.sessions import Session
+
+COOKIE = "moonsend_session"
+FORMS = ["application/x-www-form-urlencoded"]
+MAX_FORM_BYTES = 4096  # the console's forms are a few hundred bytes
+STALE_FORM = "This form is not one the console gave you: reload the page and try again."
+
+
+def base_path(request: Request) -> str:
+    """The stage's own prefix of every path (`/api` on API Gateway's URL; "" locally or on a custom domain
+    mapped at its root): the request's full path less the path the route saw."""
+    full = str(request.context.get("path") or "")
+    seen = str(request.to_original_event().get("path") or full)
+    return full[: len(full) - len(seen)] if seen and full.endswith(seen) else ""
+
+
+def _secure(request: Request) -> bool:
+    return request.headers.get("x-forwarded-proto", "").lower() == "https"
+
+
+def secret(request: Request) -> str | None:
+    """The session cookie's value, if the request carries one."""
+    try:
+        jar = SimpleCookie(request.headers.get("cookie", ""))
+    except CookieError:
+        return None
+    found = jar.get(COOKIE)
+    return found.value if found is not None else None
+
+
+def session_of(request: Request) -> Session | None:
+    return wiring.container().sessions.find(secret(request))
+
+
+def cookie(request: Request, value: str, max_age: int) -> str:
+    secure = "; Secure" if _secure(request) else ""
+    path = f"{base_path(request)}/console"
+    return f"{COOKIE}={value}; Path={path}; Max-Age={max_age}; HttpOnly; SameSite=Strict{secure}"
+
+
+def same_origin(request: Request) -> bool:
+    """A form's Origin, when the browser sends one, is the stage's own."""
+    origin = request.headers.get("origin")
+    if origin is None:
+        return True
+    scheme = "https" if _secure(request) else "http"
+    return origin == f"{scheme}://{request.headers.get('host', '')}"
+
+
+def form(request: Request) -> dict[str, str]:
+    raw = request.raw_body or b""
+    if len(raw) > MAX_FORM_BYTES:
+        return {}
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+    return {k: v[0] for k, v in urllib.parse.parse_qs(text, max_num_fields=10).items()}
+
+
+def from_console(request: Request, session: Session) -> bool:
+    """A signed-in form is the console's own: from the stage's origin, with its session's CSRF token."""
+    return same_origin(request) and session.carries(form(request).get("csrf"))
+
+
+def redirect(location: str, set_cookie: str | None = None) -> Response:
+    headers: answers.Headers = {"Location": location, "Cache-Control": "no-store"}
+    if set_cookie is not None:
+        headers["Set-Cookie"] = set_cookie
+    return Response(body="", status_code=303, headers=headers)
+
+
+def page(request: Request, template: str, status: int = 200, session: Session | None = None, **ctx: Any) -> Response:
+    role = Role(session.role).name.lower() if session is not None else None
+    shown = {"active": None, **ctx}  # what the frame reads, for pages that do not say
+    html = pages.render(template, base=base_path(request), session=session, role_name=role, **shown)
+    return answers.page(html, status)
+
+
+def refused(request: Request, status: int, title: str, detail: str, session: Session | None = None) -> Response:
+    return page(request, "error.html", status, session, title=title, detail=detail)
+
+
+def role_refused(request: Request, session: Session, needed: Role, doing: str) -> Response | None:
+    """A refusal page when the session's role does not reach `needed` (the server refuses, whatever the page
+    showed); None when it does."""
+    if session.role >= needed:
+        return None
+    detail = (
+        f"Only a tenant's {needed.name.lower()}s and admins can {doing}; you are signed in as a "
+        f"{Role(session.role).name.lower()}. Ask an admin of this tenant."
+    )
+    return refused(request, 403, "Not allowed", detail, session)

@@ -19,6 +19,7 @@ Swagger body (the stood-in `AWS::ApiGateway::RestApi`'s `Body`), as on AWS:
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import re
 import time
@@ -73,25 +74,42 @@ class RestApi:
     paths: dict[str, frozenset[str]]  # Swagger path -> its methods, upper-case; ANY for the any-method one
     responses: dict[str, dict[str, Any]]
     integration_timeout_s: float = INTEGRATION_TIMEOUT_S
+    minimum_compression: int | None = None  # MinimumCompressionSize; None: never compressed
 
     @classmethod
-    def of(cls, body: dict[str, Any]) -> RestApi:
-        """From the RestApi's Swagger body."""
+    def of(cls, body: dict[str, Any], minimum_compression: int | None = None) -> RestApi:
+        """From the RestApi's Swagger body and its MinimumCompressionSize."""
         paths = {
             path: frozenset(
                 "ANY" if m == ANY_METHOD else m.upper() for m in ops if m == ANY_METHOD or m in HTTP_METHODS
             )
             for path, ops in body.get("paths", {}).items()
         }
-        return cls(paths, body.get(GATEWAY_RESPONSES, {}))
+        compression = int(minimum_compression) if minimum_compression is not None else None
+        return cls(paths, body.get(GATEWAY_RESPONSES, {}), minimum_compression=compression)
 
     def to_json(self) -> str:
-        return json.dumps({"paths": {p: sorted(ms) for p, ms in self.paths.items()}, "responses": self.responses})
+        paths = {p: sorted(ms) for p, ms in self.paths.items()}
+        return json.dumps({"paths": paths, "responses": self.responses, "compression": self.minimum_compression})
 
     @classmethod
     def from_json(cls, text: str) -> RestApi:
         given = json.loads(text)
-        return cls({p: frozenset(ms) for p, ms in given["paths"].items()}, given["responses"])
+        paths = {p: frozenset(ms) for p, ms in given["paths"].items()}
+        return cls(paths, given["responses"], minimum_compression=given.get("compression"))
+
+    def compresses(self, accept_encoding: str | None, headers: dict[str, Any], size: int) -> bool:
+        """Whether API Gateway gzips this answer: compression is on, the client accepts gzip (not at q=0), the
+        body is at least MinimumCompressionSize bytes, and the function did not encode it already."""
+        if self.minimum_compression is None or size < self.minimum_compression:
+            return False
+        if any(k.lower() == "content-encoding" for k in headers):
+            return False
+        for coding in (accept_encoding or "").split(","):
+            name, _, params = coding.strip().partition(";")
+            if name.strip().lower() in ("gzip", "*") and params.replace(" ", "").lower() not in ("q=0", "q=0.0"):
+                return True
+        return False
 
     def routes(self, method: str, path: str) -> bool:
         """Whether API Gateway hands `method path` to the function (else: no such resource or method)."""
@@ -248,6 +266,9 @@ class _GatewayHandler(ChaliceRequestHandler):
         self._send(answer.status, {**answer.headers, **({"Connection": "close"} if closing else {})}, answer.body)
 
     def _send(self, status: int, headers: dict[str, Any], body: str | bytes | None) -> None:
+        data = body.encode("utf-8") if isinstance(body, str) else body
+        if data and self.rest_api.compresses(self.headers.get("accept-encoding"), headers, len(data)):
+            body, headers = gzip.compress(data), {**headers, "Content-Encoding": "gzip"}
         if self.command != "HEAD":
             self._send_http_response(status, headers, body)
             return

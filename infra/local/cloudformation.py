@@ -201,6 +201,7 @@ class CreatedStack:
     outputs: dict[str, str]
     stood_in: tuple[str, ...]  # logical ids created by the stack instead of moto's CloudFormation
     api: dict[str, Any]  # the REST API's Swagger body, as API Gateway would be given it (infra.local.api_gateway)
+    api_compression: int | None = None  # its MinimumCompressionSize: bodies this big or more are gzipped
 
 
 class Resolver:
@@ -328,6 +329,7 @@ def create(
         for res in stood_in.values()
         if res["Type"] == "AWS::Lambda::EventSourceMapping"
     ]
+    rest_api = next((r["Properties"] for r in stood_in.values() if r["Type"] == "AWS::ApiGateway::RestApi"), {})
     return CreatedStack(
         app.name,
         physical,
@@ -338,7 +340,8 @@ def create(
         _schedules(clients["events"], by_arn),
         app.outputs,
         tuple(k for part in parts for k in part.stood_in),
-        next((res["Properties"]["Body"] for res in stood_in.values() if res["Type"] == "AWS::ApiGateway::RestApi"), {}),
+        rest_api.get("Body", {}),
+        rest_api.get("MinimumCompressionSize"),
     )
 
 

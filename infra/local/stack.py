@@ -562,7 +562,7 @@ class LocalStack:
 
         c = self.config
         assert self.created is not None
-        rest_api = api_gateway.RestApi.of(self.created.api)
+        rest_api = api_gateway.RestApi.of(self.created.api, self.created.api_compression)
         if c.worker_processes:
             self._start_api_worker(role, env, rest_api)
             return

@@ -6,6 +6,7 @@ CSRF token are refused."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import re
 import time
@@ -303,3 +304,18 @@ def test_an_asset_named_by_its_hash_is_kept_a_year_and_by_another_name_five_minu
     assert status == 200 and headers["content-type"] == "text/javascript; charset=utf-8" and "localTimes" in body
     assert headers["cache-control"] == "public, max-age=31536000, immutable"
     assert browser.ask("GET", "/console/static/console.js?v=0")[1]["cache-control"] == "public, max-age=300"
+
+
+def test_a_page_is_gzipped_for_a_browser_that_accepts_it_as_api_gateway_does(stack, tenants):
+    browser = signed_in(stack, tenants["a"]["key"])
+    conn = http.client.HTTPConnection(browser.host, browser.port, timeout=30)
+    try:
+        cookie = f"moonsend_session={browser.cookie}"
+        conn.request("GET", "/console/campaigns/a-plain", headers={"Cookie": cookie, "Accept-Encoding": "gzip"})
+        answer = conn.getresponse()
+        body = answer.read()
+    finally:
+        conn.close()
+    assert answer.status == 200 and answer.getheader("Content-Encoding") == "gzip"
+    page = gzip.decompress(body).decode("utf-8")
+    assert "Spring news of a" in page and len(body) < len(page.encode()) / 3

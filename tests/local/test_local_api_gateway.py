@@ -2,6 +2,7 @@
 a small Chalice app, its Swagger made by Chalice's own generator, API Gateway's answers added as the
 package adds them (infra/api_gateway.py), served on loopback and asked over HTTP."""
 
+import gzip
 import http.client
 import json
 import socket
@@ -44,6 +45,10 @@ def small_app(slow_runs: list[str]) -> Chalice:
     @app.route("/things/{thing_id}", methods=["DELETE"])
     def drop(thing_id):
         return {"dropped": thing_id}
+
+    @app.route("/big", methods=["GET"])
+    def big():
+        return {"rows": ["x" * 100] * 50}  # about 5 KB of JSON
 
     @app.route("/slow", methods=["POST"])
     def slow():
@@ -169,5 +174,23 @@ def test_a_gateway_response_the_emulator_cannot_render_is_refused_not_served_wro
 
 
 def test_the_rest_api_crosses_to_a_worker_process_as_it_is():
-    rest_api = rest_api_of(small_app([]))
+    rest_api = replace(rest_api_of(small_app([])), minimum_compression=1024)
     assert api_gateway.RestApi.from_json(rest_api.to_json()) == rest_api
+
+
+def test_a_body_at_least_the_minimum_compression_size_is_gzipped_for_a_client_that_accepts_it():
+    """API Gateway's MinimumCompressionSize: a client that sends Accept-Encoding: gzip gets a big body
+    gzipped; a small one, one that does not ask, and one that refuses gzip (q=0) get it as it is."""
+    for served in serve(lambda app: replace(rest_api_of(app), minimum_compression=1024)):
+        status, headers, body = served.ask("GET", "/big", headers={"Accept-Encoding": "gzip, deflate"})
+        assert (status, headers["content-encoding"]) == (200, "gzip")
+        assert int(headers["content-length"]) == len(body) < 1024
+        assert json.loads(gzip.decompress(body)) == {"rows": ["x" * 100] * 50}
+        for asked in ({}, {"Accept-Encoding": "gzip;q=0, identity"}, {"Accept-Encoding": "br"}):
+            status, headers, body = served.ask("GET", "/big", headers=asked)
+            assert status == 200 and "content-encoding" not in headers and len(json.loads(body)["rows"]) == 50
+        status, headers, body = served.ask("GET", "/things", headers={"Accept-Encoding": "gzip"})
+        assert "content-encoding" not in headers and json.loads(body) == {"things": []}  # under 1,024 bytes
+    for served in serve(rest_api_of):  # no MinimumCompressionSize: never
+        _status, headers, _body = served.ask("GET", "/big", headers={"Accept-Encoding": "gzip"})
+        assert "content-encoding" not in headers

@@ -403,6 +403,19 @@ def test_api_gateway_answers_what_no_route_takes_as_problems_and_sam_keeps_it_in
     assert all(api_gateway.ANY_METHOD in ops for ops in rest_api["Properties"]["Body"]["paths"].values())
 
 
+def test_api_gateway_gzips_answers_of_a_kilobyte_or_more_and_sam_keeps_it_on_the_rest_api(packaged):
+    """A console page is about 50 KB of HTML and 5 KB gzipped; a page of 1,000 recipients is 300 KB of JSON:
+    API Gateway compresses for clients that accept it (the local gateway does as the template says)."""
+    from infra.local.cloudformation import translate
+
+    stage, report, template = packaged
+    assert template["Resources"]["RestAPI"]["Properties"]["MinimumCompressionSize"] == 1024
+    _plan, sent = deploy_plan(stage, Path(report.template), Path(report.bundle), "artifacts", region="eu-west-1")
+    translated = translate(sent, "eu-west-1")["Resources"]
+    (rest_api,) = (r for r in translated.values() if r["Type"] == "AWS::ApiGateway::RestApi")
+    assert rest_api["Properties"]["MinimumCompressionSize"] == 1024
+
+
 def test_the_ledger_streams_new_and_old_images(data):
     ledger = data["Resources"]["LedgerTable"]["Properties"]
     assert ledger["StreamSpecification"] == {"StreamViewType": "NEW_AND_OLD_IMAGES"}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
+from chalicelib.console.guard import SignInGuard
 from chalicelib.console.sessions import Sessions
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
@@ -63,6 +64,7 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.send.ses_sender import SesSender
 from chalicelib.send.sides import Content, DrainQueues, GateReads, LedgerSide, SendState, SesSide
 from chalicelib.send.triggers import continuation_event, sweep_event
+from chalicelib.stores.attempts import AttemptStore
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_sender import CampaignSenders
 from chalicelib.stores.campaign_stats import CampaignStats
@@ -454,6 +456,10 @@ class Container:
     @cached_property
     def sessions(self) -> Sessions:
         return Sessions(SessionStore(self.settings.resources.sessions_table.name, self.settings.region))
+
+    @cached_property
+    def sign_in_guard(self) -> SignInGuard:
+        return SignInGuard(AttemptStore(self.settings.resources.attempts_table.name, self.settings.region))
 
     @cached_property
     def recounts(self) -> Recounts:

@@ -289,6 +289,8 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
             [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
             [tables["SessionsTable"]],
         ),
+        # Wrong sign-in keys counted per client address (chalicelib.stores.attempts): read, and added to.
+        _stmt("SignInAttempts", [*_READ, "dynamodb:UpdateItem"], [tables["AttemptsTable"]]),
     ]
     releaser = [
         *release,

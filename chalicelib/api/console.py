@@ -7,6 +7,7 @@ table itself: each calls the services the API calls.
 from __future__ import annotations
 
 from chalice import Blueprint, Response
+from chalice.app import Request
 
 from chalicelib import wiring
 from chalicelib.api import answers
@@ -28,6 +29,12 @@ from chalicelib.console import pages
 from chalicelib.console.sessions import ABSOLUTE_S
 
 WRONG_KEY = "That key does not sign in to any tenant. Check it, or ask your operator for a new one."
+SLOWED = "Too many wrong keys from your address. Try again in {minutes} minutes."
+
+
+def _client(request: Request) -> str:
+    """The address the request came from, as API Gateway saw it."""
+    return str((request.context.get("identity") or {}).get("sourceIp") or "unknown")
 
 
 def routes() -> Blueprint:
@@ -50,9 +57,18 @@ def routes() -> Blueprint:
         request = bp.current_request
         if not same_origin(request):
             return refused(request, 403, "Refused", "This form was sent from another site.")
+        guard, client = wiring.container().sign_in_guard, _client(request)
+        wait_s = guard.wait_s(client)
+        if wait_s:
+            slowed = page(
+                request, "sign_in.html", 429, title="Sign in", problem=SLOWED.format(minutes=-(-wait_s // 60))
+            )
+            slowed.headers["Retry-After"] = str(wait_s)
+            return slowed
         key = form(request).get("key", "").strip()
         tenant = wiring.container().reports.authenticate(f"Bearer {key}") if key else None
         if tenant is None:
+            guard.wrong_key(client)
             return page(request, "sign_in.html", 401, title="Sign in", problem=WRONG_KEY)
         minted, _session = wiring.container().sessions.start(tenant, None, Role.ADMIN)
         return redirect(f"{base_path(request)}/console", cookie(request, minted, ABSOLUTE_S))

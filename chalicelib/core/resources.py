@@ -182,6 +182,8 @@ class Resources:
     recounts_table: TableDef
     # Signed-in console sessions, by the digest of their cookie's secret (chalicelib.stores.sessions).
     sessions_table: TableDef
+    # Wrong sign-in keys counted per client address and window, shared by every container (chalicelib.stores.attempts).
+    attempts_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -227,6 +229,7 @@ class Resources:
             self.event_log_table,
             self.recounts_table,
             self.sessions_table,
+            self.attempts_table,
         )
 
     @property
@@ -335,6 +338,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         ),
         recounts_table=TableDef("RecountsTable", f"{p}-recounts", hash_key="pk", ttl_attribute="expires_at"),
         sessions_table=TableDef("SessionsTable", f"{p}-sessions", hash_key="sid", ttl_attribute="expires_at"),
+        attempts_table=TableDef("AttemptsTable", f"{p}-attempts", hash_key="pk", ttl_attribute="expires_at"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

@@ -134,6 +134,17 @@ class LedgerPages(Protocol):
     ) -> tuple[list[Entry], str | None]: ...
 
 
+# --- sign-in attempts (chalicelib.stores.attempts) ----------------------------------------------------------
+
+
+class AttemptCounts(Protocol):
+    """The sign-in guard's (chalicelib.console.guard): attempts of a key's window, read and added to."""
+
+    def count(self, key: str) -> int: ...
+
+    def add(self, key: str, expires_at: int) -> int: ...
+
+
 # --- the drain leases (chalicelib.stores.lease) ------------------------------------------------------------
 
 

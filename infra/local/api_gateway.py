@@ -213,6 +213,8 @@ class _GatewayHandler(ChaliceRequestHandler):
             self._send_answer(self.rest_api.answer("DEFAULT_5XX", request_id))
             return
         started = time.monotonic()
+        # API Gateway's sourceIp is the client's address (chalice local's is always 127.0.0.1).
+        self.local_gateway.event_converter.LOCAL_SOURCE_IP = self.client_address[0]
         try:
             response = self.local_gateway.handle_request(self.command, self.path, headers, body)
         except LocalGatewayException as refused:  # the app has no route the template has: chalice local's 403

@@ -18,6 +18,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.api.principal import Role
+from chalicelib.console.guard import WINDOW_S, WRONG_KEYS
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
 
@@ -319,3 +320,27 @@ def test_a_page_is_gzipped_for_a_browser_that_accepts_it_as_api_gateway_does(sta
     assert answer.status == 200 and answer.getheader("Content-Encoding") == "gzip"
     page = gzip.decompress(body).decode("utf-8")
     assert "Spring news of a" in page and len(body) < len(page.encode()) / 3
+
+
+def test_an_address_that_sent_ten_wrong_keys_is_refused_even_the_right_one_others_are_not(stack, tenants):
+    """From 127.0.0.9 (loopback: the local gateway hands the function the client's address, as API Gateway
+    does), so that the other tests' address is not held up; it is checked to be open at the end."""
+
+    def sign_in(key: str, source: str) -> tuple[int, dict[str, str], str]:
+        conn = http.client.HTTPConnection(
+            "127.0.0.1", Browser(stack.api_url).port, timeout=30, source_address=(source, 0)
+        )
+        body = urllib.parse.urlencode({"key": key})
+        try:
+            conn.request("POST", "/console/sign-in", body=body, headers=FORM)
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read().decode()
+        finally:
+            conn.close()
+
+    for i in range(WRONG_KEYS):
+        assert sign_in(f"msk_wrong-{i}", "127.0.0.9")[0] == 401
+    status, headers, page = sign_in(tenants["a"]["key"], "127.0.0.9")
+    assert status == 429 and 0 < int(headers["retry-after"]) <= WINDOW_S and "set-cookie" not in headers
+    assert "Too many wrong keys from your address" in page
+    assert sign_in(tenants["a"]["key"], "127.0.0.1")[0] == 303  # another address signs in

@@ -10,6 +10,8 @@ with a redirect to the campaign's page (a reload never repeats it), which says w
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -51,9 +53,14 @@ DONE = {
 }
 
 
+FOLLOWED = ("state", "address", "after")  # what a refresh asks again: the page's filters, nothing it said
+
+
 def _refresh_url(request: Request, path: str, part: str) -> str:
-    query = {k: v for k, v in (request.query_params or {}).items() if k not in ("part", "done", "n")}
-    return f"{base_path(request)}{path}?{urllib.parse.urlencode({**query, 'part': part})}"
+    given = request.query_params or {}
+    query = {k: given[k] for k in FOLLOWED if given.get(k)}
+    # `replace`: a parameter no UTF-8 can carry is refused by the page's read; the URL must not crash first.
+    return f"{base_path(request)}{path}?{urllib.parse.urlencode({**query, 'part': part}, errors='replace')}"
 
 
 def _campaign_path(campaign_id: str) -> str:
@@ -123,12 +130,38 @@ def _recipients(session: Session, campaign_id: str, query: dict[str, str]) -> di
     }
 
 
-def _done_message(query: dict[str, str]) -> str | None:
-    done = query.get("done")
-    if done == "retried":
-        n = query.get("n", "")
-        return f"Queued again: {int(n) if n.isdigit() else 0} failed recipients, each sent at most once."
-    return DONE.get(done or "")
+SAID = ("done", "n", "of", "nocopy", "later")  # what an action's redirect says, in this order
+
+
+def _signature(session: Session, campaign_id: str, said: str) -> str:
+    """A redirect's notice, signed with the session's CSRF token: a link from anyone else cannot make a page
+    say that something was done."""
+    return hmac.new(session.csrf.encode(), f"{campaign_id}?{said}".encode(), hashlib.sha256).hexdigest()[:24]
+
+
+def _notice(session: Session, campaign_id: str, said: dict[str, str | int]) -> str:
+    text = urllib.parse.urlencode([(k, said[k]) for k in SAID if k in said])
+    return f"{text}&sig={_signature(session, campaign_id, text)}"
+
+
+def _count(value: str | None) -> int:
+    return int(value) if value and value.isascii() and value.isdigit() and len(value) <= 9 else 0
+
+
+def _done_message(session: Session, campaign_id: str, query: dict[str, str]) -> str | None:
+    text = urllib.parse.urlencode([(k, query[k]) for k in SAID if k in query], errors="replace")
+    signed = query.get("sig", "")
+    if not text or not hmac.compare_digest(signed.encode(), _signature(session, campaign_id, text).encode()):
+        return None
+    if query.get("done") != "retried":
+        return DONE.get(query.get("done", ""))
+    n, of, nocopy, later = (_count(query.get(k)) for k in ("n", "of", "nocopy", "later"))
+    said = f"Queued again: {n} of the {of} failed recipients asked for, each sent at most once."
+    if nocopy:
+        said += f" {nocopy} cannot be retried: no copy of their email was kept."
+    if later:
+        said += f" {later} could not be queued now: retry again to take them."
+    return said
 
 
 def _campaign(request: Request, session: Session, campaign_id: str) -> Response:
@@ -148,7 +181,7 @@ def _campaign(request: Request, session: Session, campaign_id: str) -> Response:
         session=session,
         title=live["campaign"]["subject"] or live["campaign"]["id"],
         active="campaigns",
-        done=_done_message(query),
+        done=_done_message(session, campaign_id, query),
         can_act=session.role >= Role.SENDER,
         **live,
         **_recipients(session, campaign_id, query),
@@ -162,7 +195,7 @@ def _recipient_frame(request: Request, campaign_id: str, *, following: bool = Tr
     return {"campaign_id": campaign_id, "page_size": RECIPIENTS_PAGE, "recipients_refresh": refresh}
 
 
-def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], str]) -> Response:
+def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], dict[str, str | int]]) -> Response:
     """An action on a campaign (role SENDER or above): checked, done, answered with a redirect saying so."""
     session = session_of(request)
     if session is None:
@@ -180,7 +213,7 @@ def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], st
         return refused(request, 409, "Not done", conflict.detail, session)
     except Refused as other:
         return refused(request, answers.status_of(other), "Not done", other.detail, session)
-    return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{said}")
+    return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{_notice(session, campaign_id, said)}")
 
 
 def routes() -> Blueprint:
@@ -227,25 +260,25 @@ def routes() -> Blueprint:
 
     @bp.route("/console/campaigns/{campaign_id}/pause", methods=["POST"], content_types=FORMS)
     def pause(campaign_id: str) -> Response:
-        def act(tenant: str) -> str:
+        def act(tenant: str) -> dict[str, str | int]:
             wiring.container().tenant_api.pause(tenant, campaign_id)
-            return "done=paused"
+            return {"done": "paused"}
 
         return _act(bp.current_request, campaign_id, "pause campaigns", act)
 
     @bp.route("/console/campaigns/{campaign_id}/resume", methods=["POST"], content_types=FORMS)
     def resume(campaign_id: str) -> Response:
-        def act(tenant: str) -> str:
+        def act(tenant: str) -> dict[str, str | int]:
             wiring.container().tenant_api.resume(tenant, campaign_id)
-            return "done=resumed"
+            return {"done": "resumed"}
 
         return _act(bp.current_request, campaign_id, "resume campaigns", act)
 
     @bp.route("/console/campaigns/{campaign_id}/cancel", methods=["POST"], content_types=FORMS)
     def cancel(campaign_id: str) -> Response:
-        def act(tenant: str) -> str:
+        def act(tenant: str) -> dict[str, str | int]:
             wiring.container().tenant_api.cancel(tenant, campaign_id)
-            return "done=cancelled"
+            return {"done": "cancelled"}
 
         return _act(bp.current_request, campaign_id, "cancel campaigns", act)
 
@@ -254,9 +287,15 @@ def routes() -> Blueprint:
         request = bp.current_request
         needle = form(request).get("reasonContains", "").strip()
 
-        def act(tenant: str) -> str:
+        def act(tenant: str) -> dict[str, str | int]:
             done = wiring.container().tenant_api.retry_failed(tenant, campaign_id, {"reasonContains": needle or None})
-            return f"done=retried&n={int(done.get('requeued', 0))}"
+            return {
+                "done": "retried",
+                "n": int(done.get("requeued", 0)),
+                "of": int(done.get("matched", 0)),
+                "nocopy": int(done.get("noCopyKept", 0)),
+                "later": int(done.get("notQueued", 0)),
+            }
 
         return _act(request, campaign_id, "retry failed recipients", act)
 

@@ -50,8 +50,14 @@ def secret(request: Request) -> str | None:
     return found.value if found is not None else None
 
 
+REFRESH_HEADER = "x-console-refresh"  # the page's script sets it on its refreshes
+
+
 def session_of(request: Request) -> Session | None:
-    return wiring.container().sessions.find(secret(request))
+    """The request's live session. A refresh the page's script makes on its own does not keep it alive: a tab
+    left open on a sending campaign must not outlive the idle timeout."""
+    by_person = request.headers.get(REFRESH_HEADER) != "1"
+    return wiring.container().sessions.find(secret(request), keep_alive=by_person)
 
 
 def cookie(request: Request, value: str, max_age: int) -> str:
@@ -74,7 +80,11 @@ def form(request: Request) -> dict[str, str]:
     if len(raw) > MAX_FORM_BYTES:
         return {}
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-    return {k: v[0] for k, v in urllib.parse.parse_qs(text, max_num_fields=10).items()}
+    try:
+        fields = urllib.parse.parse_qs(text, max_num_fields=10)
+    except ValueError:  # more fields than any console form has: not one of ours (a stale form, 403)
+        return {}
+    return {k: v[0] for k, v in fields.items()}
 
 
 def from_console(request: Request, session: Session) -> bool:

@@ -52,9 +52,12 @@ class MinuteChart:
     last_sent: str | None  # the last minute an email was sent in
 
     @property
-    def ceiling(self) -> int | None:
-        """Emails per column the rate allows."""
-        return None if self.rate_y is None else round((1 - self.rate_y / HEIGHT) * self.top)
+    def ceiling(self) -> float | None:
+        """Emails per column the rate allows (a tenth at most below 10: a rate of one a minute is not 0)."""
+        if self.rate_y is None:
+            return None
+        allowed = (1 - self.rate_y / HEIGHT) * self.top
+        return round(allowed) if allowed >= 10 else round(allowed, 1)
 
 
 def _epoch_minute(iso: str) -> int:
@@ -84,14 +87,12 @@ def minute_chart(minutes: Sequence[Mapping[str, Any]], rate_per_second: float | 
     by_minute: dict[int, Mapping[str, Any]] = {_epoch_minute(m["minute"]): m for m in minutes}
     first, last = min(by_minute), max(by_minute)
     per = max(1, math.ceil((last - first + 1) / MAX_COLUMNS))
-    buckets: list[dict[str, int]] = []
-    for start in range(first, last + 1, per):
-        total = dict.fromkeys(("sent", *LINES, *MARKS), 0)
-        for minute in range(start, start + per):
-            row = by_minute.get(minute)
-            for kind in total:
-                total[kind] += int(row.get(kind, 0)) if row else 0
-        buckets.append(total)
+    # Each minute's counts into its column: the work is the rows', however long the span between them.
+    buckets = [dict.fromkeys(("sent", *LINES, *MARKS), 0) for _ in range((last - first) // per + 1)]
+    for minute, row in by_minute.items():
+        column = buckets[(minute - first) // per]
+        for kind in column:
+            column[kind] += max(0, int(row.get(kind, 0)))
     spanned = len(buckets)  # the lines stop here: the columns after it are time still to come
     buckets += [dict.fromkeys(("sent", *LINES, *MARKS), 0) for _ in range(MIN_COLUMNS - len(buckets))]
     ceiling = rate_per_second * 60 * per if rate_per_second else None

@@ -55,15 +55,16 @@ class Sessions:
         self._store.put(stored)
         return secret, _session(stored)
 
-    def find(self, secret: str | None) -> Session | None:
-        """The live session a cookie names, kept alive; None for none, a forged one, or one that ended."""
+    def find(self, secret: str | None, keep_alive: bool = True) -> Session | None:
+        """The live session a cookie names, kept alive (unless `keep_alive` is False: a page's own refresh);
+        None for none, a forged one, or one that ended."""
         if not secret or len(secret) != SECRET_CHARS or not secret.isascii():
             return None
         stored = self._store.get(sid_of(secret))
         now = self._clock()
         if stored is None or now >= stored.expires_at or now - stored.seen_at >= IDLE_S:
             return None
-        if now - stored.seen_at >= SEEN_EVERY_S:
+        if keep_alive and now - stored.seen_at >= SEEN_EVERY_S:
             self._store.seen(stored.sid, now)
         return _session(stored)
 

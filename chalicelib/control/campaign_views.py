@@ -5,9 +5,9 @@ one read each and no more.
 
 State, in this order: `cancelled` and `paused` are the tenant's decisions (the campaign's control);
 `scheduled` waits for its time; `done` has an outcome recorded for every recipient accepted so far;
-`sending` is anything else, a campaign whose first recipients are not counted yet among them. Progress
-is the recipients with an outcome over the recipients accepted so far: producers publish a campaign's
-recipients in as many messages as they like, and moonsend cannot know whether more will come, so
+`sending` is anything else, a campaign whose first recipients are not counted yet among them (for an
+hour). Progress is the recipients with an outcome over the recipients accepted so far: producers publish a
+campaign's recipients in as many messages as they like, and moonsend cannot know whether more will come, so
 `acceptedMayGrow` says so (false only once nothing more can be sent: cancelled, or past its deadline).
 """
 
@@ -20,6 +20,9 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.stores.campaign_stats import COUNTERS, CampaignCounts
 
 STATES = ("scheduled", "sending", "paused", "done", "cancelled")
+# A campaign with no recipient counted yet is starting for this long after its first message, then done with
+# none (its producer's messages all failed before they were counted, say): never sending for ever.
+STARTING_MS = 3_600_000
 _FINAL = ("sent", "failed", "rejected", "suppressed", "cancelled", "expired")
 
 
@@ -45,7 +48,7 @@ def state_of(c: CampaignCounts, now_ms: int) -> str:
         return "cancelled"
     if c.control == "paused":
         return "paused"
-    if accepted_count(c) == 0 and not (c.deadline_ms and c.deadline_ms <= now_ms):
+    if accepted_count(c) == 0 and c.created_ms and now_ms - c.created_ms < STARTING_MS:
         return "sending"  # begun (its sender fixed), its first recipients not yet counted: not done with none
     waiting = final_count(c) < accepted_count(c)  # a campaign whose every recipient was refused waits for nothing
     if c.scheduled_at_ms and c.scheduled_at_ms > now_ms and c["sent"] == 0 and waiting:

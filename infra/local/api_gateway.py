@@ -99,17 +99,14 @@ class RestApi:
         return cls(paths, given["responses"], minimum_compression=given.get("compression"))
 
     def compresses(self, accept_encoding: str | None, headers: dict[str, Any], size: int) -> bool:
-        """Whether API Gateway gzips this answer: compression is on, the client accepts gzip (not at q=0), the
-        body is at least MinimumCompressionSize bytes, and the function did not encode it already."""
+        """Whether API Gateway gzips this answer: compression is on, the client names gzip (at a q above 0; a
+        bare `*` is not gzip), the body is at least MinimumCompressionSize bytes, and the function did not
+        encode it already."""
         if self.minimum_compression is None or size < self.minimum_compression:
             return False
         if any(k.lower() == "content-encoding" for k in headers):
             return False
-        for coding in (accept_encoding or "").split(","):
-            name, _, params = coding.strip().partition(";")
-            if name.strip().lower() in ("gzip", "*") and params.replace(" ", "").lower() not in ("q=0", "q=0.0"):
-                return True
-        return False
+        return _gzip_weight(accept_encoding) > 0
 
     def routes(self, method: str, path: str) -> bool:
         """Whether API Gateway hands `method path` to the function (else: no such resource or method)."""
@@ -137,6 +134,24 @@ class RestApi:
         else:
             body = _render(template, {"requestId": request_id, "error.responseType": kind, "error.message": message})
         return Answer(status, headers, body.encode("utf-8"))
+
+
+def _gzip_weight(accept_encoding: str | None) -> float:
+    """gzip's q in an Accept-Encoding header (RFC 9110 12.5.3); 0 when it is not named."""
+    weight = 0.0
+    for coding in (accept_encoding or "").split(","):
+        name, *params = (part.strip() for part in coding.split(";"))
+        if name.lower() != "gzip":
+            continue
+        weight = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+    return weight
 
 
 def _aws_headers(request_id: str) -> dict[str, str]:

@@ -86,3 +86,14 @@ def test_a_forms_csrf_token_is_its_sessions_own(sessions: Sessions):
     _other, other = sessions.start(tenant(), None, 3)
     assert session.carries(session.csrf)
     assert not session.carries(other.csrf) and not session.carries(None) and not session.carries("")
+
+
+def test_a_pages_own_refreshes_do_not_keep_a_session_alive(sessions: Sessions, clock: Clock):
+    """A tab left open on a sending campaign refreshes every few seconds: its session still ends 8 hours after
+    the person's last request."""
+    secret, _ = sessions.start("acme", "ann@example.org", 1)
+    while clock.now < 1_800_000_000.0 + IDLE_S - SEEN_EVERY_S:
+        clock.now += SEEN_EVERY_S
+        assert sessions.find(secret, keep_alive=False) is not None
+    clock.now = 1_800_000_000.0 + IDLE_S
+    assert sessions.find(secret, keep_alive=False) is None and sessions.find(secret) is None

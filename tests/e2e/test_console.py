@@ -251,9 +251,12 @@ def test_a_sender_pauses_resumes_and_cancels_after_a_confirmation_each_said_on_t
     assert 'action="/console/campaigns/act/pause"' in page and "/resume" not in page
 
     status, headers, _ = browser.ask("POST", "/console/campaigns/act/pause", {"csrf": _csrf(page)})
-    assert (status, headers["location"]) == (303, "/console/campaigns/act?done=paused")
+    assert status == 303 and headers["location"].startswith("/console/campaigns/act?done=paused&sig=")
     page = browser.ask("GET", headers["location"])[2]
     assert "Paused: its unsent email is held" in page and c.control.state(user, "act", fresh=True) == "paused"
+    for spoofed in ("done=cancelled", "done=paused&sig=0", f"done=cancelled&{headers['location'].split('&')[1]}"):
+        assert "Cancelled:" not in browser.ask("GET", f"/console/campaigns/act?{spoofed}")[2]  # a link cannot say it
+        assert "Paused:" not in browser.ask("GET", f"/console/campaigns/act?{spoofed}")[2]
     status, headers, _ = browser.ask("POST", "/console/campaigns/act/resume", {"csrf": _csrf(page)})
     assert status == 303 and c.control.state(user, "act", fresh=True) is None
 
@@ -261,7 +264,8 @@ def test_a_sender_pauses_resumes_and_cancels_after_a_confirmation_each_said_on_t
     assert status == 200 and "Its 25 recipients not sent yet will be recorded cancelled" in page
     assert c.control.state(user, "act", fresh=True) is None  # a confirmation page changes nothing
     status, headers, _ = browser.ask("POST", "/console/campaigns/act/cancel", {"csrf": _csrf(page)})
-    assert (status, headers["location"]) == (303, "/console/campaigns/act?done=cancelled")
+    assert status == 303 and headers["location"].startswith("/console/campaigns/act?done=cancelled&sig=")
+    assert "Cancelled: nothing more goes out" in browser.ask("GET", headers["location"])[2]
     assert c.control.state(user, "act", fresh=True) == "cancelled"
     status, _headers, page = browser.ask("POST", "/console/campaigns/act/pause", {"csrf": _csrf(page)})
     assert status == 409 and "Not done" in page  # a cancelled campaign stays cancelled, and the page says so
@@ -344,3 +348,17 @@ def test_an_address_that_sent_ten_wrong_keys_is_refused_even_the_right_one_other
     assert status == 429 and 0 < int(headers["retry-after"]) <= WINDOW_S and "set-cookie" not in headers
     assert "Too many wrong keys from your address" in page
     assert sign_in(tenants["a"]["key"], "127.0.0.1")[0] == 303  # another address signs in
+
+
+def test_hostile_forms_and_queries_are_refused_pages_never_a_500(stack, tenants):
+    """The review's cases: a form of more fields than any console form (with and without a session), a
+    retry count no int() takes, a parameter no UTF-8 carries."""
+    browser = signed_in(stack, tenants["a"]["key"])
+    token = _csrf(browser.ask("GET", "/console")[2])
+    crowded = {"csrf": token, **{f"x{i}": "1" for i in range(12)}}
+    assert browser.ask("POST", "/console/campaigns/a-plain/pause", crowded)[0] == 403
+    nobody = Browser(stack.api_url)
+    assert nobody.ask("POST", "/console/campaigns/a-plain/retry-failed", crowded)[0] == 303  # to the sign-in
+    assert nobody.ask("POST", "/console/sign-in", {"key": "x", **crowded})[0] in (401, 403)
+    for query in ("done=retried&n=%C2%B2", "done=retried&n=" + "9" * 5000, "state=%ED%B3%BF", "address=%FF%FE"):
+        assert browser.ask("GET", f"/console/campaigns/a-plain?{query}")[0] in (200, 400), query

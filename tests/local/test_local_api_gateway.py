@@ -186,7 +186,8 @@ def test_a_body_at_least_the_minimum_compression_size_is_gzipped_for_a_client_th
         assert (status, headers["content-encoding"]) == (200, "gzip")
         assert int(headers["content-length"]) == len(body) < 1024
         assert json.loads(gzip.decompress(body)) == {"rows": ["x" * 100] * 50}
-        for asked in ({}, {"Accept-Encoding": "gzip;q=0, identity"}, {"Accept-Encoding": "br"}):
+        refused = ("gzip;q=0, identity", "br", "gzip;q=0.00", "gzip;q=0.0;x=1", "gzip;q=0, *", "*")
+        for asked in ({}, *({"Accept-Encoding": given} for given in refused)):
             status, headers, body = served.ask("GET", "/big", headers=asked)
             assert status == 200 and "content-encoding" not in headers and len(json.loads(body)["rows"]) == 50
         status, headers, body = served.ask("GET", "/things", headers={"Accept-Encoding": "gzip"})

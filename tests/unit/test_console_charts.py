@@ -64,3 +64,15 @@ def test_rates_are_over_sent_or_delivered_and_none_before_there_is_any():
     assert shown["opened"].percent == 25.0 and shown["clicked"].percent == 5.0
     assert shown["complained"].percent == 0.0 and shown["unsubscribed"].over == "delivered"
     assert {r.percent for r in rates({})} == {None}
+
+
+def test_a_year_between_two_minutes_costs_two_rows_of_work_and_a_slow_rate_keeps_its_ceiling():
+    chart = minute_chart([_minute("10:00", sent=1), {"minute": "2027-11-28T10:00:00.000Z", "opened": 1}], 1 / 60)
+    assert chart is not None and len(chart.columns) == MAX_COLUMNS
+    assert chart.columns[0].counts["sent"] == 1 and chart.columns[-1].counts["opened"] == 1
+    assert chart.ceiling is not None and 0 < chart.ceiling < 10_000  # 1 a minute, times the column's minutes
+
+
+def test_negative_counts_are_drawn_as_none():
+    chart = minute_chart([_minute("10:00", sent=-5, delivered=3)], 1.0)
+    assert chart is not None and chart.columns[0].counts["sent"] == 0 and chart.columns[0].bar_height == 0

@@ -277,3 +277,8 @@ def test_a_tenant_pause_reason_that_is_not_text_is_a_400_and_none_says_no_reason
     for none in (None, ""):
         assert answered(lambda n=none: api.pause_tenant("acme", {"reason": n})).status == 200
         assert actions.reason == "no reason given"
+
+
+def test_a_campaign_with_nothing_counted_yet_is_sending_for_an_hour_then_done_with_none():
+    assert state_of(_counts(created_ms=NOW_MS - 60_000), NOW_MS) == "sending"  # not "done", 0 of 0
+    assert state_of(_counts(created_ms=NOW_MS - 2 * 3_600_000), NOW_MS) == "done"  # never sending for ever

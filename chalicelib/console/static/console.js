@@ -16,34 +16,58 @@ function localTimes(root) {
 }
 
 // An element with `data-refresh="<url>"` is replaced by the element of the same id that the URL answers,
-// until an answer no longer asks to be refreshed (the campaign is done) or the session ended. The page then
-// goes quiet: each other part refreshes once more (to show the end), then stops too.
+// until an answer no longer asks to be refreshed (the campaign is done), or the session ended, or the part
+// is gone. The page then goes quiet: each other part refreshes once more (to show the end), then stops too.
+// A busy or failing server (429, 5xx, offline) is asked again later and later, up to a minute apart. The
+// refreshes say they are the page's own (`X-Console-Refresh`), so they do not keep an idle session alive.
 let quiet = false;
+const MOST_MS = 60000;
 
-function follow(el) {
+function keepWhatTheReaderOpened(current, fresh) {
+  for (const open of current.querySelectorAll("details[open][id]")) {
+    const same = fresh.querySelector(`#${CSS.escape(open.id)}`);
+    if (same) same.open = true;
+  }
+  const focused = document.activeElement;
+  return focused && focused.id && current.contains(focused) ? focused.id : null;
+}
+
+function follow(el, wait = EVERY_MS) {
   const url = el.dataset.refresh;
   const id = el.id;
   if (!url || !id) return;
   window.setTimeout(async () => {
-    if (document.hidden) return follow(el);
+    if (document.hidden) return follow(el, wait);
     const last = quiet;
     let answer;
     try {
-      answer = await fetch(url, { credentials: "same-origin", headers: { Accept: "text/html" } });
+      answer = await fetch(url, {
+        credentials: "same-origin",
+        headers: { Accept: "text/html", "X-Console-Refresh": "1" },
+      });
     } catch {
-      return follow(el); // offline a moment: try again
+      return follow(el, Math.min(wait * 2, MOST_MS)); // offline a moment: later
     }
-    if (!answer.ok || answer.redirected) return; // signed out, or gone: the page says so at the next load
+    if (answer.status === 429 || answer.status >= 500) return follow(el, Math.min(wait * 2, MOST_MS));
+    if (!answer.ok || answer.redirected) {
+      quiet = true; // signed out, or gone: the page says so at the next load
+      return;
+    }
     const parsed = document.createElement("template");
     parsed.innerHTML = await answer.text();
     const fresh = parsed.content.getElementById(id);
     const current = document.getElementById(id);
-    if (!fresh || !current) return;
+    if (!fresh || !current) {
+      quiet = true;
+      return;
+    }
+    const focusedId = keepWhatTheReaderOpened(current, fresh);
     current.replaceWith(fresh);
     localTimes(fresh);
+    if (focusedId) document.getElementById(focusedId)?.focus({ preventScroll: true });
     if (!fresh.dataset.refresh) quiet = true;
     else if (!last) follow(fresh);
-  }, EVERY_MS);
+  }, wait);
 }
 
 document.addEventListener("DOMContentLoaded", () => {

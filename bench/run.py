@@ -61,6 +61,11 @@ BENCHES = (
         "The tenant API's reads: DynamoDB requests, read capacity and latency (issue 41)",
         ("bench/tenant_api.py",),
     ),
+    Bench(
+        "console_pages",
+        "The console's pages: a 100,000-recipient campaign's page, bytes and requests (issue 48)",
+        ("bench/console_pages.py",),
+    ),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

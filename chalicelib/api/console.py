@@ -90,7 +90,7 @@ def routes() -> Blueprint:
             return refused(bp.current_request, 404, "Not found", "There is no such file.")
         body, kind = found
         # A page names each asset with its content's hash (pages.asset_url): that name's bytes never change.
-        query: dict[str, str] = bp.current_request.query_params or {}
+        query: dict[str, str] = dict(bp.current_request.query_params or {})
         versioned = query.get("v") == pages.asset_version(name)
         headers: answers.Headers = {
             "Content-Type": kind,

@@ -40,6 +40,7 @@ from chalicelib.console.charts import MinuteChart, minute_chart
 from chalicelib.console.figures import rates
 from chalicelib.console.sessions import Session
 from chalicelib.control.campaign_reads import STATES
+from chalicelib.control.tenant_api import TenantApi
 from chalicelib.core.errors import Conflict, NotFound, Refused
 from chalicelib.stores.ledger_model import STATES as RECIPIENT_STATES
 
@@ -57,7 +58,7 @@ FOLLOWED = ("state", "address", "after")  # what a refresh asks again: the page'
 
 
 def _refresh_url(request: Request, path: str, part: str) -> str:
-    given = request.query_params or {}
+    given: dict[str, str] = dict(request.query_params or {})
     query = {k: given[k] for k in FOLLOWED if given.get(k)}
     # `replace`: a parameter no UTF-8 can carry is refused by the page's read; the URL must not crash first.
     return f"{base_path(request)}{path}?{urllib.parse.urlencode({**query, 'part': part}, errors='replace')}"
@@ -216,6 +217,27 @@ def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], di
     return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{_notice(session, campaign_id, said)}")
 
 
+# The actions that take nothing but the campaign: the path's verb, what the page then says was done, what the
+# refusal to a viewer names, and the service's call.
+CONTROLS: dict[str, tuple[str, str, Callable[[TenantApi, str, str], object]]] = {
+    "pause": ("paused", "pause campaigns", TenantApi.pause),
+    "resume": ("resumed", "resume campaigns", TenantApi.resume),
+    "cancel": ("cancelled", "cancel campaigns", TenantApi.cancel),
+}
+
+
+def _control(bp: Blueprint, verb: str, done: str, doing: str, action: Callable[[TenantApi, str, str], object]) -> None:
+    def view(campaign_id: str) -> Response:
+        def act(tenant: str) -> dict[str, str | int]:
+            action(wiring.container().tenant_api, tenant, campaign_id)
+            return {"done": done}
+
+        return _act(bp.current_request, campaign_id, doing, act)
+
+    view.__name__ = verb  # Chalice names a route's view by its function
+    bp.route(f"/console/campaigns/{{campaign_id}}/{verb}", methods=["POST"], content_types=FORMS)(view)
+
+
 def routes() -> Blueprint:
     """A fresh blueprint of the campaign pages (chalicelib.api.edge.blueprint says why fresh)."""
     bp = Blueprint(__name__)
@@ -258,29 +280,8 @@ def routes() -> Blueprint:
 
         return signed_in(confirm)
 
-    @bp.route("/console/campaigns/{campaign_id}/pause", methods=["POST"], content_types=FORMS)
-    def pause(campaign_id: str) -> Response:
-        def act(tenant: str) -> dict[str, str | int]:
-            wiring.container().tenant_api.pause(tenant, campaign_id)
-            return {"done": "paused"}
-
-        return _act(bp.current_request, campaign_id, "pause campaigns", act)
-
-    @bp.route("/console/campaigns/{campaign_id}/resume", methods=["POST"], content_types=FORMS)
-    def resume(campaign_id: str) -> Response:
-        def act(tenant: str) -> dict[str, str | int]:
-            wiring.container().tenant_api.resume(tenant, campaign_id)
-            return {"done": "resumed"}
-
-        return _act(bp.current_request, campaign_id, "resume campaigns", act)
-
-    @bp.route("/console/campaigns/{campaign_id}/cancel", methods=["POST"], content_types=FORMS)
-    def cancel(campaign_id: str) -> Response:
-        def act(tenant: str) -> dict[str, str | int]:
-            wiring.container().tenant_api.cancel(tenant, campaign_id)
-            return {"done": "cancelled"}
-
-        return _act(bp.current_request, campaign_id, "cancel campaigns", act)
+    for verb, (done, doing, action) in CONTROLS.items():
+        _control(bp, verb, done, doing, action)
 
     @bp.route("/console/campaigns/{campaign_id}/retry-failed", methods=["POST"], content_types=FORMS)
     def retry_failed(campaign_id: str) -> Response:

@@ -329,7 +329,9 @@ def create(
         for res in stood_in.values()
         if res["Type"] == "AWS::Lambda::EventSourceMapping"
     ]
-    rest_api = next((r["Properties"] for r in stood_in.values() if r["Type"] == "AWS::ApiGateway::RestApi"), {})
+    rest_api: dict[str, Any] = next(
+        (r["Properties"] for r in stood_in.values() if r["Type"] == "AWS::ApiGateway::RestApi"), {}
+    )
     return CreatedStack(
         app.name,
         physical,

@@ -284,7 +284,7 @@ def _query(
         or (range_key_conditions is not None and len(range_key_conditions) > 1)
         or (exclusive_start_key is not None and start_key is None)
     ):
-        return _ORIGINALS["query"](  # type: ignore[no-any-return]
+        return _ORIGINALS["query"](
             self,
             hash_key,
             range_comparison,
@@ -326,7 +326,7 @@ def _query(
         if len(results) == limit or (result_size + result.size()) > RESULT_SIZE_LIMIT:
             last_evaluated_key = self._get_last_evaluated_key(results[-1], None)
             break
-        if range_comparison and not result.range_key.compare(range_comparison, range_objs):  # type: ignore[union-attr]
+        if range_comparison and not result.range_key.compare(range_comparison, range_objs):
             continue
         results.append(result)
         result_size += result.size()

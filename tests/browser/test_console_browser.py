@@ -79,6 +79,19 @@ def dark(driver, on: bool) -> None:
     )
 
 
+def look_at_every_size(browser, name: str) -> None:
+    """The page light and dark, on a phone and a wide screen: nothing serious for axe, no sideways scroll,
+    and a screenshot of each (when `make screenshots` asks)."""
+    for dark_mode in (False, True):
+        dark(browser, dark_mode)
+        for size, (width, height) in SIZES.items():
+            browser.set_window_size(width, height)
+            assert serious_violations(browser) == [], (size, dark_mode)
+            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
+            assert overflow <= 0, f"{size}: the page is {overflow}px wider than the screen"
+            shoot(browser, f"{name}-{'dark' if dark_mode else 'light'}-{size}")
+
+
 def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack, uid, browser):
     user, key = tenant_with_campaigns(uid)
     browser.get(f"{stack.api_url}/")
@@ -94,14 +107,7 @@ def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack,
     assert browser.find_elements(By.CSS_SELECTOR, "main img, main script") == []
     assert browser.execute_script("return document.cookie") == ""  # HttpOnly: the page cannot read it
     assert user in body
-    for dark_mode in (False, True):
-        dark(browser, dark_mode)
-        for size, (width, height) in SIZES.items():
-            browser.set_window_size(width, height)
-            assert serious_violations(browser) == [], (size, dark_mode)
-            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
-            assert overflow <= 0, f"{size}: the page is {overflow}px wider than the screen"
-            shoot(browser, f"console-campaigns-{'dark' if dark_mode else 'light'}-{size}")
+    look_at_every_size(browser, "console-campaigns")
     refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
     assert refused == []  # the page needs nothing its policy refuses
 
@@ -114,22 +120,6 @@ def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack,
 def settled(browser, seconds: float = 15) -> WebDriverWait:
     """A wait across a navigation: an element of the page being left goes stale, and is looked for again."""
     return WebDriverWait(browser, seconds, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
-
-
-def _paid_sender(stack, uid: str, rate: int) -> dict[str, str]:
-    key = f"AKIAW{uid}".upper()
-    stack.ses.configure(key, max_send_rate=50)
-    sender = {
-        "region": "us-east-1",
-        "apiKey": key,
-        "apiSecret": f"secret-{uid}",
-        "ratePerSecond": str(rate),
-        "emailAddress": f"news@{uid}.example",
-        "fromName": "Acme News",
-    }
-    ses = stack.client("sesv2", access_key=key, secret_key=sender["apiSecret"])
-    ses.create_email_identity(EmailIdentity=sender["emailAddress"])
-    return sender
 
 
 def _progress(browser) -> float:
@@ -157,7 +147,7 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
     user = f"console-live-{uid}"
     c = wiring.container()
     c.tenants.accept(user, "free", Sender(f"news@{uid}.example", "Acme News", None, None, None, 1.0), c.ses.account_of)
-    sender = _paid_sender(stack, uid, 10)
+    sender = stack.paid_sender(f"w{uid}", rate=10, ses_max_rate=50)
     recipients = [{"email": f"r{i:03d}@example.org", "metadata": {"name": f"N{i}"}} for i in range(400)]
     spec = CampaignSpec(user, sender, "Winter launch, {{ name }}", "<p>Hello {{ name }}</p>", "winter-launch")
     publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))
@@ -200,14 +190,7 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
     assert created.get_attribute("title").endswith("Z") and "UTC" not in created.text  # the viewer's zone
     assert browser.find_elements(By.CSS_SELECTOR, "#live svg rect.sent")
 
-    for dark_mode in (False, True):
-        dark(browser, dark_mode)
-        for size, (width, height) in SIZES.items():
-            browser.set_window_size(width, height)
-            assert serious_violations(browser) == [], (size, dark_mode)
-            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
-            assert overflow <= 0, f"{size}: the page is {overflow}px wider than the screen"
-            shoot(browser, f"console-campaign-{'dark' if dark_mode else 'light'}-{size}")
+    look_at_every_size(browser, "console-campaign")
     dark(browser, False)
     browser.set_window_size(1280, 2000)  # the whole page: chart, actions and recipients
     shoot(browser, "console-campaign-whole")

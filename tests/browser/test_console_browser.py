@@ -127,6 +127,14 @@ def _progress(browser) -> float:
     return float(browser.execute_script("return document.querySelector('#live progress').value"))
 
 
+def _done_of(browser) -> tuple[int, int]:
+    """The live part's "N of M done": N only grows; M grows too while the producer's messages come in, so
+    the bar's fraction may step back, and `done` may be said while more are still to come."""
+    said = browser.execute_script("return document.querySelector('#live .progress span').textContent")
+    done, _, rest = said.partition(" of ")
+    return int(done), int(rest.split()[0])
+
+
 # In one script, as _progress: a part may be swapped between finding its elements and reading them.
 READ_STATES = (
     "return [...document.querySelectorAll('#recipient-rows td .state')].map(e => e.textContent.trim().toLowerCase())"
@@ -171,11 +179,12 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
     settled(browser).until(lambda b: "Resumed" in b.find_element(By.CSS_SELECTOR, ".notice").text)
 
     browser.execute_script("window.kept = 'this page, not a reload'")
-    seen: list[float] = []
+    seen: list[int] = []
 
     def finished(b) -> bool:
-        seen.append(_progress(b))
-        return _live_state(b) == "done"
+        done, of = _done_of(b)
+        seen.append(done)
+        return _live_state(b) == "done" and (done, of) == (400, 400)
 
     WebDriverWait(browser, 90, poll_frequency=0.5).until(finished)
     assert browser.execute_script("return window.kept") == "this page, not a reload"  # swapped in, not reloaded

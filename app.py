@@ -14,6 +14,7 @@ from chalicelib.api import (
     campaigns,
     console,
     console_campaigns,
+    console_people,
     digests,
     pages,
     suppressions,
@@ -123,7 +124,17 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
 
 # The HTTP side: every route, by resource (chalicelib.api); Chalice's own refusals as problems too.
 app.register_middleware(answers.chalice_problems, "http")
-for _resource in (pages, console, console_campaigns, campaigns, suppressions, tenant, digests, webhooks):
+for _resource in (
+    pages,
+    console,
+    console_campaigns,
+    console_people,
+    campaigns,
+    suppressions,
+    tenant,
+    digests,
+    webhooks,
+):
     app.register_blueprint(_resource.routes())
 
 

@@ -13,7 +13,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from chalicelib.console.guard import SignInGuard
+from chalicelib.console.guard import LINK_REQUESTS, LINKS_PER_MAILBOX, WRONG_KEYS, SignInGuard
+from chalicelib.console.links import SignInLinks
+from chalicelib.console.mail import SesMailer
+from chalicelib.console.people import People
 from chalicelib.console.sessions import Sessions
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
@@ -76,6 +79,7 @@ from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.payloads import PayloadStore
+from chalicelib.stores.people import PeopleStore
 from chalicelib.stores.platform_identities import PlatformIdentities
 from chalicelib.stores.ports import (
     AddressOwner,
@@ -93,6 +97,7 @@ from chalicelib.stores.reputation import Limits, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.sessions import SessionStore
+from chalicelib.stores.sign_in_links import SignInLinkStore
 from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
@@ -454,12 +459,45 @@ class Container:
         )
 
     @cached_property
+    def people_store(self) -> PeopleStore:
+        return PeopleStore(self.settings.resources.people_table.name, self.settings.region)
+
+    @cached_property
+    def people(self) -> People:
+        return People(self.people_store)
+
+    @cached_property
     def sessions(self) -> Sessions:
-        return Sessions(SessionStore(self.settings.resources.sessions_table.name, self.settings.region))
+        store = SessionStore(self.settings.resources.sessions_table.name, self.settings.region)
+        return Sessions(store, self.people_store)
+
+    @cached_property
+    def sign_in_links(self) -> SignInLinks:
+        s = self.settings
+        return SignInLinks(SignInLinkStore(s.resources.sign_in_links_table.name, s.region), self.people)
+
+    @cached_property
+    def console_mailer(self) -> SesMailer:
+        return SesMailer(aws.client("sesv2", self.settings.region))
+
+    def _attempts(self, kind: str, limit: int) -> SignInGuard:
+        store = AttemptStore(self.settings.resources.attempts_table.name, self.settings.region)
+        return SignInGuard(store, limit=limit, kind=kind)
 
     @cached_property
     def sign_in_guard(self) -> SignInGuard:
-        return SignInGuard(AttemptStore(self.settings.resources.attempts_table.name, self.settings.region))
+        """Wrong keys and unusable sign-in links, per client address."""
+        return self._attempts("wrong-key", WRONG_KEYS)
+
+    @cached_property
+    def link_request_guard(self) -> SignInGuard:
+        """Sign-in links asked for, per client address."""
+        return self._attempts("link-request", LINK_REQUESTS)
+
+    @cached_property
+    def mailbox_guard(self) -> SignInGuard:
+        """Sign-in links mailed, per address."""
+        return self._attempts("link-mailbox", LINKS_PER_MAILBOX)
 
     @cached_property
     def recounts(self) -> Recounts:

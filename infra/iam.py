@@ -22,6 +22,7 @@ from chalicelib.core.resources import (
     FAILED_PREFIX,
     FUNCTION_IDS,
     PARKED_PREFIX,
+    PEOPLE_BY_ADDRESS,
     POLLED_FUNCTION_IDS,
     QUEUED_PREFIX,
     SCHEDULED_PREFIX,
@@ -291,6 +292,18 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         ),
         # Wrong sign-in keys counted per client address (chalicelib.stores.attempts): read, and added to.
         _stmt("SignInAttempts", [*_READ, "dynamodb:UpdateItem"], [tables["AttemptsTable"]]),
+        # A tenant's people: read at each request of their sessions, listed, invited, changed and removed;
+        # the tenants of an address by the index (chalicelib.stores.people).
+        _stmt(
+            "People",
+            [*_READ, "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+            [tables["PeopleTable"], f"{tables['PeopleTable']}/index/{PEOPLE_BY_ADDRESS}"],
+        ),
+        # Emailed sign-in links: made, read and used once (chalicelib.stores.sign_in_links).
+        _stmt("SignInLinks", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"], [tables["SignInLinksTable"]]),
+        # The console's own email (sign-in links, invitations) from the platform's MOONSEND_CONSOLE_FROM,
+        # with no configuration set (chalicelib.console.mail).
+        _stmt("ConsoleMail", ["ses:SendEmail", "ses:SendRawEmail"], ["arn:aws:ses:*:*:identity/*"]),
     ]
     releaser = [
         *release,

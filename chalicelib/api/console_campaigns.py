@@ -10,8 +10,6 @@ with a redirect to the campaign's page (a reload never repeats it), which says w
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import time
 import urllib.parse
 from collections.abc import Callable
@@ -30,10 +28,12 @@ from chalicelib.api.console_http import (
     form,
     from_console,
     page,
+    read_notice,
     redirect,
     refused,
     role_refused,
     session_of,
+    signed_notice,
 )
 from chalicelib.api.principal import Role
 from chalicelib.console.charts import MinuteChart, minute_chart
@@ -134,25 +134,13 @@ def _recipients(session: Session, campaign_id: str, query: dict[str, str]) -> di
 SAID = ("done", "n", "of", "nocopy", "later")  # what an action's redirect says, in this order
 
 
-def _signature(session: Session, campaign_id: str, said: str) -> str:
-    """A redirect's notice, signed with the session's CSRF token: a link from anyone else cannot make a page
-    say that something was done."""
-    return hmac.new(session.csrf.encode(), f"{campaign_id}?{said}".encode(), hashlib.sha256).hexdigest()[:24]
-
-
-def _notice(session: Session, campaign_id: str, said: dict[str, str | int]) -> str:
-    text = urllib.parse.urlencode([(k, said[k]) for k in SAID if k in said])
-    return f"{text}&sig={_signature(session, campaign_id, text)}"
-
-
 def _count(value: str | None) -> int:
     return int(value) if value and value.isascii() and value.isdigit() and len(value) <= 9 else 0
 
 
 def _done_message(session: Session, campaign_id: str, query: dict[str, str]) -> str | None:
-    text = urllib.parse.urlencode([(k, query[k]) for k in SAID if k in query], errors="replace")
-    signed = query.get("sig", "")
-    if not text or not hmac.compare_digest(signed.encode(), _signature(session, campaign_id, text).encode()):
+    query = read_notice(session, campaign_id, SAID, query)
+    if not query:
         return None
     if query.get("done") != "retried":
         return DONE.get(query.get("done", ""))
@@ -214,7 +202,8 @@ def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], di
         return refused(request, 409, "Not done", conflict.detail, session)
     except Refused as other:
         return refused(request, answers.status_of(other), "Not done", other.detail, session)
-    return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{_notice(session, campaign_id, said)}")
+    notice = signed_notice(session, campaign_id, SAID, said)
+    return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{notice}")
 
 
 # The actions that take nothing but the campaign: the path's verb, what the page then says was done, what the

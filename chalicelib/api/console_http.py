@@ -9,6 +9,9 @@ stage), and scoped to the console's path.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import ipaddress
 import urllib.parse
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
@@ -34,6 +37,28 @@ def base_path(request: Request) -> str:
     full = str(request.context.get("path") or "")
     seen = str(request.to_original_event().get("path") or full)
     return full[: len(full) - len(seen)] if seen and full.endswith(seen) else ""
+
+
+def console_url(request: Request) -> str | None:
+    """The console's absolute address, for links in emails: the stage's custom domain when set, else the
+    domain API Gateway says the request came in on (never the Host header, which a client may set to its own
+    site to have a sign-in link point there), else the stage's configured API URL. None when none is known."""
+    settings = wiring.container().settings
+    if settings.link_base_url:
+        return f"{settings.link_base_url.rstrip('/')}/console"
+    domain = str(request.context.get("domainName") or "")
+    if domain:
+        # API Gateway serves HTTPS only; a stage served on this machine's loopback address, plain HTTP.
+        return f"{'http' if _loopback(domain) else 'https'}://{domain}{base_path(request)}/console"
+    return f"{settings.api_url.rstrip('/')}/console" if settings.api_url else None
+
+
+def _loopback(domain: str) -> bool:
+    host = domain.rpartition(":")[0] or domain
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def _secure(request: Request) -> bool:
@@ -115,8 +140,29 @@ def role_refused(request: Request, session: Session, needed: Role, doing: str) -
     showed); None when it does."""
     if session.role >= needed:
         return None
+    who = "admins" if needed >= Role.ADMIN else f"{needed.name.lower()}s and admins"
     detail = (
-        f"Only a tenant's {needed.name.lower()}s and admins can {doing}; you are signed in as a "
+        f"Only a tenant's {who} can {doing}; you are signed in as a "
         f"{Role(session.role).name.lower()}. Ask an admin of this tenant."
     )
     return refused(request, 403, "Not allowed", detail, session)
+
+
+def _signature(session: Session, scope: str, said: str) -> str:
+    return hmac.new(session.csrf.encode(), f"{scope}?{said}".encode(), hashlib.sha256).hexdigest()[:24]
+
+
+def signed_notice(session: Session, scope: str, keys: tuple[str, ...], said: dict[str, str | int]) -> str:
+    """A redirect's query that says what was done (`keys`, in their order), signed with the session's CSRF
+    token: a link from anyone else cannot make a page say that something was done."""
+    text = urllib.parse.urlencode([(k, said[k]) for k in keys if k in said])
+    return f"{text}&sig={_signature(session, scope, text)}"
+
+
+def read_notice(session: Session, scope: str, keys: tuple[str, ...], query: dict[str, str]) -> dict[str, str]:
+    """What a signed notice says (`signed_notice`); {} for none, or one not signed for this session."""
+    text = urllib.parse.urlencode([(k, query[k]) for k in keys if k in query], errors="replace")
+    signed = query.get("sig", "")
+    if not text or not hmac.compare_digest(signed.encode(), _signature(session, scope, text).encode()):
+        return {}
+    return {k: query[k] for k in keys if k in query}

@@ -1,9 +1,13 @@
-"""Wrong keys at the console's sign-in, slowed down across containers: a client address gets WRONG_KEYS
-wrong keys in a window of WINDOW_S; after that, every sign-in from it is refused until the window ends,
-a right key too (else the refusal would tell which guess was right). The count is in a table every
-container shares (chalicelib.stores.attempts), so that spreading guesses over containers gains nothing.
+"""Sign-in attempts slowed down across containers: a `who` (a client's address, or the mailbox a link is
+asked for) gets `limit` attempts of a kind in a window of WINDOW_S; after that, every attempt of that kind
+is refused until the window ends, a right key too (else the refusal would tell which guess was right). The
+counts are in a table every container shares (chalicelib.stores.attempts), so that spreading attempts over
+containers gains nothing.
 
-At 10 guesses per 15 minutes an address tries about a thousand keys a day; a key is 32 random bytes.
+Three kinds, each its own guard (chalicelib.wiring): wrong keys and unusable sign-in links per client
+address (at 10 per 15 minutes an address tries about a thousand keys a day; a key is 32 random bytes),
+link requests per client address (each may send an email), and links mailed per address (a stranger
+cannot fill someone's inbox with sign-in links).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ from collections.abc import Callable
 from chalicelib.stores.ports import AttemptCounts
 
 WRONG_KEYS = 10
+LINK_REQUESTS = 10
+LINKS_PER_MAILBOX = 3
 WINDOW_S = 15 * 60
 
 
@@ -22,26 +28,29 @@ class SignInGuard:
         self,
         attempts: AttemptCounts,
         clock: Callable[[], float] = time.time,
-        wrong_keys: int = WRONG_KEYS,
+        limit: int = WRONG_KEYS,
         window_s: int = WINDOW_S,
+        kind: str = "wrong-key",
     ) -> None:
         self._attempts = attempts
         self._clock = clock
-        self._wrong_keys = wrong_keys
+        self._limit = limit
         self._window_s = window_s
+        self._kind = kind
 
-    def _window(self, client: str) -> tuple[str, int]:
-        """The key of `client`'s current window, and when it ends."""
+    def _window(self, who: str) -> tuple[str, int]:
+        """The key of `who`'s current window, and when it ends."""
         start = int(self._clock()) // self._window_s * self._window_s
-        return f"wrong-key#{client}#{start}", start + self._window_s
+        return f"{self._kind}#{who}#{start}", start + self._window_s
 
-    def wait_s(self, client: str) -> int:
-        """Seconds before `client` may try a key again; 0: now."""
-        key, ends = self._window(client)
-        if self._attempts.count(key) < self._wrong_keys:
+    def wait_s(self, who: str) -> int:
+        """Seconds before `who` may try again; 0: now."""
+        key, ends = self._window(who)
+        if self._attempts.count(key) < self._limit:
             return 0
         return max(1, ends - int(self._clock()))
 
-    def wrong_key(self, client: str) -> None:
-        key, ends = self._window(client)
+    def add(self, who: str) -> None:
+        """One more attempt of `who`'s (a wrong key, a link asked for)."""
+        key, ends = self._window(who)
         self._attempts.add(key, ends)

@@ -46,7 +46,7 @@ PAGE_HEADERS = {
 def _environment() -> Environment:
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
-        autoescape=select_autoescape(("html",), default=True),
+        autoescape=select_autoescape(("html",), disabled_extensions=("txt",), default=True),  # .txt: mail text
         undefined=StrictUndefined,  # a name a template uses and the page does not give is an error, not ""
         trim_blocks=True,
         lstrip_blocks=True,

@@ -3,6 +3,10 @@
 A session starts at every sign-in with a new secret (a cookie fixed before sign-in is worth nothing after
 it), lasts at most ABSOLUTE_S however busy, and ends after IDLE_S without a request, or at sign-out. Each
 has its own CSRF token, which every form that changes something carries.
+
+A person's session reads their membership at every request (one consistent read): a person an admin
+removed or signed out everywhere is out at once, and a changed role holds from the next page. A session
+signed in with the tenant's API key has no person; it ends at sign-out, when idle, or at its expiry.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chalicelib.stores.ports import SessionRecords
+from chalicelib.stores.ports import MembershipRecords, SessionRecords
 from chalicelib.stores.sessions import StoredSession
 
 IDLE_S = 8 * 3600
@@ -42,8 +46,11 @@ def sid_of(secret: str) -> str:
 
 
 class Sessions:
-    def __init__(self, store: SessionRecords, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, store: SessionRecords, people: MembershipRecords, clock: Callable[[], float] = time.time
+    ) -> None:
         self._store = store
+        self._people = people
         self._clock = clock
 
     def start(self, tenant_id: str, person: str | None, role: int) -> tuple[str, Session]:
@@ -64,9 +71,16 @@ class Sessions:
         now = self._clock()
         if stored is None or now >= stored.expires_at or now - stored.seen_at >= IDLE_S:
             return None
+        role = stored.role
+        if stored.person is not None:
+            person = self._people.get(stored.tenant_id, stored.person)
+            if person is None or stored.created_at < (person.signed_out_at or 0):
+                self._store.delete(stored.sid)
+                return None
+            role = person.role
         if keep_alive and now - stored.seen_at >= SEEN_EVERY_S:
             self._store.seen(stored.sid, now)
-        return _session(stored)
+        return Session(stored.tenant_id, stored.person, role, stored.csrf)
 
     def end(self, secret: str | None) -> None:
         if secret and len(secret) == SECRET_CHARS and secret.isascii():

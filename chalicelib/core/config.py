@@ -83,6 +83,9 @@ class Settings:
     # longer than a count may take to land (BufferedStats' STALE_S) and than any function's timeout. Only the
     # local stage's tests, which kill nothing late, shorten it.
     recount_settle_s: float = 900.0
+    # The From address of the console's sign-in links and invitations, in the platform's SES account (a
+    # verified identity: `moonsend deploy` checks it). None: the console signs in with API keys only.
+    console_from: str | None = None
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None) -> Settings:
@@ -114,6 +117,7 @@ class Settings:
             webhook_allow_loopback=e.get("MOONSEND_WEBHOOK_ALLOW_LOOPBACK", "").lower() in ("1", "true", "yes"),
             events_retention_days=max(1, int(e.get("MOONSEND_EVENTS_RETENTION_DAYS", "30"))),
             recount_settle_s=max(0.0, float(e.get("MOONSEND_RECOUNT_SETTLE_S", "900"))),
+            console_from=e.get("MOONSEND_CONSOLE_FROM") or None,
         )
 
     @cached_property

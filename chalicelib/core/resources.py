@@ -73,6 +73,8 @@ WEBHOOKS_MAX_RECEIVE_COUNT = 20
 
 # The campaigns table's index of when each campaign's first message was accepted (GET /campaigns).
 CAMPAIGNS_BY_CREATED = "by_created"
+# The people table's index of the tenants an address belongs to (an agency's address, several).
+PEOPLE_BY_ADDRESS = "by_address"
 
 
 @dataclass(frozen=True)
@@ -184,6 +186,10 @@ class Resources:
     sessions_table: TableDef
     # Wrong sign-in keys counted per client address and window, shared by every container (chalicelib.stores.attempts).
     attempts_table: TableDef
+    # A tenant's people who sign in to the console, and their roles (chalicelib.stores.people).
+    people_table: TableDef
+    # Emailed sign-in links, by the digest of their token: single use, short-lived (chalicelib.stores.sign_in_links).
+    sign_in_links_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -230,6 +236,8 @@ class Resources:
             self.recounts_table,
             self.sessions_table,
             self.attempts_table,
+            self.people_table,
+            self.sign_in_links_table,
         )
 
     @property
@@ -339,6 +347,16 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         recounts_table=TableDef("RecountsTable", f"{p}-recounts", hash_key="pk", ttl_attribute="expires_at"),
         sessions_table=TableDef("SessionsTable", f"{p}-sessions", hash_key="sid", ttl_attribute="expires_at"),
         attempts_table=TableDef("AttemptsTable", f"{p}-attempts", hash_key="pk", ttl_attribute="expires_at"),
+        people_table=TableDef(
+            "PeopleTable",
+            f"{p}-people",
+            hash_key="user_id",
+            range_key="address",
+            indexes=(IndexDef(PEOPLE_BY_ADDRESS, "address", "user_id"),),
+        ),
+        sign_in_links_table=TableDef(
+            "SignInLinksTable", f"{p}-sign-in-links", hash_key="token", ttl_attribute="expires_at"
+        ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

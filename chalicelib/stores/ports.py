@@ -27,12 +27,14 @@ from chalicelib.stores.lease import Lease
 from chalicelib.stores.ledger_model import Claim, Entry
 from chalicelib.stores.ledger_tally import Tally
 from chalicelib.stores.pauses import Pause
+from chalicelib.stores.people import Person
 from chalicelib.stores.platform_identities import Coverage
 from chalicelib.stores.recounts import RecountNote
 from chalicelib.stores.reputation import Limits, Window
 from chalicelib.stores.schedule import StoredBatch
 from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.sessions import StoredSession
+from chalicelib.stores.sign_in_links import StoredLink
 from chalicelib.stores.tenant_model import KeyVersion, Tenant
 
 if TYPE_CHECKING:  # the registry takes SecretSeal from here: imported at run time, it would be a cycle
@@ -596,3 +598,35 @@ class SessionRecords(Protocol):
     def seen(self, sid: str, at: float) -> None: ...
 
     def delete(self, sid: str) -> None: ...
+
+
+class PeopleRecords(Protocol):
+    """A tenant's people and their roles (chalicelib.stores.people)."""
+
+    def get(self, tenant_id: str, address: str) -> Person | None: ...
+
+    def of_tenant(self, tenant_id: str) -> list[Person]: ...
+
+    def tenants_of(self, address: str) -> list[str]: ...
+
+    def put(self, p: Person) -> None: ...
+
+    def signed_out(self, tenant_id: str, address: str, at: float) -> bool: ...
+
+    def remove(self, tenant_id: str, address: str) -> None: ...
+
+
+class MembershipRecords(Protocol):
+    """What a session asks of the people table at each request (chalicelib.console.sessions)."""
+
+    def get(self, tenant_id: str, address: str) -> Person | None: ...
+
+
+class SignInLinkRecords(Protocol):
+    """Emailed sign-in links by the digest of their token (chalicelib.stores.sign_in_links)."""
+
+    def put(self, link: StoredLink) -> None: ...
+
+    def get(self, token: str) -> StoredLink | None: ...
+
+    def use(self, token: str, now: float) -> bool: ...

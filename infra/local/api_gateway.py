@@ -30,6 +30,7 @@ from typing import Any
 
 from chalice.local import (
     ChaliceRequestHandler,
+    LambdaEventConverter,
     LocalDevServer,
     LocalGateway,
     LocalGatewayException,
@@ -186,9 +187,26 @@ def _render(template: str, context: dict[str, str]) -> str:
     return _CONTEXT.sub(put, template)
 
 
+class _ApiGatewayEvents(LambdaEventConverter):
+    """chalice local's events, with the `requestContext.domainName` API Gateway gives: the domain the request
+    came in on, whatever Host header the client sent (the console's emailed links are made with it)."""
+
+    DOMAIN_NAME = "127.0.0.1"
+
+    def create_lambda_event(self, method: str, path: str, headers: dict[str, str], body: bytes | None = None) -> Any:
+        event = super().create_lambda_event(method, path, headers, body)
+        event["requestContext"]["domainName"] = self.DOMAIN_NAME
+        return event
+
+
 class _EveryMethodToTheFunction(LocalGateway):
     """chalice local's gateway, but an OPTIONS no route has goes to the function too (API Gateway has no CORS
     of its own here: the path's any-method operation takes it)."""
+
+    def __init__(self, app_object: Any, config: Any) -> None:
+        super().__init__(app_object, config)
+        self.events = _ApiGatewayEvents(RouteMatcher(list(app_object.routes)), app_object.api.binary_types)
+        self.event_converter = self.events
 
     def _has_user_defined_options_method(self, lambda_event: Any) -> bool:
         return True
@@ -199,7 +217,8 @@ class _GatewayHandler(ChaliceRequestHandler):
         self, request: Any, client_address: Any, server: Any, app_object: Any, config: Any, rest_api: RestApi
     ) -> None:
         self.rest_api = rest_api
-        self.local_gateway = _EveryMethodToTheFunction(app_object, config)
+        self.api_gateway = _EveryMethodToTheFunction(app_object, config)
+        self.local_gateway = self.api_gateway
         # The request is handled inside the base class's constructor: everything it uses is set above.
         BaseHTTPRequestHandler.__init__(self, request, client_address, server)
 
@@ -230,6 +249,8 @@ class _GatewayHandler(ChaliceRequestHandler):
         started = time.monotonic()
         # API Gateway's sourceIp is the client's address (chalice local's is always 127.0.0.1).
         self.local_gateway.event_converter.LOCAL_SOURCE_IP = self.client_address[0]
+        host, port = self.server.server_address[:2]
+        self.api_gateway.events.DOMAIN_NAME = f"{host}:{port}"
         try:
             response = self.local_gateway.handle_request(self.command, self.path, headers, body)
         except LocalGatewayException as refused:  # the app has no route the template has: chalice local's 403

@@ -36,6 +36,7 @@ from typing import Any
 
 import boto3
 from botocore.config import Config
+from botocore.exceptions import ClientError
 from moto.sns.models import sns_backends
 
 from chalicelib.core.config import APP_NAME, Settings
@@ -314,6 +315,7 @@ class LocalStack:
         aws.reset()  # clients made from now on sign as the calling function
         self.ses.publish = self._publish_ses_event
         self.loaded = self._load_state()
+        self._verify_console_from()
         self._start_runtime(gateway, roles)
         if self.loaded is not None:
             self._run_deferred(self.loaded.deferred)
@@ -324,6 +326,18 @@ class LocalStack:
         gateway.cfn_transforms = cfn_transform.ChangeSetTransforms(self.client, c.region)
         gateway.ready = True
         self.gateway = gateway
+
+    def _verify_console_from(self) -> None:
+        """The console's From address verified in the platform's SES account, as an operator verifies it on
+        AWS before a deploy (docs/deploying.md): the sign-in links of the local stage land in the outbox."""
+        address = self.settings.console_from if self.settings else None
+        if not address:
+            return
+        try:
+            self.client("sesv2").create_email_identity(EmailIdentity=address)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "AlreadyExistsException":
+                raise
 
     def _load_state(self) -> state.SavedState | None:
         """The data of the last run (before any function runs), when there is any to load."""

@@ -217,6 +217,7 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
 
 def test_a_viewer_sees_no_action_and_the_cancel_page_is_refused_to_it(stack, uid, browser):
     user, _key = tenant_with_campaigns(uid)
+    wiring.container().people.invite(user, "viewer@example.org", Role.VIEWER, "operator")
     minted, _session = wiring.container().sessions.start(user, "viewer@example.org", Role.VIEWER)
     browser.get(f"{stack.api_url}/console/sign-in")
     browser.add_cookie({"name": "moonsend_session", "value": minted, "path": "/console", "httpOnly": True})

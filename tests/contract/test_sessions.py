@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from chalicelib.console.sessions import ABSOLUTE_S, IDLE_S, SEEN_EVERY_S, Sessions, sid_of
+from chalicelib.stores.people import PeopleStore, Person
 from chalicelib.stores.sessions import SessionStore
 from tests.contract.conftest import real_container
+from tests.fakes.people import FakePeople
 from tests.fakes.sessions import FakeSessions
 
 
@@ -31,13 +33,21 @@ def store(side: str, request: pytest.FixtureRequest) -> Any:
 
 
 @pytest.fixture
+def people(side: str, request: pytest.FixtureRequest) -> Any:
+    if side == "fake":
+        return FakePeople()
+    c = real_container(request)
+    return PeopleStore(c.settings.resources.people_table.name, c.settings.region)
+
+
+@pytest.fixture
 def clock() -> Clock:
     return Clock()
 
 
 @pytest.fixture
-def sessions(store: Any, clock: Clock) -> Sessions:
-    return Sessions(store, clock)
+def sessions(store: Any, people: Any, clock: Clock) -> Sessions:
+    return Sessions(store, people, clock)
 
 
 def tenant() -> str:
@@ -88,12 +98,46 @@ def test_a_forms_csrf_token_is_its_sessions_own(sessions: Sessions):
     assert not session.carries(other.csrf) and not session.carries(None) and not session.carries("")
 
 
-def test_a_pages_own_refreshes_do_not_keep_a_session_alive(sessions: Sessions, clock: Clock):
+def test_a_pages_own_refreshes_do_not_keep_a_session_alive(sessions: Sessions, people: Any, clock: Clock):
     """A tab left open on a sending campaign refreshes every few seconds: its session still ends 8 hours after
     the person's last request."""
-    secret, _ = sessions.start("acme", "ann@example.org", 1)
+    who = tenant()
+    people.put(Person(who, "ann@example.org", 1, "operator", clock.now))
+    secret, _ = sessions.start(who, "ann@example.org", 1)
     while clock.now < 1_800_000_000.0 + IDLE_S - SEEN_EVERY_S:
         clock.now += SEEN_EVERY_S
         assert sessions.find(secret, keep_alive=False) is not None
     clock.now = 1_800_000_000.0 + IDLE_S
     assert sessions.find(secret, keep_alive=False) is None and sessions.find(secret) is None
+
+
+def test_a_persons_session_ends_at_their_removal_and_follows_their_role(sessions: Sessions, people: Any, clock: Clock):
+    who = tenant()
+    people.put(Person(who, "ann@example.org", 1, "operator", clock.now))
+    secret, session = sessions.start(who, "ann@example.org", 1)
+    assert session.role == 1
+    people.put(Person(who, "ann@example.org", 3, "boss@example.org", clock.now))
+    found = sessions.find(secret)
+    assert found is not None and found.role == 3  # promoted: from the next page
+    people.remove(who, "ann@example.org")
+    assert sessions.find(secret) is None
+    people.put(Person(who, "ann@example.org", 1, "boss@example.org", clock.now))  # invited again
+    assert sessions.find(secret) is None  # the session the removal ended stays ended
+
+
+def test_signed_out_everywhere_ends_the_sessions_of_before_not_the_next_sign_in(
+    sessions: Sessions, people: Any, clock: Clock
+):
+    who = tenant()
+    people.put(Person(who, "bob@example.org", 2, "operator", clock.now))
+    phone, _ = sessions.start(who, "bob@example.org", 2)
+    clock.now += 10
+    laptop, _ = sessions.start(who, "bob@example.org", 2)
+    clock.now += 10
+    assert people.signed_out(who, "bob@example.org", clock.now)
+    assert sessions.find(phone) is None and sessions.find(laptop) is None
+    clock.now += 1
+    again, _ = sessions.start(who, "bob@example.org", 2)
+    assert sessions.find(again) is not None
+    assert not people.signed_out(who, "nobody@example.org", clock.now)  # nobody to sign out: nothing made
+    assert people.get(who, "nobody@example.org") is None

@@ -35,9 +35,9 @@ def test_the_tenth_wrong_key_closes_the_sign_in_to_that_address_until_its_window
     clock, client = Clock(), f"203.0.113.{uuid.uuid4().int % 250}-{uuid.uuid4().hex[:6]}"
     guard = SignInGuard(store, clock)
     for _ in range(WRONG_KEYS - 1):
-        guard.wrong_key(client)
+        guard.add(client)
     assert guard.wait_s(client) == 0  # nine: still open
-    guard.wrong_key(client)
+    guard.add(client)
     clock.now += 60
     assert guard.wait_s(client) == WINDOW_S - 60
     assert guard.wait_s(f"other-{client}") == 0  # another address is not held up
@@ -49,5 +49,5 @@ def test_two_containers_count_one_addresss_wrong_keys_together(store):
     clock, client = Clock(), f"198.51.100.7-{uuid.uuid4().hex[:6]}"
     one, other = SignInGuard(store, clock), SignInGuard(store, clock)
     for i in range(WRONG_KEYS):
-        (one if i % 2 else other).wrong_key(client)
+        (one if i % 2 else other).add(client)
     assert one.wait_s(client) > 0 and other.wait_s(client) > 0

@@ -279,6 +279,7 @@ def test_a_sender_pauses_resumes_and_cancels_after_a_confirmation_each_said_on_t
 def test_a_viewer_reads_a_campaign_but_the_server_refuses_every_action_to_it(stack, tenants):
     c = wiring.container()
     user = tenants["a"]["user"]
+    c.people.invite(user, "viewer@example.org", Role.VIEWER, "operator")
     minted, _session = c.sessions.start(user, "viewer@example.org", Role.VIEWER)
     viewer = Browser(stack.api_url)
     viewer.cookie = minted

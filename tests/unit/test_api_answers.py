@@ -81,7 +81,17 @@ def test_every_resources_routes_register_on_a_second_app_as_on_the_first():
     what it keeps), and the local stack's functions each import app.py: every app gets fresh blueprints."""
     from chalice import Chalice
 
-    from chalicelib.api import campaigns, console, console_campaigns, digests, pages, suppressions, tenant, webhooks
+    from chalicelib.api import (
+        campaigns,
+        console,
+        console_campaigns,
+        console_people,
+        digests,
+        pages,
+        suppressions,
+        tenant,
+        webhooks,
+    )
 
     def methods(app: Chalice) -> dict[str, list[str]]:
         return {path: sorted(entries) for path, entries in app.routes.items()}
@@ -89,7 +99,17 @@ def test_every_resources_routes_register_on_a_second_app_as_on_the_first():
     built = []
     for name in ("first", "second"):
         other = Chalice(app_name=name)
-        for resource in (pages, console, console_campaigns, campaigns, suppressions, tenant, digests, webhooks):
+        for resource in (
+            pages,
+            console,
+            console_campaigns,
+            console_people,
+            campaigns,
+            suppressions,
+            tenant,
+            digests,
+            webhooks,
+        ):
             other.register_blueprint(resource.routes())
         built.append(methods(other))
     assert built[0] == built[1] == methods(app.app)

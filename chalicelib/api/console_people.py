@@ -1,0 +1,180 @@
+"""The console's people page: who may sign in to the tenant and as what; an admin invites (an email with
+a sign-in link goes to the address), changes a role, signs a person out everywhere, or removes them.
+
+Everyone signed in sees the list; only an admin's forms change it, and the server refuses the others
+whatever the page showed. A change answers with a redirect to the page, which says what was done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from botocore.exceptions import BotoCoreError, ClientError
+from chalice import Blueprint, Response
+from chalice.app import Request
+
+from chalicelib import wiring
+from chalicelib.api.console_http import (
+    FORMS,
+    STALE_FORM,
+    base_path,
+    console_url,
+    form,
+    from_console,
+    page,
+    read_notice,
+    redirect,
+    refused,
+    role_refused,
+    session_of,
+    signed_notice,
+)
+from chalicelib.api.principal import Role
+from chalicelib.console.links import LINK_S
+from chalicelib.console.mail import invitation_mail
+from chalicelib.console.people import PersonRefused, address_of
+from chalicelib.console.sessions import Session
+
+log = logging.getLogger(__name__)
+
+ROLES = {r.name.lower(): r for r in Role}
+
+SAID = ("done", "who", "mailed")  # what a change's redirect says, in this order
+SCOPE = "people"
+DONE = {
+    "invited": "{who} is invited{mailed}",
+    "role": "{who}'s role is changed; it holds from their next page",
+    "signed-out": "{who} is signed out everywhere: their next page asks them to sign in",
+    "removed": "{who} is removed: their next page asks them to sign in, and they cannot",
+}
+MAILED = {
+    "yes": ", and an email with a sign-in link is on its way.",
+    "no": ": the email could not be sent, so tell them to ask for a sign-in link on the console's sign-in page.",
+    "off": ": this stage emails no sign-in links, so they can sign in once your operator sets its From address.",
+}
+
+
+def role_named(name: str) -> Role:
+    found = ROLES.get(name.strip().lower())
+    if found is None:
+        raise PersonRefused(f"{name!r} is not a role: one of {', '.join(ROLES)}")
+    return found
+
+
+def _by(session: Session) -> str:
+    """Who made a change, as the people table records it."""
+    return session.person or "api-key"
+
+
+def _people_page(request: Request, session: Session, status: int = 200, problem: str | None = None) -> Response:
+    c = wiring.container()
+    said = read_notice(session, SCOPE, SAID, dict(request.query_params or {}))
+    notice = None
+    if said.get("done") in DONE:
+        notice = DONE[said["done"]].format(who=said.get("who", ""), mailed=MAILED.get(said.get("mailed", ""), "."))
+    return page(
+        request,
+        "people.html",
+        status,
+        session,
+        title="People",
+        active="people",
+        people=c.people.of_tenant(session.tenant_id),
+        roles=ROLES,
+        role_names={int(r): n for n, r in ROLES.items()},
+        admin=session.role >= Role.ADMIN,
+        notice=notice,
+        problem=problem,
+    )
+
+
+def _change(request: Request, doing: str, act: Callable[[Session, dict[str, str]], dict[str, str | int]]) -> Response:
+    """A change to the tenant's people (an admin's): checked, done, answered with a redirect saying so."""
+    session = session_of(request)
+    if session is None:
+        return redirect(f"{base_path(request)}/console/sign-in")
+    if not from_console(request, session):
+        return refused(request, 403, "Refused", STALE_FORM, session)
+    refusal = role_refused(request, session, Role.ADMIN, doing)
+    if refusal is not None:
+        return refusal
+    try:
+        said = act(session, form(request))
+    except PersonRefused as why:
+        return _people_page(request, session, 400, str(why))
+    if not said:
+        return _people_page(request, session, 404, "This tenant has no such person.")
+    return redirect(f"{base_path(request)}/console/people?{signed_notice(session, SCOPE, SAID, said)}")
+
+
+def _invite(request: Request, session: Session, fields: dict[str, str]) -> dict[str, str | int]:
+    c = wiring.container()
+    role = role_named(fields.get("role", "viewer"))
+    invited = c.people.invite(session.tenant_id, fields.get("address", ""), role, _by(session))
+    who = invited.person.address
+    if not invited.new:
+        return {"done": "role", "who": who}
+    return {"done": "invited", "who": who, "mailed": _mail_invitation(request, session, who, role)}
+
+
+def _mail_invitation(request: Request, session: Session, to: str, role: Role) -> str:
+    c = wiring.container()
+    sender, base = c.settings.console_from, console_url(request)
+    if not sender or not base:
+        return "off"
+    token = c.sign_in_links.mint(to)
+    mail = invitation_mail(
+        sender,
+        to,
+        session.tenant_id,
+        role.name.lower(),
+        session.person or "An admin of the tenant",
+        f"{base}/link/{token}",
+        f"{base}/sign-in",
+        LINK_S // 60,
+    )
+    try:
+        c.console_mailer.send(mail)
+    except (ClientError, BotoCoreError) as exc:
+        log.error("invitation not mailed: %s", exc)
+        return "no"
+    return "yes"
+
+
+def routes() -> Blueprint:
+    """A fresh blueprint of the people page (chalicelib.api.edge.blueprint says why fresh)."""
+    bp = Blueprint(__name__)
+
+    @bp.route("/console/people", methods=["GET"])
+    def people() -> Response:
+        request = bp.current_request
+        session = session_of(request)
+        if session is None:
+            return redirect(f"{base_path(request)}/console/sign-in")
+        return _people_page(request, session)
+
+    @bp.route("/console/people", methods=["POST"], content_types=FORMS)
+    def invite() -> Response:
+        request = bp.current_request
+        return _change(request, "invite people or change roles", lambda s, f: _invite(request, s, f))
+
+    @bp.route("/console/people/sign-out", methods=["POST"], content_types=FORMS)
+    def sign_out_everywhere() -> Response:
+        def act(session: Session, fields: dict[str, str]) -> dict[str, str | int]:
+            who = address_of(fields.get("address", ""))
+            done = wiring.container().people.sign_out_everywhere(session.tenant_id, who)
+            return {"done": "signed-out", "who": who} if done else {}
+
+        return _change(bp.current_request, "sign people out", act)
+
+    @bp.route("/console/people/remove", methods=["POST"], content_types=FORMS)
+    def remove() -> Response:
+        def act(session: Session, fields: dict[str, str]) -> dict[str, str | int]:
+            who = address_of(fields.get("address", ""))
+            done = wiring.container().people.remove(session.tenant_id, who, _by(session))
+            return {"done": "removed", "who": who} if done else {}
+
+        return _change(bp.current_request, "remove people", act)
+
+    return bp

@@ -74,6 +74,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     kept = f"loaded ({stack.loaded.summary()})" if stack.loaded else "started empty"
     print(f"  state: {config.state_file.resolve()}: {kept}; saved when stopped with Ctrl-C or SIGTERM (--fresh: empty)")
     print(f"  app's HTTP routes (unsubscribe links): {stack.api_url}")
+    if stack.loaded is not None:  # the demo's saved state: its tenant's admin and a way in
+        from infra.demo import console_way_in
+
+        for line in console_way_in(stack):
+            print(f"  {line}")
+    else:
+        print(f"  console: {stack.api_url}/console")
     if config.aws_timing:
         print("  AWS's timing: alarms every minute on SQS's published metrics, an inactive queue's 15 min late")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
@@ -295,6 +302,8 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         return 0
     if args.action in ("keys", "move-keys"):
         return _tenant_sender(args, registry)
+    if args.action == "invite":
+        return _invite(args, settings)
     if args.action == "show":  # GET /tenant
         from infra.tenant_views import tenant_view
 
@@ -316,6 +325,52 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         done = actions.resume_tenant(args.user, by_tenant=False, owner=owner)
     print(f"{args.user}: {plain(done.message)}", file=sys.stdout if done.ok else sys.stderr)
     return 0 if done.ok else 1
+
+
+def _invite(args: argparse.Namespace, settings: Any) -> int:
+    """A person added to the tenant's console (or given the role, if one already), invited by the operator:
+    an email with a sign-in link when the stage has a console From address, and the link printed on
+    `--link` (for a first admin whose mail is slow, or a stage that emails none)."""
+    from chalicelib.api.principal import Role
+    from chalicelib.console.links import LINK_S
+    from chalicelib.console.mail import invitation_mail
+    from chalicelib.console.people import PersonRefused
+    from infra.terminal import plain
+
+    container = _container()
+    try:
+        invited = container.people.invite(args.user, args.address or "", Role[args.role.upper()], "operator")
+    except PersonRefused as why:
+        print(f"invite: {plain(str(why))}", file=sys.stderr)
+        return 2
+    who = invited.person.address
+    print(f"{args.user}: {who} is {'now' if invited.new else 'already one of its people, now'} its {args.role}")
+    base = settings.link_base_url or settings.api_url
+    if not base:
+        print("the stage's URL is unknown (no stack output EndpointURL): no link made", file=sys.stderr)
+        return 0
+    console = f"{base.rstrip('/')}/console"
+    if settings.console_from:
+        token = container.sign_in_links.mint(who)
+        container.console_mailer.send(
+            invitation_mail(
+                settings.console_from,
+                who,
+                args.user,
+                args.role,
+                "The operator",
+                f"{console}/link/{token}",
+                f"{console}/sign-in",
+                LINK_S // 60,
+            )
+        )
+        print(f"an invitation with a sign-in link was emailed to {who} from {settings.console_from}")
+    else:
+        print("this stage emails no sign-in links (MOONSEND_CONSOLE_FROM is not set): use --link", file=sys.stderr)
+    if args.link:
+        print(f"sign-in link (once, {LINK_S // 60} minutes): {console}/link/{container.sign_in_links.mint(who)}")
+    print(f"later, they ask for a link at {console}/sign-in")
+    return 0
 
 
 def _assign_from(args: argparse.Namespace, registry: Any) -> int:
@@ -1255,12 +1310,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tn.add_argument(
         "action",
-        choices=["show", "pause", "resume", "key", "keys", "move-keys", "assign-from", "audit-from"],
+        choices=["show", "pause", "resume", "key", "keys", "move-keys", "assign-from", "audit-from", "invite"],
         help="show: its plan, rate, From addresses, pauses, SES status, daily cap (GET /tenant); "
         "key: a new API key; keys: its SES key versions; move-keys: register keys of another AWS account "
         "(read from MOONSEND_NEW_API_KEY and MOONSEND_NEW_API_SECRET); assign-from: give it a free-plan From "
         "address; audit-from (no --user): list the From claims made by a first send whose address has no "
-        "verified identity of its own",
+        "verified identity of its own; invite: add a person (--address, --role) to its console's people and email "
+        "them a sign-in link",
     )
     tn.add_argument("--user", help="the tenant (every action but audit-from)")
     tn.add_argument("--fix", action="store_true", help="audit-from: drop the claims it lists")
@@ -1272,7 +1328,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="pause: whose pause it is (operator, the default, or tenant: one the tenant may lift); resume: lift "
         "only this owner's pause (all, the default: every owner's; ses: only once SES has lifted its own)",
     )
-    tn.add_argument("--address", help="assign-from: the From address")
+    tn.add_argument("--address", help="assign-from: the From address; invite: the person's address")
+    tn.add_argument("--role", choices=["viewer", "sender", "admin"], default="admin", help="invite: their role (admin)")
+    tn.add_argument("--link", action="store_true", help="invite: also print a sign-in link (15 minutes, once)")
     tn.add_argument("--region", help="move-keys: the SES region of the new keys")
     tn.add_argument("--json", action="store_true", help="show: the API's JSON answer")
     tn.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)

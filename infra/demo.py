@@ -198,15 +198,39 @@ def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0, 
         return 0 if ok else 1
 
 
-def _keep_open(console: Console, stack: LocalStack) -> None:
-    """The stack stays up for the console until Ctrl-C: its address, and a way in that works when clicked
-    (the first tenant's API key: this stack's, gone with it)."""
-    from chalicelib import wiring
+# The demo tenant's admin in the console, and how long the link the demo prints lasts: hours, so that it
+# still works when a newcomer clicks it after reading the output (a stage's links last 15 minutes).
+DEMO_ADMIN = "admin@acme.example"
+DEMO_LINK_S = 8 * 3600
 
+
+def console_way_in(stack: LocalStack) -> list[str]:
+    """The console's address, the demo tenant's admin, and two ways in: a sign-in link (once, for hours; in
+    the demo only) and the tenant's API key (this stack's). The admin is added if the stack lacks it."""
+    from chalicelib import wiring
+    from chalicelib.api.principal import Role
+
+    c = wiring.container()
     user = TENANTS[0].user_id
-    key = wiring.container().reports.issue_key(user)
-    console.print(f"console: {stack.api_url}/console", soft_wrap=True)
-    console.print(f"sign in as {user} with its API key: {key}", soft_wrap=True)
+    if c.tenants.get(user) is None:  # not the demo's stack
+        return [f"console: {stack.api_url}/console"]
+    if c.people_store.get(user, DEMO_ADMIN) is None:
+        c.people.invite(user, DEMO_ADMIN, Role.ADMIN, "operator")
+    link = c.sign_in_links.mint(DEMO_ADMIN, lifetime_s=DEMO_LINK_S)
+    key = c.reports.issue_key(user)
+    return [
+        f"console: {stack.api_url}/console",
+        f"sign in as {DEMO_ADMIN} ({user}'s admin), once, within {DEMO_LINK_S // 3600} hours: "
+        f"{stack.api_url}/console/link/{link}",
+        f"or with {user}'s API key: {key}",
+        f"later, ask for a link on the sign-in page: it lands in {stack.config.outbox.resolve()}/_console/",
+    ]
+
+
+def _keep_open(console: Console, stack: LocalStack) -> None:
+    """The stack stays up for the console until Ctrl-C, with a way in that works when clicked."""
+    for line in console_way_in(stack):
+        console.print(line, soft_wrap=True)
     console.print("the stack stays up until Ctrl-C", soft_wrap=True)
     try:
         while True:

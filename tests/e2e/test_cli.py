@@ -421,8 +421,9 @@ def test_csv_cells_that_a_spreadsheet_would_run_as_formulas_are_kept_as_text():
 
 
 def _kept_demo(outbox: Path) -> tuple[int, str, str]:
-    """`moonsend demo --keep`: once it prints the console's address and key, the console is asked as a person
-    would (sign in with that key, the campaigns page), then Ctrl-C; its exit code and output."""
+    """`moonsend demo --keep`: once it prints the console's address, its admin's link and the key, the console
+    is asked as a person would (the link's page, then signing in with it; the key too; the campaigns page),
+    then Ctrl-C; its exit code and output."""
     import re
     import urllib.parse
 
@@ -439,23 +440,29 @@ def _kept_demo(outbox: Path) -> tuple[int, str, str]:
         assert proc.stdout is not None
         for line in proc.stdout:  # the demo's own timeouts bound this
             said.append(line)
-            if line.startswith("sign in as"):
+            if line.startswith("or with acme's API key"):
                 break
         text = "".join(said)
         url = re.search(r"^console: (\S+)", text, re.M)
-        key = re.search(r"^sign in as acme with its API key: (\S+)", text, re.M)
-        assert url and key, text[-3000:]
+        link = re.search(r"^sign in as admin@acme\.example \(acme's admin\), once, within 8 hours: (\S+)", text, re.M)
+        key = re.search(r"^or with acme's API key: (\S+)", text, re.M)
+        assert url and link and key, text[-3000:]
         parsed = urllib.parse.urlsplit(url.group(1))
         conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
-        form = urllib.parse.urlencode({"key": key.group(1)})
-        conn.request("POST", "/console/sign-in", form, {"Content-Type": "application/x-www-form-urlencoded"})
-        signed_in = conn.getresponse()
-        signed_in.read()
-        cookie = signed_in.getheader("Set-Cookie", "").split(";")[0]
-        conn.request("GET", "/console", headers={"Cookie": cookie})
-        page = conn.getresponse()
-        assert (signed_in.status, page.status) == (303, 200)
-        assert "welcome-acme" in page.read().decode()
+        path = urllib.parse.urlsplit(link.group(1)).path
+        conn.request("GET", path)
+        shown = conn.getresponse()
+        assert shown.status == 200 and "admin@acme.example" in shown.read().decode()
+        form = {"Content-Type": "application/x-www-form-urlencoded"}
+        for sent_to, fields in ((path, {"tenant": "acme"}), ("/console/sign-in", {"key": key.group(1)})):
+            conn.request("POST", sent_to, urllib.parse.urlencode(fields), form)
+            signed_in = conn.getresponse()
+            signed_in.read()
+            cookie = signed_in.getheader("Set-Cookie", "").split(";")[0]
+            conn.request("GET", "/console", headers={"Cookie": cookie})
+            page = conn.getresponse()
+            assert (signed_in.status, page.status) == (303, 200), sent_to
+            assert "welcome-acme" in page.read().decode()
         conn.close()
     finally:
         proc.send_signal(signal.SIGINT)

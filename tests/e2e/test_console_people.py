@@ -9,7 +9,10 @@ from __future__ import annotations
 import email
 import html
 import http.client
+import os
 import re
+import subprocess
+import sys
 import time
 import urllib.parse
 from email.message import Message
@@ -244,3 +247,28 @@ def test_link_requests_are_slowed_per_client_and_mail_one_mailbox_a_few_times_on
     time.sleep(1)
     assert len(_mails_to(stack.config.outbox, eve)) == LINKS_PER_MAILBOX  # the mailbox had its few
     assert Browser(stack.api_url).ask("POST", "/console/sign-in/link", {"address": eve})[0] == 200  # others go on
+
+
+def test_the_operator_invites_a_first_admin_who_signs_in_by_the_mailed_or_the_printed_link(stack, uid):
+    user, _key = _tenant(uid, "i")
+    first = f"First-{uid}@Example.org"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
+    command = [sys.executable, "-m", "infra", "tenant", "invite", "--user", user, "--address", first, "--link"]
+    done = subprocess.run(
+        [*command, "--endpoint", stack.endpoint], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    address = first.lower()
+    assert f"{user}: {address} is now its admin" in done.stdout and "was emailed" in done.stdout
+    printed = LINK.search(done.stdout)
+    assert printed is not None and printed.group(1) == stack.api_url
+    (mail,) = _wait_for_mail(stack.config.outbox, address, 1)
+    assert "The operator invited you" in mail.get_body(("plain",)).get_content()
+    for link in (printed.group(2), _link_in(mail)[1]):  # each its own, each once
+        browser = Browser(stack.api_url)
+        assert browser.ask("POST", f"/console/link/{link}", {"tenant": user})[0] == 303
+        assert ">admin<" in browser.ask("GET", "/console")[2]
+    refused = subprocess.run(
+        [*command[:-2], "not-an-address", "--endpoint", stack.endpoint], capture_output=True, text=True, env=env
+    )
+    assert refused.returncode == 2 and "is not an email address" in refused.stderr

@@ -37,6 +37,7 @@ EXPECTED_DRAINS = 50
 # scaling): five are counted as its steady use.
 SQS_STARTING_CONCURRENCY = 5
 DRAINER_FUNCTION = "SendEmails"  # send_emails' logical id in the packaged template
+API_FUNCTION = "APIHandler"  # the API's function, which mails the console's sign-in links
 QUOTA_ADVICE = (
     "ask for more (1,000 is the usual default): Service Quotas, AWS Lambda, Concurrent executions, or "
     "aws service-quotas request-service-quota-increase --service-code lambda --quota-code L-B99A9384 "
@@ -228,9 +229,29 @@ def smoke_sender(sesv2: Any, address: str | None, region_name: str) -> Check:
             "the smoke (make smoke SENDER=...) needs an address at a verified identity; "
             "--smoke-sender ADDRESS checks it now",
         )
+    return _verified(sesv2, "smoke-sender", address, region_name)
+
+
+def console_from(sesv2: Any, address: str | None, region_name: str) -> Check:
+    """The console's From address (MOONSEND_CONSOLE_FROM, in the stage's variables) is verified for sending
+    in the platform's account: else every sign-in link and invitation SES refuses, and nobody but a key
+    holder signs in. Unset, the console signs in with API keys only: a warning, not a failure."""
+    if not address:
+        return Check(
+            "console-from",
+            "warn",
+            "MOONSEND_CONSOLE_FROM is not set: the console emails no sign-in links (API keys only)",
+            "set it in .chalice/config.json's stage environment_variables to an address at a verified "
+            "identity (docs/deploying.md, the console's email)",
+        )
+    return _verified(sesv2, "console-from", address, region_name)
+
+
+def _verified(sesv2: Any, check: str, address: str, region_name: str) -> Check:
+    """`address` is covered by a verified identity of the platform's account: its own, or its domain's."""
     local, at, domain = address.rpartition("@")
     if not (local and at and domain):
-        return Check("smoke-sender", "fail", f"{address!r} is not an email address", "pass an address, a@example.com")
+        return Check(check, "fail", f"{address!r} is not an email address", "pass an address, a@example.com")
     seen: list[str] = []
     calls: list[str] = []
     for name in (address, domain):
@@ -239,15 +260,15 @@ def smoke_sender(sesv2: Any, address: str | None, region_name: str) -> Check:
             identity = sesv2.get_email_identity(EmailIdentity=name)
         except ClientError as exc:
             if _code(exc) != "NotFoundException":
-                return Check("smoke-sender", "fail", f"cannot read {name}: {_said(exc)}", "", ", ".join(calls))
+                return Check(check, "fail", f"cannot read {name}: {_said(exc)}", "", ", ".join(calls))
             seen.append(f"{name}: no identity")
             continue
         if identity.get("VerifiedForSendingStatus"):
             found = f"{address} is verified" if name == address else f"{address} is covered by verified {domain}"
-            return Check("smoke-sender", "ok", found, call=", ".join(calls))
+            return Check(check, "ok", found, call=", ".join(calls))
         seen.append(f"{name}: not verified ({identity.get('VerificationStatus', 'no status')})")
     return Check(
-        "smoke-sender",
+        check,
         "fail",
         "; ".join(seen),
         f"verify the domain {domain} in {region_name} (docs/deploying.md, 2), or the address "
@@ -376,6 +397,12 @@ def free_rate_of(template: dict[str, Any]) -> float:
     return float((props.get("Environment") or {}).get("Variables", {}).get("MOONSEND_FREE_RATE", "10"))
 
 
+def console_from_of(template: dict[str, Any]) -> str | None:
+    """MOONSEND_CONSOLE_FROM as the packaged API function has it (None: not set)."""
+    props = template.get("Resources", {}).get(API_FUNCTION, {}).get("Properties", {})
+    return (props.get("Environment") or {}).get("Variables", {}).get("MOONSEND_CONSOLE_FROM") or None
+
+
 def run(
     clients: dict[str, Any],
     stage_name: str,
@@ -396,6 +423,7 @@ def run(
         ses_tenants(clients["sesv2"], stage_name, region_name),
         ses_account(clients["sesv2"], region_name, free_rate_of(template)),
         smoke_sender(clients["sesv2"], smoke_sender_address, region_name),
+        console_from(clients["sesv2"], console_from_of(template), region_name),
         lambda_concurrency(clients["lambda"], template),
         artifacts_bucket(clients["s3"], bucket, region_name, given=artifacts_bucket_name is not None),
     ]

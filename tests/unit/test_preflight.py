@@ -347,6 +347,32 @@ def test_a_sender_that_is_not_an_address_fails_without_a_call():
         assert preflight.smoke_sender(ses, "example.com", REGION).status == "fail"
 
 
+def test_the_consoles_from_unset_warns_that_only_keys_sign_in_and_calls_nothing():
+    with _stubbed("sesv2") as (ses, _stub):
+        check = preflight.console_from(ses, None, REGION)
+    assert check.status == "warn" and "emails no sign-in links" in check.found and check.call == ""
+
+
+def test_the_consoles_from_at_a_verified_domain_is_ok_and_unverified_stops_the_deploy():
+    with _stubbed("sesv2") as (ses, stub):
+        _not_found(stub, "sign-in@example.com")
+        stub.add_response("get_email_identity", _identity("DOMAIN", True, "SUCCESS"), {"EmailIdentity": "example.com"})
+        ok = preflight.console_from(ses, "sign-in@example.com", REGION)
+        _not_found(stub, "sign-in@example.com")
+        stub.add_response("get_email_identity", _identity("DOMAIN", False, "PENDING"), {"EmailIdentity": "example.com"})
+        pending = preflight.console_from(ses, "sign-in@example.com", REGION)
+    assert (ok.name, ok.status) == ("console-from", "ok") and "covered by verified example.com" in ok.found
+    assert pending.status == "fail" and "example.com: not verified (PENDING)" in pending.found
+
+
+def test_the_consoles_from_is_read_from_the_packaged_api_function():
+    template = {"Resources": {"APIHandler": {"Properties": {"Environment": {"Variables": {}}}}}}
+    assert preflight.console_from_of(template) is None
+    variables = template["Resources"]["APIHandler"]["Properties"]["Environment"]["Variables"]
+    variables["MOONSEND_CONSOLE_FROM"] = "sign-in@example.com"
+    assert preflight.console_from_of(template) == "sign-in@example.com"
+
+
 # --- Lambda's concurrency ---------------------------------------------------------------------------------
 
 

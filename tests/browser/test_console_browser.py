@@ -22,7 +22,6 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from chalicelib import wiring
-from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
 from tests.browser.axe import serious_violations
@@ -92,6 +91,13 @@ def look_at_every_size(browser, name: str) -> None:
             shoot(browser, f"{name}-{'dark' if dark_mode else 'light'}-{size}")
 
 
+def sign_in_with_key(browser, key: str) -> None:
+    """On the sign-in page: the key's form is behind its disclosure, under the emailed link's."""
+    browser.find_element(By.CSS_SELECTOR, "details.key-sign-in summary").click()
+    browser.find_element(By.ID, "key").send_keys(key)
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/console/sign-in'] button").click()
+
+
 def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack, uid, browser):
     user, key = tenant_with_campaigns(uid)
     browser.get(f"{stack.api_url}/")
@@ -99,8 +105,7 @@ def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack,
     assert serious_violations(browser) == []
     shoot(browser, "console-sign-in")
 
-    browser.find_element(By.ID, "key").send_keys(key)
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    sign_in_with_key(browser, key)
     WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
     body = browser.find_element(By.TAG_NAME, "body").text
     assert "Autumn sale: 20% off everything" in body and HOSTILE in body  # the probe shown as its text
@@ -161,8 +166,7 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
     publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))
 
     browser.get(f"{stack.api_url}/console/sign-in")
-    browser.find_element(By.ID, "key").send_keys(c.reports.issue_key(user))
-    browser.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    sign_in_with_key(browser, c.reports.issue_key(user))
     WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
     WebDriverWait(browser, 30, poll_frequency=1).until(
         lambda b: b.refresh() or b.find_elements(By.CSS_SELECTOR, "a[href$='/console/campaigns/winter-launch']")
@@ -215,16 +219,79 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
     assert refused == []
 
 
-def test_a_viewer_sees_no_action_and_the_cancel_page_is_refused_to_it(stack, uid, browser):
-    user, _key = tenant_with_campaigns(uid)
-    wiring.container().people.invite(user, "viewer@example.org", Role.VIEWER, "operator")
-    minted, _session = wiring.container().sessions.start(user, "viewer@example.org", Role.VIEWER)
+def _mailed_link(outbox: Path, address: str, subject: str) -> str:
+    """The link of the newest console email to `address` with `subject`, read as its person reads mail."""
+    import email
+    import re
+    from email.policy import default
+
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        for path in sorted((outbox / "_console").glob("*/*.eml"), key=lambda p: -p.stat().st_mtime_ns):
+            message = email.message_from_bytes(path.read_bytes(), policy=default)
+            if str(message["To"]) == address and str(message["Subject"]) == subject:
+                found = re.search(r"http\S+/console/link/\S+", message.get_body(("plain",)).get_content())
+                assert found is not None
+                return found.group(0)
+        time.sleep(0.2)
+    raise AssertionError(f"no email {subject!r} to {address}")
+
+
+def test_an_admin_invites_a_viewer_who_signs_in_by_the_emailed_link_and_may_only_read(stack, uid, browser):
+    """The admin (by the key) invites from the people page; the viewer reads the invitation in the outbox,
+    opens its link, signs in, finds every action refused, asks for a new link on the sign-in page, and signs
+    out: every page is closed again."""
+    user, key = tenant_with_campaigns(uid)
+    viewer = f"viewer-{uid}@example.org"
     browser.get(f"{stack.api_url}/console/sign-in")
-    browser.add_cookie({"name": "moonsend_session", "value": minted, "path": "/console", "httpOnly": True})
+    sign_in_with_key(browser, key)
+    WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+    browser.find_element(By.LINK_TEXT, "People").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("People"))
+    browser.find_element(By.ID, "invite-address").send_keys(viewer)
+    browser.find_element(By.CSS_SELECTOR, "#invite-role option[value=viewer]").click()
+    browser.find_element(By.CSS_SELECTOR, "form.invite button").click()
+    settled(browser).until(lambda b: "is invited" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+    assert viewer in browser.find_element(By.CSS_SELECTOR, "table").text
+    look_at_every_size(browser, "console-people")
+    dark(browser, False)
+    browser.delete_all_cookies()  # the viewer's own browser
+
+    link = _mailed_link(stack.config.outbox, viewer, f"You are invited to {user}'s moonsend console")
+    browser.get(link)
+    WebDriverWait(browser, 15).until(ec.title_contains("Sign in"))
+    assert viewer in browser.find_element(By.TAG_NAME, "main").text and user in browser.page_source
+    look_at_every_size(browser, "console-link")
+    dark(browser, False)
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+    assert viewer in browser.find_element(By.CSS_SELECTOR, ".who").text
+
     browser.get(f"{stack.api_url}/console/campaigns/weekly-digest")
     WebDriverWait(browser, 15).until(ec.presence_of_element_located((By.ID, "live")))
     assert "You can read this campaign" in browser.find_element(By.CSS_SELECTOR, ".actions").text
     assert browser.find_elements(By.CSS_SELECTOR, ".actions form, .actions a.button") == []
-    assert serious_violations(browser) == []
     browser.get(f"{stack.api_url}/console/campaigns/weekly-digest/cancel")
     assert "Not allowed" in browser.title and "viewer" in browser.find_element(By.TAG_NAME, "main").text
+    browser.get(f"{stack.api_url}/console/people")
+    assert browser.find_elements(By.CSS_SELECTOR, "form.invite, form[action$='/people/remove']") == []
+    browser.get(link)  # used: the link signs in no more
+    assert "does not sign in" in browser.find_element(By.TAG_NAME, "main").text
+
+    browser.get(f"{stack.api_url}/console")
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/console/sign-out'] button").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Sign in"))
+    for page in ("/console", "/console/people", "/console/campaigns/weekly-digest"):
+        browser.get(f"{stack.api_url}{page}")
+        assert "Sign in" in browser.title, page
+
+    browser.find_element(By.ID, "address").send_keys(viewer)
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/sign-in/link'] button").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Check your email"))
+    look_at_every_size(browser, "console-link-sent")
+    dark(browser, False)
+    browser.get(_mailed_link(stack.config.outbox, viewer, "Your moonsend sign-in link"))
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+    refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
+    assert refused == []

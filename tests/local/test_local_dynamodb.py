@@ -375,3 +375,77 @@ def test_local_queries_answer_page_by_page_as_motos_own(stack: Any, ddb: Any, ui
     assert len(ours) == len(moto_own) > 300
     for i, (a, b) in enumerate(zip(ours, moto_own, strict=True)):
         assert a == b, f"page {i} differs"
+
+
+def test_local_queries_answer_as_motos_own_after_keys_are_added_removed_and_rolled_back(
+    stack: Any, ddb: Any, uid: str
+) -> None:
+    """The sorted keys a Query keeps per partition are forgotten when a key comes or goes (a put of a new
+    key, a delete, a batch, a transaction that failed and took its new item back); an item changed in place
+    is read as it is now."""
+    table = f"qk-{uid}"
+    ddb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    for i in range(40):
+        ddb.put_item(TableName=table, Item={"pk": {"S": "p1"}, "sk": {"S": f"r{i}"}, "st": {"S": "queued"}})
+    _queries(ddb, table, False)  # the partitions' keys are kept from here on
+    ddb.put_item(TableName=table, Item={"pk": {"S": "p1"}, "sk": {"S": "r5a"}, "st": {"S": "sent"}})
+    ddb.delete_item(TableName=table, Key={"pk": {"S": "p1"}, "sk": {"S": "r10"}})
+    ddb.update_item(
+        TableName=table,
+        Key={"pk": {"S": "p1"}, "sk": {"S": "r3"}},
+        UpdateExpression="SET st = :s",
+        ExpressionAttributeValues={":s": {"S": "sent"}},
+    )
+    ddb.update_item(  # a new key by an update
+        TableName=table,
+        Key={"pk": {"S": "p1"}, "sk": {"S": "r0b"}},
+        UpdateExpression="SET st = :s",
+        ExpressionAttributeValues={":s": {"S": "failed"}},
+    )
+    ddb.batch_write_item(
+        RequestItems={
+            table: [
+                {"PutRequest": {"Item": {"pk": {"S": "p1"}, "sk": {"S": "r99"}, "st": {"S": "sent"}}}},
+                {"DeleteRequest": {"Key": {"pk": {"S": "p1"}, "sk": {"S": "r20"}}}},
+            ]
+        }
+    )
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        ddb.transact_write_items(
+            TransactItems=[
+                {"Put": {"TableName": table, "Item": {"pk": {"S": "p1"}, "sk": {"S": "r77"}, "st": {"S": "x"}}}},
+                {
+                    "ConditionCheck": {
+                        "TableName": table,
+                        "Key": {"pk": {"S": "p1"}, "sk": {"S": "r1"}},
+                        "ConditionExpression": "st = :no",
+                        "ExpressionAttributeValues": {":no": {"S": "never"}},
+                    }
+                },
+            ]
+        )
+    ours = _queries(ddb, table, False)
+    fast_dynamodb.uninstall()
+    try:
+        moto_own = _queries(ddb, table, False)
+    finally:
+        fast_dynamodb.install()
+    assert len(ours) == len(moto_own) > 300
+    for i, (a, b) in enumerate(zip(ours, moto_own, strict=True)):
+        assert a == b, f"page {i} differs"
+    keys = [
+        item["sk"]["S"]
+        for item in ddb.query(
+            TableName=table, KeyConditionExpression="pk = :h", ExpressionAttributeValues={":h": {"S": "p1"}}
+        )["Items"]
+    ]
+    assert "r5a" in keys and "r0b" in keys and "r99" in keys and "r10" not in keys and "r20" not in keys
+    assert "r77" not in keys

@@ -58,7 +58,7 @@ import functools
 import pickle
 import threading
 from collections import deque
-from typing import Any
+from typing import Any, cast
 
 from moto.dynamodb.comparisons import ConditionExpressionParser, get_filter_expression
 from moto.dynamodb.exceptions import (
@@ -319,7 +319,7 @@ def _copy_value(v: DynamoType) -> DynamoType:
 
 def _copy_item(item: Item) -> Item:
     """What moto's `Item.__deepcopy__` makes (its attributes set without re-checking their size)."""
-    out = Item.__new__(Item)
+    out = cast(Item, Item.__new__(Item))
     out.hash_key = _copy_value(item.hash_key)
     out.range_key = _copy_value(item.range_key) if item.range_key is not None else None
     attrs = LimitedSizeDict.__new__(LimitedSizeDict)

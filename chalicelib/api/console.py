@@ -118,7 +118,9 @@ def routes() -> Blueprint:
         if link is None:
             return refused(request, 410, "This link does not sign in", DEAD_LINK)
         roles = {p.tenant_id: Role(p.role).name.lower() for p in link.memberships}
-        return page(request, "link.html", title="Sign in", link=link, token=token, roles=roles)
+        shown = page(request, "link.html", title="Sign in", link=link, token=token, roles=roles)
+        shown.headers["Referrer-Policy"] = "no-referrer"  # its assets' requests do not carry the token
+        return shown
 
     @bp.route("/console/link/{token}", methods=["POST"], content_types=FORMS)
     def use_link(token: str) -> Response:

@@ -130,12 +130,16 @@ def test_an_agencys_address_picks_which_of_its_tenants_to_sign_in_to(stack, uid)
     c.people.invite(two, agency, Role.ADMIN, "operator")
     link = c.sign_in_links.mint(agency)
     browser = Browser(stack.api_url)
-    page = browser.ask("GET", f"/console/link/{link}")[2]
+    _status, headers, page = browser.ask("GET", f"/console/link/{link}")
     assert "belongs to several tenants" in page and one in page and two in page
+    assert headers["referrer-policy"] == "no-referrer" and headers["cache-control"] == "no-store"
     assert browser.ask("POST", f"/console/link/{link}", {"tenant": "someone-else"})[0] == 410  # not theirs
     assert browser.ask("POST", f"/console/link/{link}", {"tenant": two})[0] == 303  # still unused: signs in
     page = browser.ask("GET", "/console")[2]
     assert two in page and ">admin<" in page
+    expired = c.sign_in_links.mint(agency, lifetime_s=0)
+    assert browser.ask("GET", f"/console/link/{expired}")[0] == 410
+    assert Browser(stack.api_url).ask("POST", f"/console/link/{expired}", {"tenant": one})[0] == 410
 
 
 def test_a_link_points_at_the_stage_whatever_host_the_request_named(stack, uid):

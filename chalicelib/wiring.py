@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from chalicelib.console.guard import LINK_REQUESTS, LINKS_PER_MAILBOX, WRONG_KEYS, SignInGuard
+from chalicelib.console.guard import INVITATIONS, LINK_REQUESTS, LINKS_PER_MAILBOX, WRONG_KEYS, SignInGuard
 from chalicelib.console.links import SignInLinks
 from chalicelib.console.mail import SesMailer
 from chalicelib.console.people import People
@@ -469,7 +469,7 @@ class Container:
     @cached_property
     def sessions(self) -> Sessions:
         store = SessionStore(self.settings.resources.sessions_table.name, self.settings.region)
-        return Sessions(store, self.people_store)
+        return Sessions(store, self.people_store, self.tenants)
 
     @cached_property
     def sign_in_links(self) -> SignInLinks:
@@ -496,8 +496,13 @@ class Container:
 
     @cached_property
     def mailbox_guard(self) -> SignInGuard:
-        """Sign-in links mailed, per address."""
+        """Sign-in links and invitations mailed, per address."""
         return self._attempts("link-mailbox", LINKS_PER_MAILBOX)
+
+    @cached_property
+    def invitation_guard(self) -> SignInGuard:
+        """Invitation emails, per tenant."""
+        return self._attempts("invitation", INVITATIONS)
 
     @cached_property
     def recounts(self) -> Recounts:

@@ -74,13 +74,10 @@ def cmd_up(args: argparse.Namespace) -> int:
     kept = f"loaded ({stack.loaded.summary()})" if stack.loaded else "started empty"
     print(f"  state: {config.state_file.resolve()}: {kept}; saved when stopped with Ctrl-C or SIGTERM (--fresh: empty)")
     print(f"  app's HTTP routes (unsubscribe links): {stack.api_url}")
-    if stack.loaded is not None:  # the demo's saved state: its tenant's admin and a way in
-        from infra.demo import console_way_in
+    from infra.demo import console_way_back
 
-        for line in console_way_in(stack):
-            print(f"  {line}")
-    else:
-        print(f"  console: {stack.api_url}/console")
+    for line in console_way_back(stack):  # the demo's saved state: its admin's way in
+        print(f"  {line}")
     if config.aws_timing:
         print("  AWS's timing: alarms every minute on SQS's published metrics, an inactive queue's 15 min late")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
@@ -331,6 +328,8 @@ def _invite(args: argparse.Namespace, settings: Any) -> int:
     """A person added to the tenant's console (or given the role, if one already), invited by the operator:
     an email with a sign-in link when the stage has a console From address, and the link printed on
     `--link` (for a first admin whose mail is slow, or a stage that emails none)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from chalicelib.api.principal import Role
     from chalicelib.console.links import LINK_S
     from chalicelib.console.mail import invitation_mail
@@ -350,25 +349,28 @@ def _invite(args: argparse.Namespace, settings: Any) -> int:
         print("the stage's URL is unknown (no stack output EndpointURL): no link made", file=sys.stderr)
         return 0
     console = f"{base.rstrip('/')}/console"
+    if args.link:  # first: a refused email below must not take the way in with it
+        print(f"sign-in link (once, {LINK_S // 60} minutes): {console}/link/{container.sign_in_links.mint(who)}")
     if settings.console_from:
         token = container.sign_in_links.mint(who)
-        container.console_mailer.send(
-            invitation_mail(
-                settings.console_from,
-                who,
-                args.user,
-                args.role,
-                "The operator",
-                f"{console}/link/{token}",
-                f"{console}/sign-in",
-                LINK_S // 60,
-            )
+        mail = invitation_mail(
+            settings.console_from,
+            who,
+            args.user,
+            args.role,
+            "The operator",
+            f"{console}/link/{token}",
+            f"{console}/sign-in",
+            LINK_S // 60,
         )
-        print(f"an invitation with a sign-in link was emailed to {who} from {settings.console_from}")
+        try:
+            container.console_mailer.send(mail)
+        except (ClientError, BotoCoreError) as exc:  # SES's sandbox, an unverified From: said, not raised
+            print(f"the invitation could not be emailed: {plain(str(exc))}", file=sys.stderr)
+        else:
+            print(f"an invitation with a sign-in link was emailed to {who} from {settings.console_from}")
     else:
         print("this stage emails no sign-in links (MOONSEND_CONSOLE_FROM is not set): use --link", file=sys.stderr)
-    if args.link:
-        print(f"sign-in link (once, {LINK_S // 60} minutes): {console}/link/{container.sign_in_links.mint(who)}")
     print(f"later, they ask for a link at {console}/sign-in")
     return 0
 

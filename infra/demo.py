@@ -206,24 +206,40 @@ DEMO_LINK_S = 8 * 3600
 
 def console_way_in(stack: LocalStack) -> list[str]:
     """The console's address, the demo tenant's admin, and two ways in: a sign-in link (once, for hours; in
-    the demo only) and the tenant's API key (this stack's). The admin is added if the stack lacks it."""
+    the demo only) and the tenant's API key (this run's)."""
     from chalicelib import wiring
     from chalicelib.api.principal import Role
 
     c = wiring.container()
     user = TENANTS[0].user_id
-    if c.tenants.get(user) is None:  # not the demo's stack
-        return [f"console: {stack.api_url}/console"]
     if c.people_store.get(user, DEMO_ADMIN) is None:
         c.people.invite(user, DEMO_ADMIN, Role.ADMIN, "operator")
-    link = c.sign_in_links.mint(DEMO_ADMIN, lifetime_s=DEMO_LINK_S)
-    key = c.reports.issue_key(user)
+    return [
+        *_admins_link(stack),
+        f"or with {user}'s API key: {c.reports.issue_key(user)}",
+        f"later, ask for a link on the sign-in page: it lands in {stack.config.outbox.resolve()}/_console/",
+    ]
+
+
+def console_way_back(stack: LocalStack) -> list[str]:
+    """`moonsend up` on a saved state: the console's address, and a link for the demo's admin if this is the
+    demo's state (its admin is there). No key is issued: a new one would stop the tenant's key of before."""
+    from chalicelib import wiring
+
+    c = wiring.container()
+    if stack.loaded is None or c.people_store.get(TENANTS[0].user_id, DEMO_ADMIN) is None:
+        return [f"console: {stack.api_url}/console"]
+    return _admins_link(stack)
+
+
+def _admins_link(stack: LocalStack) -> list[str]:
+    from chalicelib import wiring
+
+    link = wiring.container().sign_in_links.mint(DEMO_ADMIN, lifetime_s=DEMO_LINK_S)
     return [
         f"console: {stack.api_url}/console",
-        f"sign in as {DEMO_ADMIN} ({user}'s admin), once, within {DEMO_LINK_S // 3600} hours: "
+        f"sign in as {DEMO_ADMIN} ({TENANTS[0].user_id}'s admin), once, within {DEMO_LINK_S // 3600} hours: "
         f"{stack.api_url}/console/link/{link}",
-        f"or with {user}'s API key: {key}",
-        f"later, ask for a link on the sign-in page: it lands in {stack.config.outbox.resolve()}/_console/",
     ]
 
 

@@ -95,8 +95,23 @@ def _tenant_secrets(r: Resources, actions: list[str]) -> dict[str, Any]:
     }
 
 
-def policies(r: Resources) -> dict[str, dict[str, Any]]:
-    """{function name: IAM policy document} for one stage."""
+def _identities(address: str) -> list[str]:
+    domain = address.rpartition("@")[2]
+    return [f"arn:aws:ses:*:*:identity/{address}", f"arn:aws:ses:*:*:identity/{domain}"]
+
+
+def console_from_of(stage: str) -> str | None:
+    """The stage's MOONSEND_CONSOLE_FROM (`.chalice/config.json`), as a bare address."""
+    from email.utils import parseaddr
+
+    from infra.operator_env import stage_variables
+
+    given = stage_variables(stage).get("MOONSEND_CONSOLE_FROM")
+    return parseaddr(given)[1] or None if given else None
+
+
+def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[str, Any]]:
+    """{function name: IAM policy document} for one stage (`console_from`: its console's From address)."""
     tenant_queues = _queue(f"{r.tenant_queue_prefix}*")
     stage_queues = [tenant_queues, _queue(r.free_queue.name)]
     bucket = f"arn:aws:s3:::{r.prefix}-payloads-*"  # the bucket's name ends in the account id
@@ -301,9 +316,14 @@ def policies(r: Resources) -> dict[str, dict[str, Any]]:
         ),
         # Emailed sign-in links: made, read and used once (chalicelib.stores.sign_in_links).
         _stmt("SignInLinks", [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem"], [tables["SignInLinksTable"]]),
-        # The console's own email (sign-in links, invitations) from the platform's MOONSEND_CONSOLE_FROM,
-        # with no configuration set (chalicelib.console.mail).
-        _stmt("ConsoleMail", ["ses:SendEmail", "ses:SendRawEmail"], ["arn:aws:ses:*:*:identity/*"]),
+        # The console's own email (sign-in links, invitations) from the stage's MOONSEND_CONSOLE_FROM only,
+        # with no configuration set (chalicelib.console.mail): the identity SES checks is the address's own, or
+        # its domain's when the address has none.
+        *(
+            [_stmt("ConsoleMail", ["ses:SendEmail", "ses:SendRawEmail"], _identities(console_from))]
+            if console_from
+            else []
+        ),
     ]
     releaser = [
         *release,
@@ -484,7 +504,7 @@ def render(doc: dict[str, Any]) -> str:
 def write_policies(stage: str, account_id: str = "123456789012", chalice_dir: Path = ROOT / ".chalice") -> list[Path]:
     """Write the stage's policy files where Chalice reads them; returns their paths."""
     written = []
-    for fn, doc in policies(resources_for("moonsend", stage, account_id)).items():
+    for fn, doc in policies(resources_for("moonsend", stage, account_id), console_from_of(stage)).items():
         path = chalice_dir / policy_file(stage, fn)
         path.write_text(render(doc), encoding="utf-8")
         written.append(path)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from email.utils import parseaddr
 from typing import Any, Literal
 
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
@@ -247,8 +248,10 @@ def console_from(sesv2: Any, address: str | None, region_name: str) -> Check:
     return _verified(sesv2, "console-from", address, region_name)
 
 
-def _verified(sesv2: Any, check: str, address: str, region_name: str) -> Check:
-    """`address` is covered by a verified identity of the platform's account: its own, or its domain's."""
+def _verified(sesv2: Any, check: str, given: str, region_name: str) -> Check:
+    """`given` (an address, or `Name <address>`) is covered by a verified identity of the platform's account:
+    its own, or its domain's."""
+    address = parseaddr(given)[1] or given
     local, at, domain = address.rpartition("@")
     if not (local and at and domain):
         return Check(check, "fail", f"{address!r} is not an email address", "pass an address, a@example.com")

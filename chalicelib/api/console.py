@@ -7,6 +7,7 @@ table itself: each calls the services the API calls.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import time
 
@@ -37,6 +38,7 @@ from chalicelib.console.mail import sign_in_mail
 from chalicelib.console.people import address_of
 from chalicelib.console.sessions import ABSOLUTE_S
 from chalicelib.core.fields import is_email
+from chalicelib.feedback.reports import key_hash
 
 log = logging.getLogger(__name__)
 
@@ -51,12 +53,22 @@ DEAD_LINK = (
 )
 # A link request is answered after at least this long, whether a link was mailed or not: the time an
 # answer takes must not tell that an address has an account either.
-LINK_ANSWER_S = 0.6
+LINK_ANSWER_S = 1.0
 
 
 def _client(request: Request) -> str:
-    """The address the request came from, as API Gateway saw it."""
-    return str((request.context.get("identity") or {}).get("sourceIp") or "unknown")
+    """Who the request came from, as API Gateway saw it: its address, or an IPv6 address's /64 (one host
+    or network has a /64 of its own to pick from)."""
+    given = str((request.context.get("identity") or {}).get("sourceIp") or "unknown")
+    try:
+        address = ipaddress.ip_address(given)
+    except ValueError:
+        return given
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return str(address.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{address}/64", strict=False))
+    return str(address)
 
 
 def routes() -> Blueprint:
@@ -80,15 +92,15 @@ def routes() -> Blueprint:
         if not same_origin(request):
             return refused(request, 403, "Refused", "This form was sent from another site.")
         guard, client = wiring.container().sign_in_guard, _client(request)
-        wait_s = guard.wait_s(client)
+        wait_s = guard.take(client)  # counted before it is tried: a burst at once cannot pass a stale count
         if wait_s:
             return _slowed(request, SLOWED, wait_s)
         key = form(request).get("key", "").strip()
         tenant = wiring.container().reports.authenticate(f"Bearer {key}") if key else None
         if tenant is None:
-            guard.add(client)
             return _sign_in(request, 401, WRONG_KEY)
-        minted, _session = wiring.container().sessions.start(tenant, None, Role.ADMIN)
+        guard.give_back(client)
+        minted, _session = wiring.container().sessions.start(tenant, None, Role.ADMIN, key_hash(key))
         return redirect(f"{base_path(request)}/console", cookie(request, minted, ABSOLUTE_S))
 
     @bp.route("/console/sign-in/link", methods=["POST"], content_types=FORMS)
@@ -96,13 +108,14 @@ def routes() -> Blueprint:
         request = bp.current_request
         if not same_origin(request):
             return refused(request, 403, "Refused", "This form was sent from another site.")
-        c, client, started = wiring.container(), _client(request), time.monotonic()
+        c, client = wiring.container(), _client(request)
         if not c.settings.console_from:
             return _sign_in(request, 409, NO_LINKS)
-        wait_s = c.link_request_guard.wait_s(client)
+        c.console_mailer  # noqa: B018 (made before the clock starts: a cold client's time is not a member's alone)
+        started = time.monotonic()
+        wait_s = c.link_request_guard.take(client)
         if wait_s:
             return _slowed(request, LINKS_SLOWED, wait_s)
-        c.link_request_guard.add(client)
         address = address_of(form(request).get("address", ""))
         if not is_email(address):
             return _sign_in(request, 400, NOT_AN_ADDRESS)
@@ -128,13 +141,13 @@ def routes() -> Blueprint:
         if not same_origin(request):
             return refused(request, 403, "Refused", "This form was sent from another site.")
         c, client = wiring.container(), _client(request)
-        wait_s = c.sign_in_guard.wait_s(client)
+        wait_s = c.sign_in_guard.take(client)
         if wait_s:
             return _slowed(request, SLOWED, wait_s)
         person = c.sign_in_links.use(token, form(request).get("tenant", ""))
         if person is None:
-            c.sign_in_guard.add(client)
             return refused(request, 410, "This link does not sign in", DEAD_LINK)
+        c.sign_in_guard.give_back(client)
         minted, _session = c.sessions.start(person.tenant_id, person.address, person.role)
         return redirect(f"{base_path(request)}/console", cookie(request, minted, ABSOLUTE_S))
 
@@ -182,10 +195,9 @@ def _mail_link(request: Request, address: str) -> None:
     """Mail `address` a sign-in link if it belongs to someone and has not had too many lately; whatever
     happens, the person asking is told the same."""
     c = wiring.container()
-    if c.mailbox_guard.wait_s(address):
+    if c.mailbox_guard.take(address):
         log.warning("sign-in link not mailed: too many asked for one address lately")
         return
-    c.mailbox_guard.add(address)
     base = console_url(request)
     token = c.sign_in_links.request(address) if base else None
     if base is None or token is None or c.settings.console_from is None:

@@ -51,6 +51,8 @@ DONE = {
 MAILED = {
     "yes": ", and an email with a sign-in link is on its way.",
     "no": ": the email could not be sent, so tell them to ask for a sign-in link on the console's sign-in page.",
+    "held": ": too many invitation emails lately (from this tenant, or to this address), so none was sent; "
+    "they can ask for a sign-in link on the console's sign-in page.",
     "off": ": this stage emails no sign-in links, so they can sign in once your operator sets its From address.",
 }
 
@@ -123,6 +125,9 @@ def _mail_invitation(request: Request, session: Session, to: str, role: Role) ->
     sender, base = c.settings.console_from, console_url(request)
     if not sender or not base:
         return "off"
+    if c.invitation_guard.take(session.tenant_id) or c.mailbox_guard.take(to):
+        log.warning("invitation not mailed: too many lately, from this tenant or to this address")
+        return "held"
     token = c.sign_in_links.mint(to)
     mail = invitation_mail(
         sender,

@@ -69,7 +69,13 @@ class SignInLinks:
         stored = self._links.get(_digest(str(token)))
         if stored is None or stored.used_at is not None or self._clock() >= stored.expires_at:
             return None
-        memberships = self._people.memberships(stored.address)
+        # A link made before the person was (again) invited, or before an admin signed them out everywhere,
+        # is over for that tenant, as their sessions of then are.
+        memberships = [
+            p
+            for p in self._people.memberships(stored.address)
+            if stored.created_at >= max(p.signed_out_at or 0.0, p.invited_at)
+        ]
         return OpenLink(stored.address, stored.expires_at, memberships) if memberships else None
 
     def use(self, token: str | None, tenant_id: str) -> Person | None:

@@ -69,11 +69,12 @@ class People:
         address = address_of(address)
         if address == by:
             raise PersonRefused("you cannot remove yourself: sign out, or ask another admin of this tenant")
-        if self._store.get(tenant_id, address) is None:
+        if not is_email(address) or self._store.get(tenant_id, address) is None:
             return False
         self._store.remove(tenant_id, address)
         return True
 
     def sign_out_everywhere(self, tenant_id: str, address: str) -> bool:
         """End every session the person has now; False when there is no such person."""
-        return self._store.signed_out(tenant_id, address_of(address), self._clock())
+        address = address_of(address)
+        return is_email(address) and self._store.signed_out(tenant_id, address, self._clock())

@@ -6,7 +6,10 @@ has its own CSRF token, which every form that changes something carries.
 
 A person's session reads their membership at every request (one consistent read): a person an admin
 removed or signed out everywhere is out at once, and a changed role holds from the next page. A session
-signed in with the tenant's API key has no person; it ends at sign-out, when idle, or at its expiry.
+older than the person's membership is over too: a person removed and invited again (the real owner, after
+their account was taken) does not bring back the sessions of before. A session signed in with the
+tenant's API key holds the key's digest, and reads the tenant's current one at every request: a new key
+(`moonsend tenant key`) ends every session the old one started.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chalicelib.stores.ports import MembershipRecords, SessionRecords
+from chalicelib.stores.ports import KeyDigests, MembershipRecords, SessionRecords
 from chalicelib.stores.sessions import StoredSession
 
 IDLE_S = 8 * 3600
@@ -47,17 +50,35 @@ def sid_of(secret: str) -> str:
 
 class Sessions:
     def __init__(
-        self, store: SessionRecords, people: MembershipRecords, clock: Callable[[], float] = time.time
+        self,
+        store: SessionRecords,
+        people: MembershipRecords,
+        keys: KeyDigests,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._store = store
         self._people = people
+        self._keys = keys
         self._clock = clock
 
-    def start(self, tenant_id: str, person: str | None, role: int) -> tuple[str, Session]:
-        """A new session: the cookie's secret (shown to the browser only) and the session."""
+    def start(
+        self, tenant_id: str, person: str | None, role: int, key_digest: str | None = None
+    ) -> tuple[str, Session]:
+        """A new session: the cookie's secret (shown to the browser only) and the session. A person's, or (no
+        person) one signed in with the key whose digest is `key_digest`."""
+        if person is None and not key_digest:
+            raise ValueError("a session signed in with the key holds the key's digest")
         secret, now = secrets.token_urlsafe(32), self._clock()
         stored = StoredSession(
-            sid_of(secret), tenant_id, person, role, secrets.token_urlsafe(32), now, now, now + ABSOLUTE_S
+            sid_of(secret),
+            tenant_id,
+            person,
+            role,
+            secrets.token_urlsafe(32),
+            now,
+            now,
+            now + ABSOLUTE_S,
+            key_digest if person is None else None,
         )
         self._store.put(stored)
         return secret, _session(stored)
@@ -71,16 +92,24 @@ class Sessions:
         now = self._clock()
         if stored is None or now >= stored.expires_at or now - stored.seen_at >= IDLE_S:
             return None
-        role = stored.role
-        if stored.person is not None:
-            person = self._people.get(stored.tenant_id, stored.person)
-            if person is None or stored.created_at < (person.signed_out_at or 0):
-                self._store.delete(stored.sid)
-                return None
-            role = person.role
+        role = self._role_now(stored)
+        if role is None:
+            self._store.delete(stored.sid)
+            return None
         if keep_alive and now - stored.seen_at >= SEEN_EVERY_S:
             self._store.seen(stored.sid, now)
         return Session(stored.tenant_id, stored.person, role, stored.csrf)
+
+    def _role_now(self, stored: StoredSession) -> int | None:
+        """The session's role as its person's membership or its key stands now; None: the session is over."""
+        if stored.person is None:
+            current = self._keys.api_key_hash(stored.tenant_id)
+            held = stored.key_digest
+            return stored.role if current and held and hmac.compare_digest(current, held) else None
+        person = self._people.get(stored.tenant_id, stored.person)
+        if person is None or stored.created_at < max(person.signed_out_at or 0.0, person.invited_at):
+            return None
+        return person.role
 
     def end(self, secret: str | None) -> None:
         if secret and len(secret) == SECRET_CHARS and secret.isascii():

@@ -11,7 +11,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist
 from pynamodb.models import Model
 
-from chalicelib.stores.tables import bound
+from chalicelib.stores.tables import bound, update_if
 
 
 class AttemptModel(Model):
@@ -39,3 +39,8 @@ class AttemptStore:
         row = m(key)
         row.update(actions=[m.n.add(1), m.expires_at.set(expires_at)])
         return int(row.n)
+
+    def release(self, key: str) -> None:
+        """One attempt of `key`'s window taken back (never below nothing: a window that ended is gone)."""
+        m = self._model
+        update_if(m(key), [m.n.add(-1)], m.n > 0)

@@ -146,6 +146,8 @@ class AttemptCounts(Protocol):
 
     def add(self, key: str, expires_at: int) -> int: ...
 
+    def release(self, key: str) -> None: ...
+
 
 # --- the drain leases (chalicelib.stores.lease) ------------------------------------------------------------
 
@@ -620,6 +622,13 @@ class MembershipRecords(Protocol):
     """What a session asks of the people table at each request (chalicelib.console.sessions)."""
 
     def get(self, tenant_id: str, address: str) -> Person | None: ...
+
+
+class KeyDigests(Protocol):
+    """What a session signed in with the API key asks of the tenants table at each request: the current key's
+    digest (chalicelib.console.sessions)."""
+
+    def api_key_hash(self, user_id: str) -> str | None: ...
 
 
 class SignInLinkRecords(Protocol):

@@ -23,6 +23,7 @@ class SessionModel(Model):
     sid = UnicodeAttribute(hash_key=True)  # hex SHA-256 of the cookie's secret
     tenant_id = UnicodeAttribute()
     person = UnicodeAttribute(null=True)  # the signed-in person's address; None: signed in with the API key
+    key_digest = UnicodeAttribute(null=True)  # signed in with the API key: its SHA-256, held while it is current
     role = NumberAttribute()  # chalicelib.api.principal.Role's value
     csrf = UnicodeAttribute()  # every form that changes something carries it
     created_at = NumberAttribute()  # epoch seconds
@@ -40,6 +41,7 @@ class StoredSession:
     created_at: float
     seen_at: float
     expires_at: float
+    key_digest: str | None = None
 
 
 class SessionStore:
@@ -52,6 +54,7 @@ class SessionStore:
             s.sid,
             tenant_id=s.tenant_id,
             person=s.person,
+            key_digest=s.key_digest,
             role=s.role,
             csrf=s.csrf,
             created_at=s.created_at,
@@ -73,6 +76,7 @@ class SessionStore:
             float(row.created_at),
             float(row.seen_at),
             float(row.expires_at),
+            row.key_digest,
         )
 
     def seen(self, sid: str, at: float) -> None:

@@ -187,6 +187,9 @@ def _render(template: str, context: dict[str, str]) -> str:
     return _CONTEXT.sub(put, template)
 
 
+_SIGN_IN_LINK = re.compile(r"(/console/link/)[^ ?]+")
+
+
 class _ApiGatewayEvents(LambdaEventConverter):
     """chalice local's events, with the `requestContext.domainName` API Gateway gives: the domain the request
     came in on, whatever Host header the client sent (the console's emailed links are made with it)."""
@@ -221,6 +224,11 @@ class _GatewayHandler(ChaliceRequestHandler):
         self.local_gateway = self.api_gateway
         # The request is handled inside the base class's constructor: everything it uses is set above.
         BaseHTTPRequestHandler.__init__(self, request, client_address, server)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """http.server's line per request, with a sign-in link's token cut out: the terminal is no place for
+        a way in (the demo's links last hours)."""
+        super().log_message(format, *(_SIGN_IN_LINK.sub(r"\1…", a) if isinstance(a, str) else a for a in args))
 
     def __getattr__(self, name: str) -> Any:
         # http.server looks up `do_<METHOD>`: every method reaches the gateway, none gets http.server's 501 page.

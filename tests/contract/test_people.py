@@ -111,3 +111,22 @@ def test_a_link_for_an_address_nobody_has_is_never_made_and_odd_tokens_open_noth
     assert service.request(address()) is None
     for token in (None, "", "x" * 43, "é" * 43, "x" * 10_000, "../../etc/passwd"):
         assert service.open(token) is None and service.use(token, "t") is None
+
+
+def test_a_link_made_before_a_sign_out_everywhere_or_a_new_invitation_signs_in_no_more(stores: tuple[Any, Any]):
+    people, links = stores
+    clock, t, who = Clock(), tenant(), address()
+    people.put(Person(t, who, 2, "operator", clock.now))
+    service = SignInLinks(links, People(people, clock), clock)
+    before_sign_out = service.mint(who)
+    clock.now += 5
+    assert people.signed_out(t, who, clock.now)
+    assert service.open(before_sign_out) is None and service.use(before_sign_out, t) is None
+    clock.now += 1
+    before_removal = service.mint(who)
+    clock.now += 5
+    people.remove(t, who)
+    people.put(Person(t, who, 1, "boss@example.org", clock.now))  # invited again
+    assert service.use(before_removal, t) is None
+    clock.now += 1
+    assert service.use(service.mint(who), t) is not None  # a link of now signs in

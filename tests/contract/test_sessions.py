@@ -12,7 +12,7 @@ from chalicelib.console.sessions import ABSOLUTE_S, IDLE_S, SEEN_EVERY_S, Sessio
 from chalicelib.stores.people import PeopleStore, Person
 from chalicelib.stores.sessions import SessionStore
 from tests.contract.conftest import real_container
-from tests.fakes.people import FakePeople
+from tests.fakes.people import FakeKeyDigests, FakePeople
 from tests.fakes.sessions import FakeSessions
 
 
@@ -40,30 +40,74 @@ def people(side: str, request: pytest.FixtureRequest) -> Any:
     return PeopleStore(c.settings.resources.people_table.name, c.settings.region)
 
 
+class RegisteredKeys:
+    """The tenants table's key digests; a tenant is registered first (its key is set on an existing tenant)."""
+
+    def __init__(self, container: Any) -> None:
+        self.c = container
+
+    def set_api_key_hash(self, user_id: str, digest: str) -> None:
+        from chalicelib.core.contract import Sender
+
+        if self.c.tenants.get(user_id) is None:
+            sender = Sender(f"news@{user_id}.example", "News", None, None, None, 1.0)
+            self.c.tenants.accept(user_id, "free", sender, self.c.ses.account_of)
+        self.c.tenants.set_api_key_hash(user_id, digest)
+
+    def api_key_hash(self, user_id: str) -> str | None:
+        return self.c.tenants.api_key_hash(user_id)
+
+
+@pytest.fixture
+def keys(side: str, request: pytest.FixtureRequest) -> Any:
+    return FakeKeyDigests() if side == "fake" else RegisteredKeys(real_container(request))
+
+
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
 
 
 @pytest.fixture
-def sessions(store: Any, people: Any, clock: Clock) -> Sessions:
-    return Sessions(store, people, clock)
+def sessions(store: Any, people: Any, keys: Any, clock: Clock) -> Sessions:
+    return Sessions(store, people, keys, clock)
+
+
+class KeySessions:
+    """Sessions signed in with a tenant's API key: the key's digest set as the tenants table would hold it."""
+
+    def __init__(self, sessions: Sessions, keys: Any) -> None:
+        self.sessions, self.keys = sessions, keys
+
+    def start(self, who: str, role: int) -> tuple[str, Any]:
+        digest = f"digest-of-{who}"
+        self.keys.set_api_key_hash(who, digest)
+        return self.sessions.start(who, None, role, digest)
+
+
+@pytest.fixture
+def by_key(sessions: Sessions, keys: Any) -> KeySessions:
+    return KeySessions(sessions, keys)
 
 
 def tenant() -> str:
     return f"t-{uuid.uuid4().hex[:8]}"
 
 
-def test_a_sign_in_gives_a_new_secret_and_its_session_is_found_by_it_alone(sessions: Sessions, store: Any):
+def test_a_sign_in_gives_a_new_secret_and_its_session_is_found_by_it_alone(
+    sessions: Sessions, by_key: KeySessions, store: Any
+):
     who = tenant()
-    first, session = sessions.start(who, None, 3)
-    second, _ = sessions.start(who, None, 3)
+    first, session = by_key.start(who, 3)
+    second, _ = by_key.start(who, 3)
     assert first != second and sessions.find(first) == session and session.tenant_id == who
     assert store.get(first) is None and store.get(sid_of(first)) is not None  # stored by digest, never the secret
 
 
-def test_a_session_idle_for_eight_hours_ends_and_one_in_use_is_kept_alive(sessions: Sessions, clock: Clock):
-    secret, _ = sessions.start(tenant(), None, 1)
+def test_a_session_idle_for_eight_hours_ends_and_one_in_use_is_kept_alive(
+    sessions: Sessions, by_key: KeySessions, clock: Clock
+):
+    secret, _ = by_key.start(tenant(), 1)
     clock.now += IDLE_S - 1
     assert sessions.find(secret) is not None  # used: kept alive from now
     clock.now += IDLE_S - 1
@@ -72,8 +116,8 @@ def test_a_session_idle_for_eight_hours_ends_and_one_in_use_is_kept_alive(sessio
     assert sessions.find(secret) is None
 
 
-def test_a_session_ends_seven_days_after_sign_in_however_busy(sessions: Sessions, clock: Clock):
-    secret, _ = sessions.start(tenant(), None, 1)
+def test_a_session_ends_seven_days_after_sign_in_however_busy(sessions: Sessions, by_key: KeySessions, clock: Clock):
+    secret, _ = by_key.start(tenant(), 1)
     while clock.now + SEEN_EVERY_S < 1_800_000_000.0 + ABSOLUTE_S:
         assert sessions.find(secret) is not None
         clock.now += IDLE_S / 2
@@ -81,8 +125,8 @@ def test_a_session_ends_seven_days_after_sign_in_however_busy(sessions: Sessions
     assert sessions.find(secret) is None
 
 
-def test_a_signed_out_session_is_gone_and_a_forged_or_odd_cookie_finds_nothing(sessions: Sessions):
-    secret, _ = sessions.start(tenant(), None, 2)
+def test_a_signed_out_session_is_gone_and_a_forged_or_odd_cookie_finds_nothing(sessions: Sessions, by_key: KeySessions):
+    secret, _ = by_key.start(tenant(), 2)
     sessions.end(secret)
     assert sessions.find(secret) is None
     forged = secret[:-1] + ("A" if secret[-1] != "A" else "B")
@@ -91,9 +135,9 @@ def test_a_signed_out_session_is_gone_and_a_forged_or_odd_cookie_finds_nothing(s
         sessions.end(cookie)  # nothing to end, nothing raised
 
 
-def test_a_forms_csrf_token_is_its_sessions_own(sessions: Sessions):
-    _secret, session = sessions.start(tenant(), None, 3)
-    _other, other = sessions.start(tenant(), None, 3)
+def test_a_forms_csrf_token_is_its_sessions_own(sessions: Sessions, by_key: KeySessions):
+    _secret, session = by_key.start(tenant(), 3)
+    _other, other = by_key.start(tenant(), 3)
     assert session.carries(session.csrf)
     assert not session.carries(other.csrf) and not session.carries(None) and not session.carries("")
 
@@ -141,3 +185,31 @@ def test_signed_out_everywhere_ends_the_sessions_of_before_not_the_next_sign_in(
     assert sessions.find(again) is not None
     assert not people.signed_out(who, "nobody@example.org", clock.now)  # nobody to sign out: nothing made
     assert people.get(who, "nobody@example.org") is None
+
+
+def test_a_person_removed_and_invited_again_does_not_bring_back_the_sessions_of_before(
+    sessions: Sessions, people: Any, clock: Clock
+):
+    """An admin removes a person whose cookie was taken, and invites the real owner again: the taken cookie,
+    never used in between, stays dead."""
+    who = tenant()
+    people.put(Person(who, "bob@example.org", 2, "operator", clock.now))
+    taken, _ = sessions.start(who, "bob@example.org", 2)
+    clock.now += 5
+    people.remove(who, "bob@example.org")
+    clock.now += 5
+    people.put(Person(who, "bob@example.org", 1, "boss@example.org", clock.now))
+    assert sessions.find(taken) is None
+    clock.now += 1
+    fresh, _ = sessions.start(who, "bob@example.org", 1)
+    assert sessions.find(fresh) is not None
+
+
+def test_a_new_api_key_ends_the_sessions_the_old_one_started(sessions: Sessions, keys: Any, by_key: KeySessions):
+    who = tenant()
+    secret, _ = by_key.start(who, 3)
+    assert sessions.find(secret) is not None
+    keys.set_api_key_hash(who, "digest-of-the-new-key")
+    assert sessions.find(secret) is None
+    with pytest.raises(ValueError, match="digest"):
+        sessions.start(who, None, 3)  # a key's session without its key's digest is never made

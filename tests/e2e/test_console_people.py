@@ -276,3 +276,21 @@ def test_the_operator_invites_a_first_admin_who_signs_in_by_the_mailed_or_the_pr
         [*command[:-2], "not-an-address", "--endpoint", stack.endpoint], capture_output=True, text=True, env=env
     )
     assert refused.returncode == 2 and "is not an email address" in refused.stderr
+
+
+def test_an_admin_cannot_turn_invitations_into_a_mailer(stack, uid):
+    """Invite, remove, invite again: the address gets its few emails, then none (the page says so)."""
+    user, key = _tenant(uid, "j")
+    admin, target = _admin(stack, key), f"target-{uid}@example.org"
+    token = _csrf(admin.ask("GET", "/console/people")[2])
+    said = []
+    for _ in range(LINKS_PER_MAILBOX + 1):
+        status, headers, _ = admin.ask("POST", "/console/people", {"csrf": token, "address": target, "role": "viewer"})
+        assert status == 303
+        said.append(html.unescape(admin.ask("GET", headers["location"])[2]))
+        assert admin.ask("POST", "/console/people/remove", {"csrf": token, "address": target})[0] == 303
+    assert all("an email with a sign-in link is on its way" in page for page in said[:LINKS_PER_MAILBOX])
+    assert "too many invitation emails lately" in said[-1]
+    assert len(_wait_for_mail(stack.config.outbox, target, LINKS_PER_MAILBOX)) == LINKS_PER_MAILBOX
+    time.sleep(0.5)
+    assert len(_mails_to(stack.config.outbox, target)) == LINKS_PER_MAILBOX

@@ -57,3 +57,16 @@ class FakeSignInLinks:
             return False
         self.items[token] = dataclasses.replace(link, used_at=now)
         return True
+
+
+class FakeKeyDigests:
+    """Each tenant's current API key digest, as the tenants table keeps it (ApiKeyHashes)."""
+
+    def __init__(self) -> None:
+        self.digests: dict[str, str] = {}
+
+    def set_api_key_hash(self, user_id: str, digest: str) -> None:
+        self.digests[user_id] = digest
+
+    def api_key_hash(self, user_id: str) -> str | None:
+        return self.digests.get(user_id)

@@ -544,7 +544,7 @@ def test_every_aws_client_the_code_makes_can_be_made_from_the_bundle_alone(packa
 
 def test_committed_policy_files_are_what_the_generator_writes():
     for stage in ("local", "dev", "prod"):
-        for fn, doc in iam.policies(resources_for("moonsend", stage)).items():
+        for fn, doc in iam.policies(resources_for("moonsend", stage), iam.console_from_of(stage)).items():
             committed = (ROOT / ".chalice" / iam.policy_file(stage, fn)).read_text()
             assert committed == iam.render(doc), f"run `moonsend package --stage {stage}`"
 

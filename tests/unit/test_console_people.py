@@ -55,3 +55,18 @@ def test_roles_are_named_as_the_console_shows_them():
     assert [role_named(n) for n in ("viewer", " Sender ", "ADMIN")] == [Role.VIEWER, Role.SENDER, Role.ADMIN]
     with pytest.raises(PersonRefused, match="not a role"):
         role_named("owner")
+
+
+def test_a_client_is_its_address_or_its_ipv6_networks_64():
+    from types import SimpleNamespace
+
+    from chalicelib.api.console import _client
+
+    def asked(source: str | None) -> str:
+        return _client(SimpleNamespace(context={"identity": {"sourceIp": source}}))  # type: ignore[arg-type]
+
+    assert asked("203.0.113.7") == "203.0.113.7"
+    assert asked("2001:db8:1:2:aaaa::1") == asked("2001:db8:1:2:ffff::9") == "2001:db8:1:2::/64"
+    assert asked("2001:db8:1:3::1") != asked("2001:db8:1:2::1")
+    assert asked("::ffff:198.51.100.4") == "198.51.100.4"
+    assert asked(None) == "unknown" and asked("not-an-address") == "not-an-address"

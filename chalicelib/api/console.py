@@ -132,7 +132,9 @@ def routes() -> Blueprint:
             return refused(request, 410, "This link does not sign in", DEAD_LINK)
         roles = {p.tenant_id: Role(p.role).name.lower() for p in link.memberships}
         shown = page(request, "link.html", title="Sign in", link=link, token=token, roles=roles)
-        shown.headers["Referrer-Policy"] = "no-referrer"  # its assets' requests do not carry the token
+        # Its assets' requests carry the origin alone, not the token. Not `no-referrer`: a browser then sends
+        # its sign-in form with `Origin: null`, which the form's check refuses.
+        shown.headers["Referrer-Policy"] = "strict-origin"
         return shown
 
     @bp.route("/console/link/{token}", methods=["POST"], content_types=FORMS)

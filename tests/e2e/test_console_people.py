@@ -132,7 +132,7 @@ def test_an_agencys_address_picks_which_of_its_tenants_to_sign_in_to(stack, uid)
     browser = Browser(stack.api_url)
     _status, headers, page = browser.ask("GET", f"/console/link/{link}")
     assert "belongs to several tenants" in page and one in page and two in page
-    assert headers["referrer-policy"] == "no-referrer" and headers["cache-control"] == "no-store"
+    assert headers["referrer-policy"] == "strict-origin" and headers["cache-control"] == "no-store"
     assert browser.ask("POST", f"/console/link/{link}", {"tenant": "someone-else"})[0] == 410  # not theirs
     assert browser.ask("POST", f"/console/link/{link}", {"tenant": two})[0] == 303  # still unused: signs in
     page = browser.ask("GET", "/console")[2]

@@ -280,7 +280,7 @@ def test_the_operator_invites_a_first_admin_who_signs_in_by_the_mailed_or_the_pr
 
 def test_an_admin_cannot_turn_invitations_into_a_mailer(stack, uid):
     """Invite, remove, invite again: the address gets its few emails, then none (the page says so)."""
-    user, key = _tenant(uid, "j")
+    _user, key = _tenant(uid, "j")
     admin, target = _admin(stack, key), f"target-{uid}@example.org"
     token = _csrf(admin.ask("GET", "/console/people")[2])
     said = []

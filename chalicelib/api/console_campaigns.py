@@ -91,7 +91,8 @@ def _live(request: Request, session: Session, campaign_id: str) -> dict[str, Any
     shown = wiring.container().campaign_reads.show_for(session.tenant_id, campaign_id, None)
     timeline = shown["timeline"]
     chart = minute_chart(timeline["minutes"], shown["ratePerSecond"])
-    live = shown["state"] in LIVE_STATES or (shown["progress"]["acceptedMayGrow"] and _recent(chart))
+    recent = _recent(chart) or _young(shown["createdAt"])
+    live = shown["state"] in LIVE_STATES or (shown["progress"]["acceptedMayGrow"] and recent)
     return {
         "campaign": shown,
         "rates": rates(shown["counts"]),
@@ -111,6 +112,14 @@ def _recent(chart: MinuteChart | None) -> bool:
         return False
     last = datetime.fromisoformat(chart.last_sent.replace("Z", "+00:00")).timestamp() + 60  # the minute's end
     return time.time() - last < QUIET_S
+
+
+def _young(created_at: str | None) -> bool:
+    """The campaign began in the last few minutes: its first sends may not be on its timeline yet (the
+    timeline's write follows the counters'), and a page opened then must offer to pause it all the same."""
+    if not created_at:
+        return False
+    return time.time() - datetime.fromisoformat(created_at.replace("Z", "+00:00")).timestamp() < QUIET_S
 
 
 def _recipients(session: Session, campaign_id: str, query: dict[str, str]) -> dict[str, Any]:

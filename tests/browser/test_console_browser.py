@@ -116,6 +116,18 @@ def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack,
     refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
     assert refused == []  # the page needs nothing its policy refuses
 
+    browser.find_element(By.LINK_TEXT, "Settings").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Settings"))
+    assert "Acme News" in browser.find_element(By.TAG_NAME, "main").text
+    look_at_every_size(browser, "console-settings")
+    dark(browser, False)
+    browser.find_element(By.ID, "pause-reason").send_keys("end-of-year freeze")
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/settings/pause'] button").click()
+    settled(browser).until(lambda b: "Paused" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+    assert "end-of-year freeze" in browser.find_element(By.TAG_NAME, "main").text
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/settings/resume'] button").click()
+    settled(browser).until(lambda b: "lifted" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+
     browser.find_element(By.CSS_SELECTOR, "form[action$='/console/sign-out'] button").click()
     WebDriverWait(browser, 15).until(ec.title_contains("Sign in"))
     browser.get(f"{stack.api_url}/console")

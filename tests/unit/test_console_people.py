@@ -70,3 +70,26 @@ def test_a_client_is_its_address_or_its_ipv6_networks_64():
     assert asked("2001:db8:1:3::1") != asked("2001:db8:1:2::1")
     assert asked("::ffff:198.51.100.4") == "198.51.100.4"
     assert asked(None) == "unknown" and asked("not-an-address") == "not-an-address"
+
+
+def test_the_settings_page_of_a_tenant_with_no_message_yet_says_how_it_begins():
+    from chalicelib.console import pages
+    from chalicelib.console.sessions import Session
+
+    shown = pages.render(
+        "settings.html",
+        base="",
+        session=Session("acme", None, 3, "token"),
+        role_name="admin",
+        active="settings",
+        title="Settings",
+        tenant={"id": "acme", "plan": None, "pauses": []},
+        owners={},
+        lifted_by={},
+        own_pause=False,
+        may_pause=True,
+        notice=None,
+        problem=None,
+        max_reason=200,
+    )
+    assert "Nothing sent yet" in shown and "PrecompileEmail" in shown and "Pause all sending" not in shown

@@ -116,6 +116,24 @@ def test_a_person_signs_in_with_the_key_reads_the_campaigns_and_signs_out(stack,
     refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
     assert refused == []  # the page needs nothing its policy refuses
 
+    from tests.e2e.test_console_events import _keep
+
+    _keep(
+        user,
+        [
+            ("delivered", "autumn-sale", f"reader{i}@example.org", {"reason": "250 2.6.0 Message received"})
+            for i in range(3)
+        ]
+        + [("bounced", "probe", HOSTILE, {"reason": HOSTILE})],
+    )
+    browser.find_element(By.LINK_TEXT, "Events").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Events"))
+    shown = browser.find_element(By.TAG_NAME, "main").text
+    assert "reader0@example.org" in shown and HOSTILE in shown
+    assert browser.find_elements(By.CSS_SELECTOR, "main img, main script") == []
+    look_at_every_size(browser, "console-events")
+    dark(browser, False)
+
     browser.find_element(By.LINK_TEXT, "Settings").click()
     WebDriverWait(browser, 15).until(ec.title_contains("Settings"))
     assert "Acme News" in browser.find_element(By.TAG_NAME, "main").text

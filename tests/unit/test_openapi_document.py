@@ -60,7 +60,9 @@ def test_the_tenant_routes_take_the_bearer_key_the_console_its_session_and_the_p
     public |= {"/console/sign-in", "/console/sign-in/link", "/console/link/{token}"}
     # The console's session cookie, or none: to the sign-in page.
     signed_in = {"/console", "/console/sign-out"} | {
-        p for p in doc["paths"] if p.startswith(("/console/campaigns", "/console/people", "/console/settings"))
+        p
+        for p in doc["paths"]
+        if p.startswith(("/console/campaigns", "/console/people", "/console/settings", "/console/events"))
     }
     for path, method in operations(doc):
         security = doc["paths"][path][method.lower()]["security"]

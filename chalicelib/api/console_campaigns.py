@@ -20,19 +20,17 @@ from chalice import Blueprint, Response
 from chalice.app import Request
 
 from chalicelib import wiring
-from chalicelib.api import answers
+from chalicelib.api import answers, console_http
 from chalicelib.api.console_http import (
     FORMS,
-    STALE_FORM,
     base_path,
     form,
-    from_console,
     page,
     read_notice,
     redirect,
     refused,
     role_refused,
-    session_of,
+    signed_form,
     signed_notice,
 )
 from chalicelib.api.principal import Role
@@ -195,24 +193,20 @@ def _recipient_frame(request: Request, campaign_id: str, *, following: bool = Tr
 
 def _act(request: Request, campaign_id: str, doing: str, act: Callable[[str], dict[str, str | int]]) -> Response:
     """An action on a campaign (role SENDER or above): checked, done, answered with a redirect saying so."""
-    session = session_of(request)
-    if session is None:
-        return redirect(f"{base_path(request)}/console/sign-in")
-    if not from_console(request, session):
-        return refused(request, 403, "Refused", STALE_FORM, session)
-    refusal = role_refused(request, session, Role.SENDER, doing)
-    if refusal is not None:
-        return refusal
-    try:
-        said = act(session.tenant_id)
-    except NotFound:
-        return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
-    except Conflict as conflict:
-        return refused(request, 409, "Not done", conflict.detail, session)
-    except Refused as other:
-        return refused(request, answers.status_of(other), "Not done", other.detail, session)
-    notice = signed_notice(session, campaign_id, SAID, said)
-    return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{notice}")
+
+    def done(session: Session, _fields: dict[str, str]) -> Response:
+        try:
+            said = act(session.tenant_id)
+        except NotFound:
+            return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
+        except Conflict as conflict:
+            return refused(request, 409, "Not done", conflict.detail, session)
+        except Refused as other:
+            return refused(request, answers.status_of(other), "Not done", other.detail, session)
+        notice = signed_notice(session, campaign_id, SAID, said)
+        return redirect(f"{base_path(request)}{_campaign_path(campaign_id)}?{notice}")
+
+    return signed_form(request, Role.SENDER, doing, done)
 
 
 # The actions that take nothing but the campaign: the path's verb, what the page then says was done, what the
@@ -242,15 +236,16 @@ def routes() -> Blueprint:
 
     def signed_in(show: Callable[[Request, Session], Response]) -> Response:
         request = bp.current_request
-        session = session_of(request)
-        if session is None:
-            return redirect(f"{base_path(request)}/console/sign-in")
-        try:
-            return show(request, session)
-        except NotFound:
-            return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
-        except Refused as refusal:
-            return refused(request, answers.status_of(refusal), "That cannot be shown", refusal.detail, session)
+
+        def shown(session: Session) -> Response:
+            try:
+                return show(request, session)
+            except NotFound:
+                return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
+            except Refused as refusal:
+                return refused(request, answers.status_of(refusal), "That cannot be shown", refusal.detail, session)
+
+        return console_http.signed_in(request, shown)
 
     @bp.route("/console", methods=["GET"])
     def campaigns() -> Response:

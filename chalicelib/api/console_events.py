@@ -12,7 +12,7 @@ from chalice.app import Request
 
 from chalicelib import wiring
 from chalicelib.api import answers
-from chalicelib.api.console_http import base_path, page, redirect, refused, session_of
+from chalicelib.api.console_http import base_path, page, refused, signed_in
 from chalicelib.console.sessions import Session
 from chalicelib.core.errors import Refused
 from chalicelib.core.webhook_contract import EVENT_TYPES
@@ -56,9 +56,6 @@ def routes() -> Blueprint:
     @bp.route("/console/events", methods=["GET"])
     def events() -> Response:
         request = bp.current_request
-        session = session_of(request)
-        if session is None:
-            return redirect(f"{base_path(request)}/console/sign-in")
-        return _events_page(request, session)
+        return signed_in(request, lambda session: _events_page(request, session))
 
     return bp

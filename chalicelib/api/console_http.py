@@ -13,6 +13,7 @@ import hashlib
 import hmac
 import ipaddress
 import urllib.parse
+from collections.abc import Callable
 from http.cookies import CookieError, SimpleCookie
 from typing import Any
 
@@ -100,16 +101,24 @@ def same_origin(request: Request) -> bool:
     return origin == f"{scheme}://{request.headers.get('host', '')}"
 
 
-def form(request: Request) -> dict[str, str]:
+MAX_FORM_FIELDS = 20  # the most any console form has: a webhook's, with a box for each event type
+
+
+def form_values(request: Request) -> dict[str, list[str]]:
+    """Every value of each of the form's fields (a field of checkboxes has several)."""
     raw = request.raw_body or b""
     if len(raw) > MAX_FORM_BYTES:
         return {}
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     try:
-        fields = urllib.parse.parse_qs(text, max_num_fields=10)
+        return urllib.parse.parse_qs(text, max_num_fields=MAX_FORM_FIELDS)
     except ValueError:  # more fields than any console form has: not one of ours (a stale form, 403)
         return {}
-    return {k: v[0] for k, v in fields.items()}
+
+
+def form(request: Request) -> dict[str, str]:
+    """Each of the form's fields, by its first value."""
+    return {k: v[0] for k, v in form_values(request).items()}
 
 
 def from_console(request: Request, session: Session) -> bool:
@@ -146,6 +155,30 @@ def role_refused(request: Request, session: Session, needed: Role, doing: str) -
         f"{Role(session.role).name.lower()}. Ask an admin of this tenant."
     )
     return refused(request, 403, "Not allowed", detail, session)
+
+
+def signed_in(request: Request, show: Callable[[Session], Response]) -> Response:
+    """`show` for the request's live session; without one, a redirect to the sign-in page."""
+    session = session_of(request)
+    if session is None:
+        return redirect(f"{base_path(request)}/console/sign-in")
+    return show(session)
+
+
+def signed_form(
+    request: Request, needed: Role, doing: str, act: Callable[[Session, dict[str, str]], Response]
+) -> Response:
+    """A form that changes something: `act` with the session and the form's fields, once the form is known
+    to be the console's own (else 403: another site's, or a stale page's) and the session's role reaches
+    `needed` (else 403 naming who may: `doing` is what was refused)."""
+
+    def checked(session: Session) -> Response:
+        if not from_console(request, session):
+            return refused(request, 403, "Refused", STALE_FORM, session)
+        refusal = role_refused(request, session, needed, doing)
+        return refusal or act(session, form(request))
+
+    return signed_in(request, checked)
 
 
 def _signature(session: Session, scope: str, said: str) -> str:

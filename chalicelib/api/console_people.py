@@ -17,17 +17,13 @@ from chalice.app import Request
 from chalicelib import wiring
 from chalicelib.api.console_http import (
     FORMS,
-    STALE_FORM,
     base_path,
     console_url,
-    form,
-    from_console,
     page,
     read_notice,
     redirect,
-    refused,
-    role_refused,
-    session_of,
+    signed_form,
+    signed_in,
     signed_notice,
 )
 from chalicelib.api.principal import Role
@@ -93,21 +89,17 @@ def _people_page(request: Request, session: Session, status: int = 200, problem:
 
 def _change(request: Request, doing: str, act: Callable[[Session, dict[str, str]], dict[str, str | int]]) -> Response:
     """A change to the tenant's people (an admin's): checked, done, answered with a redirect saying so."""
-    session = session_of(request)
-    if session is None:
-        return redirect(f"{base_path(request)}/console/sign-in")
-    if not from_console(request, session):
-        return refused(request, 403, "Refused", STALE_FORM, session)
-    refusal = role_refused(request, session, Role.ADMIN, doing)
-    if refusal is not None:
-        return refusal
-    try:
-        said = act(session, form(request))
-    except PersonRefused as why:
-        return _people_page(request, session, 400, str(why))
-    if not said:
-        return _people_page(request, session, 404, "This tenant has no such person.")
-    return redirect(f"{base_path(request)}/console/people?{signed_notice(session, SCOPE, SAID, said)}")
+
+    def change(session: Session, fields: dict[str, str]) -> Response:
+        try:
+            said = act(session, fields)
+        except PersonRefused as why:
+            return _people_page(request, session, 400, str(why))
+        if not said:
+            return _people_page(request, session, 404, "This tenant has no such person.")
+        return redirect(f"{base_path(request)}/console/people?{signed_notice(session, SCOPE, SAID, said)}")
+
+    return signed_form(request, Role.ADMIN, doing, change)
 
 
 def _invite(request: Request, session: Session, fields: dict[str, str]) -> dict[str, str | int]:
@@ -154,10 +146,7 @@ def routes() -> Blueprint:
     @bp.route("/console/people", methods=["GET"])
     def people() -> Response:
         request = bp.current_request
-        session = session_of(request)
-        if session is None:
-            return redirect(f"{base_path(request)}/console/sign-in")
-        return _people_page(request, session)
+        return signed_in(request, lambda session: _people_page(request, session))
 
     @bp.route("/console/people", methods=["POST"], content_types=FORMS)
     def invite() -> Response:

@@ -14,16 +14,12 @@ from chalicelib import wiring
 from chalicelib.api import answers
 from chalicelib.api.console_http import (
     FORMS,
-    STALE_FORM,
     base_path,
-    form,
-    from_console,
     page,
     read_notice,
     redirect,
-    refused,
-    role_refused,
-    session_of,
+    signed_form,
+    signed_in,
     signed_notice,
 )
 from chalicelib.api.principal import Role
@@ -64,24 +60,19 @@ def _settings_page(request: Request, session: Session, status: int = 200, proble
 
 
 def _own_pause(request: Request, verb: str) -> Response:
-    session = session_of(request)
-    if session is None:
-        return redirect(f"{base_path(request)}/console/sign-in")
-    if not from_console(request, session):
-        return refused(request, 403, "Refused", STALE_FORM, session)
-    refusal = role_refused(request, session, Role.SENDER, "pause or resume the tenant's sending")
-    if refusal is not None:
-        return refusal
-    api = wiring.container().tenant_api
-    try:
-        if verb == "pause":
-            api.pause_tenant(session.tenant_id, {"reason": form(request).get("reason", "").strip()})
-        else:
-            api.resume_tenant(session.tenant_id)
-    except Refused as why:
-        return _settings_page(request, session, answers.status_of(why), why.detail)
-    done: dict[str, str | int] = {"done": "paused" if verb == "pause" else "resumed"}
-    return redirect(f"{base_path(request)}/console/settings?{signed_notice(session, SCOPE, SAID, done)}")
+    def act(session: Session, fields: dict[str, str]) -> Response:
+        api = wiring.container().tenant_api
+        try:
+            if verb == "pause":
+                api.pause_tenant(session.tenant_id, {"reason": fields.get("reason", "").strip()})
+            else:
+                api.resume_tenant(session.tenant_id)
+        except Refused as why:
+            return _settings_page(request, session, answers.status_of(why), why.detail)
+        done: dict[str, str | int] = {"done": "paused" if verb == "pause" else "resumed"}
+        return redirect(f"{base_path(request)}/console/settings?{signed_notice(session, SCOPE, SAID, done)}")
+
+    return signed_form(request, Role.SENDER, "pause or resume the tenant's sending", act)
 
 
 def routes() -> Blueprint:
@@ -91,10 +82,7 @@ def routes() -> Blueprint:
     @bp.route("/console/settings", methods=["GET"])
     def settings() -> Response:
         request = bp.current_request
-        session = session_of(request)
-        if session is None:
-            return redirect(f"{base_path(request)}/console/sign-in")
-        return _settings_page(request, session)
+        return signed_in(request, lambda session: _settings_page(request, session))
 
     @bp.route("/console/settings/pause", methods=["POST"], content_types=FORMS)
     def pause() -> Response:

@@ -27,6 +27,7 @@ DEADLINE_S = 15.0
 # Addresses tried, each with its own timeout: a name with many silent ones must not hold the caller.
 MAX_ADDRESSES = 2
 USER_AGENT = "moonsend-webhooks/1"
+EXCERPT_BYTES = 1024
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Answer:
     status: int | None  # None: no HTTP answer (refused, timed out, TLS failed)
     error: str | None
     took_ms: int
+    excerpt: str = ""  # the answer's body up to EXCERPT_BYTES, as text (a test shows it to the tenant)
 
 
 class _Deadline:
@@ -90,7 +92,7 @@ def post(
     target: Target, headers: dict[str, str], body: str, timeout_s: float = TIMEOUT_S, deadline_s: float = DEADLINE_S
 ) -> Answer:
     """POST `body` to the target; its status, or why there was none. The answer's body is read up to 64 KB
-    and dropped (a receiver that answers forever does not hold up deliver_webhooks)."""
+    (a receiver that answers forever does not hold up deliver_webhooks), and its start kept as text."""
     started = time.monotonic()
     error = "no address"
     for address in target.addresses[:MAX_ADDRESSES]:
@@ -107,8 +109,9 @@ def post(
         try:
             conn.request("POST", target.path, body=body.encode("utf-8"), headers={**headers, "user-agent": USER_AGENT})
             response = conn.getresponse()
-            response.read(65536)
-            return Answer(response.status, None, int((time.monotonic() - started) * 1000))
+            said = response.read(65536)
+            took = int((time.monotonic() - started) * 1000)
+            return Answer(response.status, None, took, said[:EXCERPT_BYTES].decode("utf-8", "replace"))
         except (OSError, http.client.HTTPException, ValueError) as exc:
             # The kind of failure only: the peer's words (a banner where a status line was due) stay with it.
             error = type(exc).__name__

@@ -29,13 +29,24 @@ class TestResult:
     status: int | None
     error: str | None
     took_ms: int
+    # What was sent (the Standard Webhooks headers and the body: a receiver's author compares them with what
+    # their code saw) and the start of what came back; none when no request was made.
+    request: dict[str, Any] | None = None
+    excerpt: str = ""
 
     @property
     def ok(self) -> bool:
         return self.status is not None and 200 <= self.status < 300
 
     def as_dict(self) -> dict[str, Any]:
-        return {"webhookId": self.message_id, "status": self.status, "error": self.error, "tookMs": self.took_ms}
+        return {
+            "webhookId": self.message_id,
+            "status": self.status,
+            "error": self.error,
+            "tookMs": self.took_ms,
+            "request": self.request,
+            "answerExcerpt": self.excerpt if self.status is not None else None,
+        }
 
 
 class WebhookTester:
@@ -67,5 +78,9 @@ class WebhookTester:
             {"type": "moonsend.test", "timestamp": iso_ms(int(now * 1000)), "data": {"endpoint": endpoint.id}},
             separators=(",", ":"),
         )
-        answer = client.post(target, signed_headers(endpoint.secret, message_id, int(now), body), body)
-        return TestResult(message_id, answer.status, answer.error, answer.took_ms)
+        headers = signed_headers(endpoint.secret, message_id, int(now), body)
+        answer = client.post(target, headers, body)
+        sent = {"method": "POST", "url": endpoint.url, "headers": {**headers, "user-agent": client.USER_AGENT}}
+        return TestResult(
+            message_id, answer.status, answer.error, answer.took_ms, {**sent, "body": body}, answer.excerpt
+        )

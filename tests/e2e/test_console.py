@@ -65,7 +65,13 @@ class Browser:
         self.host, self.port, self.origin = parsed.hostname or "", parsed.port or 80, api_url.rstrip("/")
         self.cookie: str | None = None
 
-    def ask(self, method: str, path: str, form: dict[str, str] | None = None, headers: dict[str, str] | None = None):
+    def ask(
+        self,
+        method: str,
+        path: str,
+        form: dict[str, str] | list[tuple[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ):
         conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         sent = dict(headers or {})
         if self.cookie:

@@ -128,3 +128,12 @@ def test_a_huge_answer_is_read_up_to_64_kb_and_dropped_the_client_holds_no_more(
     assert answer.status == 200 and time.monotonic() - started < 5
     assert peak < 2 * 1024 * 1024, peak  # a gigabyte offered, a few hundred KB held at most
     assert server.sent < 64 * 1024 * 1024  # the connection closed: the receiver stopped sending
+
+
+def test_the_answers_start_is_kept_as_text_at_most_1_kb_whatever_its_bytes():
+    body = "Rejected: signature mismatch ✗ ".encode() + b"\xff\xfe" + b"x" * 5000
+    head = f"HTTP/1.1 400 Bad Request\r\ncontent-length: {len(body)}\r\n\r\n".encode()
+    server = _Answering(head + body)
+    answer = client.post(Target("http", "127.0.0.1", server.port, "/", ("127.0.0.1",)), {}, "{}")
+    assert answer.status == 400 and answer.excerpt.startswith("Rejected: signature mismatch ✗ \ufffd\ufffd")
+    assert len(answer.excerpt.encode("utf-8")) <= client.EXCERPT_BYTES + 6  # two replaced bytes grow by 2 each

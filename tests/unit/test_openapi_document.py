@@ -62,7 +62,9 @@ def test_the_tenant_routes_take_the_bearer_key_the_console_its_session_and_the_p
     signed_in = {"/console", "/console/sign-out"} | {
         p
         for p in doc["paths"]
-        if p.startswith(("/console/campaigns", "/console/people", "/console/settings", "/console/events"))
+        if p.startswith(
+            ("/console/campaigns", "/console/people", "/console/settings", "/console/events", "/console/webhooks")
+        )
     }
     for path, method in operations(doc):
         security = doc["paths"][path][method.lower()]["security"]

@@ -1,6 +1,6 @@
-// The console's one script, and all it does: times in the reader's own zone, and the parts of a page that
-// change while a campaign sends brought up to date every few seconds. Every page works without it (times
-// then read in UTC, and a reload shows the progress).
+// The console's one script, and all it does: times in the reader's own zone, the parts of a page that
+// change while a campaign sends brought up to date every few seconds, and a secret copied at a click.
+// Every page works without it (times then read in UTC, a reload shows the progress, a secret is selected).
 "use strict";
 
 const EVERY_MS = 4000;
@@ -70,7 +70,28 @@ function follow(el, wait = EVERY_MS) {
   }, wait);
 }
 
+// A button `data-copy="<id>"` copies that field's value (a secret shown once) and says so where
+// `data-copied-for="<id>"` is. Without the script, or without the clipboard, the field is selectable text.
+function copyButtons(root) {
+  for (const button of root.querySelectorAll("button[data-copy]")) {
+    const field = document.getElementById(button.dataset.copy);
+    const said = root.querySelector(`[data-copied-for="${CSS.escape(button.dataset.copy)}"]`);
+    if (!field || !navigator.clipboard) continue;
+    button.hidden = false;
+    button.addEventListener("click", async () => {
+      try {
+        await navigator.clipboard.writeText(field.value);
+        if (said) said.textContent = "Copied to the clipboard.";
+      } catch {
+        field.select();
+        if (said) said.textContent = "The browser did not allow copying: it is selected, copy it with your keys.";
+      }
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
+  copyButtons(document);
   for (const el of document.querySelectorAll("[data-refresh]")) follow(el);
 });

@@ -104,10 +104,11 @@ def same_origin(request: Request) -> bool:
 MAX_FORM_FIELDS = 20  # the most any console form has: a webhook's, with a box for each event type
 
 
-def form_values(request: Request) -> dict[str, list[str]]:
-    """Every value of each of the form's fields (a field of checkboxes has several)."""
+def form_values(request: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, list[str]]:
+    """Every value of each of the form's fields (a field of checkboxes has several); none for a body past
+    `max_bytes` (not one of the console's forms)."""
     raw = request.raw_body or b""
-    if len(raw) > MAX_FORM_BYTES:
+    if len(raw) > max_bytes:
         return {}
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     try:
@@ -116,14 +117,14 @@ def form_values(request: Request) -> dict[str, list[str]]:
         return {}
 
 
-def form(request: Request) -> dict[str, str]:
+def form(request: Request, max_bytes: int = MAX_FORM_BYTES) -> dict[str, str]:
     """Each of the form's fields, by its first value."""
-    return {k: v[0] for k, v in form_values(request).items()}
+    return {k: v[0] for k, v in form_values(request, max_bytes).items()}
 
 
-def from_console(request: Request, session: Session) -> bool:
+def from_console(request: Request, session: Session, max_bytes: int = MAX_FORM_BYTES) -> bool:
     """A signed-in form is the console's own: from the stage's origin, with its session's CSRF token."""
-    return same_origin(request) and session.carries(form(request).get("csrf"))
+    return same_origin(request) and session.carries(form(request, max_bytes).get("csrf"))
 
 
 def redirect(location: str, set_cookie: str | None = None) -> Response:
@@ -166,17 +167,21 @@ def signed_in(request: Request, show: Callable[[Session], Response]) -> Response
 
 
 def signed_form(
-    request: Request, needed: Role, doing: str, act: Callable[[Session, dict[str, str]], Response]
+    request: Request,
+    needed: Role,
+    doing: str,
+    act: Callable[[Session, dict[str, str]], Response],
+    max_bytes: int = MAX_FORM_BYTES,
 ) -> Response:
     """A form that changes something: `act` with the session and the form's fields, once the form is known
     to be the console's own (else 403: another site's, or a stale page's) and the session's role reaches
     `needed` (else 403 naming who may: `doing` is what was refused)."""
 
     def checked(session: Session) -> Response:
-        if not from_console(request, session):
+        if not from_console(request, session, max_bytes):
             return refused(request, 403, "Refused", STALE_FORM, session)
         refusal = role_refused(request, session, needed, doing)
-        return refusal or act(session, form(request))
+        return refusal or act(session, form(request, max_bytes))
 
     return signed_in(request, checked)
 

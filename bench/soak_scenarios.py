@@ -383,7 +383,7 @@ class RetryDuringBacklog(Scenario):
         self._publish(sns, topic, "second", self.BACKLOG)  # the backlog: 120 s at its rate
         if not _until(lambda: len(_states(self.USER, "second")) >= self.BACKLOG // 2, 120):
             raise TimeoutError("the backlog campaign was not taken in within 120 s")
-        key = c.reports.issue_key(self.USER)
+        key = c.api_keys.replace_all(self.USER)
         self.requeued = self._retry_failed(stack.api_url, key)
         self.reconciled = self._reconcile_an_hour_on(stack)
         sent = partial(_counted, self.USER, "first", "sent", self.FAILING)

@@ -18,6 +18,7 @@ from chalicelib.console.links import SignInLinks
 from chalicelib.console.mail import SesMailer
 from chalicelib.console.people import People
 from chalicelib.console.sessions import Sessions
+from chalicelib.control.api_keys import ApiKeys
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
 from chalicelib.control.event_reads import EventReads
@@ -67,6 +68,7 @@ from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.send.ses_sender import SesSender
 from chalicelib.send.sides import Content, DrainQueues, GateReads, LedgerSide, SendState, SesSide
 from chalicelib.send.triggers import continuation_event, sweep_event
+from chalicelib.stores.api_keys import ApiKeyStore
 from chalicelib.stores.attempts import AttemptStore
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_sender import CampaignSenders
@@ -289,7 +291,15 @@ class Container:
 
     @cached_property
     def reports(self) -> Reports:
-        return Reports(self.tenants, self.stats)
+        return Reports(self.stats)
+
+    @cached_property
+    def api_key_store(self) -> ApiKeyStore:
+        return ApiKeyStore(self.settings.resources.api_keys_table.name, self.settings.region)
+
+    @cached_property
+    def api_keys(self) -> ApiKeys:
+        return ApiKeys(self.api_key_store, self.tenants)
 
     @cached_property
     def tracking(self) -> Tracking:
@@ -469,7 +479,7 @@ class Container:
     @cached_property
     def sessions(self) -> Sessions:
         store = SessionStore(self.settings.resources.sessions_table.name, self.settings.region)
-        return Sessions(store, self.people_store, self.tenants)
+        return Sessions(store, self.people_store, self.api_keys)
 
     @cached_property
     def sign_in_links(self) -> SignInLinks:

@@ -290,12 +290,12 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         print(f"no tenant {args.user!r}", file=sys.stderr)
         return 1
     if args.action == "key":
-        from chalicelib.feedback.reports import Reports
-        from chalicelib.stores.campaign_stats import CampaignStats
+        from chalicelib.control.api_keys import ApiKeys
+        from chalicelib.stores.api_keys import ApiKeyStore
 
-        stats = CampaignStats(settings.resources.campaigns_table.name, settings.region)
-        key = Reports(registry, stats).issue_key(args.user)
-        print(f"{args.user}: new API key (shown once; the previous key stops working):\n{key}")
+        keys = ApiKeys(ApiKeyStore(settings.resources.api_keys_table.name, settings.region), registry)
+        key = keys.replace_all(args.user)
+        print(f"{args.user}: new API key (shown once; every other key of the tenant stops working):\n{key}")
         return 0
     if args.action in ("keys", "move-keys"):
         return _tenant_sender(args, registry)

@@ -216,7 +216,7 @@ def console_way_in(stack: LocalStack) -> list[str]:
         c.people.invite(user, DEMO_ADMIN, Role.ADMIN, "operator")
     return [
         *_admins_link(stack),
-        f"or with {user}'s API key: {c.reports.issue_key(user)}",
+        f"or with {user}'s API key: {c.api_keys.replace_all(user)}",
         f"later, ask for a link on the sign-in page: it lands in {stack.config.outbox.resolve()}/_console/",
     ]
 

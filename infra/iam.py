@@ -305,6 +305,13 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
             [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
             [tables["SessionsTable"]],
         ),
+        # A tenant's API keys: a request's key read by its digest; listed, made and revoked in the console
+        # (chalicelib.stores.api_keys).
+        _stmt(
+            "ApiKeys",
+            [*_READ, "dynamodb:Query", "dynamodb:PutItem", "dynamodb:DeleteItem"],
+            [tables["ApiKeysTable"]],
+        ),
         # Wrong sign-in keys counted per client address (chalicelib.stores.attempts): read, and added to.
         _stmt("SignInAttempts", [*_READ, "dynamodb:UpdateItem"], [tables["AttemptsTable"]]),
         # A tenant's people: read at each request of their sessions, listed, invited, changed and removed;

@@ -62,4 +62,4 @@ def events_missing(stack: Any, container: Any, user: str, campaign: str) -> set[
     """The events the ledger implies that the tenant cannot read (a key issued for the reading)."""
     table = stack.settings.resources.ledger_table.name
     expected = ledger_events(stack.client("dynamodb"), table, user, campaign)
-    return expected - events_read(stack.api_url, container.reports.issue_key(user), campaign)
+    return expected - events_read(stack.api_url, container.api_keys.replace_all(user), campaign)

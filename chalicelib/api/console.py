@@ -37,8 +37,8 @@ from chalicelib.console.links import LINK_S
 from chalicelib.console.mail import sign_in_mail
 from chalicelib.console.people import address_of
 from chalicelib.console.sessions import ABSOLUTE_S
+from chalicelib.control.api_keys import key_hash
 from chalicelib.core.fields import is_email
-from chalicelib.feedback.reports import key_hash
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def routes() -> Blueprint:
         if wait_s:
             return _slowed(request, SLOWED, wait_s)
         key = form(request).get("key", "").strip()
-        tenant = wiring.container().reports.authenticate(f"Bearer {key}") if key else None
+        tenant = wiring.container().api_keys.authenticate(f"Bearer {key}") if key else None
         if tenant is None:
             return _sign_in(request, 401, WRONG_KEY)
         guard.give_back(client)

@@ -69,10 +69,11 @@ def _suppressions_page(request: Request, session: Session, status: int = 200, **
         listed = wiring.container().suppression_api.list_for(session.tenant_id, {**query, "limit": str(PAGE)})
     except Refused as why:
         listed, status, shown = {"suppressions": [], "next": None}, answers.status_of(why), {"problem": why.detail}
-    filters = {k: query[k] for k in ("reason", "prefix") if k in query}
+    filters: dict[str, str] = {k: query[k] for k in ("reason", "prefix") if k in query}
     later = None
     if listed["next"]:
-        later = f"{_page_path(request)}?{urllib.parse.urlencode({**filters, 'after': listed['next']})}"
+        onward: dict[str, str] = {**filters, "after": str(listed["next"])}
+        later = f"{_page_path(request)}?{urllib.parse.urlencode(onward)}"
     return page(
         request,
         "suppressions.html",

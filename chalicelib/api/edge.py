@@ -79,7 +79,7 @@ def _register(bp: Blueprint, r: Route) -> None:
         request = bp.current_request
         headers = request.headers
         try:
-            principal = from_authorization(headers.get("authorization"), wiring.container().reports.authenticate)
+            principal = from_authorization(headers.get("authorization"), wiring.container().api_keys.authenticate)
             require(principal, r.role)
             raw = request.raw_body or b""
             call = Call(principal, dict(request.query_params or {}), raw.encode() if isinstance(raw, str) else raw)

@@ -8,8 +8,8 @@ A person's session reads their membership at every request (one consistent read)
 removed or signed out everywhere is out at once, and a changed role holds from the next page. A session
 older than the person's membership is over too: a person removed and invited again (the real owner, after
 their account was taken) does not bring back the sessions of before. A session signed in with the
-tenant's API key holds the key's digest, and reads the tenant's current one at every request: a new key
-(`moonsend tenant key`) ends every session the old one started.
+tenant's API key holds the key's digest, and asks at every request whether that key is still the tenant's:
+a key revoked (in the console, or all of them by `moonsend tenant key`) ends every session it started.
 """
 
 from __future__ import annotations
@@ -103,9 +103,8 @@ class Sessions:
     def _role_now(self, stored: StoredSession) -> int | None:
         """The session's role as its person's membership or its key stands now; None: the session is over."""
         if stored.person is None:
-            current = self._keys.api_key_hash(stored.tenant_id)
             held = stored.key_digest
-            return stored.role if current and held and hmac.compare_digest(current, held) else None
+            return stored.role if held and self._keys.live(stored.tenant_id, held) else None
         person = self._people.get(stored.tenant_id, stored.person)
         if person is None or stored.created_at < max(person.signed_out_at or 0.0, person.invited_at):
             return None

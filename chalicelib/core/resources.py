@@ -190,6 +190,8 @@ class Resources:
     people_table: TableDef
     # Emailed sign-in links, by the digest of their token: single use, short-lived (chalicelib.stores.sign_in_links).
     sign_in_links_table: TableDef
+    # A tenant's API keys, by the digest of each (chalicelib.stores.api_keys).
+    api_keys_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -238,6 +240,7 @@ class Resources:
             self.attempts_table,
             self.people_table,
             self.sign_in_links_table,
+            self.api_keys_table,
         )
 
     @property
@@ -357,6 +360,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         sign_in_links_table=TableDef(
             "SignInLinksTable", f"{p}-sign-in-links", hash_key="token", ttl_attribute="expires_at"
         ),
+        api_keys_table=TableDef("ApiKeysTable", f"{p}-api-keys", hash_key="user_id", range_key="digest"),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(

@@ -20,6 +20,7 @@ from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from chalicelib.core.contract import Sender
+from chalicelib.stores.api_keys import StoredKey
 from chalicelib.stores.campaign_sender import SenderSnapshot
 from chalicelib.stores.campaign_stats import CampaignCounts
 from chalicelib.stores.daily_cap import Share
@@ -428,12 +429,25 @@ class TenantRegistration(TenantLookup, Protocol):
     def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> KeyVersion | None: ...
 
 
-class ApiKeyHashes(Protocol):
-    """The reports' (chalicelib.feedback.reports): the digest of each tenant's reports API key."""
+class ApiKeyRecords(Protocol):
+    """A tenant's API keys by their digest (chalicelib.stores.api_keys), for chalicelib.control.api_keys."""
 
-    def set_api_key_hash(self, user_id: str, digest: str) -> None: ...
+    def get(self, user_id: str, digest: str) -> StoredKey | None: ...
+
+    def of_tenant(self, user_id: str) -> list[StoredKey]: ...
+
+    def put(self, key: StoredKey) -> None: ...
+
+    def delete(self, user_id: str, digest: str) -> bool: ...
+
+
+class LegacyKeyHash(Protocol):
+    """The digest of the one key a tenant row held before keys had their own table (chalicelib.control.api_keys
+    still takes it, lists it and revokes it)."""
 
     def api_key_hash(self, user_id: str) -> str | None: ...
+
+    def clear_api_key_hash(self, user_id: str) -> None: ...
 
 
 class SecretSeal(Protocol):
@@ -625,10 +639,10 @@ class MembershipRecords(Protocol):
 
 
 class KeyDigests(Protocol):
-    """What a session signed in with the API key asks of the tenants table at each request: the current key's
-    digest (chalicelib.console.sessions)."""
+    """What a session signed in with an API key asks at each request (chalicelib.console.sessions): whether the
+    key whose digest it holds is still the tenant's (chalicelib.control.api_keys)."""
 
-    def api_key_hash(self, user_id: str) -> str | None: ...
+    def live(self, user_id: str, digest: str) -> bool: ...
 
 
 class SignInLinkRecords(Protocol):

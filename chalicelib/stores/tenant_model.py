@@ -49,7 +49,7 @@ class TenantModel(Model):
     pause_ses_at = NumberAttribute(null=True)
     paused_reason = UnicodeAttribute(null=True)
     paused_at = NumberAttribute(null=True)
-    api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of the tenant's API key (chalicelib.feedback.reports)
+    api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of its one key of before (chalicelib.control.api_keys)
     # The tenant queue's last UTC day of use and whether it exists (chalicelib.jobs.idle_queues).
     queue_used_day = UnicodeAttribute(null=True)
     queue_state = UnicodeAttribute(null=True)

@@ -302,8 +302,14 @@ class TenantRegistry:
         return [(t.user_id, pauses_of(t)) for t in m.scan(condition) if pauses_of(t)]
 
     def set_api_key_hash(self, user_id: str, digest: str) -> None:
+        """A key as the row held it before keys had a table of their own (tests make such a tenant)."""
         m = self._model
         m(user_id).update(actions=[m.api_key_hash.set(digest)], condition=m.user_id.exists())
+
+    def clear_api_key_hash(self, user_id: str) -> None:
+        """The row's key revoked (chalicelib.control.api_keys: it now keeps every key in a table of its own)."""
+        m = self._model
+        m(user_id).update(actions=[m.api_key_hash.remove()])
 
     def api_key_hash(self, user_id: str) -> str | None:
         try:

@@ -61,7 +61,7 @@ def tenant_with_campaigns(uid: str) -> tuple[str, str]:
         c.campaign_senders.fix(user, campaign, snapshot, subject)
         c.stats.add_counts(user, campaign, counts)
         time.sleep(0.01)
-    return user, c.reports.issue_key(user)
+    return user, c.api_keys.replace_all(user)
 
 
 def shoot(driver, name: str) -> None:
@@ -196,7 +196,7 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
     publish(stack.client("sns"), stack.topic_arns["moonsend-local-PrecompileEmail"], messages(spec, recipients))
 
     browser.get(f"{stack.api_url}/console/sign-in")
-    sign_in_with_key(browser, c.reports.issue_key(user))
+    sign_in_with_key(browser, c.api_keys.replace_all(user))
     WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
     WebDriverWait(browser, 30, poll_frequency=1).until(
         lambda b: b.refresh() or b.find_elements(By.CSS_SELECTOR, "a[href$='/console/campaigns/winter-launch']")

@@ -41,21 +41,22 @@ def people(side: str, request: pytest.FixtureRequest) -> Any:
 
 
 class RegisteredKeys:
-    """The tenants table's key digests; a tenant is registered first (its key is set on an existing tenant)."""
+    """The API keys table's digests, as chalicelib.control.api_keys reads them."""
 
     def __init__(self, container: Any) -> None:
         self.c = container
 
-    def set_api_key_hash(self, user_id: str, digest: str) -> None:
-        from chalicelib.core.contract import Sender
+    def add(self, user_id: str, digest: str) -> None:
+        from chalicelib.stores.api_keys import StoredKey
 
-        if self.c.tenants.get(user_id) is None:
-            sender = Sender(f"news@{user_id}.example", "News", None, None, None, 1.0)
-            self.c.tenants.accept(user_id, "free", sender, self.c.ses.account_of)
-        self.c.tenants.set_api_key_hash(user_id, digest)
+        if self.c.api_key_store.get(user_id, digest) is None:  # a second session of the same key
+            self.c.api_key_store.put(StoredKey(user_id, digest, f"key_{digest[-6:]}", "msk_…", None, 0.0, "operator"))
 
-    def api_key_hash(self, user_id: str) -> str | None:
-        return self.c.tenants.api_key_hash(user_id)
+    def revoke(self, user_id: str, digest: str) -> None:
+        self.c.api_key_store.delete(user_id, digest)
+
+    def live(self, user_id: str, digest: str) -> bool:
+        return bool(self.c.api_keys.live(user_id, digest))
 
 
 @pytest.fixture
@@ -74,14 +75,14 @@ def sessions(store: Any, people: Any, keys: Any, clock: Clock) -> Sessions:
 
 
 class KeySessions:
-    """Sessions signed in with a tenant's API key: the key's digest set as the tenants table would hold it."""
+    """Sessions signed in with a tenant's API key: the key's digest kept as the API keys table would hold it."""
 
     def __init__(self, sessions: Sessions, keys: Any) -> None:
         self.sessions, self.keys = sessions, keys
 
     def start(self, who: str, role: int) -> tuple[str, Any]:
         digest = f"digest-of-{who}"
-        self.keys.set_api_key_hash(who, digest)
+        self.keys.add(who, digest)
         return self.sessions.start(who, None, role, digest)
 
 
@@ -205,11 +206,15 @@ def test_a_person_removed_and_invited_again_does_not_bring_back_the_sessions_of_
     assert sessions.find(fresh) is not None
 
 
-def test_a_new_api_key_ends_the_sessions_the_old_one_started(sessions: Sessions, keys: Any, by_key: KeySessions):
+def test_a_revoked_api_key_ends_the_sessions_it_started_and_no_other(
+    sessions: Sessions, keys: Any, by_key: KeySessions
+):
     who = tenant()
     secret, _ = by_key.start(who, 3)
+    keys.add(who, "digest-of-another-key")
+    other, _ = sessions.start(who, None, 3, "digest-of-another-key")
     assert sessions.find(secret) is not None
-    keys.set_api_key_hash(who, "digest-of-the-new-key")
-    assert sessions.find(secret) is None
+    keys.revoke(who, f"digest-of-{who}")
+    assert sessions.find(secret) is None and sessions.find(other) is not None
     with pytest.raises(ValueError, match="digest"):
         sessions.start(who, None, 3)  # a key's session without its key's digest is never made

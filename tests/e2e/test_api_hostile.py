@@ -13,8 +13,8 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.control import openapi
+from chalicelib.control.api_keys import new_key
 from chalicelib.core.contract import Sender
-from chalicelib.feedback.reports import new_key
 from chalicelib.stores.ledger_model import REJECTED, SENT
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import read_sends
@@ -75,7 +75,7 @@ def tenant_key(stack, uid):
     user = f"api-{uid}"
     c.tenants.accept(user, "free", Sender(f"news@{user}.example", "N", None, None, None, 1.0), c.ses.account_of)
     c.stats.add(user, "spring", queued=1)
-    return c.reports.issue_key(user)
+    return c.api_keys.replace_all(user)
 
 
 ROUTES = [

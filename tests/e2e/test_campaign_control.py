@@ -129,7 +129,7 @@ def test_a_tenants_pause_then_resume_never_undoes_an_operators_cancel(stack, uid
     assert eventually(lambda: _states(user, "gone").get(SENT) == 3, 30, poll_s=0.1)
     c = wiring.container()
     assert c.actions.cancel(user, "gone").ok  # the operator's `moonsend campaign cancel`
-    key = c.reports.issue_key(user)
+    key = c.api_keys.replace_all(user)
     base = f"{stack.api_url}/campaigns/gone"
     for action in ("pause", "resume"):
         status, body = _call("POST", f"{base}/{action}", key)
@@ -217,10 +217,10 @@ def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with
     _publish(stack, user, sender, "web", _recipients(5))
     assert eventually(lambda: _states(user, "web").get(SENT) == 5, 30, poll_s=0.1)
     c = wiring.container()
-    key = c.reports.issue_key(user)
+    key = c.api_keys.replace_all(user)
     other = f"other-{uid}"
     c.tenants.accept(other, "free", c.tenants.get(user).sender, c.ses.account_of)
-    other_key = c.reports.issue_key(other)
+    other_key = c.api_keys.replace_all(other)
     base = f"{stack.api_url}/campaigns/web"
 
     assert _call("POST", f"{base}/pause")[0] == 401

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from chalicelib import wiring
+from chalicelib.api.console_http import MAX_FORM_FIELDS
 from chalicelib.api.principal import Role
 from chalicelib.console.guard import WINDOW_S, WRONG_KEYS
 from chalicelib.core.contract import Sender
@@ -104,7 +105,7 @@ def tenants(stack: Any) -> dict[str, Any]:
         for campaign, subject in ((f"{name}-plain", f"Spring news of {name}"), (f"{name}-evil", HOSTILE)):
             c.campaign_senders.fix(user, campaign, snapshot, subject)
             c.stats.add_counts(user, campaign, {"queued": 40, "sent": 10})
-        made[name] = {"user": user, "key": c.reports.issue_key(user)}
+        made[name] = {"user": user, "key": c.api_keys.replace_all(user)}
     user = made["a"]["user"]
     c.ledger.record_queued(user, "a-plain", [f"r{i:02d}@example.org" for i in range(40)])
     c.ledger.record_rejected(user, "a-plain", [("evil@example.org", HOSTILE)])
@@ -252,7 +253,7 @@ def test_a_sender_pauses_resumes_and_cancels_after_a_confirmation_each_said_on_t
     c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
     c.campaign_senders.fix(user, "act", SenderSnapshot("paid", f"n@{user}.x", "N", "us-east-1", 1.0, 1, "1"), "Acts")
     c.stats.add_counts(user, "act", {"queued": 30, "sent": 5})
-    browser = signed_in(stack, c.reports.issue_key(user))
+    browser = signed_in(stack, c.api_keys.replace_all(user))
     page = browser.ask("GET", "/console/campaigns/act")[2]
     assert 'action="/console/campaigns/act/pause"' in page and "/resume" not in page
 
@@ -362,7 +363,7 @@ def test_hostile_forms_and_queries_are_refused_pages_never_a_500(stack, tenants)
     retry count no int() takes, a parameter no UTF-8 carries."""
     browser = signed_in(stack, tenants["a"]["key"])
     token = _csrf(browser.ask("GET", "/console")[2])
-    crowded = {"csrf": token, **{f"x{i}": "1" for i in range(12)}}
+    crowded = {"csrf": token, **{f"x{i}": "1" for i in range(MAX_FORM_FIELDS)}}
     assert browser.ask("POST", "/console/campaigns/a-plain/pause", crowded)[0] == 403
     nobody = Browser(stack.api_url)
     assert nobody.ask("POST", "/console/campaigns/a-plain/retry-failed", crowded)[0] == 303  # to the sign-in

@@ -47,7 +47,7 @@ def _keep(user: str, events: list[tuple[str, str, str, dict[str, str]]]) -> None
 
 def _signed_in(stack: Any, user: str) -> Browser:
     browser = Browser(stack.api_url)
-    assert browser.ask("POST", "/console/sign-in", {"key": wiring.container().reports.issue_key(user)})[0] == 303
+    assert browser.ask("POST", "/console/sign-in", {"key": wiring.container().api_keys.replace_all(user)})[0] == 303
     return browser
 
 

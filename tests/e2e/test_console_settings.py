@@ -39,7 +39,7 @@ def test_the_settings_page_shows_the_tenants_standing_as_the_api_gives_it(stack,
     user = f"settings-{uid}"
     c.tenants.accept(user, "free", Sender(f"news@{user}.example", HOSTILE, None, None, None, 1.0), c.ses.account_of)
     browser = Browser(stack.api_url)
-    assert browser.ask("POST", "/console/sign-in", {"key": c.reports.issue_key(user)})[0] == 303
+    assert browser.ask("POST", "/console/sign-in", {"key": c.api_keys.replace_all(user)})[0] == 303
     status, _headers, page = browser.ask("GET", "/console/settings")
     shown = html.unescape(page)
     standing = c.tenant_view.get_for(user)

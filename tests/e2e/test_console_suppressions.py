@@ -33,7 +33,7 @@ def _tenant(uid: str, name: str) -> tuple[str, str]:
     c = wiring.container()
     user = f"supp-{name}-{uid}"
     c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
-    return user, c.reports.issue_key(user)
+    return user, c.api_keys.replace_all(user)
 
 
 def _admin(stack: Any, key: str) -> Browser:

@@ -173,7 +173,7 @@ def _post(url, key):
 def test_runs_asked_for_over_http_are_limited_per_digest_with_retry_after(stack, uid):
     user, c = _tenant(stack, uid)
     c.digests.define(user, DigestDefinition("daily", "Today", BODY, "cron(0 13 * * ? *)", WEEK, 50))
-    key = c.reports.issue_key(user)
+    key = c.api_keys.replace_all(user)
     status, _, started = _post(f"{stack.api_url}/digests/weekly/run", key)
     assert status == 202, started
     status, headers, body = _post(f"{stack.api_url}/digests/weekly/run", key)

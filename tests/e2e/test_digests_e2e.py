@@ -296,9 +296,9 @@ def test_a_tenant_sees_its_digest_status_and_runs_it_now_over_http_with_its_key_
     _publish(stack, _item(user, "bob@example.org", "two", _iso(0.5), "Two", name="Bob"))
     _until(lambda: "bob@example.org" in _stored(user))
     c = wiring.container()
-    key, other = c.reports.issue_key(user), f"other-{uid}"
+    key, other = c.api_keys.replace_all(user), f"other-{uid}"
     c.tenants.accept(other, "free", c.tenants.get(user).sender, c.ses.account_of)
-    other_key = c.reports.issue_key(other)
+    other_key = c.api_keys.replace_all(other)
     url = f"{stack.api_url}/digests/weekly"
 
     assert _call("GET", url)[0] == 401
@@ -332,7 +332,7 @@ def test_a_tenant_lists_its_own_digests_page_by_page_each_as_its_status_says_wit
         c.digests.define(user, DigestDefinition(digest_id, "S", "<p>b</p>", "cron(0 9 ? * MON *)", 86400.0))
     c.digests.define(user, DigestDefinition("gamma", subject="only a subject"))
     c.digests.define(other, DigestDefinition("theirs", "S", "<p>b</p>", "cron(0 9 ? * MON *)", 86400.0))
-    key = c.reports.issue_key(user)
+    key = c.api_keys.replace_all(user)
 
     status, first = _call("GET", f"{stack.api_url}/digests?limit=2", key)
     assert status == 200 and [d["digest"] for d in first["digests"]] == ["alpha", "beta"] and first["next"]
@@ -345,7 +345,7 @@ def test_a_tenant_lists_its_own_digests_page_by_page_each_as_its_status_says_wit
     assert _call("GET", f"{stack.api_url}/digests?after=bm90IGFuIGlk!", key)[0] == 400
     assert _call("GET", f"{stack.api_url}/digests?limit=101", key)[0] == 400
     assert _call("GET", f"{stack.api_url}/digests")[0] == 401
-    _status, theirs = _call("GET", f"{stack.api_url}/digests", c.reports.issue_key(other))
+    _status, theirs = _call("GET", f"{stack.api_url}/digests", c.api_keys.replace_all(other))
     assert [d["digest"] for d in theirs["digests"]] == ["theirs"]
 
 

@@ -61,8 +61,8 @@ class Tenants:
         # A's campaign has the document's example id, so that the examples reach a campaign that exists.
         c.stats.add(self.a, "spring-sale", queued=1)
         c.stats.add(self.b, self.b_campaign, queued=1)
-        self.a_key = c.reports.issue_key(self.a)
-        self.b_key = c.reports.issue_key(self.b)
+        self.a_key = c.api_keys.replace_all(self.a)
+        self.b_key = c.api_keys.replace_all(self.b)
 
     def of_b(self, content: bytes) -> list[str]:
         return [name for name in (self.b, self.b_campaign) if name.encode() in content]

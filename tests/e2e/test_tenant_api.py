@@ -69,9 +69,9 @@ def tenant(stack: Any) -> dict[str, Any]:
     return {
         "user": user,
         "address": sender["emailAddress"],
-        "key": c.reports.issue_key(user),
+        "key": c.api_keys.replace_all(user),
         "other": other,
-        "other_key": c.reports.issue_key(other),
+        "other_key": c.api_keys.replace_all(other),
     }
 
 

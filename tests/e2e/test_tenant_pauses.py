@@ -39,7 +39,7 @@ def _owners(user: str) -> list[str]:
 def test_a_tenant_that_paused_itself_cannot_lift_the_guards_pause_by_resuming(stack, uid):
     c = wiring.container()
     user = _free_tenant(uid, "blaster")
-    key = c.reports.issue_key(user)
+    key = c.api_keys.replace_all(user)
     assert _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "after the blast"})[0] == 200
     _bounces_past_the_guards_limit(user)  # the guard's verdict while the tenant's own pause stands
 
@@ -226,7 +226,7 @@ def test_a_tenants_own_pause_reaches_every_drainer_of_its_queue_within_two_secon
     sender = _paid_tenant(stack, uid, rate=rate, ses_rate=100)
     _publish(stack, user, sender, "big", people)
     assert eventually(lambda: len(_sends_of(stack, user)) >= 2 * rate, 90, poll_s=0.05)
-    key = wiring.container().reports.issue_key(user)  # the tenant is registered by its first message
+    key = wiring.container().api_keys.replace_all(user)  # the tenant is registered by its first message
     status, body = _call("POST", f"{stack.api_url}/tenant/pause", key, {"reason": "wrong list"})
     answered_ms = int(time.time() * 1000)
     assert status == 200 and body["paused"] is True

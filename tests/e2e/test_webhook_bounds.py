@@ -45,7 +45,7 @@ def _tenant(user):
     c = wiring.container()
     sender = {"region": "us-east-1", "ratePerSecond": "5", "emailAddress": f"n@{user}.example", "fromName": "N"}
     c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
-    return c.reports.issue_key(user)
+    return c.api_keys.replace_all(user)
 
 
 def _twenty_adds_at_once(base, key):

@@ -52,7 +52,7 @@ def _tenants(stack, uid):
         sender = {"region": "us-east-1", "ratePerSecond": "5", "emailAddress": f"n@{user}.example", "fromName": "N"}
 
         c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
-        keys[user] = c.reports.issue_key(user)
+        keys[user] = c.api_keys.replace_all(user)
     return keys[f"hooks-{uid}"], keys[f"other-{uid}"]
 
 
@@ -132,7 +132,7 @@ def _simulator(label):
 
 def _sender(stack, user):
     """A free-plan tenant sending from the platform's account, with its API key (for the tenant API)."""
-    return free_tenant(stack, user), wiring.container().reports.issue_key(user)
+    return free_tenant(stack, user), wiring.container().api_keys.replace_all(user)
 
 
 def _campaign(stack, user, sender, campaign, recipients):

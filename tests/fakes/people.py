@@ -60,13 +60,16 @@ class FakeSignInLinks:
 
 
 class FakeKeyDigests:
-    """Each tenant's current API key digest, as the tenants table keeps it (ApiKeyHashes)."""
+    """Each tenant's live API key digests, as chalicelib.control.api_keys answers for them (KeyDigests)."""
 
     def __init__(self) -> None:
-        self.digests: dict[str, str] = {}
+        self.digests: dict[str, set[str]] = {}
 
-    def set_api_key_hash(self, user_id: str, digest: str) -> None:
-        self.digests[user_id] = digest
+    def add(self, user_id: str, digest: str) -> None:
+        self.digests.setdefault(user_id, set()).add(digest)
 
-    def api_key_hash(self, user_id: str) -> str | None:
-        return self.digests.get(user_id)
+    def revoke(self, user_id: str, digest: str) -> None:
+        self.digests.get(user_id, set()).discard(digest)
+
+    def live(self, user_id: str, digest: str) -> bool:
+        return digest in self.digests.get(user_id, set())

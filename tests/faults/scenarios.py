@@ -101,7 +101,7 @@ def a_retry_of_the_failed(stack: Any, user: str) -> Campaign:
 def _ask(stack: Any, user: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     """The tenant's request to the API, as a client makes it: asked again once when the answer is a server's
     error or none came; the answer's JSON ({} when there was none)."""
-    headers = {"Authorization": f"Bearer {wiring.container().reports.issue_key(user)}"}
+    headers = {"Authorization": f"Bearer {wiring.container().api_keys.replace_all(user)}"}
     data = None if method == "DELETE" else json.dumps(body or {}).encode()
     if data is not None:
         headers["Content-Type"] = "application/json"
@@ -126,7 +126,7 @@ def a_campaign_with_a_webhook(stack: Any, user: str) -> Campaign:
     receiver = RECEIVERS[user] = WebhookReceiver()
     sender, c = stack.paid_sender(user, rate=10, ses_max_rate=20), wiring.container()
     c.tenants.accept(user, "paid", parse_sender({"sender": sender}, []), c.ses.account_of)  # as its first email
-    key = c.reports.issue_key(user)
+    key = c.api_keys.replace_all(user)
     headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
     body = json.dumps({"url": receiver.url}).encode()
     urllib.request.urlopen(urllib.request.Request(f"{stack.api_url}/webhooks", body, headers), timeout=30).close()

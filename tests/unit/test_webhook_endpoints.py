@@ -136,7 +136,7 @@ def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endp
     import app
     from chalicelib.control.webhook_registration import NO_ENDPOINT, BackgroundJobs, WebhookRegistration
 
-    class Reports:
+    class Keys:
         def authenticate(self, authorization):
             return "acme" if authorization == "Bearer good" else None
 
@@ -146,7 +146,7 @@ def test_the_api_reads_a_body_only_once_the_tenant_is_known_and_looks_up_no_endp
 
     jobs = BackgroundJobs(Untouched(), lambda job: None)
     registration = WebhookRegistration(Untouched(), Untouched(), Untouched(), jobs, Untouched())
-    container = SimpleNamespace(reports=Reports(), webhook_registration=registration)
+    container = SimpleNamespace(api_keys=Keys(), webhook_registration=registration)
     monkeypatch.setattr(app.wiring, "container", lambda: container)
     deep = b"[" * 100_000 + b"]" * 100_000
     with Client(app.app) as client:

@@ -26,6 +26,7 @@ from chalicelib.core.resources import (
     POLLED_FUNCTION_IDS,
     QUEUED_PREFIX,
     SCHEDULED_PREFIX,
+    SESSIONS_BY_TENANT,
     Resources,
     resources_for,
 )
@@ -299,11 +300,19 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,
-        # The console's sessions: started, read, kept alive and ended (chalicelib.stores.sessions).
+        # The console's sessions: started, read, kept alive and ended; a tenant's listed by the index and read
+        # in batches for its admins (chalicelib.stores.sessions).
         _stmt(
             "Sessions",
-            [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"],
-            [tables["SessionsTable"]],
+            [
+                *_READ,
+                "dynamodb:PutItem",
+                "dynamodb:UpdateItem",
+                "dynamodb:DeleteItem",
+                "dynamodb:Query",
+                "dynamodb:BatchGetItem",
+            ],
+            [tables["SessionsTable"], f"{tables['SessionsTable']}/index/{SESSIONS_BY_TENANT}"],
         ),
         # A tenant's API keys: a request's key read by its digest; listed, made and revoked in the console
         # (chalicelib.stores.api_keys).

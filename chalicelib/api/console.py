@@ -100,7 +100,8 @@ def routes() -> Blueprint:
         if tenant is None:
             return _sign_in(request, 401, WRONG_KEY)
         guard.give_back(client)
-        minted, _session = wiring.container().sessions.start(tenant, None, Role.ADMIN, key_hash(key))
+        seen_from = (request.headers.get("user-agent", ""), client)
+        minted, _session = wiring.container().sessions.start(tenant, None, Role.ADMIN, key_hash(key), seen_from)
         return redirect(f"{base_path(request)}/console", cookie(request, minted, ABSOLUTE_S))
 
     @bp.route("/console/sign-in/link", methods=["POST"], content_types=FORMS)
@@ -150,7 +151,8 @@ def routes() -> Blueprint:
         if person is None:
             return refused(request, 410, "This link does not sign in", DEAD_LINK)
         c.sign_in_guard.give_back(client)
-        minted, _session = c.sessions.start(person.tenant_id, person.address, person.role)
+        seen_from = (request.headers.get("user-agent", ""), client)
+        minted, _session = c.sessions.start(person.tenant_id, person.address, person.role, None, seen_from)
         return redirect(f"{base_path(request)}/console", cookie(request, minted, ABSOLUTE_S))
 
     @bp.route("/console/sign-out", methods=["POST"], content_types=FORMS)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 from chalice import Blueprint, Response
 from chalice.app import Request
 
 from chalicelib import wiring
+from chalicelib.api import answers
 from chalicelib.api.console_http import (
     FORMS,
     base_path,
@@ -22,15 +24,19 @@ from chalicelib.api.console_http import (
     page,
     read_notice,
     redirect,
+    secret,
     signed_form,
     signed_in,
     signed_notice,
 )
 from chalicelib.api.principal import Role
+from chalicelib.console.devices import described
 from chalicelib.console.links import LINK_S
 from chalicelib.console.mail import invitation_mail
 from chalicelib.console.people import PersonRefused, address_of
-from chalicelib.console.sessions import Session
+from chalicelib.console.sessions import Session, listed_id_of, sid_of
+from chalicelib.control.api_keys import MAX_KEYS, MAX_LABEL
+from chalicelib.core.errors import NotFound, Refused
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +49,9 @@ DONE = {
     "role": "{who}'s role is changed; it holds from their next page",
     "signed-out": "{who} is signed out everywhere: their next page asks them to sign in",
     "removed": "{who} is removed: their next page asks them to sign in, and they cannot",
+    "revoked": "The key {who} is revoked: a request with it is refused from now on, and the console sessions it "
+    "began are over",
+    "ended": "The session is over: its next page asks {who} to sign in",
 }
 MAILED = {
     "yes": ", and an email with a sign-in link is on its way.",
@@ -71,6 +80,7 @@ def _people_page(request: Request, session: Session, status: int = 200, problem:
     notice = None
     if said.get("done") in DONE:
         notice = DONE[said["done"]].format(who=said.get("who", ""), mailed=MAILED.get(said.get("mailed", ""), "."))
+    admin = session.role >= Role.ADMIN
     return page(
         request,
         "people.html",
@@ -81,14 +91,37 @@ def _people_page(request: Request, session: Session, status: int = 200, problem:
         people=c.people.of_tenant(session.tenant_id),
         roles=ROLES,
         role_names={int(r): n for n, r in ROLES.items()},
-        admin=session.role >= Role.ADMIN,
+        admin=admin,
         notice=notice,
         problem=problem,
+        **(_keys_and_sessions(request, session) if admin else {}),
     )
 
 
-def _change(request: Request, doing: str, act: Callable[[Session, dict[str, str]], dict[str, str | int]]) -> Response:
-    """A change to the tenant's people (an admin's): checked, done, answered with a redirect saying so."""
+def _keys_and_sessions(request: Request, session: Session) -> dict[str, Any]:
+    """What an admin sees beside the people: the tenant's API keys and its live sessions (whose they are,
+    from where, and which is this one)."""
+    c = wiring.container()
+    own = secret(request)
+    return {
+        "keys": c.api_keys.listed(session.tenant_id),
+        "most_keys": MAX_KEYS,
+        "max_label": MAX_LABEL,
+        "sessions": c.sessions.of_tenant(session.tenant_id),
+        "key_names": c.api_keys.shown_by_digest(session.tenant_id),
+        "this_session": listed_id_of(sid_of(own)) if own else None,
+        "device": described,
+    }
+
+
+def _change(
+    request: Request,
+    doing: str,
+    act: Callable[[Session, dict[str, str]], dict[str, str | int]],
+    missing: str = "This tenant has no such person.",
+) -> Response:
+    """A change to the tenant's people, keys or sessions (an admin's): checked, done, answered with a redirect
+    saying so; `missing` when what it names is not there (the act said nothing)."""
 
     def change(session: Session, fields: dict[str, str]) -> Response:
         try:
@@ -96,10 +129,41 @@ def _change(request: Request, doing: str, act: Callable[[Session, dict[str, str]
         except PersonRefused as why:
             return _people_page(request, session, 400, str(why))
         if not said:
-            return _people_page(request, session, 404, "This tenant has no such person.")
+            return _people_page(request, session, 404, missing)
         return redirect(f"{base_path(request)}/console/people?{signed_notice(session, SCOPE, SAID, said)}")
 
     return signed_form(request, Role.ADMIN, doing, change)
+
+
+def _make_key(request: Request) -> Response:
+    def act(session: Session, fields: dict[str, str]) -> Response:
+        try:
+            made = wiring.container().api_keys.make(session.tenant_id, _by(session), fields.get("label"))
+        except Refused as why:
+            return _people_page(request, session, answers.status_of(why), why.detail)
+        return page(request, "key_made.html", 201, session, title="Key made", active="people", made=made)
+
+    return signed_form(request, Role.ADMIN, "make API keys", act)
+
+
+def _revoke_key(session: Session, fields: dict[str, str]) -> dict[str, str | int]:
+    key_id = fields.get("key", "")
+    listed = {k["id"]: k for k in wiring.container().api_keys.listed(session.tenant_id)}
+    try:
+        wiring.container().api_keys.revoke(session.tenant_id, key_id)
+    except NotFound:
+        return {}
+    return {"done": "revoked", "who": str(listed.get(key_id, {}).get("shown", key_id))}
+
+
+def _end_session(session: Session, fields: dict[str, str]) -> dict[str, str | int]:
+    listed_id = fields.get("session", "")
+    found = next(
+        (s for s in wiring.container().sessions.of_tenant(session.tenant_id) if s.listed_id == listed_id), None
+    )
+    if found is None or not wiring.container().sessions.end_listed(session.tenant_id, listed_id):
+        return {}
+    return {"done": "ended", "who": found.person or "the API key's holder"}
 
 
 def _invite(request: Request, session: Session, fields: dict[str, str]) -> dict[str, str | int]:
@@ -161,6 +225,20 @@ def routes() -> Blueprint:
             return {"done": "signed-out", "who": who} if done else {}
 
         return _change(bp.current_request, "sign people out", act)
+
+    @bp.route("/console/people/keys", methods=["POST"], content_types=FORMS)
+    def console_make_key() -> Response:
+        return _make_key(bp.current_request)
+
+    @bp.route("/console/people/keys/revoke", methods=["POST"], content_types=FORMS)
+    def console_revoke_key() -> Response:
+        return _change(
+            bp.current_request, "revoke API keys", _revoke_key, "This tenant has no such key: revoked already?"
+        )
+
+    @bp.route("/console/people/sessions/end", methods=["POST"], content_types=FORMS)
+    def console_end_session() -> Response:
+        return _change(bp.current_request, "end sessions", _end_session, "No such session: it is over already.")
 
     @bp.route("/console/people/remove", methods=["POST"], content_types=FORMS)
     def remove() -> Response:

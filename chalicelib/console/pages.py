@@ -13,6 +13,8 @@ from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, select_autoescape
 
+from chalicelib.core.contract import iso_ms
+
 HERE = Path(__file__).parent
 STATIC = HERE / "static"
 STATIC_TYPES = {
@@ -52,6 +54,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
     )
     env.globals["asset"] = asset_url
+    env.filters["iso"] = lambda at: iso_ms(int(float(at) * 1000))  # epoch seconds, as the API says times
     return env
 
 

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from chalicelib.stores.people import Person
 from chalicelib.stores.ports import KeyDigests, MembershipRecords, SessionRecords
 from chalicelib.stores.sessions import StoredSession
 
@@ -48,6 +49,28 @@ def sid_of(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
+def listed_id_of(sid: str) -> str:
+    """What a session's listing names it by: the start of its id (its item's key, itself a digest of the
+    secret), enough to tell a tenant's sessions apart and worth nothing to sign in with."""
+    return sid[:16]
+
+
+@dataclass(frozen=True)
+class ListedSession:
+    listed_id: str
+    person: str | None
+    key_digest: str | None
+    role: int
+    started_at: float
+    seen_at: float
+    agent: str | None
+    client: str | None
+
+    @classmethod
+    def of(cls, s: StoredSession, role: int) -> ListedSession:
+        return cls(listed_id_of(s.sid), s.person, s.key_digest, role, s.created_at, s.seen_at, s.agent, s.client)
+
+
 class Sessions:
     def __init__(
         self,
@@ -62,10 +85,16 @@ class Sessions:
         self._clock = clock
 
     def start(
-        self, tenant_id: str, person: str | None, role: int, key_digest: str | None = None
+        self,
+        tenant_id: str,
+        person: str | None,
+        role: int,
+        key_digest: str | None = None,
+        seen_from: tuple[str, str] = ("", ""),
     ) -> tuple[str, Session]:
         """A new session: the cookie's secret (shown to the browser only) and the session. A person's, or (no
-        person) one signed in with the key whose digest is `key_digest`."""
+        person) one signed in with the key whose digest is `key_digest`; `seen_from` is the browser's
+        User-Agent and the client's address, which the tenant's admins see beside it."""
         if person is None and not key_digest:
             raise ValueError("a session signed in with the key holds the key's digest")
         secret, now = secrets.token_urlsafe(32), self._clock()
@@ -79,6 +108,8 @@ class Sessions:
             now,
             now + ABSOLUTE_S,
             key_digest if person is None else None,
+            seen_from[0] or None,
+            seen_from[1] or None,
         )
         self._store.put(stored)
         return secret, _session(stored)
@@ -104,15 +135,48 @@ class Sessions:
         """The session's role as its person's membership or its key stands now; None: the session is over."""
         if stored.person is None:
             held = stored.key_digest
-            return stored.role if held and self._keys.live(stored.tenant_id, held) else None
-        person = self._people.get(stored.tenant_id, stored.person)
-        if person is None or stored.created_at < max(person.signed_out_at or 0.0, person.invited_at):
-            return None
-        return person.role
+            return _role(stored, None, bool(held) and self._keys.live(stored.tenant_id, str(held)))
+        return _role(stored, self._people.get(stored.tenant_id, stored.person), False)
+
+    def of_tenant(self, tenant_id: str) -> list[ListedSession]:
+        """The tenant's live sessions, newest first, as its admins see them (never a secret or a CSRF token).
+        Each person and key is read once, however many sessions it has."""
+        now, live = self._clock(), []
+        people: dict[str, Person | None] = {}
+        keys: dict[str, bool] = {}
+        for stored in self._store.of_tenant(tenant_id):
+            if now >= stored.expires_at or now - stored.seen_at >= IDLE_S:
+                continue
+            if stored.person is not None and stored.person not in people:
+                people[stored.person] = self._people.get(tenant_id, stored.person)
+            if stored.key_digest and stored.key_digest not in keys:
+                keys[stored.key_digest] = self._keys.live(tenant_id, stored.key_digest)
+            role = _role(stored, people.get(stored.person or ""), keys.get(stored.key_digest or "", False))
+            if role is not None:
+                live.append(ListedSession.of(stored, role))
+        return live
+
+    def end_listed(self, tenant_id: str, listed_id: str) -> bool:
+        """End one of the tenant's sessions by the id its listing shows; False when there is none (ended)."""
+        found = next((s for s in self._store.of_tenant(tenant_id) if listed_id_of(s.sid) == listed_id), None)
+        if found is None:
+            return False
+        self._store.delete(found.sid)
+        return True
 
     def end(self, secret: str | None) -> None:
         if secret and len(secret) == SECRET_CHARS and secret.isascii():
             self._store.delete(sid_of(secret))
+
+
+def _role(stored: StoredSession, person: Person | None, key_live: bool) -> int | None:
+    """A session's role, given its person's membership as it stands (a person's session) or whether its key
+    is still the tenant's (a key's); None: the session is over."""
+    if stored.person is None:
+        return stored.role if stored.key_digest and key_live else None
+    if person is None or stored.created_at < max(person.signed_out_at or 0.0, person.invited_at):
+        return None
+    return person.role
 
 
 def _session(s: StoredSession) -> Session:

@@ -110,6 +110,10 @@ class ApiKeys:
             keys.insert(0, {**first, "createdAt": None, "createdBy": "operator"})
         return keys
 
+    def shown_by_digest(self, user_id: str) -> dict[str, dict[str, Any]]:
+        """Each live key's listing by its digest: what a console session signed in with a key shows of it."""
+        return {k.digest: _listed(k) for k in self._store.of_tenant(user_id)}
+
     def revoke(self, user_id: str, key_id: str) -> dict[str, Any]:
         """Revoke one key now: its next request is refused, and the console sessions it began are over."""
         if key_id == LEGACY_ID and self._legacy.api_key_hash(user_id):

@@ -75,6 +75,7 @@ WEBHOOKS_MAX_RECEIVE_COUNT = 20
 CAMPAIGNS_BY_CREATED = "by_created"
 # The people table's index of the tenants an address belongs to (an agency's address, several).
 PEOPLE_BY_ADDRESS = "by_address"
+SESSIONS_BY_TENANT = "by_tenant"
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,13 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             "EventLogTable", f"{p}-event-log", hash_key="pk", range_key="sk", ttl_attribute="expires_at"
         ),
         recounts_table=TableDef("RecountsTable", f"{p}-recounts", hash_key="pk", ttl_attribute="expires_at"),
-        sessions_table=TableDef("SessionsTable", f"{p}-sessions", hash_key="sid", ttl_attribute="expires_at"),
+        sessions_table=TableDef(
+            "SessionsTable",
+            f"{p}-sessions",
+            hash_key="sid",
+            ttl_attribute="expires_at",
+            indexes=(IndexDef(SESSIONS_BY_TENANT, "tenant_id", "created_at", range_type="N"),),
+        ),
         attempts_table=TableDef("AttemptsTable", f"{p}-attempts", hash_key="pk", ttl_attribute="expires_at"),
         people_table=TableDef(
             "PeopleTable",

@@ -615,6 +615,8 @@ class SessionRecords(Protocol):
 
     def delete(self, sid: str) -> None: ...
 
+    def of_tenant(self, tenant_id: str) -> list[StoredSession]: ...
+
 
 class PeopleRecords(Protocol):
     """A tenant's people and their roles (chalicelib.stores.people)."""

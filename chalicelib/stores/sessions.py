@@ -2,7 +2,8 @@
 
 A session's item is keyed by the SHA-256 of its cookie's secret, never the secret itself: whoever reads the
 table (a backup, an operator) cannot sign in with what it finds. TTL removes an item after its absolute
-expiry; a read checks the times itself, as TTL deletes late.
+expiry; a read checks the times itself, as TTL deletes late. The index by tenant (keys only) lists a
+tenant's sessions, newest first, for its admins to see and end.
 """
 
 from __future__ import annotations
@@ -11,9 +12,23 @@ from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
+from chalicelib.core.resources import SESSIONS_BY_TENANT
 from chalicelib.stores.tables import bound, condition_failed
+
+# The most sessions a tenant's admins see (the newest): a sign-in is a session, and each lasts up to 7 days.
+MAX_LISTED = 200
+
+
+class _ByTenant(GlobalSecondaryIndex["SessionModel"]):
+    class Meta:
+        index_name = SESSIONS_BY_TENANT
+        projection = KeysOnlyProjection()
+
+    tenant_id = UnicodeAttribute(hash_key=True)
+    created_at = NumberAttribute(range_key=True)
 
 
 class SessionModel(Model):
@@ -29,6 +44,9 @@ class SessionModel(Model):
     created_at = NumberAttribute()  # epoch seconds
     seen_at = NumberAttribute()  # the last request that kept it alive
     expires_at = NumberAttribute()  # absolute expiry, epoch seconds; DynamoDB TTL
+    agent = UnicodeAttribute(null=True)  # the browser's User-Agent at sign-in (its first AGENT_CHARS)
+    client = UnicodeAttribute(null=True)  # the address it signed in from, as API Gateway saw it
+    by_tenant = _ByTenant()
 
 
 @dataclass(frozen=True)
@@ -42,6 +60,11 @@ class StoredSession:
     seen_at: float
     expires_at: float
     key_digest: str | None = None
+    agent: str | None = None
+    client: str | None = None
+
+
+AGENT_CHARS = 200
 
 
 class SessionStore:
@@ -60,6 +83,8 @@ class SessionStore:
             created_at=s.created_at,
             seen_at=s.seen_at,
             expires_at=int(s.expires_at),
+            agent=(s.agent or "")[:AGENT_CHARS] or None,
+            client=s.client,
         ).save(condition=self._model.sid.does_not_exist())
 
     def get(self, sid: str) -> StoredSession | None:
@@ -67,17 +92,14 @@ class SessionStore:
             row = self._model.get(sid, consistent_read=True)  # a sign-out a moment ago holds at once
         except DoesNotExist:
             return None
-        return StoredSession(
-            row.sid,
-            row.tenant_id,
-            row.person,
-            int(row.role),
-            row.csrf,
-            float(row.created_at),
-            float(row.seen_at),
-            float(row.expires_at),
-            row.key_digest,
-        )
+        return _stored(row)
+
+    def of_tenant(self, tenant_id: str) -> list[StoredSession]:
+        """The tenant's newest sessions, at most MAX_LISTED (ended ones too, until TTL removes them: the caller
+        judges). The index lags a sign-in by a moment."""
+        keys = [str(r.sid) for r in self._model.by_tenant.query(tenant_id, scan_index_forward=False, limit=MAX_LISTED)]
+        rows = [_stored(row) for row in self._model.batch_get(keys)] if keys else []
+        return sorted((r for r in rows if r.tenant_id == tenant_id), key=lambda r: -r.created_at)
 
     def seen(self, sid: str, at: float) -> None:
         """Kept alive at `at`, if it still exists (a session ended meanwhile stays ended)."""
@@ -89,3 +111,19 @@ class SessionStore:
 
     def delete(self, sid: str) -> None:
         self._model(sid).delete()
+
+
+def _stored(row: SessionModel) -> StoredSession:
+    return StoredSession(
+        row.sid,
+        row.tenant_id,
+        row.person,
+        int(row.role),
+        row.csrf,
+        float(row.created_at),
+        float(row.seen_at),
+        float(row.expires_at),
+        row.key_digest,
+        row.agent,
+        row.client,
+    )

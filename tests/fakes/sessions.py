@@ -26,3 +26,6 @@ class FakeSessions:
 
     def delete(self, sid: str) -> None:
         self.items.pop(sid, None)
+
+    def of_tenant(self, tenant_id: str) -> list[StoredSession]:
+        return sorted((s for s in self.items.values() if s.tenant_id == tenant_id), key=lambda s: -s.created_at)

@@ -325,3 +325,103 @@ def test_an_admin_invites_a_viewer_who_signs_in_by_the_emailed_link_and_may_only
     WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
     refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
     assert refused == []
+
+
+def test_an_admin_keeps_webhooks_suppressions_digests_and_keys_from_their_pages(stack, uid, browser):
+    """Each page of the console's second part as an admin uses it: add a webhook (its secret shown once),
+    test it and see the answer, remove it; paste suppressions and lift one; run a digest; make a key and
+    revoke it. Every page axe-clean, light and dark, phone and desktop, tenant text as text."""
+    from infra.webhook_receiver import WebhookReceiver
+    from tests.e2e.test_digests_e2e import _define, _sender
+
+    user, key = tenant_with_campaigns(uid)
+    c = wiring.container()
+    c.suppressions.add(user, f"angry-{uid}@example.org", "complaint", HOSTILE)
+    _define(stack, user, _sender(stack, f"b{uid}"), digest="weekly-news")
+    broken = c.webhook_registration.add(user, {"url": "http://127.0.0.1:9/hooks", "eventTypes": ["bounced"]})
+    assert c.webhook_endpoints.disable(user, broken["id"], f"HTTP 503 {HOSTILE}", time.time() - 3600)
+    receiver = WebhookReceiver()
+    try:
+        browser.get(f"{stack.api_url}/console/sign-in")
+        sign_in_with_key(browser, key)
+        WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+
+        browser.find_element(By.LINK_TEXT, "Webhooks").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Webhooks"))
+        browser.find_element(By.ID, "w-url").send_keys(receiver.url)
+        for unwanted in ("opened", "clicked"):
+            browser.find_element(By.CSS_SELECTOR, f"input[name=eventTypes][value={unwanted}]").click()
+        browser.find_element(By.CSS_SELECTOR, "form[action$='/console/webhooks'] button[type=submit]").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Webhook added"))
+        secret = browser.find_element(By.ID, "secret").get_attribute("value") or ""
+        assert secret.startswith("whsec_")
+        copy = browser.find_element(By.CSS_SELECTOR, "button[data-copy=secret]")
+        copy.click()  # headless Chromium may refuse the clipboard: the page then says so and selects it
+        settled(browser).until(lambda b: b.find_element(By.CSS_SELECTOR, "[data-copied-for=secret]").text != "")
+        look_at_every_size(browser, "console-webhook-added")
+        dark(browser, False)
+        browser.find_element(By.LINK_TEXT, "Done: back to the webhooks").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Webhooks"))
+        assert secret not in browser.page_source and HOSTILE in browser.find_element(By.TAG_NAME, "main").text
+        (added,) = [e for e in c.webhook_registration.list(user)["endpoints"] if e["url"] == receiver.url]
+        assert "opened" not in added["eventTypes"] and "bounced" in added["eventTypes"]
+        browser.find_element(By.CSS_SELECTOR, f"form[action$='/{added['id']}/test'] button").click()
+        settled(browser).until(lambda b: "It answered 200" in b.find_element(By.CSS_SELECTOR, ".test-result").text)
+        assert len(receiver.requests) == 1
+        look_at_every_size(browser, "console-webhooks")
+        dark(browser, False)
+        browser.find_element(By.CSS_SELECTOR, f"#remove-{broken['id']} summary").click()
+        browser.find_element(By.CSS_SELECTOR, f"form[action$='/{broken['id']}/remove'] button").click()
+        settled(browser).until(lambda b: "Removed" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+        assert [e["id"] for e in c.webhook_registration.list(user)["endpoints"]] == [added["id"]]
+
+        browser.find_element(By.LINK_TEXT, "Suppressions").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Suppressions"))
+        pasted = f"left-1-{uid}@example.org\nleft-2-{uid}@example.org, left-3-{uid}@example.org"
+        browser.find_element(By.ID, "s-addresses").send_keys(pasted)
+        browser.find_element(By.ID, "s-why").send_keys("left the company")
+        browser.find_element(By.CSS_SELECTOR, "form[action$='/console/suppressions'][method=post] button").click()
+        settled(browser).until(lambda b: "Added 3" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+        assert HOSTILE in browser.find_element(By.TAG_NAME, "main").text
+        look_at_every_size(browser, "console-suppressions")
+        dark(browser, False)
+        browser.find_element(By.CSS_SELECTOR, "form[action$='/suppressions/lift'] button").click()
+        settled(browser).until(lambda b: "may mail it again" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+
+        browser.find_element(By.LINK_TEXT, "Digests").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Digests"))
+        look_at_every_size(browser, "console-digests")
+        dark(browser, False)
+        browser.find_element(By.LINK_TEXT, "weekly-news").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("weekly-news"))
+        browser.find_element(By.CSS_SELECTOR, "form[action$='/run'] button").click()
+        settled(browser).until(lambda b: "A run for the period" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+        look_at_every_size(browser, "console-digest")
+        dark(browser, False)
+
+        browser.find_element(By.LINK_TEXT, "People").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("People"))
+        browser.find_element(By.ID, "key-label").send_keys("the CI's deploy job")
+        browser.find_element(By.CSS_SELECTOR, "form[action$='/people/keys'] button").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Key made"))
+        made = browser.find_element(By.ID, "new-key").get_attribute("value") or ""
+        assert made.startswith("msk_") and made != key
+        look_at_every_size(browser, "console-key-made")
+        dark(browser, False)
+        browser.find_element(By.LINK_TEXT, "Done: back to people and keys").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("People"))
+        assert (
+            made not in browser.page_source and "the CI's deploy job" in browser.find_element(By.TAG_NAME, "main").text
+        )
+        browser.execute_script("document.getElementById('keys-h').scrollIntoView()")
+        look_at_every_size(browser, "console-people-keys")
+        dark(browser, False)
+        (listed,) = [k for k in c.api_keys.listed(user) if k["label"] == "the CI's deploy job"]
+        browser.find_element(By.CSS_SELECTOR, f"#revoke-{listed['id']} summary").click()
+        browser.find_element(By.CSS_SELECTOR, f"#revoke-{listed['id']} button").click()
+        settled(browser).until(lambda b: "is revoked" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+        assert c.api_keys.authenticate(f"Bearer {made}") is None and c.api_keys.authenticate(f"Bearer {key}") == user
+        refused = [e for e in browser.get_log("browser") if "Content Security Policy" in e.get("message", "")]
+        assert refused == []
+    finally:
+        receiver.close()

@@ -112,11 +112,12 @@ def test_a_disabled_endpoint_is_replayed_from_the_page_which_follows_its_job_the
         c = wiring.container()
         added = c.webhook_registration.add(user, {"url": receiver.url, "eventTypes": ["sent"]})
         receiver.secret = added["secret"]
-        assert c.webhook_endpoints.disable(user, added["id"], f"HTTP 503 {HOSTILE}", 0.0)
+        assert c.webhook_endpoints.disable(user, added["id"], f"HTTP 503 {HOSTILE}", 1_764_460_800.0)
         ids = _park_many(user, added["id"], 30)
         page = admin.ask("GET", "/console/webhooks")[2]
         shown = html.unescape(page)
         assert "disabled" in page and "It holds 30 requests" in shown and HOSTILE in shown and "<img" not in page
+        assert '<time datetime="2025-11-30T00:00:00.000Z">2025-11-30 00:00 UTC</time>' in page  # when it stopped
 
         status, headers, _ = admin.ask("POST", f"/console/webhooks/{added['id']}/replay", {"csrf": _csrf(page)})
         assert status == 303

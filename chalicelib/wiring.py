@@ -22,6 +22,7 @@ from chalicelib.control.api_keys import ApiKeys
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
 from chalicelib.control.event_reads import EventReads
+from chalicelib.control.recipient_export import RecipientExport
 from chalicelib.control.retry import RetryFailed
 from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.control.tenant_api import DigestRuns, TenantApi
@@ -76,6 +77,7 @@ from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.daily_cap import DailyCap
 from chalicelib.stores.digests import DigestStore
 from chalicelib.stores.event_log import EventLog
+from chalicelib.stores.exports import Exports
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
@@ -440,6 +442,12 @@ class Container:
     def failed_copies(self) -> FailedCopies:
         s = self.settings
         return FailedCopies(aws.client("s3", s.region), s.resources.payload_bucket.name)
+
+    @cached_property
+    def recipient_export(self) -> RecipientExport:
+        s = self.settings
+        exports = Exports(aws.client("s3", s.region), s.resources.payload_bucket.name)
+        return RecipientExport(self.tenant_api.recipients, exports)
 
     @cached_property
     def retry(self) -> RetryFailed:

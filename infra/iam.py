@@ -19,6 +19,7 @@ from typing import Any
 
 from chalicelib.core.resources import (
     CAMPAIGNS_BY_CREATED,
+    EXPORTS_PREFIX,
     FAILED_PREFIX,
     FUNCTION_IDS,
     PARKED_PREFIX,
@@ -116,8 +117,9 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
     tenant_queues = _queue(f"{r.tenant_queue_prefix}*")
     stage_queues = [tenant_queues, _queue(r.free_queue.name)]
     bucket = f"arn:aws:s3:::{r.prefix}-payloads-*"  # the bucket's name ends in the account id
-    queued_objects, scheduled_objects, failed_objects, parked_objects = (
-        f"{bucket}/{prefix}*" for prefix in (QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX, PARKED_PREFIX)
+    queued_objects, scheduled_objects, failed_objects, parked_objects, exported_objects = (
+        f"{bucket}/{prefix}*"
+        for prefix in (QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX, PARKED_PREFIX, EXPORTS_PREFIX)
     )
     send_fn = f"arn:aws:lambda:*:*:function:{r.function_name('send_emails')}"
     tables = {t.logical_id: _table(r, t.name) for t in r.tables}
@@ -298,6 +300,9 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("DailyCapUse", _READ, [tables["UsageTable"]]),  # a free tenant's use of today's cap (GET /tenant)
         _stmt("EventLog", ["dynamodb:Query", "dynamodb:DescribeTable"], [tables["EventLogTable"]]),  # GET /events
         _stmt("FailedEmail", ["s3:GetObject"], [failed_objects]),
+        # A campaign's recipients exported as CSV, and read back through the presigned link that the role
+        # signs (chalicelib.stores.exports).
+        _stmt("Exports", ["s3:PutObject", "s3:GetObject"], [exported_objects]),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,
         # The console's sessions: started, read, kept alive and ended; a tenant's listed by the index and read

@@ -38,6 +38,7 @@ from chalicelib.console.charts import MinuteChart, minute_chart
 from chalicelib.console.figures import rates
 from chalicelib.console.sessions import Session
 from chalicelib.control.campaign_reads import STATES
+from chalicelib.control.recipient_export import filename_of
 from chalicelib.control.tenant_api import TenantApi
 from chalicelib.core.errors import Conflict, NotFound, Refused
 from chalicelib.stores.ledger_model import STATES as RECIPIENT_STATES
@@ -275,6 +276,23 @@ def routes() -> Blueprint:
 
     for verb, (done, doing, action) in CONTROLS.items():
         _control(bp, verb, done, doing, action)
+
+    @bp.route("/console/campaigns/{campaign_id}/export", methods=["POST"], content_types=FORMS)
+    def console_export(campaign_id: str) -> Response:
+        request = bp.current_request
+
+        def export(session: Session, _fields: dict[str, str]) -> Response:
+            try:
+                done = wiring.container().recipient_export.export(session.tenant_id, campaign_id)
+            except NotFound:
+                return refused(request, 404, "Not found", "This tenant has no such campaign.", session)
+            except Refused as other:
+                return refused(request, answers.status_of(other), "Not exported", other.detail, session)
+            shown: dict[str, Any] = {"export": done, "campaign_id": campaign_id, "filename": filename_of(campaign_id)}
+            return page(request, "export.html", session=session, title="Export ready", active="campaigns", **shown)
+
+        # A page with the link, not a redirect to it: the console's `form-action 'self'` holds on redirects.
+        return signed_form(request, Role.VIEWER, "export recipients", export)
 
     @bp.route("/console/campaigns/{campaign_id}/retry-failed", methods=["POST"], content_types=FORMS)
     def retry_failed(campaign_id: str) -> Response:

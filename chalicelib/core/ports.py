@@ -25,6 +25,14 @@ class S3Objects(Protocol):
         """The client's modelled errors (`exceptions.NoSuchKey`: a failed copy that is not there)."""
 
 
+class S3Links(Protocol):
+    """The console's exports (chalicelib.stores.exports): an object put, and a short-lived link to read it."""
+
+    def put_object(self, *, Bucket: str, Key: str, Body: bytes, **params: Any) -> Any: ...
+
+    def generate_presigned_url(self, ClientMethod: str, Params: dict[str, Any], ExpiresIn: int) -> str: ...
+
+
 # --- SQS ---------------------------------------------------------------------------------------------------
 # Each consumer's port has the calls it makes, with the parameters it passes (keyword-only, as boto3 takes
 # them); what SQS answers is boto3's dict.

@@ -23,6 +23,8 @@ QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX = "queued/", "scheduled/", "faile
 # A paused campaign's parked email: no lifecycle expiry, since a pause has no time limit (its objects are
 # deleted when the email goes back on its queue). Under `scheduled/`, a pause of over 45 days lost them.
 PARKED_PREFIX = "parked/"
+# Files a tenant downloads from the console (a campaign's recipients as CSV): a day, then gone.
+EXPORTS_PREFIX = "exports/"
 # How far ahead a campaign may be scheduled (its batches are kept in S3 until then).
 MAX_SCHEDULE_AHEAD_DAYS = 31
 # Lambda's logical ids in the packaged template (Chalice's CamelCase of each handler) and the handlers.
@@ -394,6 +396,11 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         payload_bucket=BucketDef(
             "PayloadBucket",
             f"{p}-payloads-{account_id}",
-            expiry_rules=((QUEUED_PREFIX, 7), (SCHEDULED_PREFIX, MAX_SCHEDULE_AHEAD_DAYS + 14), (FAILED_PREFIX, 30)),
+            expiry_rules=(
+                (QUEUED_PREFIX, 7),
+                (SCHEDULED_PREFIX, MAX_SCHEDULE_AHEAD_DAYS + 14),
+                (FAILED_PREFIX, 30),
+                (EXPORTS_PREFIX, 1),
+            ),
         ),
     )

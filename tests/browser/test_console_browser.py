@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -345,6 +346,17 @@ def test_an_admin_keeps_webhooks_suppressions_digests_and_keys_from_their_pages(
         browser.get(f"{stack.api_url}/console/sign-in")
         sign_in_with_key(browser, key)
         WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+
+        c.ledger.record_rejected(user, "probe", [("=formula@example.org", HOSTILE), ("ann@example.org", "-2+3")])
+        browser.get(f"{stack.api_url}/console/campaigns/probe")
+        browser.find_element(By.CSS_SELECTOR, "form.export button").click()
+        WebDriverWait(browser, 15).until(ec.title_contains("Export ready"))
+        link = browser.find_element(By.PARTIAL_LINK_TEXT, "Download probe-recipients.csv").get_attribute("href") or ""
+        with urllib.request.urlopen(link, timeout=30) as answer:
+            exported = answer.read().decode("utf-8-sig")
+        assert "'=formula@example.org" in exported and "'-2+3" in exported
+        look_at_every_size(browser, "console-export")
+        dark(browser, False)
 
         browser.find_element(By.LINK_TEXT, "Webhooks").click()
         WebDriverWait(browser, 15).until(ec.title_contains("Webhooks"))

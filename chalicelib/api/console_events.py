@@ -1,6 +1,6 @@
-"""The console's events page: what the tenant's webhooks carry, as `GET /events` answers it, oldest first,
-filtered by type and campaign, a page at a time (its `next` is where the page stopped: "Later events"
-reads on, now or after more came). Every field is shown as text.
+"""The console's events page: what the tenant's webhooks carry, as `GET /events` answers it, newest first
+(or oldest first, and from an instant), filtered by type and campaign, a page at a time (its `next` is where
+the page stopped: "Older events" or "Later events" reads on). Every field is shown as text.
 """
 
 from __future__ import annotations
@@ -18,19 +18,21 @@ from chalicelib.core.errors import Refused
 from chalicelib.core.webhook_contract import EVENT_TYPES
 
 PAGE = 50
-ASKED = ("type", "campaign", "since", "after")  # what the page's filters and paging carry
+ASKED = ("type", "campaign", "since", "order", "after")  # what the page's filters and paging carry
 SHOWN = ("id", "type", "timestamp", "campaignId", "recipient")  # each event's columns; the rest are details
 
 
 def _events_page(request: Request, session: Session) -> Response:
     given: dict[str, str] = dict(request.query_params or {})
     query = {k: given[k] for k in ASKED if given.get(k)}
+    # A person looks at what just happened: newest first, unless they ask from an instant on.
+    query.setdefault("order", "oldest" if query.get("since") else "newest")
     try:
         listed = wiring.container().event_reads.list_for(session.tenant_id, {**query, "limit": str(PAGE)})
     except Refused as why:
         return refused(request, answers.status_of(why), "That cannot be shown", why.detail, session)
     events = [{**e, "details": sorted((k, str(v)) for k, v in e.items() if k not in SHOWN)} for e in listed["events"]]
-    filters: dict[str, str] = {k: query[k] for k in ("type", "campaign", "since") if k in query}
+    filters: dict[str, str] = {k: query[k] for k in ("type", "campaign", "since", "order") if k in query}
     later = None
     if listed["next"]:
         onward: dict[str, str] = {**filters, "after": str(listed["next"])}

@@ -3,7 +3,9 @@ that pull rather than receive (as Mailgun's events API).
 
 Oldest first from where the last page stopped (`after`) or from an instant (`since`). The answer's `next`
 is always where this page stopped reading: a poller keeps it and asks again later; an empty page means
-nothing new yet. Events are kept for the stage's retention (MOONSEND_EVENTS_RETENTION_DAYS, 30 by default).
+nothing new yet. `order=newest` reads from the newest back (a person looking at what just happened), `after`
+then going on to older ones, and `next` null once the oldest kept was read. Events are kept for the stage's
+retention (MOONSEND_EVENTS_RETENTION_DAYS, 30 by default).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from chalicelib.stores.event_log import CURSOR, INSTANT, position_at
 from chalicelib.stores.ports import EventPages
 
 MAX_PAGE = 1000
+ORDERS = ("oldest", "newest")
 LAST_MS = 10**13 - 1  # the log's positions have 13 digits of epoch ms (until the year 2286)
 _SINCE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?Z\Z")
 
@@ -37,8 +40,11 @@ class EventReads:
         if campaign is not None and not is_id(campaign):
             raise BadParam("campaign: not a campaign id")
         limit = params.limit(query, default=100, most=MAX_PAGE)
+        newest = params.choice(query, "order", ORDERS) == "newest"
+        if newest and params.text(query, "since", max_chars=40) is not None:
+            raise BadParam("since: oldest first only (newest first starts from now)")
         after = _start(query)
-        page = self._events.page(user, after=after, type=kind, campaign=campaign, limit=limit)
+        page = self._events.page(user, after=after, type=kind, campaign=campaign, limit=limit, newest_first=newest)
         return {"events": page.events, "next": params.encode_cursor(page.next) if page.next else None}
 
 

@@ -125,10 +125,13 @@ class EventLog:
         type: str | None = None,
         campaign: str | None = None,
         limit: int = 100,
+        newest_first: bool = False,
     ) -> EventPage:
-        """The tenant's events after `after` (a page's `next`, or an instant: `position_at`), oldest first.
-        `next` is where the page stopped reading: give it back to go on, now or later (an empty page: nothing
-        new yet). ValueError for an `after` that is neither."""
+        """The tenant's events after `after` (a page's `next`, or an instant: `position_at`), oldest first; or,
+        `newest_first`, from the newest back, and `after` is where the last page stopped (the events before
+        it are next). `next` is where the page stopped reading: give it back to go on, now or later (an
+        empty page: nothing new yet; newest first, None at the oldest). ValueError for an `after` that is
+        neither."""
         if after is not None and not CURSOR.match(after) and not INSTANT.match(after):
             raise ValueError("not a cursor of the event log")
         filtered = type is not None or campaign is not None
@@ -148,9 +151,10 @@ class EventLog:
             if empty and share > 0:
                 rounds += 1
                 for shard in empty:
-                    spent += self._fill(shard, after, min(size, share))
-            complete_to = min((s.read_to for s in shards if not s.done), default=None)
-            for sk, item in _merged(shards, complete_to):
+                    spent += self._fill(shard, after, min(size, share), newest_first)
+            read_to = [s.read_to for s in shards if not s.done]
+            complete_to = (max if newest_first else min)(read_to, default=None)
+            for sk, item in _merged(shards, complete_to, newest_first):
                 # Filtered here, not by DynamoDB (which charges the same for what it reads and drops): each event
                 # read moves the position, so the next page starts past the events this one passed over.
                 position = sk
@@ -159,18 +163,20 @@ class EventLog:
                     if len(out) >= limit:
                         return EventPage(out, position)
             if all(s.done and not s.items for s in shards):
-                return EventPage(out, position)
+                return EventPage(out, None if newest_first else position)  # newest first: the oldest reached
             if empty and share <= 0:
                 return EventPage(out, position)  # the budget is spent: complete up to here
 
-    def _fill(self, shard: _Shard, after: str | None, size: int) -> int:
-        """One more page of a shard's events after `after`; the bytes of the items read."""
+    def _fill(self, shard: _Shard, after: str | None, size: int, newest_first: bool) -> int:
+        """One more page of a shard's events past `after` in the page's order; the bytes of the items read."""
         m = self._model
+        past = None if not after else (m.sk < after if newest_first else m.sk > after)
         answer = m._get_connection().query(
             shard.pk,
-            range_key_condition=m.sk > after if after else None,
+            range_key_condition=past,
             exclusive_start_key=shard.start,
             limit=size,
+            scan_index_forward=not newest_first,
         )
         items = answer.get("Items", [])
         shard.items.extend(items)
@@ -198,15 +204,15 @@ class _Shard:
     read_to: str = ""  # every event of the shard up to here has been read
 
 
-def _merged(shards: list[_Shard], complete_to: str | None) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The shards' read events in `sk` order, up to `complete_to` (None: all), taken off their shards: no
-    event after it may be answered before every shard has read past it."""
+def _merged(shards: list[_Shard], complete_to: str | None, newest_first: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The shards' read events in `sk` order (newest first: backwards), up to `complete_to` (None: all), taken
+    off their shards: no event past it may be answered before every shard has read past it."""
     while True:
         heads = [(s.items[0]["sk"]["S"], n) for n, s in enumerate(shards) if s.items]
         if not heads:
             return
-        sk, n = min(heads)
-        if complete_to is not None and sk > complete_to:
+        sk, n = max(heads) if newest_first else min(heads)
+        if complete_to is not None and (sk < complete_to if newest_first else sk > complete_to):
             return
         yield sk, shards[n].items.pop(0)
 

@@ -528,6 +528,7 @@ class EventPages(Protocol):
         type: str | None = None,
         campaign: str | None = None,
         limit: int = 100,
+        newest_first: bool = False,
     ) -> EventPage: ...
 
 

@@ -60,3 +60,25 @@ def test_a_filtered_page_ends_at_its_last_match_and_the_next_goes_on_past_the_re
     second = log.page(user, type="bounced", after=first.next, limit=5)
     assert [e["id"] for e in second.events] == [events[4].id]
     assert second.next == sort_key(events[-1], events[-1].at_ms)
+
+
+def test_newest_first_pages_back_through_every_shard_in_order_each_event_once_then_stops(
+    side: str, request: pytest.FixtureRequest, uid: str
+) -> None:
+    log, user = _log(side, request), f"n{uid}"
+    events = [_event(user, "bounced" if n % 5 == 0 else "sent", n) for n in range(60)]  # ids over every shard
+    log.keep((e, e.at_ms) for e in events)
+    seen: list[str] = []
+    after = None
+    for _ in range(20):
+        page = log.page(user, after=after, limit=7, newest_first=True)
+        seen += [e["id"] for e in page.events]
+        if page.next is None:
+            break
+        after = page.next
+    assert seen == [e.data["id"] for e in reversed(events)]  # newest first, each once, none lost
+    bounced = log.page(user, type="bounced", limit=100, newest_first=True)
+    assert [e["id"] for e in bounced.events] == [e.data["id"] for e in reversed(events) if e.type == "bounced"]
+    assert bounced.next is None
+    before = log.page(user, after=position_at(BASE_MS + 10), limit=100, newest_first=True)
+    assert [e["id"] for e in before.events] == [e.data["id"] for e in reversed(events[:10])]

@@ -1,5 +1,5 @@
 """The console's events page over HTTP on the local stack: the tenant's own events as `GET /events` answers
-them, oldest first, filtered by type and campaign, a page at a time; a recipient's and a reason's text shown
+them, newest or oldest first, filtered by type and campaign, a page at a time; a recipient's and a reason's text shown
 as text; another tenant's events never; a filter it cannot take a 400 page."""
 
 from __future__ import annotations
@@ -62,15 +62,22 @@ def test_the_events_page_shows_the_tenants_own_events_as_text_filtered_and_paged
     mine, other = f"events-{uid}", f"events-o-{uid}"
     _tenant(mine)
     _tenant(other)
-    _keep(mine, [("sent", "spring", f"r{i:02d}@example.org", {}) for i in range(55)])
-    _keep(mine, [("bounced", "autumn", HOSTILE, {"reason": "<script>alert(2)</script> mailbox full"})])
+    bounce = ("bounced", "autumn", HOSTILE, {"reason": "<script>alert(2)</script> mailbox full"})
+    _keep(mine, [("sent", "spring", f"r{i:02d}@example.org", {}) for i in range(55)] + [bounce])  # the newest
     _keep(other, [("sent", "theirs", "secret@other.example", {})])
     browser = _signed_in(stack, mine)
-    status, _headers, page = browser.ask("GET", "/console/events")
-    assert status == 200 and "r00@example.org" in page and "secret@other.example" not in page
-    rows = re.findall(r"<tr>", page)
-    assert len(rows) == 51  # the header and a page of 50
-    later = re.search(r'href="([^"]*after=[^"]*)"', page)
+    status, _headers, page = browser.ask("GET", "/console/events")  # newest first
+    assert status == 200 and "r54@example.org" in page and "secret@other.example" not in page
+    assert "r00@example.org" not in page and page.index("mailbox full") < page.index("r54@example.org")
+    assert len(re.findall(r"<tr>", page)) == 51  # the header and a page of 50
+    older = re.search(r'href="([^"]*after=[^"]*)">Older events', page)
+    assert older is not None
+    rest = browser.ask("GET", html.unescape(older.group(1)))[2]
+    assert "r00@example.org" in rest and "r54@example.org" not in rest and "Older events" not in rest
+
+    status, _headers, page = browser.ask("GET", "/console/events?order=oldest")
+    assert status == 200 and "r00@example.org" in page and "r54@example.org" not in page
+    later = re.search(r'href="([^"]*after=[^"]*)">Later events', page)
     assert later is not None
     rest = browser.ask("GET", html.unescape(later.group(1)))[2]
     assert "r54@example.org" in rest and "r00@example.org" not in rest
@@ -82,7 +89,15 @@ def test_the_events_page_shows_the_tenants_own_events_as_text_filtered_and_paged
     page = browser.ask("GET", "/console/events?campaign=autumn")[2]
     assert "r00@example.org" not in page and "mailbox full" in page
 
-    for bad in ("type=nope", "campaign=%20%20x%20y", "since=yesterday", "after=not-a-cursor"):
+    newest_since = "order=newest&since=2026-11-26T03:00:00Z"
+    for bad in (
+        "type=nope",
+        "campaign=%20%20x%20y",
+        "since=yesterday",
+        "after=not-a-cursor",
+        "order=random",
+        newest_since,
+    ):
         status, _headers, page = browser.ask("GET", f"/console/events?{bad}")
         assert status == 400, bad
     assert Browser(stack.api_url).ask("GET", "/console/events")[1]["location"] == "/console/sign-in"

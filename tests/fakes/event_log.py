@@ -32,8 +32,12 @@ class FakeEventLog:
         type: str | None = None,
         campaign: str | None = None,
         limit: int = 100,
+        newest_first: bool = False,
     ) -> EventPage:
-        keys = sorted(k for u, k in self.kept if u == user_id and (after is None or k > after))
+        def past(k: str) -> bool:
+            return after is None or (k < after if newest_first else k > after)
+
+        keys = sorted((k for u, k in self.kept if u == user_id and past(k)), reverse=newest_first)
         out = []
         position = after
         for key in keys:
@@ -42,5 +46,5 @@ class FakeEventLog:
             if (type is None or event.type == type) and (campaign is None or event.data["campaignId"] == campaign):
                 out.append(event.data)
                 if len(out) >= limit:
-                    break
-        return EventPage(out, position)
+                    return EventPage(out, position)
+        return EventPage(out, None if newest_first else position)

@@ -102,8 +102,8 @@ def test_the_event_log_keeps_each_event_once_in_order_and_filters_with_a_bounded
     monkeypatch.setattr(event_log_module, "MAX_READ_BYTES", budget)
     fill, reads = type(log)._fill, []
 
-    def counted(self, shard, after, size):  # type: ignore[no-untyped-def]
-        n = fill(self, shard, after, size)
+    def counted(self, shard, after, size, newest_first):  # type: ignore[no-untyped-def]
+        n = fill(self, shard, after, size, newest_first)
         reads.append(n)
         return n
 

@@ -147,23 +147,18 @@ def _make_key(request: Request) -> Response:
 
 
 def _revoke_key(session: Session, fields: dict[str, str]) -> dict[str, str | int]:
-    key_id = fields.get("key", "")
-    listed = {k["id"]: k for k in wiring.container().api_keys.listed(session.tenant_id)}
     try:
-        wiring.container().api_keys.revoke(session.tenant_id, key_id)
+        done = wiring.container().api_keys.revoke(session.tenant_id, fields.get("key", ""))
     except NotFound:
         return {}
-    return {"done": "revoked", "who": str(listed.get(key_id, {}).get("shown", key_id))}
+    return {"done": "revoked", "who": str(done["shown"])}
 
 
 def _end_session(session: Session, fields: dict[str, str]) -> dict[str, str | int]:
-    listed_id = fields.get("session", "")
-    found = next(
-        (s for s in wiring.container().sessions.of_tenant(session.tenant_id) if s.listed_id == listed_id), None
-    )
-    if found is None or not wiring.container().sessions.end_listed(session.tenant_id, listed_id):
+    ended = wiring.container().sessions.end_listed(session.tenant_id, fields.get("session", ""))
+    if ended is None:
         return {}
-    return {"done": "ended", "who": found.person or "the API key's holder"}
+    return {"done": "ended", "who": ended.person or "the API key's holder"}
 
 
 def _invite(request: Request, session: Session, fields: dict[str, str]) -> dict[str, str | int]:

@@ -156,13 +156,13 @@ class Sessions:
                 live.append(ListedSession.of(stored, role))
         return live
 
-    def end_listed(self, tenant_id: str, listed_id: str) -> bool:
-        """End one of the tenant's sessions by the id its listing shows; False when there is none (ended)."""
+    def end_listed(self, tenant_id: str, listed_id: str) -> StoredSession | None:
+        """End one of the tenant's sessions by the id its listing shows: the session ended, or None when there
+        is none (ended already)."""
         found = next((s for s in self._store.of_tenant(tenant_id) if listed_id_of(s.sid) == listed_id), None)
-        if found is None:
-            return False
-        self._store.delete(found.sid)
-        return True
+        if found is not None:
+            self._store.delete(found.sid)
+        return found
 
     def end(self, secret: str | None) -> None:
         if secret and len(secret) == SECRET_CHARS and secret.isascii():

@@ -118,11 +118,11 @@ class ApiKeys:
         """Revoke one key now: its next request is refused, and the console sessions it began are over."""
         if key_id == LEGACY_ID and self._legacy.api_key_hash(user_id):
             self._legacy.clear_api_key_hash(user_id)
-            return {"revoked": key_id}
+            return {"revoked": key_id, "shown": f"{PREFIX}…"}
         found = next((k for k in self._store.of_tenant(user_id) if k.key_id == key_id), None)
         if found is None or not self._store.delete(user_id, found.digest):
             raise NotFound("no such key: it may have been revoked already")
-        return {"revoked": key_id}
+        return {"revoked": key_id, "shown": found.shown}
 
     def authenticate(self, authorization: str | None) -> str | None:
         """The tenant a `Bearer` key belongs to, or None (the scheme's name in any case, as RFC 9110 11.1 has it)."""

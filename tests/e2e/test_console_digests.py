@@ -9,13 +9,13 @@ from __future__ import annotations
 import html
 import re
 import time
-from typing import Any
 
 import pytest
 
 from chalicelib import wiring
 from chalicelib.api.principal import Role
-from tests.e2e.test_console import Browser
+from tests.e2e.console_forms import csrf as _csrf
+from tests.e2e.console_forms import person as _person
 from tests.e2e.test_digests_e2e import _define, _item, _mail, _publish, _sender, _stored, _until
 
 pytestmark = pytest.mark.e2e
@@ -23,22 +23,8 @@ pytestmark = pytest.mark.e2e
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
-
-
 def _hours_ago(hours: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - hours * 3600))
-
-
-def _person(stack: Any, user: str, address: str, role: Role) -> Browser:
-    c = wiring.container()
-    c.people.invite(user, address, role, "operator")
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", f"/console/link/{c.sign_in_links.mint(address)}", {"tenant": user})[0] == 303
-    return browser
 
 
 def test_a_sender_sees_what_the_next_run_would_mail_and_runs_it_from_the_page_once(stack, uid):

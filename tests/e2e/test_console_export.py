@@ -19,17 +19,12 @@ from chalicelib import wiring
 from chalicelib.control.recipient_export import COLUMNS
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
+from tests.e2e.console_forms import csrf as _csrf
 from tests.e2e.test_console import Browser
 
 pytestmark = pytest.mark.e2e
 
 FORMULAS = ['=HYPERLINK("http://evil.example","x")', "+1+1", "-2+3", "@SUM(A1:A2)"]
-
-
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
 
 
 def _campaign(uid: str, name: str, recipients: int) -> tuple[str, str]:

@@ -18,7 +18,9 @@ import pytest
 from chalicelib import wiring
 from chalicelib.api.principal import Role
 from chalicelib.control.api_keys import MAX_KEYS, key_hash, new_key
-from chalicelib.core.contract import Sender
+from tests.e2e.console_forms import csrf as _csrf
+from tests.e2e.console_forms import signed_in_with_key as _signed_in_with
+from tests.e2e.console_forms import tenant_with_key
 from tests.e2e.test_console import Browser
 
 pytestmark = pytest.mark.e2e
@@ -27,23 +29,8 @@ HOSTILE = "<img src=x onerror=alert(1)>"
 FIREFOX = "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:133.0) Gecko/20100101 Firefox/133.0"
 
 
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
-
-
 def _tenant(uid: str, name: str) -> tuple[str, str]:
-    c = wiring.container()
-    user = f"keys-{name}-{uid}"
-    c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
-    return user, c.api_keys.replace_all(user)
-
-
-def _signed_in_with(stack: Any, key: str) -> Browser:
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", "/console/sign-in", {"key": key})[0] == 303
-    return browser
+    return tenant_with_key(f"keys-{name}-{uid}")
 
 
 def _api(stack: Any, key: str) -> int:

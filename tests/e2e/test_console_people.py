@@ -18,14 +18,15 @@ import urllib.parse
 from email.message import Message
 from email.policy import default
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from chalicelib import wiring
 from chalicelib.api.principal import Role
 from chalicelib.console.guard import LINK_REQUESTS, LINKS_PER_MAILBOX
-from chalicelib.core.contract import Sender
+from tests.e2e.console_forms import csrf as _csrf
+from tests.e2e.console_forms import signed_in_with_key as _admin
+from tests.e2e.console_forms import tenant_with_key
 from tests.e2e.test_console import FORM, Browser
 
 pytestmark = pytest.mark.e2e
@@ -34,22 +35,7 @@ LINK = re.compile(r"(https?://[^\s\"<>]+)/console/link/([A-Za-z0-9_-]{43})")
 
 
 def _tenant(uid: str, name: str) -> tuple[str, str]:
-    c = wiring.container()
-    user = f"people-{name}-{uid}"
-    c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
-    return user, c.api_keys.replace_all(user)
-
-
-def _admin(stack: Any, key: str) -> Browser:
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", "/console/sign-in", {"key": key})[0] == 303
-    return browser
-
-
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
+    return tenant_with_key(f"people-{name}-{uid}")
 
 
 def _mails_to(outbox: Path, address: str) -> list[Message]:

@@ -5,33 +5,19 @@ each as the API's pause is."""
 from __future__ import annotations
 
 import html
-import re
-from typing import Any
 
 import pytest
 
 from chalicelib import wiring
 from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
+from tests.e2e.console_forms import csrf as _csrf
+from tests.e2e.console_forms import person as _person
 from tests.e2e.test_console import Browser
 
 pytestmark = pytest.mark.e2e
 
 HOSTILE = "<img src=x onerror=alert(1)>"
-
-
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
-
-
-def _person(stack: Any, user: str, address: str, role: Role) -> Browser:
-    c = wiring.container()
-    c.people.invite(user, address, role, "operator")
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", f"/console/link/{c.sign_in_links.mint(address)}", {"tenant": user})[0] == 303
-    return browser
 
 
 def test_the_settings_page_shows_the_tenants_standing_as_the_api_gives_it(stack, uid):

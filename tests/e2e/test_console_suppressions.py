@@ -9,13 +9,14 @@ from __future__ import annotations
 import html
 import re
 import urllib.parse
-from typing import Any
 
 import pytest
 
 from chalicelib import wiring
 from chalicelib.api.principal import Role
-from chalicelib.core.contract import Sender
+from tests.e2e.console_forms import csrf as _csrf
+from tests.e2e.console_forms import signed_in_with_key as _admin
+from tests.e2e.console_forms import tenant_with_key
 from tests.e2e.test_console import Browser
 
 pytestmark = pytest.mark.e2e
@@ -23,23 +24,8 @@ pytestmark = pytest.mark.e2e
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
-
-
 def _tenant(uid: str, name: str) -> tuple[str, str]:
-    c = wiring.container()
-    user = f"supp-{name}-{uid}"
-    c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
-    return user, c.api_keys.replace_all(user)
-
-
-def _admin(stack: Any, key: str) -> Browser:
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", "/console/sign-in", {"key": key})[0] == 303
-    return browser
+    return tenant_with_key(f"supp-{name}-{uid}")
 
 
 def _listed(page: str) -> list[str]:

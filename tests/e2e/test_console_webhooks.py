@@ -7,16 +7,18 @@ from __future__ import annotations
 
 import html
 import re
-from typing import Any
 
 import pytest
 from standardwebhooks.webhooks import Webhook
 
 from chalicelib import wiring
 from chalicelib.api.principal import Role
-from chalicelib.core.contract import Sender
 from infra.webhook_receiver import WebhookReceiver
 from tests.conftest import eventually
+from tests.e2e.console_forms import csrf as _csrf
+from tests.e2e.console_forms import person as _person
+from tests.e2e.console_forms import signed_in_with_key as _admin
+from tests.e2e.console_forms import tenant_with_key
 from tests.e2e.test_console import Browser
 from tests.e2e.test_webhook_bounds import _park_many
 
@@ -25,31 +27,8 @@ pytestmark = pytest.mark.e2e
 HOSTILE = "<img src=x onerror=alert(1)>"
 
 
-def _csrf(page: str) -> str:
-    found = re.search(r'name="csrf" value="([^"]+)"', page)
-    assert found is not None
-    return found.group(1)
-
-
 def _tenant(uid: str, name: str) -> tuple[str, str]:
-    c = wiring.container()
-    user = f"hooks-{name}-{uid}"
-    c.tenants.accept(user, "free", Sender(f"news@{user}.example", "News", None, None, None, 1.0), c.ses.account_of)
-    return user, c.api_keys.replace_all(user)
-
-
-def _admin(stack: Any, key: str) -> Browser:
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", "/console/sign-in", {"key": key})[0] == 303
-    return browser
-
-
-def _person(stack: Any, user: str, address: str, role: Role) -> Browser:
-    c = wiring.container()
-    c.people.invite(user, address, role, "operator")
-    browser = Browser(stack.api_url)
-    assert browser.ask("POST", f"/console/link/{c.sign_in_links.mint(address)}", {"tenant": user})[0] == 303
-    return browser
+    return tenant_with_key(f"hooks-{name}-{uid}")
 
 
 def _add(browser: Browser, url: str, types: tuple[str, ...], per_request: str = "1") -> tuple[int, str]:

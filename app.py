@@ -24,6 +24,7 @@ from chalicelib.api import (
     pages,
     suppressions,
     tenant,
+    uploads,
     webhooks,
 )
 from chalicelib.core import log
@@ -100,6 +101,13 @@ def webhook_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return runner.handle(event, context.function_name, context.get_remaining_time_in_millis)
 
 
+@app.lambda_function(name="upload_jobs")
+def upload_jobs(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Read an upload into recipients and its report, or publish a campaign from them to PrecompileEmail,
+    continuing itself when time runs short."""
+    return wiring.container().upload_jobs.handle(event, context.function_name, context.get_remaining_time_in_millis)
+
+
 @app.on_sqs_message(
     queue=_resources.events_queue.name,
     batch_size=EVENTS_BATCH_SIZE,
@@ -140,6 +148,7 @@ for _resource in (
     console_webhooks,
     console_events,
     campaigns,
+    uploads,
     suppressions,
     tenant,
     digests,

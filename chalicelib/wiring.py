@@ -21,6 +21,7 @@ from chalicelib.console.sessions import Sessions
 from chalicelib.control.api_keys import ApiKeys
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
+from chalicelib.control.campaign_sends import CampaignSends
 from chalicelib.control.event_reads import EventReads
 from chalicelib.control.recipient_export import RecipientExport
 from chalicelib.control.retry import RetryFailed
@@ -51,6 +52,9 @@ from chalicelib.jobs.ledger_stream import LedgerStream
 from chalicelib.jobs.recount import Recount
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
+from chalicelib.produce.fanout import Publication
+from chalicelib.produce.jobs import UploadJobs
+from chalicelib.produce.reading import UploadReader
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
@@ -106,6 +110,8 @@ from chalicelib.stores.suppression import Suppressions
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from chalicelib.stores.timeline import Timeline
+from chalicelib.stores.upload_files import UploadFiles
+from chalicelib.stores.uploads import Uploads
 from chalicelib.stores.webhook_jobs import Job, WebhookJobs
 from chalicelib.stores.webhooks import HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliverer import WebhookDeliverer
@@ -448,6 +454,51 @@ class Container:
         s = self.settings
         exports = Exports(aws.client("s3", s.region), s.resources.payload_bucket.name)
         return RecipientExport(self.tenant_api.recipients, exports)
+
+    # --- sending without code: uploads, their reading, campaigns published from them -------------------
+    @cached_property
+    def uploads(self) -> Uploads:
+        return Uploads(self.settings.resources.uploads_table.name, self.settings.region)
+
+    @cached_property
+    def upload_files(self) -> UploadFiles:
+        s = self.settings
+        return UploadFiles(aws.client("s3", s.region), s.resources.payload_bucket.name)
+
+    @cached_property
+    def upload_jobs(self) -> UploadJobs:
+        reader = UploadReader(self.uploads, self.upload_files, self.suppressions.addresses)
+        return UploadJobs(self.uploads, reader, self.publication)
+
+    @cached_property
+    def publication(self) -> Publication:
+        s = self.settings
+        sns, topic = aws.client("sns", s.region), s.topic_arn(s.resources.precompile_topic.name)
+
+        def publish(message: str) -> None:
+            sns.publish(TopicArn=topic, Message=message)
+
+        return Publication(
+            self.uploads,
+            self.upload_files,
+            lambda user, campaign: self.control.state(user, campaign, fresh=True),
+            publish,
+            self.links.sender_proof,
+            self.invoke_async,
+        )
+
+    @cached_property
+    def campaign_sends(self) -> CampaignSends:
+        s = self.settings
+        upload_jobs = s.resources.function_name("upload_jobs")
+        return CampaignSends(
+            self.uploads,
+            self.upload_files,
+            lambda user: self.tenants.get(user, fresh=True),
+            self.daily_cap,
+            lambda event: self.invoke_async(upload_jobs, event),
+            self.campaign_reads.show_for,
+        )
 
     @cached_property
     def retry(self) -> RetryFailed:

@@ -28,6 +28,7 @@ from chalicelib.core.resources import (
     QUEUED_PREFIX,
     SCHEDULED_PREFIX,
     SESSIONS_BY_TENANT,
+    UPLOADS_PREFIX,
     Resources,
     resources_for,
 )
@@ -47,6 +48,7 @@ FUNCTIONS = (
     "webhook_events",
     "deliver_webhooks",
     "webhook_jobs",
+    "upload_jobs",
     "api_handler",
 )
 
@@ -303,6 +305,14 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         # A campaign's recipients exported as CSV, and read back through the presigned link that the role
         # signs (chalicelib.stores.exports).
         _stmt("Exports", ["s3:PutObject", "s3:GetObject"], [exported_objects]),
+        # Uploads: a presigned POST and a presigned download are made with this role's keys, which must
+        # allow what they do; inline recipients kept as an upload's; an upload's first rows read (preview).
+        _stmt("Uploads", ["s3:PutObject", "s3:GetObject"], [f"{bucket}/{UPLOADS_PREFIX}*"]),
+        _stmt(
+            "UploadRows",
+            [*_READ, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"],
+            [tables["UploadsTable"]],
+        ),
         _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),  # retry-failed starts a drain if none
         ses_tenant_status,
         # The console's sessions: started, read, kept alive and ended; a tenant's listed by the index and read
@@ -392,6 +402,7 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
     webhooks_table, webhooks_queue = tables["WebhooksTable"], _queue(r.webhooks_queue.name)
     held_table = tables["ParkedDeliveriesTable"]
     jobs_fn = f"arn:aws:lambda:*:*:function:{r.function_name('webhook_jobs')}"
+    upload_jobs_fn = f"arn:aws:lambda:*:*:function:{r.function_name('upload_jobs')}"
     put_deliveries = _stmt("PutDeliveries", ["sqs:GetQueueUrl", "sqs:SendMessage"], [webhooks_queue])
     api.extend(
         [
@@ -412,6 +423,7 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
             ),
             _stmt("RunDigest", ["lambda:InvokeFunction"], [digest_fn]),
             _stmt("StartWebhookJobs", ["lambda:InvokeFunction"], [jobs_fn]),
+            _stmt("StartUploadJobs", ["lambda:InvokeFunction"], [upload_jobs_fn]),
         ]
     )
     # The ledger's stream, read by Lambda's poller as the function's role (what AWS documents it needs).
@@ -472,6 +484,21 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         put_deliveries,
         _stmt("GoOn", ["lambda:InvokeFunction"], [jobs_fn]),  # a job out of time continues itself
     ]
+    # An upload read (its file, ranged; its recipients and refused rows written; the tenant's list counted)
+    # and a campaign published from it, a step at a time, each step recorded on its row (chalicelib.produce).
+    upload_jobs = [
+        _stmt(
+            "UploadFiles",
+            ["s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"],
+            [f"{bucket}/{UPLOADS_PREFIX}*"],
+        ),
+        _stmt("UploadRows", [*_READ, "dynamodb:UpdateItem"], [tables["UploadsTable"]]),
+        _stmt("TenantSuppressions", ["dynamodb:Query", "dynamodb:DescribeTable"], [tables["SuppressionsTable"]]),
+        _stmt("CampaignControl", _READ, [tables["CampaignsTable"]]),  # a pause or a cancel stops it
+        _stmt("Publish", ["sns:Publish"], [f"arn:aws:sns:*:*:{r.precompile_topic.name}"]),
+        link_key,  # the proof beside a paid tenant's key version (chalicelib.core.links)
+        _stmt("GoOn", ["lambda:InvokeFunction"], [upload_jobs_fn]),  # a publication out of time continues itself
+    ]
     # The noted campaigns read and removed; each one's ledger partition tallied and its counters read and
     # corrected under a condition (chalicelib.jobs.recount).
     recount = [
@@ -500,6 +527,7 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         "webhook_events": webhook_events,
         "deliver_webhooks": deliver_webhooks,
         "webhook_jobs": webhook_jobs,
+        "upload_jobs": upload_jobs,
         "api_handler": api,
     }
     # Lambda puts an async event that failed every attempt on the on-failure queue with the function's

@@ -14,7 +14,7 @@ from chalice import Response
 from chalicelib.api import etags, problems
 from chalicelib.api.principal import Forbidden, Unauthenticated
 from chalicelib.console import pages
-from chalicelib.core.errors import Busy, Conflict, Invalid, NotFound, Refused
+from chalicelib.core.errors import Busy, Conflict, Invalid, NotFound, Refused, Unprocessable
 
 Headers = dict[str, str | list[str]]
 
@@ -23,6 +23,7 @@ STATUS: tuple[tuple[type[Refused], int], ...] = (
     (Unauthenticated, 401),
     (Forbidden, 403),
     (NotFound, 404),
+    (Unprocessable, 422),
     (Invalid, 400),
     (Conflict, 409),
     (Busy, 429),

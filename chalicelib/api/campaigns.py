@@ -17,8 +17,19 @@ def list_campaigns(call: Call) -> dict[str, Any]:
 
 
 def show_campaign(call: Call, campaign_id: str) -> dict[str, Any]:
-    """One campaign as listed, with its timeline per minute and its busiest second (`?timelineAfter=`)."""
-    return wiring.container().campaign_reads.show_for(call.tenant, campaign_id, call.query)
+    """One campaign as listed, with its timeline per minute and its busiest second (`?timelineAfter=`), and
+    its publication when moonsend sends it from an upload."""
+    return wiring.container().campaign_sends.show(call.tenant, campaign_id, call.query)
+
+
+def send_campaign(call: Call) -> dict[str, Any]:
+    """A campaign composed here, sent to an upload's recipients or up to 1,000 given (`Idempotency-Key`)."""
+    return wiring.container().campaign_sends.create(call.tenant, call.body(), call.idempotency_key)
+
+
+def preview_campaign(call: Call) -> dict[str, Any]:
+    """The subject and body rendered for one recipient, as precompile renders them (a template's error shown)."""
+    return wiring.container().campaign_sends.preview(call.tenant, call.body())
 
 
 def campaign_report(call: Call, campaign_id: str) -> dict[str, Any]:
@@ -52,6 +63,8 @@ def retry_failed(call: Call, campaign_id: str) -> dict[str, Any]:
 
 ROUTES = (
     Route("/campaigns", list_campaigns),
+    Route("/campaigns", send_campaign, ("POST",), Role.SENDER, status=201),
+    Route("/campaigns/preview", preview_campaign, ("POST",), Role.SENDER),
     Route("/campaigns/{campaign_id}", show_campaign),
     Route("/campaigns/{campaign_id}/report", campaign_report),
     Route("/campaigns/{campaign_id}/recipients", campaign_recipients),

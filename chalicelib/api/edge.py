@@ -30,6 +30,7 @@ class Call:
     principal: Principal
     query: Mapping[str, str]
     raw_body: bytes
+    idempotency_key: str | None = None  # the request's Idempotency-Key header
 
     @property
     def tenant(self) -> str:
@@ -82,7 +83,8 @@ def _register(bp: Blueprint, r: Route) -> None:
             principal = from_authorization(headers.get("authorization"), wiring.container().api_keys.authenticate)
             require(principal, r.role)
             raw = request.raw_body or b""
-            call = Call(principal, dict(request.query_params or {}), raw.encode() if isinstance(raw, str) else raw)
+            given = raw.encode() if isinstance(raw, str) else raw
+            call = Call(principal, dict(request.query_params or {}), given, headers.get("idempotency-key"))
             body = r.view(call, **path_params)
         except Refused as refused:
             return answers.refusal(refused)

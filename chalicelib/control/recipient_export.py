@@ -2,10 +2,9 @@
 reads it as UTF-8), row for row what `GET /campaigns/{id}/recipients` answers, kept for a short-lived link
 (chalicelib.stores.exports).
 
-A cell that begins with `=`, `+`, `-`, `@`, a tab or a carriage return is written with a `'` before it
-(OWASP's advice against CSV injection): a recipient's address, an SES reason or a bounce's words never run
-as a formula when the file is opened in a spreadsheet. The file is read in the API's largest pages within
-BUDGET_S (API Gateway answers at 29 s); a campaign past that is refused, and says to page the API instead.
+Every cell is written safe to open in a spreadsheet (chalicelib.core.csv_cells). The file is read in the
+API's largest pages within BUDGET_S (API Gateway answers at 29 s); a campaign past that is refused, and says
+to page the API instead.
 """
 
 from __future__ import annotations
@@ -17,20 +16,15 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from chalicelib.core.csv_cells import cell
 from chalicelib.core.errors import Conflict
 from chalicelib.stores.exports import LINK_S, Exports
 
 COLUMNS = ("email", "state", "reason", "messageId", "updatedAt", "feedback", "feedbackDetail", "retries")
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 PAGE = "1000"  # the API's largest page
 BUDGET_S = 20.0
 
 Pages = Callable[[str, str, Mapping[str, str]], dict[str, Any]]
-
-
-def cell(value: object) -> str:
-    text = "" if value is None else str(value)
-    return f"'{text}" if text.startswith(FORMULA_STARTS) else text
 
 
 def filename_of(campaign_id: str) -> str:

@@ -50,11 +50,20 @@ class Sender:
     api_key: str | None
     api_secret: str | None
     rate_per_second: float
+    # A message moonsend publishes itself (chalicelib.produce) names the tenant's registered keys by their
+    # version instead of carrying them, with proof that moonsend named them (chalicelib.core.links).
+    key_version: int | None = None
+    key_proof: str | None = None
 
     @property
     def has_own_account(self) -> bool:
         """A Sender that brings its own SES keys; without them it sends on the platform's account."""
         return bool(self.api_key and self.api_secret)
+
+    @property
+    def is_paid(self) -> bool:
+        """Sent through the tenant's own SES account: its keys given, or its registered keys named."""
+        return self.has_own_account or self.key_version is not None
 
     def public_dict(self) -> dict[str, Any]:
         """The Sender as it may travel and be logged: everything but the keys."""

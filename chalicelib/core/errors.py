@@ -145,6 +145,10 @@ class Invalid(Refused):
     """What was given cannot be taken: `detail` names the field and what it must be."""
 
 
+class Unprocessable(Refused):
+    """Understood, and not to be done as asked (an Idempotency-Key given again with another request)."""
+
+
 class Conflict(Refused):
     """Not possible in the state things are in (a cancelled campaign resumed, a bounce lifted)."""
 

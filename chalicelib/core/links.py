@@ -40,6 +40,10 @@ TRACKING_TTL_S = 180 * 24 * 3600
 _SIG_BYTES = 16
 DAY_S = 86400
 
+# How long a message moonsend publishes may take to reach precompile and still name the tenant's keys: past
+# SNS's and Lambda's retries, and a replay of the on-failure queue (which keeps events 14 days).
+SENDER_PROOF_TTL_S = 15 * DAY_S
+
 # The key of a secret that is one plain string, and of every token that names no key.
 LEGACY_KID = "k0"
 # A key that stopped signing may go once every link it signed has expired: the longest lifetime, and the
@@ -313,6 +317,18 @@ class LinkSigner:
             raise LinkInvalid("expired")
         return claims
 
+    def sender_proof(self, user_id: str, campaign_id: str, key_version: int) -> str:
+        """What a message moonsend publishes itself carries beside `sender.keyVersion` (chalicelib.produce):
+        proof that moonsend, not any producer, named the tenant's registered keys for this campaign."""
+        return self.token("sender", user_id, campaign_id, _key_claim(key_version), SENDER_PROOF_TTL_S)
+
+    def sender_proven(self, proof: str, user_id: str, campaign_id: str, key_version: int) -> bool:
+        try:
+            claims = self.verify("sender", proof)
+        except LinkInvalid:
+            return False
+        return (claims.user_id, claims.campaign_id, claims.email) == (user_id, campaign_id, _key_claim(key_version))
+
     def click_url(self, user_id: str, campaign_id: str, email: str, url: str) -> str:
         """A redirect to `url` that records the click; only a URL signed here can be the target."""
         return f"{self.base_url}/c/{self.token('click', user_id, campaign_id, email, TRACKING_TTL_S, url=url)}"
@@ -324,3 +340,7 @@ class LinkSigner:
         return (
             f"{self.base_url}/unsubscribe/{self.token('unsubscribe', user_id, campaign_id, email, UNSUBSCRIBE_TTL_S)}"
         )
+
+
+def _key_claim(key_version: int) -> str:
+    return f"keyVersion={key_version}"

@@ -75,6 +75,7 @@ def parse_sender(d: dict[str, Any], errors: list[FieldError]) -> Sender | None:
     region = s.get("region") or None
     if region is not None and (not isinstance(region, str) or not REGION_RE.match(region)):
         errors.append(FieldError("sender.region", "not an AWS region"))
+    version, proof = _named_keys(s, bool(key), errors)
     if len(errors) > before:
         return None
     return Sender(
@@ -84,7 +85,25 @@ def parse_sender(d: dict[str, Any], errors: list[FieldError]) -> Sender | None:
         api_key=key,
         api_secret=secret,
         rate_per_second=rate,
+        key_version=version,
+        key_proof=proof,
     )
+
+
+def _named_keys(s: dict[str, Any], given_keys: bool, errors: list[FieldError]) -> tuple[int | None, str | None]:
+    """`sender.keyVersion` and `sender.keyProof`: the registered keys a message moonsend publishes names."""
+    version, proof = s.get("keyVersion"), s.get("keyProof")
+    if version is None and proof is None:
+        return None, None
+    if given_keys:
+        errors.append(FieldError("sender.keyVersion", "give apiKey and apiSecret, or keyVersion, not both"))
+    elif isinstance(version, bool) or not isinstance(version, int) or not 0 < version < 2**31:
+        errors.append(FieldError("sender.keyVersion", "must be a positive whole number"))
+    elif not isinstance(proof, str) or not proof or len(proof) > 1024 or not proof.isascii():
+        errors.append(FieldError("sender.keyProof", "is required with keyVersion (messages moonsend publishes)"))
+    else:
+        return version, proof
+    return None, None
 
 
 def _campaign(d: dict[str, Any], errors: list[FieldError]) -> Campaign | None:
@@ -208,7 +227,7 @@ def parse_precompile_message(raw: str | bytes | dict[str, Any]) -> PrecompileReq
     good, rejected = _recipients(raw_recipients, single)
     return PrecompileRequest(
         user_id=user_id,
-        plan="paid" if plan == "paid" and sender.has_own_account else "free",
+        plan="paid" if plan == "paid" and sender.is_paid else "free",
         sender=sender,
         campaign=campaign,
         recipients=good,

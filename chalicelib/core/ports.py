@@ -33,6 +33,24 @@ class S3Links(Protocol):
     def generate_presigned_url(self, ClientMethod: str, Params: dict[str, Any], ExpiresIn: int) -> str: ...
 
 
+class S3Uploads(Protocol):
+    """Uploaded recipients (chalicelib.stores.upload_files): a presigned upload, ranged reads, files kept."""
+
+    def generate_presigned_post(
+        self, Bucket: str, Key: str, Fields: dict[str, Any], Conditions: list[Any], ExpiresIn: int
+    ) -> dict[str, Any]: ...
+
+    def generate_presigned_url(self, ClientMethod: str, Params: dict[str, Any], ExpiresIn: int) -> str: ...
+
+    def head_object(self, *, Bucket: str, Key: str) -> dict[str, Any]: ...
+
+    def get_object(self, *, Bucket: str, Key: str, **params: Any) -> dict[str, Any]: ...
+
+    def put_object(self, *, Bucket: str, Key: str, Body: Any, **params: Any) -> Any: ...
+
+    def upload_file(self, Filename: str, Bucket: str, Key: str, ExtraArgs: dict[str, Any] | None = None) -> None: ...
+
+
 # --- SQS ---------------------------------------------------------------------------------------------------
 # Each consumer's port has the calls it makes, with the parameters it passes (keyword-only, as boto3 takes
 # them); what SQS answers is boto3's dict.

@@ -25,6 +25,10 @@ QUEUED_PREFIX, SCHEDULED_PREFIX, FAILED_PREFIX = "queued/", "scheduled/", "faile
 PARKED_PREFIX = "parked/"
 # Files a tenant downloads from the console (a campaign's recipients as CSV): a day, then gone.
 EXPORTS_PREFIX = "exports/"
+# Recipients a tenant uploads (its file, the recipients read from it, the rows refused): kept UPLOAD_KEEP_DAYS
+# so that an upload can be sent again, then gone.
+UPLOADS_PREFIX = "uploads/"
+UPLOAD_KEEP_DAYS = 30
 # How far ahead a campaign may be scheduled (its batches are kept in S3 until then).
 MAX_SCHEDULE_AHEAD_DAYS = 31
 # Lambda's logical ids in the packaged template (Chalice's CamelCase of each handler) and the handlers.
@@ -41,6 +45,7 @@ FUNCTION_IDS = {
     "WebhookEvents": "webhook_events",
     "DeliverWebhooks": "deliver_webhooks",
     "WebhookJobs": "webhook_jobs",
+    "UploadJobs": "upload_jobs",
     "APIHandler": "api_handler",
 }
 # The functions Lambda invokes asynchronously (SNS, schedules, each other): their events that still fail
@@ -195,6 +200,8 @@ class Resources:
     sign_in_links_table: TableDef
     # A tenant's API keys, by the digest of each (chalicelib.stores.api_keys).
     api_keys_table: TableDef
+    # Uploaded recipients, campaigns sent from them and the requests that sent them (chalicelib.stores.uploads).
+    uploads_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -244,6 +251,7 @@ class Resources:
             self.people_table,
             self.sign_in_links_table,
             self.api_keys_table,
+            self.uploads_table,
         )
 
     @property
@@ -370,6 +378,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
             "SignInLinksTable", f"{p}-sign-in-links", hash_key="token", ttl_attribute="expires_at"
         ),
         api_keys_table=TableDef("ApiKeysTable", f"{p}-api-keys", hash_key="user_id", range_key="digest"),
+        uploads_table=TableDef(
+            "UploadsTable", f"{p}-uploads", hash_key="user_id", range_key="sk", ttl_attribute="expires_at"
+        ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),
         failed_invocations_queue=QueueDef(
@@ -401,6 +412,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
                 (SCHEDULED_PREFIX, MAX_SCHEDULE_AHEAD_DAYS + 14),
                 (FAILED_PREFIX, 30),
                 (EXPORTS_PREFIX, 1),
+                (UPLOADS_PREFIX, UPLOAD_KEEP_DAYS),
             ),
         ),
     )

@@ -248,11 +248,12 @@ class Precompiler:
             )
         if free:  # checked first: a refused address never becomes the tenant's registered From
             self._free_addresses.claim(req.user_id, req.sender.email_address, int(time.time() * 1000))
-        keys = (
-            self._registered_keys(req)
-            if req.registered
-            else self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
-        )
+        if req.registered:
+            keys = self._registered_keys(req)
+        elif req.sender.key_version is not None and not free:
+            keys = self._named_keys(req, req.sender.key_version)
+        else:
+            keys = self._tenants.accept(req.user_id, req.plan, req.sender, self._account_of)
         sender = SenderSnapshot.of(req.plan, req.sender, None if free else keys)
         self._campaign_senders.fix(req.user_id, req.campaign.id, sender, req.campaign.subject)
         return sender
@@ -265,6 +266,18 @@ class Precompiler:
         if tenant is None or tenant.current_keys is None:
             raise SenderRefused(f"tenant {req.user_id} has no registered SES keys")
         return tenant.current_keys
+
+    def _named_keys(self, req: PrecompileRequest, version: int) -> KeyVersion:
+        """The registered keys a message moonsend published names (chalicelib.produce): only with moonsend's
+        proof, so that no producer sends through a tenant's account without its keys."""
+        proof = req.sender.key_proof or ""
+        if not self._links.sender_proven(proof, req.user_id, req.campaign.id, version):
+            raise SenderRefused("sender.keyProof: not moonsend's proof for this tenant, campaign and key version")
+        tenant = self._tenants.get(req.user_id)
+        named = next((k for k in tenant.keys if k.version == version), None) if tenant else None
+        if named is None:
+            raise SenderRefused(f"sender.keyVersion: tenant {req.user_id} has no key version {version} registered")
+        return named
 
     def _drop_suppressed(self, job: _Job) -> None:
         if not job.fresh:

@@ -148,6 +148,12 @@ class Suppressions:
         added = sum(applied)
         return added, len(applied) - added
 
+    def addresses(self, user_id: str) -> Iterable[str]:
+        """Every address on the tenant's list, lower-cased (its keys only: an upload's report counts them)."""
+        m = self._model
+        for item in m.query(tenant_scope(user_id), attributes_to_get=["rcpt"]):
+            yield item.rcpt
+
     def entry(self, user_id: str, email: str) -> Suppression | None:
         """The tenant's own entry for an address (a platform bounce that applies to it among them)."""
         try:

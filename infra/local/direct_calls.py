@@ -161,6 +161,8 @@ def _call(app: Wsgi, request: AWSPreparedRequest, parts: Any) -> AWSResponse:
         status=answer["status"],
         preload_content=False,
         decode_content=False,
+        # A HEAD's answer has its object's Content-Length and no body (S3's HeadObject), as HTTP has it.
+        request_method=request.method,
     )
     response = AWSResponse(request.url, answer["status"], headers, raw)
     if not request.stream_output:

@@ -30,6 +30,7 @@ from infra.local import (
     dynamodb_wire,
     lambda_account,
     payload_limits,
+    s3_post,
     sqs_limits,
     sqs_queues,
     sqs_wire,
@@ -213,6 +214,10 @@ class Gateway:
             body = b'{"__type":"ServiceUnavailable","message":"the local stack is saving its state and stopping"}'
             return _respond(start_response, (503, {"Content-Type": "application/json"}, body))
         access_key, _region, service = credential_scope(environ)
+        if not service and s3_post.is_post_object(environ):  # a browser's upload, held to its policy
+            refused = s3_post.refusal(environ, _read_body(environ))
+            if refused is not None:
+                return _respond(start_response, refused)
         if self.access is not None and self.access.is_role_key(access_key):
             refused = self.access.check(environ, service, access_key, _read_body(environ))
             if refused is not None:

@@ -164,6 +164,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "WebhookEventsRole",
         "DeliverWebhooksRole",
         "WebhookJobsRole",
+        "UploadJobsRole",
         "ApiHandlerRole",
     }
 
@@ -306,7 +307,7 @@ def test_every_function_is_told_the_account_id(packaged):
     """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
     _stage, _report, template = packaged
     functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert len(functions) == len(FUNCTION_IDS) == 13
+    assert len(functions) == len(FUNCTION_IDS) == 14
     for name, fn in functions.items():
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 
@@ -316,7 +317,7 @@ def test_no_deployed_function_may_deliver_webhooks_to_loopback(packaged):
     stage's template never does, so a tenant's `http://127.0.0.1` endpoint is refused there."""
     _stage, _report, template = packaged
     functions = [v for v in template["Resources"].values() if v["Type"] == "AWS::Serverless::Function"]
-    assert len(functions) == 13
+    assert len(functions) == len(FUNCTION_IDS)
     for fn in functions:
         assert "MOONSEND_WEBHOOK_ALLOW_LOOPBACK" not in fn["Properties"]["Environment"]["Variables"]
 

@@ -95,6 +95,7 @@ def test_every_resources_routes_register_on_a_second_app_as_on_the_first():
         pages,
         suppressions,
         tenant,
+        uploads,
         webhooks,
     )
 
@@ -115,6 +116,7 @@ def test_every_resources_routes_register_on_a_second_app_as_on_the_first():
             console_webhooks,
             console_events,
             campaigns,
+            uploads,
             suppressions,
             tenant,
             digests,

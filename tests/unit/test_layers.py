@@ -21,6 +21,7 @@ LAYER = {
     "feedback": 3,
     "jobs": 3,
     "webhooks": 3,
+    "produce": 3,  # moonsend's own producer: uploads read, campaigns published to PrecompileEmail
     "digest": 4,
     "control": 5,  # the tenant's API over campaigns and digests
     "console": 5,  # the console's sessions and its pages' rendering

@@ -535,9 +535,44 @@ def _campaign_read(args: argparse.Namespace, c: Any) -> int:
     return code
 
 
+def _campaign_send(args: argparse.Namespace) -> int:
+    """`campaign send`: POST /campaigns, as the operator, for the tenant `--user`."""
+    from infra import uploading
+
+    if not (args.subject and args.body and (args.upload or args.to)):
+        print("campaign send needs --subject, --body, and --upload (an upload's id) or --to", file=sys.stderr)
+        return 2
+    body = Path(args.body[1:]).read_text(encoding="utf-8") if args.body.startswith("@") else args.body
+    given: dict[str, Any] = {"subject": args.subject, "body": body}
+    if args.upload:
+        given["uploadId"] = args.upload
+    else:
+        given["recipients"] = [{"email": a} for a in args.to]
+    if args.at:
+        given["scheduledAt"] = args.at
+    if args.from_address:
+        given["from"] = {"emailAddress": args.from_address}
+    client_env(args.endpoint, args.stage)
+    return uploading.send(_container(), args.user, given, args.idempotency_key)
+
+
+def cmd_upload(args: argparse.Namespace) -> int:
+    from infra import uploading
+
+    path = Path(args.file)
+    if not path.is_file():
+        print(f"upload: no file {args.file}", file=sys.stderr)
+        return 2
+    kind = args.format or ("jsonl" if path.suffix.lower() in (".jsonl", ".ndjson") else "csv")
+    client_env(args.endpoint, args.stage)
+    return uploading.upload(_container(), args.user, path, kind, args.address_column)
+
+
 def cmd_campaign(args: argparse.Namespace) -> int:
     from chalicelib.core.contract import parse_instant
 
+    if args.action == "send":
+        return _campaign_send(args)
     if args.action != "list" and not args.campaign:
         print(f"campaign {args.action} needs --id (or --campaign): campaign list shows them", file=sys.stderr)
         return 2
@@ -1235,10 +1270,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="list a tenant's campaigns, show one with its timeline; pause, resume, cancel, reschedule a campaign, "
         "or queue its failed recipients again",
     )
-    cp.add_argument("action", choices=["list", "show", "pause", "resume", "cancel", "retry-failed", "schedule"])
+    cp.add_argument("action", choices=["list", "show", "send", "pause", "resume", "cancel", "retry-failed", "schedule"])
     cp.add_argument("--user", required=True)
     cp.add_argument("--campaign", "--id", dest="campaign", default=None, help="the campaign (every action but list)")
-    cp.add_argument("--at", default=None, help="schedule: the new time (ISO 8601 with offset)")
+    cp.add_argument("--at", default=None, help="schedule: the new time; send: when (ISO 8601 with offset)")
+    cp.add_argument("--upload", default=None, help="send: the upload whose recipients to send to (moonsend upload)")
+    cp.add_argument("--to", nargs="+", default=None, help="send: these addresses instead (up to 1,000)")
+    cp.add_argument("--subject", default=None, help="send: the subject (Liquid)")
+    cp.add_argument("--body", default=None, help="send: the HTML body (Liquid), or @file to read it from a file")
+    cp.add_argument("--from", dest="from_address", default=None, help="send: one of the tenant's From addresses")
+    cp.add_argument("--idempotency-key", default=None, help="send: the request's key (default: a new one)")
     cp.add_argument("--reason-contains", default=None, help="retry-failed: only failures whose reason has this")
     cp.add_argument("--state", choices=["scheduled", "sending", "paused", "done", "cancelled"], help="list: only these")
     cp.add_argument("--limit", type=int, default=None, help="list: campaigns a page (1-200, default 50)")
@@ -1248,6 +1289,17 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     cp.add_argument("--stage", default="local", choices=stages())
     cp.set_defaults(func=cmd_campaign)
+
+    up = sub.add_parser(
+        "upload", help="upload a tenant's recipients (CSV with a header row, or JSON Lines) and print the report"
+    )
+    up.add_argument("--user", required=True)
+    up.add_argument("--file", required=True, help="the file: .csv, or .jsonl / .ndjson")
+    up.add_argument("--format", choices=["csv", "jsonl"], default=None, help="default: by the file's suffix")
+    up.add_argument("--address-column", default=None, help="the CSV column of the addresses (default: email, ...)")
+    up.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+    up.add_argument("--stage", default="local", choices=stages())
+    up.set_defaults(func=cmd_upload)
 
     dg = sub.add_parser(
         "digest", help="a digest's status (pending recipients, items, last and next run), or run it now"

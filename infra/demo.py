@@ -247,6 +247,7 @@ def _keep_open(console: Console, stack: LocalStack) -> None:
     """The stack stays up for the console until Ctrl-C, with a way in that works when clicked."""
     for line in console_way_in(stack):
         console.print(line, soft_wrap=True)
+    console.print(f"the moonsend command reaches this stack with: --endpoint {stack.endpoint}", soft_wrap=True)
     console.print("the stack stays up until Ctrl-C", soft_wrap=True)
     try:
         while True:

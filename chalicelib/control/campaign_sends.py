@@ -58,7 +58,7 @@ from chalicelib.stores.uploads import PUBLISHING, READ, REQUEST_KEPT_S, WAITING,
 MAX_KEY_CHARS = 255
 PREVIEW_WINDOW = 1024 * 1024
 # A publication not heard of for this long is started again when its request is repeated (its
-# invocations failed every retry); a running one is left alone.
+# invocations failed every retry); one that is making progress is left alone.
 RESTART_AFTER_S = 120
 
 
@@ -234,7 +234,9 @@ class CampaignSends:
         if send is None:  # the first try stopped between taking the key and recording the campaign
             envelope, upload_id, total, inline = self._checked(user, g)
             return self._start(user, taken[1], envelope, upload_id, total, inline)
-        if send.state == PUBLISHING and self._clock() - send.updated_at > RESTART_AFTER_S:
+        if send.state == PUBLISHING and (send.step == 0 or self._clock() - send.updated_at > RESTART_AFTER_S):
+            # Not begun (the first try may have stopped before it started upload_jobs), or not heard of: started
+            # again. Two at once publish at most one message twice, which precompile's ledger takes once.
             self._start_job(send_event(user, send.campaign_id))
         return send_json(send)
 

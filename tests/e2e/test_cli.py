@@ -209,6 +209,31 @@ def test_recipients_pages_and_campaign_commands_answer_with_what_they_did(cli_ca
     assert "\tcancelled\t" in _moonsend("recipients", *later).stdout
 
 
+def test_an_uploaded_csv_is_read_and_sent_from_the_command_line(cli_campaign, running, tmp_path):
+    """The README's way to send without code: `upload` prints the report, `campaign send` sends to it."""
+    endpoint, outbox = cli_campaign[0], running[1]
+    people = tmp_path / "customers.csv"
+    people.write_bytes(
+        b"\xef\xbb\xbfEmail,name\r\ncy@example.org,Cy\r\nCY@example.org,Again\r\ndee@example.org,Dee\r\nnope,X\r\n"
+    )
+    uploaded = _moonsend("upload", "--endpoint", endpoint, "--user", "cli-tenant", "--file", str(people))
+    assert uploaded.returncode == 0, uploaded.stderr
+    assert "4 rows, 2 recipients, 1 duplicates removed, 1 refused, 0 on the suppression list" in uploaded.stdout
+    assert "line 5: Email: not an email address" in uploaded.stderr
+    upload_id = uploaded.stdout.split()[1].rstrip(":")
+    sent = _moonsend(
+        "campaign", "send", "--endpoint", endpoint, "--user", "cli-tenant", "--upload", upload_id,
+        "--subject", "Hi {{ name }}", "--body", "<p>Dear {{ name }}</p>",
+    )  # fmt: skip
+    assert sent.returncode == 0, sent.stderr
+    campaign = sent.stdout.split('"id": "')[1].split('"')[0]
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list((outbox / "cli-tenant" / campaign).glob("*.eml"))) < 2:
+        time.sleep(0.2)
+    emails = sorted(p.read_text() for p in (outbox / "cli-tenant" / campaign).glob("*.eml"))
+    assert len(emails) == 2 and any("Dear Cy" in e for e in emails) and any("Dear Dee" in e for e in emails)
+
+
 def test_status_shows_tenant_text_as_it_is_and_obeys_none_of_it(running, tmp_path):
     """A pause reason with Rich markup and terminal escapes: shown literally, the command still succeeds."""
     endpoint = f"http://127.0.0.1:{running[0]}"

@@ -135,3 +135,44 @@ def test_s3_refuses_an_upload_the_presigned_form_does_not_allow(stack, uid):
     assert answer.status_code == 403 and b"Policy Condition failed" in answer.content
     empty = requests.post(form["url"], data=form["fields"], files={"file": ("x.csv", b"")}, timeout=30)
     assert empty.status_code == 400 and b"EntityTooSmall" in empty.content
+
+
+def test_a_preview_renders_an_uploads_row_as_precompile_would_and_shows_a_templates_error_where_it_is(stack, uid):
+    _user, key = _paid_tenant(stack, uid)
+    upload = _upload(stack, key, b"email,name\r\nann@example.org,<b>Ann</b>\r\nbob@example.org,Bob\r\n")
+    given = {"subject": "Hi {{ name }}", "body": "<p>Dear {{ name }}</p>", "uploadId": upload["id"], "row": 0}
+    shown = _api(stack, key, "POST", "/campaigns/preview", given).json()
+    assert shown["subject"] == "Hi <b>Ann</b>" and shown["html"] == "<p>Dear &lt;b&gt;Ann&lt;/b&gt;</p>"
+    assert shown["recipient"] == {"email": "ann@example.org", "metadata": {"name": "<b>Ann</b>"}}
+    assert _api(stack, key, "POST", "/campaigns/preview", {**given, "row": 1}).json()["subject"] == "Hi Bob"
+    broken = _api(stack, key, "POST", "/campaigns/preview", {**given, "body": "<p>\n{% if %}</p>"}).json()
+    assert broken["html"] is None and broken["error"].startswith("body, line 2, column")
+    past = _api(stack, key, "POST", "/campaigns/preview", {**given, "row": 2})
+    assert past.status_code == 400 and "first 2 recipients" in past.json()["detail"]
+    listed = _api(stack, key, "GET", "/uploads").json()["uploads"]
+    assert [u["id"] for u in listed] == [upload["id"]] and listed[0]["report"]["recipients"] == 2
+
+
+def test_inline_recipients_are_sent_and_a_bad_one_refuses_the_request_naming_it(stack, uid):
+    user, key = _paid_tenant(stack, uid)
+    bad = {"subject": "Hi", "body": "<p>Hi</p>", "recipients": [{"email": "ann@example.org"}, {"email": "nope"}]}
+    refused = _api(stack, key, "POST", "/campaigns", bad, **{"Idempotency-Key": "bad-1"})
+    assert refused.status_code == 400 and "recipients[1].email: not an email address" in refused.json()["detail"]
+    broken = {**bad, "recipients": bad["recipients"][:1], "body": "{% if %}"}
+    refused = _api(stack, key, "POST", "/campaigns", broken, **{"Idempotency-Key": "bad-2"})
+    assert refused.status_code == 400 and refused.json()["detail"].startswith("template: body, line 1")
+    good = {**bad, "recipients": [{"email": "ann@example.org"}, {"email": "ANN@example.org"}]}
+    sent = _api(stack, key, "POST", "/campaigns", good, **{"Idempotency-Key": "good-1"})
+    assert sent.status_code == 201 and sent.json()["publication"]["recipients"] == 1 and sent.json()["uploadId"] is None
+    assert eventually(
+        lambda: [s["to"] for s in read_sends(stack.config.outbox) if s["userId"] == user] == ["ann@example.org"],
+        timeout=60,
+    )
+
+
+def test_refused_rows_download_with_formula_cells_made_text(stack, uid):
+    _user, key = _paid_tenant(stack, uid)
+    upload = _upload(stack, key, b'email,name\r\n=HYPERLINK("http://evil.example"),x\r\n+1@x,y\r\n')
+    assert upload["report"]["refused"] == 2
+    text = requests.get(upload["refusedRowsUrl"], timeout=30).text
+    assert "'=HYPERLINK" in text and "'+1@x" in text and "\n=" not in text

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import requests
+
 from chalicelib import wiring
 from chalicelib.core.message_parser import parse_precompile_message, parse_sender
 from chalicelib.core.routing import alarm_name, tenant_queue_name
@@ -98,10 +100,12 @@ def a_retry_of_the_failed(stack: Any, user: str) -> Campaign:
     return campaign
 
 
-def _ask(stack: Any, user: str, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+def _ask(
+    stack: Any, user: str, method: str, path: str, body: dict[str, Any] | None = None, **more: str
+) -> dict[str, Any]:
     """The tenant's request to the API, as a client makes it: asked again once when the answer is a server's
-    error or none came; the answer's JSON ({} when there was none)."""
-    headers = {"Authorization": f"Bearer {wiring.container().api_keys.replace_all(user)}"}
+    error or none came; the answer's JSON ({} when there was none). `more`: headers (an Idempotency-Key)."""
+    headers = {"Authorization": f"Bearer {wiring.container().api_keys.replace_all(user)}", **more}
     data = None if method == "DELETE" else json.dumps(body or {}).encode()
     if data is not None:
         headers["Content-Type"] = "application/json"
@@ -282,6 +286,29 @@ def a_replay_of_held_deliveries(stack: Any, user: str) -> Campaign:
     return campaign
 
 
+def a_campaign_sent_from_an_upload(stack: Any, user: str) -> Campaign:
+    """Recipients uploaded as CSV by the presigned form, read, and sent by the API: upload_jobs reads the file
+    (a reading killed is Lambda's to retry: the clock is moved past its waits), then publishes the recipients
+    to PrecompileEmail. The request is made as a client makes it, again with its key after a server's error."""
+    sender, c = stack.paid_sender(user, rate=10, ses_max_rate=20), wiring.container()
+    c.tenants.accept(user, "paid", parse_sender({"sender": sender}, []), c.ses.account_of)
+    recipients = [f"success+{user}-{i}@{SIMULATOR}" for i in range(3)]
+    made = _ask(stack, user, "POST", "/uploads", {"filename": "people.csv"})
+    csv = ("email,name\r\n" + "".join(f"{r},N\r\n" for r in recipients)).encode()
+    form = made["form"]
+    answer = requests.post(form["url"], data=form["fields"], files={"file": ("people.csv", csv)}, timeout=30)
+    assert answer.status_code in (200, 204), answer.text
+    _ask(stack, user, "POST", f"/uploads/{made['id']}/read")
+    for _ in range(4):
+        if _ask(stack, user, "GET", f"/uploads/{made['id']}").get("state") == "read":
+            break
+        time.sleep(3)
+        _advance(stack, 200)  # past Lambda's two retries of an asynchronous invocation (1 and 2 minutes)
+    body = {"subject": "Hi {{ name }}", "body": "<p>Dear {{ name }}</p>", "uploadId": made["id"]}
+    sent = _ask(stack, user, "POST", "/campaigns", body, **{"Idempotency-Key": f"send-{user}"})
+    return Campaign(user, sent["id"], tuple(recipients))
+
+
 def _a_scheduled_campaign_at_its_hour(stack: Any, user: str, before: Callable[[Campaign], None]) -> Campaign:
     """A campaign scheduled an hour ahead; `before` runs on it, then the hour comes and release_scheduled runs."""
     at = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
@@ -348,10 +375,13 @@ SCENARIOS = {
     "sweep_queues": Scenario("sweep_queues", a_queue_left_without_a_drain, also=("explore-",)),
     "reconcile_dead_letters": Scenario("reconcile_dead_letters", a_dead_letter, also=("explore-",)),
     "webhook_jobs": Scenario("webhook_jobs", a_replay_of_held_deliveries),
+    "upload_jobs": Scenario("upload_jobs", a_campaign_sent_from_an_upload),  # its reading of the file
+    "upload_jobs_publish": Scenario("upload_jobs", a_campaign_sent_from_an_upload, also=('"job": "publish"',)),
     "api_retry_failed": Scenario(API, a_retry_of_the_failed, also=("retry-failed",)),
     "api_cancel": Scenario(API, a_cancelled_campaign, also=("/cancel",)),
     "api_pause": Scenario(API, a_paused_campaign_resumed, also=("/pause",)),
     "api_suppress": Scenario(API, a_suppression_before_the_hour, also=("/suppressions",)),
+    "api_send": Scenario(API, a_campaign_sent_from_an_upload, also=('"/campaigns"',)),
 }
 
 

@@ -21,7 +21,7 @@ from chalicelib.console.sessions import Sessions
 from chalicelib.control.api_keys import ApiKeys
 from chalicelib.control.campaign_actions import CampaignActions, Rescheduling, TenantPausing
 from chalicelib.control.campaign_reads import CampaignReads
-from chalicelib.control.campaign_sends import CampaignSends
+from chalicelib.control.campaign_sends import CampaignSends, TenantFacts
 from chalicelib.control.event_reads import EventReads
 from chalicelib.control.recipient_export import RecipientExport
 from chalicelib.control.retry import RetryFailed
@@ -364,7 +364,7 @@ class Container:
     @cached_property
     def tenant_api(self) -> TenantApi:
         digests = DigestRuns(DigestStatusReader(self.digests), self.start_digest_run)
-        return TenantApi(self.actions, self.ledger, self.stats, digests)
+        return TenantApi(self.actions, self.ledger, self.stats, digests, self.campaign_sends.publish_again)
 
     @cached_property
     def campaign_reads(self) -> CampaignReads:
@@ -491,11 +491,15 @@ class Container:
     def campaign_sends(self) -> CampaignSends:
         s = self.settings
         upload_jobs = s.resources.function_name("upload_jobs")
+        facts = TenantFacts(
+            lambda user: self.tenants.get(user, fresh=True),
+            lambda user, address: self.people_store.get(user, address) is not None,
+            self.daily_cap,
+        )
         return CampaignSends(
             self.uploads,
             self.upload_files,
-            lambda user: self.tenants.get(user, fresh=True),
-            self.daily_cap,
+            facts,
             lambda event: self.invoke_async(upload_jobs, event),
             self.campaign_reads.show_for,
         )

@@ -604,10 +604,13 @@ def cmd_campaign(args: argparse.Namespace) -> int:
             print(f"--at: {exc}", file=sys.stderr)
             return 2
         done = actions.reschedule(args.user, args.campaign, at)
+    elif args.action == "resume":  # as the API resumes: a publication the pause stopped goes on too
+        answer = _asked(lambda: c.tenant_api.resume(args.user, args.campaign))
+        said = answer.body.get("message") or answer.body.get("error", "")
+        print(f"{args.user}/{args.campaign}: {said}", file=sys.stdout if answer.status == 200 else sys.stderr)
+        return 0 if answer.status == 200 else 1
     else:
-        done = {"pause": actions.pause, "resume": actions.resume, "cancel": actions.cancel}[args.action](
-            args.user, args.campaign
-        )
+        done = {"pause": actions.pause, "cancel": actions.cancel}[args.action](args.user, args.campaign)
     print(f"{args.user}/{args.campaign}: {done.message}", file=sys.stdout if done.ok else sys.stderr)
     return 0 if done.ok else 1
 

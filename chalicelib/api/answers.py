@@ -92,9 +92,13 @@ def html(page: Any) -> Response:
     )
 
 
-def page(html_text: str, status: int = 200) -> Response:
-    """A console page (chalicelib.console.pages): its security headers, never cached."""
-    return Response(body=html_text, status_code=status, headers=dict(pages.PAGE_HEADERS))
+def page(html_text: str, status: int = 200, connect: tuple[str, ...] = ()) -> Response:
+    """A console page (chalicelib.console.pages): its security headers, never cached; `connect`: the origins
+    its script may send to besides the stage's."""
+    headers: Headers = dict(pages.PAGE_HEADERS)
+    if connect:
+        headers["Content-Security-Policy"] = pages.csp(connect)
+    return Response(body=html_text, status_code=status, headers=headers)
 
 
 def chalice_problems(event: Any, get_response: Callable[[Any], Response]) -> Response:

@@ -27,6 +27,11 @@ def send_campaign(call: Call) -> dict[str, Any]:
     return wiring.container().campaign_sends.create(call.tenant, call.body(), call.idempotency_key)
 
 
+def test_campaign(call: Call) -> dict[str, Any]:
+    """One email of the campaign as composed, to one of the tenant's people (`to`): a campaign of its own."""
+    return wiring.container().campaign_sends.test(call.tenant, call.body(), call.idempotency_key)
+
+
 def preview_campaign(call: Call) -> dict[str, Any]:
     """The subject and body rendered for one recipient, as precompile renders them (a template's error shown)."""
     return wiring.container().campaign_sends.preview(call.tenant, call.body())
@@ -65,6 +70,7 @@ ROUTES = (
     Route("/campaigns", list_campaigns),
     Route("/campaigns", send_campaign, ("POST",), Role.SENDER, status=201),
     Route("/campaigns/preview", preview_campaign, ("POST",), Role.SENDER),
+    Route("/campaigns/test", test_campaign, ("POST",), Role.SENDER, status=201),
     Route("/campaigns/{campaign_id}", show_campaign),
     Route("/campaigns/{campaign_id}/report", campaign_report),
     Route("/campaigns/{campaign_id}/recipients", campaign_recipients),

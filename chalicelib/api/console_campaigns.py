@@ -44,7 +44,7 @@ from chalicelib.core.errors import Conflict, NotFound, Refused
 from chalicelib.stores.ledger_model import STATES as RECIPIENT_STATES
 
 RECIPIENTS_PAGE = 50
-LIVE_STATES = ("sending", "scheduled")  # while a campaign is in one, its page refreshes its live part
+LIVE_STATES = ("publishing", "sending", "scheduled")  # while a campaign is in one, its page refreshes its live part
 QUIET_S = 180  # a campaign with nothing sent for this long, and none waiting, is followed no more
 DONE = {
     "paused": "Paused: its unsent email is held until you resume it. Your other campaigns go on.",
@@ -87,7 +87,7 @@ def _list(request: Request, session: Session) -> Response:
 
 def _live(request: Request, session: Session, campaign_id: str) -> dict[str, Any]:
     """What the campaign's live part shows: the campaign as the API shows it, its rates and its chart."""
-    shown = wiring.container().campaign_reads.show_for(session.tenant_id, campaign_id, None)
+    shown = wiring.container().campaign_sends.show(session.tenant_id, campaign_id, None)
     timeline = shown["timeline"]
     chart = minute_chart(timeline["minutes"], shown["ratePerSecond"])
     recent = _recent(chart) or _young(shown["createdAt"])

@@ -134,11 +134,18 @@ def redirect(location: str, set_cookie: str | None = None) -> Response:
     return Response(body="", status_code=303, headers=headers)
 
 
-def page(request: Request, template: str, status: int = 200, session: Session | None = None, **ctx: Any) -> Response:
+def page(
+    request: Request,
+    template: str,
+    status: int = 200,
+    session: Session | None = None,
+    connect: tuple[str, ...] = (),
+    **ctx: Any,
+) -> Response:
     role = Role(session.role).name.lower() if session is not None else None
     shown = {"active": None, **ctx}  # what the frame reads, for pages that do not say
     html = pages.render(template, base=base_path(request), session=session, role_name=role, **shown)
-    return answers.page(html, status)
+    return answers.page(html, status, connect)
 
 
 def refused(request: Request, status: int, title: str, detail: str, session: Session | None = None) -> Response:

@@ -23,18 +23,27 @@ STATIC_TYPES = {
     ".svg": "image/svg+xml",
 }
 
-CSP = "; ".join(
-    (
-        "default-src 'none'",
-        "script-src 'self'",
-        "connect-src 'self'",
-        "style-src 'self'",
-        "img-src 'self'",
-        "form-action 'self'",
-        "frame-ancestors 'none'",
-        "base-uri 'none'",
+
+def csp(connect: tuple[str, ...] = ()) -> str:
+    """The console's policy; `connect`: the origins besides the stage's that a page's script may send to (the
+    upload page's file goes straight to S3)."""
+    return "; ".join(
+        (
+            "default-src 'none'",
+            "script-src 'self'",
+            " ".join(("connect-src 'self'", *connect)),
+            "style-src 'self'",
+            "img-src 'self'",
+            # A preview of an email is shown in a sandboxed frame of its own document (srcdoc): nothing of it runs.
+            "frame-src 'self'",
+            "form-action 'self'",
+            "frame-ancestors 'none'",
+            "base-uri 'none'",
+        )
     )
-)
+
+
+CSP = csp()
 PAGE_HEADERS = {
     "Content-Type": "text/html; charset=utf-8",
     "Content-Security-Policy": CSP,

@@ -24,6 +24,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core.contract import MAX_RECIPIENTS_PER_MESSAGE, RejectedRecipient, iso_ms
@@ -66,13 +67,22 @@ class KeyReused(Unprocessable):
     """An Idempotency-Key given again with a different request (422, as the IETF's draft has it)."""
 
 
+@dataclass(frozen=True)
+class TenantFacts:
+    """What a campaign is checked against of its tenant: its registered Sender, whether an address is one of
+    its people (a test goes only to them), and the free plan's daily cap with the tenant's use of today's."""
+
+    tenant: Callable[[str], Tenant | None]
+    is_person: Callable[[str, str], bool]
+    daily_cap: DailyCap
+
+
 class CampaignSends:
     def __init__(
         self,
         uploads: Uploads,
         files: UploadFiles,
-        tenants: Callable[[str], Tenant | None],
-        daily_cap: DailyCap,
+        facts: TenantFacts,
         start_job: Callable[[dict[str, Any]], None],
         reads: Callable[[str, str, Mapping[str, str] | None], dict[str, Any]],
         clock: Callable[[], float] = time.time,
@@ -80,8 +90,9 @@ class CampaignSends:
         self._reads = reads
         self._uploads = uploads
         self._files = files
-        self._tenants = tenants
-        self._daily_cap = daily_cap  # the free plan's: its cap, and a tenant's use of today's
+        self._tenants = facts.tenant
+        self._is_person = facts.is_person
+        self._daily_cap = facts.daily_cap
         self._start_job = start_job  # upload_jobs invoked asynchronously with this event
         self._clock = clock
 
@@ -201,10 +212,38 @@ class CampaignSends:
             shown = _publishing_only(send)
         if send is not None:
             shown["publication"] = send_json(send)["publication"]
+            if send.state == PUBLISHING:  # recipients still to come: not done, whatever precompile took so far
+                shown["progress"] = {**shown["progress"], "acceptedMayGrow": True}
+                if shown["state"] == "done":
+                    shown["state"] = "sending"
         return shown
 
+    def test(self, user: str, given: Mapping[str, Any] | None, idempotency_key: str | None) -> dict[str, Any]:
+        """One email of the campaign as composed, to one of the tenant's own people (`to`), with the metadata of
+        the upload's `row` when an upload is named: a campaign of its own (`test-...`), so that the campaign's
+        counts never include it; on the free plan it counts against the day's cap as any email does."""
+        g = dict(given or {})
+        to = g.get("to")
+        if not isinstance(to, str) or not self._is_person(user, to.lower()):
+            raise Invalid("to: one of the tenant's people (a test goes only to its own people)")
+        metadata: dict[str, Any] = {}
+        if g.get("uploadId") is not None:
+            metadata = dict(self._preview_recipient(user, g).get("metadata") or {})
+        compose = {k: v for k, v in g.items() if k not in ("to", "uploadId", "row", "recipients")}
+        return self.create(
+            user, {**compose, "recipients": [{"email": to, "metadata": metadata}]}, idempotency_key, test=True
+        )
+
+    def publish_again(self, user: str, campaign_id: str) -> None:
+        """Start upload_jobs again on a publication a pause stopped (a resume's); nothing for any other."""
+        send = self._uploads.send(user, campaign_id) if is_id(campaign_id) else None
+        if send is not None and send.state == PUBLISHING:
+            self._start_job(send_event(user, campaign_id))
+
     # --- send ----------------------------------------------------------------------------------------
-    def create(self, user: str, given: Mapping[str, Any] | None, idempotency_key: str | None) -> dict[str, Any]:
+    def create(
+        self, user: str, given: Mapping[str, Any] | None, idempotency_key: str | None, *, test: bool = False
+    ) -> dict[str, Any]:
         """The campaign the request makes (or made, asked again with the same key), its publication started."""
         key = _idempotency_key(idempotency_key)
         g = dict(given or {})
@@ -213,7 +252,7 @@ class CampaignSends:
         if taken is not None:
             return self._again(user, g, fingerprint, taken)
         envelope, upload_id, total, inline = self._checked(user, g)
-        campaign_id = _campaign_id(self._clock())
+        campaign_id = _campaign_id(self._clock(), "test-" if test else "c")
         if not self._uploads.claim_request(user, key, fingerprint, campaign_id, self._clock()):
             taken = self._uploads.request(user, key)
             if taken is None:
@@ -434,9 +473,10 @@ def _idempotency_key(given: str | None) -> str:
     return hashlib.sha256(given.encode("ascii")).hexdigest()
 
 
-def _campaign_id(now: float) -> str:
-    """The server's id for a new campaign: its UTC time, for order, and randomness, for uniqueness."""
-    return time.strftime("c%Y%m%d-%H%M%S-", time.gmtime(now)) + secrets.token_hex(4)
+def _campaign_id(now: float, kind: str = "c") -> str:
+    """The server's id for a new campaign (`c...`) or test (`test-...`): its UTC time, for order, and
+    randomness, for uniqueness."""
+    return kind + time.strftime("%Y%m%d-%H%M%S-", time.gmtime(now)) + secrets.token_hex(4)
 
 
 def _text(g: Mapping[str, Any], name: str, most: int) -> str | None:

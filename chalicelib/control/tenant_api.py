@@ -68,9 +68,11 @@ class TenantApi:
         ledger: LedgerPages,
         stats: CountsReader,
         digests: DigestRuns,
+        publish_again: Callable[[str, str], None],
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._actions = actions
+        self._publish_again = publish_again  # a publication a pause stopped (chalicelib.control.campaign_sends)
         self._ledger = ledger
         self._stats = stats
         self._digests = digests.status
@@ -88,7 +90,9 @@ class TenantApi:
 
     def resume(self, user: str, campaign_id: str) -> dict[str, Any]:
         self._campaign(user, campaign_id)
-        return _done(campaign_id, self._actions.resume(user, campaign_id))
+        done = _done(campaign_id, self._actions.resume(user, campaign_id))
+        self._publish_again(user, campaign_id)  # recipients moonsend was publishing when it was paused
+        return done
 
     def cancel(self, user: str, campaign_id: str) -> dict[str, Any]:
         self._campaign(user, campaign_id)

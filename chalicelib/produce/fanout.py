@@ -1,9 +1,11 @@
 """upload_jobs' publication: a campaign's recipients (an upload's `recipients.jsonl`) published to
 PrecompileEmail in messages of up to MAX_RECIPIENTS_PER_MESSAGE recipients, as a producer's code would.
 
-A step reads one window of the file from where the send's row says it got to (a ranged GET), publishes
-the whole lines in it as one message, and records how far it got (chalicelib.stores.uploads: conditional
-on the step read, so of two invocations of one send only one goes on). With CONTINUE_WITH_S of its time
+An invocation first takes the send's lease (chalicelib.stores.uploads): one at a time publishes, so that an
+invocation started twice (a request retried, an event given twice) publishes nothing twice. A step reads one
+window of the file from where the send's row says it got to (a ranged GET), publishes the whole lines in it
+as one message, and records how far it got, renewing the lease (conditional on holding it and on the step
+read). A killed invocation's lease runs out after LEASE_S, before Lambda's retry comes. With CONTINUE_WITH_S of its time
 left an invocation invokes itself again, and the next goes on from the row: a crash or a retry never
 skips a recipient. A kill between a publish and its record publishes that one message again on the retry;
 precompile's ledger then finds each of its recipients recorded and queues none of them twice (the
@@ -16,6 +18,7 @@ it again from there), a cancel ends it, its unpublished recipients counted in it
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
@@ -33,6 +36,9 @@ from chalicelib.stores.uploads import PUBLISHING, Send, Uploads
 RECIPIENT_BYTES = 120 * 1024
 MAX_ENVELOPE_BYTES = 128 * 1024
 CONTINUE_WITH_S = 30.0
+# Longer than a step takes (a ranged read and a publish, with their retries), shorter than Lambda's first
+# retry of a failed invocation (a minute or more).
+LEASE_S = 45.0
 
 
 def send_event(user_id: str, campaign_id: str) -> dict[str, str]:
@@ -66,6 +72,10 @@ class Publication:
         send = self._uploads.send(user_id, campaign_id)
         if send is None or send.state != PUBLISHING:
             return {"ran": False}
+        holder = secrets.token_hex(8)
+        if not self._uploads.hold(send, holder, self._clock(), LEASE_S):
+            log.info("publication held by another invocation", user=user_id, campaign=campaign_id)
+            return {"ran": False, "held": True}
         files = self._files
         key = files.key(user_id, send.upload_id, RECIPIENTS)
         stored = files.stored(key)
@@ -74,6 +84,7 @@ class Publication:
         steps = 0
         while send is not None and send.state == PUBLISHING:
             if remaining_ms() / 1000 < CONTINUE_WITH_S:
+                self._uploads.release(send, holder)  # the next invocation takes it at once
                 self._invoke_async(function_name, send_event(user_id, campaign_id))
                 return {"ran": True, "steps": steps, "published": send.published, "continued": True}
             control = self._control_state(user_id, campaign_id)
@@ -82,9 +93,10 @@ class Publication:
                 log.info("publication cancelled", user=user_id, campaign=campaign_id, published=send.published)
                 return {"ran": True, "steps": steps, "published": send.published, "cancelled": True}
             if control == PAUSED:
+                self._uploads.release(send, holder)  # a resume starts another invocation
                 log.info("publication paused", user=user_id, campaign=campaign_id, published=send.published)
                 return {"ran": True, "steps": steps, "published": send.published, "paused": True}
-            send = self._step(send, key, stored)
+            send = self._step(send, key, stored, holder)
             steps += 1
         if send is None:
             log.info("publication went on elsewhere", user=user_id, campaign=campaign_id)
@@ -92,7 +104,7 @@ class Publication:
         log.info("publication done", user=user_id, campaign=campaign_id, published=send.published)
         return {"ran": True, "steps": steps, "published": send.published, "continued": False}
 
-    def _step(self, send: Send, key: str, stored: Any) -> Send | None:
+    def _step(self, send: Send, key: str, stored: Any, holder: str) -> Send | None:
         window = next(self._files.chunks(key, stored, send.offset, RECIPIENT_BYTES), b"")
         at_end = send.offset + len(window) >= stored.size
         whole = window if at_end else window[: window.rfind(b"\n") + 1]
@@ -107,7 +119,8 @@ class Publication:
         if recipients:
             self._publish(self._message(send, recipients))
         offset = send.offset + used
-        return self._uploads.advance(send, offset, len(recipients), offset >= stored.size, self._clock())
+        finished = offset >= stored.size
+        return self._uploads.advance(send, offset, len(recipients), finished, self._clock(), holder, LEASE_S)
 
     def _message(self, send: Send, lines: list[bytes]) -> str:
         envelope = dict(send.envelope)

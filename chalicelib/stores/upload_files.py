@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from chalicelib.core.ports import S3Uploads
 from chalicelib.core.resources import UPLOADS_PREFIX
@@ -61,6 +61,15 @@ class UploadFiles:
             ExpiresIn=UPLOAD_LINK_S,
         )
         return {"url": form["url"], "fields": form["fields"]}
+
+    def upload_origin(self) -> str:
+        """The origin a browser POSTs an upload's file to (S3's, or the local endpoint's): a page's script may
+        send there. Made as a form is made, with no request."""
+        form = self._s3.generate_presigned_post(
+            Bucket=self._bucket, Key=f"{UPLOADS_PREFIX}origin", Fields={}, Conditions=[], ExpiresIn=60
+        )
+        parts = urlsplit(str(form["url"]))
+        return f"{parts.scheme}://{parts.netloc}"
 
     def stored(self, key: str) -> Stored | None:
         """The object's size and ETag; None when there is none."""

@@ -49,6 +49,8 @@ class UploadRow(Model):
     published = NumberAttribute(null=True)
     total = NumberAttribute(null=True)
     step = NumberAttribute(null=True)
+    holder = UnicodeAttribute(null=True)  # the invocation publishing a send
+    held_until = NumberAttribute(null=True)
     fingerprint = UnicodeAttribute(null=True)
     campaign_id = UnicodeAttribute(null=True)
     created_at = NumberAttribute(null=True)
@@ -171,9 +173,24 @@ class Uploads:
         except DoesNotExist:
             return None
 
-    def advance(self, send: Send, offset: int, published: int, finished: bool, now: float) -> Send | None:
-        """Record a step of the publication (recipients published up to `offset`): the send as it is now, or
-        None when this step was another invocation's to record, or the send was paused or cancelled."""
+    def hold(self, send: Send, holder: str, now: float, lease_s: float) -> bool:
+        """Take the send's lease for `holder` (an invocation), unless another holds it still; False then."""
+        m = self._model
+        free = m.held_until.does_not_exist() | (m.held_until < now) | (m.holder == holder)
+        actions = [m.holder.set(holder), m.held_until.set(now + lease_s)]
+        return update_if(m(send.user_id, _send_sk(send.campaign_id)), actions, (m.state == PUBLISHING) & free)
+
+    def release(self, send: Send, holder: str) -> None:
+        """Give the lease up (an invocation handing the send on, or stopping at a pause)."""
+        m = self._model
+        update_if(m(send.user_id, _send_sk(send.campaign_id)), [m.held_until.set(0)], m.holder == holder)
+
+    def advance(
+        self, send: Send, offset: int, published: int, finished: bool, now: float, holder: str, lease_s: float
+    ) -> Send | None:
+        """Record a step of the publication (recipients published up to `offset`) and renew the lease: the send
+        as it is now, or None when the step is not the holder's to record (another took the lease, or recorded
+        the step), or the send was paused or cancelled."""
         m = self._model
         state = PUBLISHED if finished else PUBLISHING
         actions = [
@@ -182,8 +199,9 @@ class Uploads:
             m.step.add(1),
             m.updated_at.set(now),
             m.state.set(state),
+            m.held_until.set(now + lease_s),
         ]
-        condition = (m.step == send.step) & (m.state == PUBLISHING)
+        condition = (m.step == send.step) & (m.state == PUBLISHING) & (m.holder == holder)
         if not update_if(m(send.user_id, _send_sk(send.campaign_id)), actions, condition):
             return None
         return replace(

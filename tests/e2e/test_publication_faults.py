@@ -14,7 +14,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.produce import fanout
-from chalicelib.produce.fanout import Publication
+from chalicelib.produce.fanout import LEASE_S, Publication
 from chalicelib.stores.upload_files import RECIPIENTS
 from chalicelib.stores.uploads import PUBLISHED, PUBLISHING, Send
 
@@ -44,7 +44,8 @@ def _send(user: str, campaign: str) -> Send:
     return send
 
 
-def _publication(published: list[list[str]], kill: Any) -> Publication:
+def _publication(published: list[list[str]], kill: Any, later_s: float = 0.0) -> Publication:
+    """`later_s`: how much later than now its clock says it is (a retry comes after a killed one's lease)."""
     c = wiring.container()
 
     def publish(message: str) -> None:
@@ -55,7 +56,8 @@ def _publication(published: list[list[str]], kill: Any) -> Publication:
     def control(_user: str, _campaign: str) -> None:
         kill("at a boundary")
 
-    return Publication(c.uploads, c.upload_files, control, publish, lambda *_: "proof", lambda *_: None)
+    clock = lambda: time.time() + later_s  # noqa: E731
+    return Publication(c.uploads, c.upload_files, control, publish, lambda *_: "proof", lambda *_: None, clock)
 
 
 def _killer(where: str, at_step: int) -> Any:
@@ -87,7 +89,10 @@ def test_a_publication_killed_at_each_step_and_run_again_publishes_every_recipie
             steps = step
             break
         before = len(published)
-        _publication(published, lambda _point: None).run(user, campaign, "upload_jobs", lambda: 600_000)
+        # Lambda's retry: a minute or more later, past the killed invocation's lease.
+        _publication(published, lambda _point: None, later_s=LEASE_S + 1).run(
+            user, campaign, "upload_jobs", lambda: 600_000
+        )
         counts = Counter(e for message in published for e in message)
         assert sorted(counts) == everyone, f"{where}, step {step}: a recipient skipped"
         twice = sorted(e for e, n in counts.items() if n > 1)
@@ -98,6 +103,23 @@ def test_a_publication_killed_at_each_step_and_run_again_publishes_every_recipie
         final = wiring.container().uploads.send(user, campaign)
         assert final is not None and final.state == PUBLISHED and final.published >= RECIPIENT_COUNT
     assert steps >= 6  # every step of the publication was killed once
+
+
+def test_a_publication_started_twice_is_published_by_one_invocation_at_a_time(stack, uid, monkeypatch):
+    monkeypatch.setattr(fanout, "RECIPIENT_BYTES", 180)
+    user, campaign = f"pub-{uid}", "started-twice"
+    _send(user, campaign)
+    published: list[list[str]] = []
+    second: list[dict[str, Any]] = []
+
+    def kill(point: str) -> None:  # the second invocation starts while the first publishes its first message
+        if point == "before publish" and not second:
+            second.append(_publication(published, lambda _p: None).run(user, campaign, "upload_jobs", lambda: 600_000))
+
+    _publication(published, kill).run(user, campaign, "upload_jobs", lambda: 600_000)
+    assert second == [{"ran": False, "held": True}]
+    counts = Counter(e for message in published for e in message)
+    assert sorted(counts) == [f"r{i:02d}@example.org" for i in range(RECIPIENT_COUNT)] and set(counts.values()) == {1}
 
 
 def test_a_publication_out_of_time_hands_on_to_a_fresh_invocation_that_finishes_it(stack, uid, monkeypatch):

@@ -271,7 +271,7 @@ def test_a_tenant_pause_reason_that_is_not_text_is_a_400_and_none_says_no_reason
 
     actions = Actions()
     digests = DigestRuns(None, lambda *_: None)  # type: ignore[arg-type]
-    api = TenantApi(actions, None, None, digests)  # type: ignore[arg-type]
+    api = TenantApi(actions, None, None, digests, lambda _user, _campaign: None)  # type: ignore[arg-type]
     for bad in (False, 0, [], {}, 17, "x" * 201):
         assert answered(lambda b=bad: api.pause_tenant("acme", {"reason": b})).status == 400, bad
     for none in (None, ""):

@@ -1,6 +1,8 @@
 // The console's one script, and all it does: times in the reader's own zone, the parts of a page that
-// change while a campaign sends brought up to date every few seconds, and a secret copied at a click.
-// Every page works without it (times then read in UTC, a reload shows the progress, a secret is selected).
+// change while a campaign sends brought up to date every few seconds, a secret copied at a click, a file of
+// recipients uploaded straight to S3 with its progress, and a campaign's time sent with the reader's zone.
+// Every page works without it (times then read in UTC, a reload shows the progress, a secret is selected),
+// but the upload: a file goes to S3 by a signed form only a script can send (the CLI and API do it without).
 "use strict";
 
 const EVERY_MS = 4000;
@@ -90,8 +92,95 @@ function copyButtons(root) {
   }
 }
 
+// The upload form (`data-upload`): the console makes the upload and its presigned form, the file goes
+// straight to S3 (never through the API, whatever its size) with its progress shown, then the console reads it.
+function s3Message(text) {
+  const found = /<Message>([^<]*)<\/Message>/.exec(text || "");
+  return found ? found[1] : "no reason given";
+}
+
+function megabytes(bytes) {
+  return `${(bytes / 1048576).toFixed(bytes < 10485760 ? 1 : 0)} MB`;
+}
+
+function uploadForms(root) {
+  for (const form of root.querySelectorAll("form[data-upload]")) {
+    const status = form.querySelector('[role="status"]');
+    const bar = form.querySelector("progress");
+    const button = form.querySelector('button[type="submit"]');
+    const say = (text) => { status.textContent = text; };
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const file = form.elements.file.files[0];
+      if (!file) return;
+      button.disabled = true;
+      const csrf = form.elements.csrf.value;
+      const asked = new URLSearchParams({
+        csrf,
+        filename: file.name.slice(0, 200),
+        format: /\.(jsonl|ndjson)$/i.test(file.name) ? "jsonl" : "csv",
+      });
+      if (form.elements.addressColumn.value.trim()) asked.set("addressColumn", form.elements.addressColumn.value.trim());
+      say("Starting the upload…");
+      let made;
+      try {
+        const answer = await fetch(form.action, { method: "POST", credentials: "same-origin", body: asked });
+        made = await answer.json();
+        if (!answer.ok) throw new Error(made.detail || `the console answered ${answer.status}`);
+      } catch (error) {
+        say(`Not uploaded: ${error.message}`);
+        button.disabled = false;
+        return;
+      }
+      const data = new FormData();
+      for (const [name, value] of Object.entries(made.form.fields)) data.append(name, value);
+      data.append("file", file);
+      bar.parentElement.hidden = false;
+      const xhr = new XMLHttpRequest();
+      xhr.open("POST", made.form.url);
+      xhr.upload.addEventListener("progress", (e) => {
+        if (!e.lengthComputable) return;
+        bar.value = Math.floor((e.loaded / e.total) * 100);
+        bar.textContent = `${bar.value}%`;
+        say(`Uploaded ${megabytes(e.loaded)} of ${megabytes(e.total)}`);
+      });
+      xhr.addEventListener("error", () => {
+        say("The file did not reach S3 (the connection failed): try again.");
+        button.disabled = false;
+      });
+      xhr.addEventListener("load", async () => {
+        if (xhr.status >= 300) {
+          say(`S3 refused the file: ${s3Message(xhr.responseText)}`);
+          button.disabled = false;
+          return;
+        }
+        bar.value = 100;
+        say("Uploaded. Reading it…");
+        await fetch(`${made.page}/read`, { method: "POST", credentials: "same-origin", body: new URLSearchParams({ csrf }) });
+        window.location.assign(made.page);
+      });
+      xhr.send(data);
+    });
+  }
+}
+
+// A campaign's time (`datetime-local`) is sent with the reader's offset from UTC at that time (`data-timezone-offset`).
+function timeZones(root) {
+  for (const form of root.querySelectorAll("form")) {
+    const offset = form.querySelector("[data-timezone-offset]");
+    const at = form.elements.at;
+    if (!offset || !at) continue;
+    form.addEventListener("submit", () => {
+      const when = at.value ? new Date(at.value) : new Date();
+      offset.value = String(-when.getTimezoneOffset());
+    });
+  }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   localTimes(document);
   copyButtons(document);
+  uploadForms(document);
+  timeZones(document);
   for (const el of document.querySelectorAll("[data-refresh]")) follow(el);
 });

@@ -8,7 +8,7 @@
   person signed in, and a review of what will be sent (recipients, suppressed, when, from) before the send;
 - the send itself, which lands on the campaign's page watching it go.
 
-Every change is a signed form (origin and CSRF checked, a sender's role at least). The send carries the key
+Every change is a signed form (origin and CSRF checked, the role of sender at least). The send carries the key
 the compose page was given as its Idempotency-Key: a double click, or a reload of the review, makes one
 campaign.
 """

@@ -317,6 +317,14 @@ def _bucket(r: Resources) -> dict[str, Any]:
                     "IgnorePublicAcls": True,
                     "RestrictPublicBuckets": True,
                 },
+                # A browser's upload of recipients (the console's send page) POSTs its file here by a presigned
+                # form, from the console's origin: S3 answers it (and its preflight) for any origin, since the
+                # form's signed policy, not the origin, is what allows an upload (chalicelib.stores.upload_files).
+                "CorsConfiguration": {
+                    "CorsRules": [
+                        {"AllowedMethods": ["POST"], "AllowedOrigins": ["*"], "AllowedHeaders": ["*"], "MaxAge": 3000}
+                    ]
+                },
                 "LifecycleConfiguration": {
                     "Rules": [
                         {

@@ -128,7 +128,13 @@ def _recipients(session: Session, campaign_id: str, query: dict[str, str]) -> di
         "after": query.get("after", ""),
         "limit": str(RECIPIENTS_PAGE),
     }
-    listed = wiring.container().tenant_api.recipients(session.tenant_id, campaign_id, asked)
+    c = wiring.container()
+    try:
+        listed = c.tenant_api.recipients(session.tenant_id, campaign_id, asked)
+    except NotFound:
+        if c.uploads.send(session.tenant_id, campaign_id) is None:
+            raise
+        listed = {"recipients": [], "next": None}  # being published: precompile has recorded none of it yet
     return {
         "recipients": listed["recipients"],
         "next": listed["next"],

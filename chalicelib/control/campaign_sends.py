@@ -212,10 +212,7 @@ class CampaignSends:
             shown = _publishing_only(send)
         if send is not None:
             shown["publication"] = send_json(send)["publication"]
-            if send.state == PUBLISHING:  # recipients still to come: not done, whatever precompile took so far
-                shown["progress"] = {**shown["progress"], "acceptedMayGrow": True}
-                if shown["state"] == "done":
-                    shown["state"] = "sending"
+            _awaiting(shown, send)
         return shown
 
     def test(self, user: str, given: Mapping[str, Any] | None, idempotency_key: str | None) -> dict[str, Any]:
@@ -393,6 +390,21 @@ def send_json(send: Send) -> dict[str, Any]:
             "updatedAt": iso_ms(int(send.updated_at * 1000)),
         },
     }
+
+
+def _awaiting(shown: dict[str, Any], send: Send) -> None:
+    """A campaign moonsend publishes is not done before every recipient it publishes has an outcome: while
+    some are still being published, or not yet taken by precompile, it is sending, and its progress counts
+    them all (the ledger records each one, sent or not)."""
+    progress = shown["progress"]
+    waiting = send.state == PUBLISHING or progress["accepted"] < send.total
+    if not waiting or shown["state"] in ("cancelled", "paused"):
+        return
+    accepted = max(progress["accepted"], send.total)
+    fraction = round(progress["final"] / accepted, 4) if accepted else None
+    shown["progress"] = {**progress, "accepted": accepted, "fraction": fraction, "acceptedMayGrow": True}
+    if shown["state"] == "done":
+        shown["state"] = "sending"
 
 
 def _publishing_only(send: Send) -> dict[str, Any]:

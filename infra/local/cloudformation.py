@@ -398,6 +398,7 @@ def _create_one(
     }
     resolve = Resolver(physical, types, region, account, streams, exports)
     _stand_in(stood_in, resolve, clients, secret_values or {})
+    _bucket_cors(template, physical, clients["s3"])
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     own_exports = {
         str(resolve(o["Export"]["Name"])): str(resolve(o["Value"]))
@@ -405,6 +406,23 @@ def _create_one(
         if "Export" in o
     }
     return _Created(name, template, stood_in, physical, resolve, outputs, own_exports)
+
+
+def _bucket_cors(template: dict[str, Any], physical: dict[str, str], s3: Any) -> None:
+    """A bucket's CorsConfiguration, which moto's CloudFormation does not apply, put as S3's API puts it (the
+    console's send page uploads to the payload bucket from its own origin)."""
+    for logical_id, res in template["Resources"].items():
+        rules = res.get("Properties", {}).get("CorsConfiguration", {}).get("CorsRules")
+        if res["Type"] != "AWS::S3::Bucket" or not rules:
+            continue
+        cors = [
+            {
+                **{k: rule[k] for k in ("AllowedMethods", "AllowedOrigins", "AllowedHeaders") if k in rule},
+                **({"MaxAgeSeconds": rule["MaxAge"]} if "MaxAge" in rule else {}),
+            }
+            for rule in rules
+        ]
+        s3.put_bucket_cors(Bucket=physical[logical_id], CORSConfiguration={"CORSRules": cors})
 
 
 def _quiet(_line: str) -> None:

@@ -23,6 +23,7 @@ from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
 
 from chalicelib import wiring
+from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
 from tests.browser.axe import serious_violations
@@ -437,3 +438,93 @@ def test_an_admin_keeps_webhooks_suppressions_digests_and_keys_from_their_pages(
         assert refused == []
     finally:
         receiver.close()
+
+
+def test_a_sender_uploads_a_csv_writes_with_a_preview_tests_and_watches_the_campaign_go(stack, uid, browser, tmp_path):
+    """A person of the role of sender uploads 2,000 rows from the send page (straight to S3, its progress
+    shown), reads the report (duplicates removed, refused rows, suppressed), writes the campaign with its
+    preview beside it, sends a test to themselves, reviews and sends, and lands on the campaign's page,
+    which follows it to done; the upload's counts are the ledger's. Every page axe-clean, phone and desktop."""
+    c = wiring.container()
+    user, key, me = f"send-ui-{uid}", f"AKIAB{uid}".upper(), f"me@{uid}.example"
+    stack.ses.configure(key, max_send_rate=400)
+    address = f"news@{uid}.example"
+    stack.client("sesv2", access_key=key, secret_key=f"s-{uid}").create_email_identity(EmailIdentity=address)
+    c.tenants.accept(user, "paid", Sender(address, "Acme News", "us-east-1", key, f"s-{uid}", 400.0), c.ses.account_of)
+    c.suppressions.add_many(user, [f"r{i:04d}@example.org" for i in range(5)], "asked by phone")
+    rows = [f"r{i:04d}@example.org,Person {i},{HOSTILE if i == 7 else 'Oslo'}" for i in range(1990)]
+    rows += [f"R{i:04d}@EXAMPLE.ORG,Again,Oslo" for i in range(8)] + ["not-an-address,x,y", "=cmd|' /C calc'!A0,x,y"]
+    people = tmp_path / "customers.csv"
+    people.write_bytes(("\ufeffemail,name,city\r\n" + "\r\n".join(rows) + "\r\n").encode())
+    c.people.invite(user, me, Role.SENDER, "operator")
+    browser.get(f"{stack.api_url}/console/link/{c.sign_in_links.mint(me)}")
+    WebDriverWait(browser, 15).until(ec.title_contains("Sign in"))
+    browser.find_element(By.CSS_SELECTOR, "main form button").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Campaigns"))
+
+    browser.find_element(By.LINK_TEXT, "Send").click()
+    WebDriverWait(browser, 15).until(ec.title_contains("Send a campaign"))
+    look_at_every_size(browser, "console-send")
+    dark(browser, False)
+    browser.set_window_size(*SIZES["desktop"])
+    browser.find_element(By.ID, "u-file").send_keys(str(people))
+    browser.find_element(By.CSS_SELECTOR, "form[data-upload] button").click()
+    settled(browser, 60).until(lambda b: "Duplicates removed" in b.find_element(By.ID, "upload-state").text)
+    figures = {
+        e.find_element(By.TAG_NAME, "dt").text: int(e.find_element(By.TAG_NAME, "dd").text.replace(",", ""))
+        for e in browser.find_elements(By.CSS_SELECTOR, ".figures div")
+    }
+    assert figures == {
+        "Rows": 2000,
+        "Recipients": 1990,
+        "Duplicates removed": 8,
+        "Refused rows": 2,
+        "On your suppression list": 5,
+    }
+    look_at_every_size(browser, "console-upload")
+    dark(browser, False)
+    browser.set_window_size(*SIZES["desktop"])
+
+    browser.find_element(By.ID, "c-subject").send_keys("Hello {{ name }}")
+    browser.find_element(By.ID, "c-body").send_keys("<p>Dear {{ name }} of {{ city }}</p>")
+    row = browser.find_element(By.ID, "c-row")
+    row.clear()
+    row.send_keys("8")  # the recipient whose city is hostile markup
+    browser.find_element(By.CSS_SELECTOR, "button[value=preview]").click()
+    settled(browser).until(lambda b: b.find_elements(By.CSS_SELECTOR, ".preview iframe"))
+    assert "Hello Person 7" in browser.find_element(By.CSS_SELECTOR, ".preview .subject").text
+    frame = browser.find_element(By.CSS_SELECTOR, ".preview iframe")
+    assert frame.get_attribute("sandbox") == ""
+    browser.switch_to.frame(frame)
+    assert browser.find_element(By.TAG_NAME, "p").text == f"Dear Person 7 of {HOSTILE}"  # text, never markup
+    assert browser.find_elements(By.TAG_NAME, "img") == []
+    browser.switch_to.default_content()
+    look_at_every_size(browser, "console-compose")
+    dark(browser, False)
+    browser.set_window_size(*SIZES["desktop"])
+
+    browser.find_element(By.CSS_SELECTOR, "button[value=test]").click()
+    settled(browser).until(lambda b: f"A test is on its way to {me}" in b.find_element(By.CSS_SELECTOR, ".notice").text)
+    browser.find_element(By.CSS_SELECTOR, "button[value=review]").click()
+    settled(browser).until(ec.title_contains("Review and send"))
+    assert "1,990 recipients" in browser.find_element(By.TAG_NAME, "main").text
+    look_at_every_size(browser, "console-review")
+    dark(browser, False)
+    browser.set_window_size(*SIZES["desktop"])
+    browser.find_element(By.CSS_SELECTOR, "form[action$='/send'] button").click()
+    settled(browser).until(lambda b: "/console/campaigns/c" in b.current_url)
+    campaign = browser.current_url.rsplit("/", 1)[1]
+    live = "return document.querySelector('#live .state')?.textContent.trim() ?? document.title"
+    settled(browser, 150).until(lambda b: b.execute_script(live) == "done")
+    counts = c.stats.get(user, campaign)
+    assert counts is not None and (counts["sent"], counts["suppressed"]) == (1985, 5)  # the report's 1,990 and 5
+    test_sent = [s for s in read_sends_of(stack, user) if s["to"] == me]
+    assert len(test_sent) == 1 and len(read_sends_of(stack, user)) == 1986
+
+
+def read_sends_of(stack, user: str) -> list[dict]:
+    import json
+
+    path = stack.config.outbox / "sends.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [s for s in (json.loads(line) for line in lines if line.strip()) if s["userId"] == user]

@@ -5,7 +5,9 @@ the stack is at rest (the clock moved past AWS's waits), every promise checked (
 `make faults` runs every fault of every scenario (MOONSEND_FAULTS=all); MOONSEND_FAULTS=<n> a slice of 1 in
 n, the faults whose place in the rotation matches the UTC day (FAULTS_SLICES when unset); <k>/<n> slice k of
 n; MOONSEND_FAULTS_MATCHING=<text> only the faults whose name has that text in it; MOONSEND_FAULTS_PARTS=<p>
-each function's in p tests (docs/testing.md).
+each function's in p tests; MOONSEND_FAULTS_SCENARIOS=<m> only the scenarios of 1 in m, another share each
+UTC day (`make test`'s: every scenario's run with no fault, which finds its calls, is most of its time), all
+when unset (docs/testing.md).
 """
 
 from __future__ import annotations
@@ -117,7 +119,14 @@ def _place(fault: Fault | None, function: str) -> int:
     return int(hashlib.sha256(str(fault or f"{function} {TWICE}").encode()).hexdigest(), 16)
 
 
-@pytest.mark.parametrize(("function", "part"), [(f, p) for f in sorted(SCENARIOS) for p in range(PARTS)])
+def _todays(scenarios: list[str]) -> list[str]:
+    """The scenarios whose turn it is by the UTC day, 1 in MOONSEND_FAULTS_SCENARIOS; every one when unset."""
+    share = max(1, int(os.environ.get("MOONSEND_FAULTS_SCENARIOS", "1")))
+    turn = datetime.datetime.now(datetime.UTC).toordinal() % share
+    return [name for n, name in enumerate(sorted(scenarios)) if n % share == turn]
+
+
+@pytest.mark.parametrize(("function", "part"), [(f, p) for f in _todays(list(SCENARIOS)) for p in range(PARTS)])
 def test_every_call_killed_or_throttled_and_the_invocation_twice_keeps_every_promise(
     stack: Any, explorer: Explorer, function: str, part: int, record_property: Any
 ) -> None:

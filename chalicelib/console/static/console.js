@@ -67,8 +67,11 @@ function follow(el, wait = EVERY_MS) {
     current.replaceWith(fresh);
     localTimes(fresh);
     if (focusedId) document.getElementById(focusedId)?.focus({ preventScroll: true });
-    if (!fresh.dataset.refresh) quiet = true;
-    else if (!last) follow(fresh);
+    if (!fresh.dataset.refresh) {
+      quiet = true;
+      // A part whose end changes the rest of the page (an upload read: the campaign's form comes next).
+      if (fresh.hasAttribute("data-reload-when-done")) window.location.reload();
+    } else if (!last) follow(fresh);
   }, wait);
 }
 

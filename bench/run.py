@@ -66,6 +66,11 @@ BENCHES = (
         "The console's pages: a 100,000-recipient campaign's page, bytes and requests (issue 48)",
         ("bench/console_pages.py",),
     ),
+    Bench(
+        "upload_fanout",
+        "Sending without code: 1,000,000 uploaded rows to every message on PrecompileEmail (issue 50)",
+        ("bench/upload_fanout.py",),
+    ),
 )
 SOAK = Bench("soak", "Soak: 50 tenants under faults, seed 7 (issue 8)", ("bench/soak.py", "--seed", "7"))
 

@@ -309,15 +309,18 @@ class CampaignSends:
         if ("uploadId" in g) == ("recipients" in g):
             raise Invalid("give uploadId or recipients, one of them")
         inline: list[dict[str, Any]] | None = None
+        suppressed = 0
         if "uploadId" in g:
             upload = self._read_upload(user, str(g["uploadId"]))
-            upload_id, total = upload.upload_id, int((upload.report or {}).get("recipients", 0))
+            report = upload.report or {}
+            upload_id, total = upload.upload_id, int(report.get("recipients", 0))
+            suppressed = int(report.get("suppressed", 0))  # recorded suppressed, never queued: not the cap's
             if total == 0:
                 raise Conflict(f"upload {upload_id} has no recipients to send to")
         else:
             inline = _inline(g["recipients"])
             upload_id, total = "", len(inline)
-        self._within_cap(user, envelope["userPlan"], total)
+        self._within_cap(user, envelope["userPlan"], total - suppressed)
         return envelope, upload_id, total, inline
 
     def _envelope(self, tenant: Tenant, g: dict[str, Any]) -> dict[str, Any]:

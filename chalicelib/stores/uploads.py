@@ -29,6 +29,8 @@ PUBLISHING, PUBLISHED, PAUSED, CANCELLED = "publishing", "published", "paused", 
 KEPT_S = UPLOAD_KEEP_DAYS * 86400
 REQUEST_KEPT_S = 24 * 3600
 UPLOADS_LISTED = 50
+# Past a Lambda's longest run (15 minutes) and its retries' first wait: a reading still `reading` then died.
+READ_STALE_S = 20 * 60
 
 
 class UploadRow(Model):
@@ -126,13 +128,15 @@ class Uploads:
         return found[:UPLOADS_LISTED]
 
     def start_reading(self, upload: Upload, address_column: str | None, now: float) -> bool:
-        """Mark the upload as being read; False when it is already being read or was read (asked twice)."""
+        """Mark the upload as being read; False when it is being read or was read (asked twice). A reading not
+        heard of for READ_STALE_S (its invocations failed every retry) may be started again."""
         m = self._model
         actions = [m.state.set(READING), m.updated_at.set(now)]
         if address_column is not None:
             actions.append(m.address_column.set(address_column))
         row = m(upload.user_id, _upload_sk(upload.upload_id))
-        return update_if(row, actions, m.state.is_in(WAITING, REFUSED))
+        stalled = (m.state == READING) & (m.updated_at < now - READ_STALE_S)
+        return update_if(row, actions, m.state.is_in(WAITING, REFUSED) | stalled)
 
     def finish_reading(self, upload: Upload, report: dict[str, Any] | None, problem: str | None, now: float) -> None:
         m = self._model

@@ -476,6 +476,10 @@ def _function_edits(r: Resources) -> dict[str, Any]:
                 "Fn::Sub": "https://${RestAPI}.execute-api.${AWS::Region}.${AWS::URLSuffix}/api"
             }
         props: dict[str, Any] = {"FunctionName": r.function_name(handler), "Environment": {"Variables": variables}}
+        if fn == "UploadJobs":
+            # An upload's recipients and refused rows are written to /tmp before they go to S3: a file of 1 GiB
+            # may make more than the 512 MB Lambda gives by default (each row's column names repeated).
+            props["EphemeralStorage"] = {"Size": UPLOAD_JOBS_TMP_MB}
         if fn in ASYNC_FUNCTION_IDS:
             props["EventInvokeConfig"] = {
                 "MaximumRetryAttempts": ASYNC_RETRIES,
@@ -492,6 +496,7 @@ def _function_edits(r: Resources) -> dict[str, Any]:
 # spends none of them), and never once it is older than this. What it gives up on goes to the on-failure
 # queue as Lambda's shard pointers; its events webhook_events has already held for replay.
 STREAM_RETRIES = 10
+UPLOAD_JOBS_TMP_MB = 4096
 STREAM_MAX_RECORD_AGE_S = 6 * 3600
 
 

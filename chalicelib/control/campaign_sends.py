@@ -38,7 +38,7 @@ from chalicelib.core.errors import (
     TemplateInvalid,
     Unprocessable,
 )
-from chalicelib.core.fields import is_id
+from chalicelib.core.fields import is_id, lone_surrogate
 from chalicelib.core.message_parser import check_recipient, parse_precompile_message
 from chalicelib.ingest.renderer import CompiledCampaign, template_variables
 from chalicelib.produce.fanout import MAX_ENVELOPE_BYTES, send_event
@@ -466,6 +466,9 @@ def _inline(given: object) -> list[dict[str, Any]]:
         raise Invalid(f"recipients: at most {MAX_RECIPIENTS_PER_MESSAGE:,} inline; upload more (POST /uploads)")
     out, seen, errors = [], set(), []
     for n, r in enumerate(given):
+        if lone_surrogate(r, f"recipients[{n}]") is not None:
+            errors.append(f"recipients[{n}]: not valid Unicode (a lone UTF-16 surrogate)")
+            continue
         checked = check_recipient(r, f"recipients[{n}]")
         if isinstance(checked, RejectedRecipient):
             errors.append(checked.reason)

@@ -96,7 +96,9 @@ class TenantApi:
 
     def cancel(self, user: str, campaign_id: str) -> dict[str, Any]:
         self._campaign(user, campaign_id)
-        return _done(campaign_id, self._actions.cancel(user, campaign_id))
+        done = _done(campaign_id, self._actions.cancel(user, campaign_id))
+        self._publish_again(user, campaign_id)  # a publication a pause stopped: it now sees the cancel, and ends
+        return done
 
     def retry_failed(self, user: str, campaign_id: str, given: Mapping[str, Any] | None) -> dict[str, Any]:
         self._campaign(user, campaign_id)

@@ -76,6 +76,10 @@ class Publication:
         if not self._uploads.hold(send, holder, self._clock(), LEASE_S):
             log.info("publication held by another invocation", user=user_id, campaign=campaign_id)
             return {"ran": False, "held": True}
+        held = self._uploads.send(user_id, campaign_id)  # as it is now: another may have stepped since the read
+        if held is None or held.state != PUBLISHING:
+            return {"ran": False}
+        send = held
         files = self._files
         key = files.key(user_id, send.upload_id, RECIPIENTS)
         stored = files.stored(key)
@@ -98,7 +102,8 @@ class Publication:
                 return {"ran": True, "steps": steps, "published": send.published, "paused": True}
             send = self._step(send, key, stored, holder)
             steps += 1
-        if send is None:
+        if send is None:  # its step was not recorded: the lease is given up, for whoever goes on
+            self._uploads.release(held, holder)
             log.info("publication went on elsewhere", user=user_id, campaign=campaign_id)
             return {"ran": True, "steps": steps, "continued": False}
         log.info("publication done", user=user_id, campaign=campaign_id, published=send.published)

@@ -17,13 +17,13 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.csv_cells import cell
-from chalicelib.produce.rows import FileRefused, Row, lines, rows
+from chalicelib.produce.rows import FileRefused, Line, Row, lines, rows
 from chalicelib.stores.upload_files import RECIPIENTS, REFUSED_ROWS, SOURCE, UploadFiles
 from chalicelib.stores.uploads import Upload, Uploads
 
@@ -85,7 +85,7 @@ class UploadReader:
         if stored is None:
             raise FileRefused("nothing was uploaded: POST the file to the upload's url first")
         started = time.monotonic()
-        source = lines(files.chunks(files.key(user, uid, SOURCE), stored))
+        source = _timed(lines(files.chunks(files.key(user, uid, SOURCE), stored)), remaining_ms)
         found, reader = rows(upload.format, source, upload.address_column)
         seen: set[int] = set()
         tally = Tally()
@@ -136,6 +136,15 @@ class UploadReader:
             raise FileRefused(f"more than {MAX_ROWS:,} rows; split the file")
         if remaining_ms() / 1000 < STOP_WITH_S:
             raise FileRefused(f"not read in the time a reading has ({count:,} rows read); split the file")
+
+
+def _timed(source: Iterator[Line], remaining_ms: Callable[[], int]) -> Iterator[Line]:
+    """The file's lines, its time checked every _CHECK_EVERY of them: blank lines make no rows, and a file
+    of nothing else must stop in time too."""
+    for n, line in enumerate(source, 1):
+        if n % _CHECK_EVERY == 0 and remaining_ms() / 1000 < STOP_WITH_S:
+            raise FileRefused(f"not read in the time a reading has ({n:,} lines read); split the file")
+        yield line
 
 
 _COUNTS = ("rows", "recipients", "duplicates", "refused", "suppressed")

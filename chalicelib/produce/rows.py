@@ -14,6 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from chalicelib.core.contract import MAX_METADATA_BYTES, Recipient, RejectedRecipient
+from chalicelib.core.fields import lone_surrogate
 from chalicelib.core.message_parser import check_recipient
 
 CSV, JSON_LINES = "csv", "jsonl"
@@ -22,6 +23,9 @@ FORMATS = (CSV, JSON_LINES)
 # recipient, and is refused without being held (a 2 GB line costs reading it, never memory).
 MAX_LINE_BYTES = 4 * MAX_METADATA_BYTES
 MAX_COLUMNS = 200
+# A record may span lines (a quoted field holding line breaks), but not this many: a quote never closed
+# would otherwise gather the rest of the file into one record, field by field, in memory.
+MAX_RECORD_LINES = 1000
 # The header names that are taken for the address column when the upload names none (case aside).
 ADDRESS_COLUMNS = ("email", "e-mail", "email address", "e-mail address", "emailaddress", "mail", "address")
 _BOM = b"\xef\xbb\xbf"
@@ -119,6 +123,7 @@ class CsvRows:
         self._source = iter(source)
         self._named = named
         self._consumed = 0
+        self._start = 1
         self._problems: dict[int, str] = {}
         self.columns: list[str] = []
         self.address: str = ""
@@ -126,6 +131,10 @@ class CsvRows:
     def _texts(self) -> Iterator[str]:
         for line in self._source:
             self._consumed = line.number
+            if line.number - self._start >= MAX_RECORD_LINES:
+                raise FileRefused(
+                    f"line {self._start}: a quoted field is never closed (a record of over {MAX_RECORD_LINES:,} lines)"
+                )
             if line.problem is not None:
                 self._problems[line.number] = line.problem
             yield line.text
@@ -136,7 +145,7 @@ class CsvRows:
         self.columns, self.address = header, address_column(header, self._named)
         at = header.index(self.address)
         while True:
-            start = self._consumed + 1
+            start = self._start = self._consumed + 1
             try:
                 fields = next(reader)
             except StopIteration:
@@ -200,6 +209,9 @@ def json_rows(source: Iterable[Line]) -> Iterator[Row]:
 
 
 def _recipient(line: int, email: object, metadata: object, column: str) -> Row:
+    if lone_surrogate({"email": email, "metadata": metadata}, "") is not None:
+        # JSON's \ud83d alone (a string cut in half): no UTF-8 file, message or table can hold it.
+        return Row(line, None, "not valid Unicode (a lone UTF-16 surrogate)")
     checked = check_recipient({"email": email, "metadata": metadata}, "recipient")
     if isinstance(checked, RejectedRecipient):
         reason = checked.reason.replace("recipient.email", column, 1).replace("recipient.metadata", "the row", 1)

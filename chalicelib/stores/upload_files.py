@@ -72,11 +72,13 @@ class UploadFiles:
         return f"{parts.scheme}://{parts.netloc}"
 
     def stored(self, key: str) -> Stored | None:
-        """The object's size and ETag; None when there is none."""
+        """The object's size and ETag; None when there is none. S3 answers a HEAD of a missing key with 404 to
+        a role that may list the bucket and 403 to one that may not (ours may not: they read keys they were
+        given, never lists), so both are "none"."""
         try:
             head = self._s3.head_object(Bucket=self._bucket, Key=key)
         except Exception as exc:  # botocore's ClientError: a missing object is a 404 with no modelled class
-            if _status(exc) == 404:
+            if _status(exc) in (403, 404):
                 return None
             raise
         return Stored(int(head["ContentLength"]), str(head["ETag"]))

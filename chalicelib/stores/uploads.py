@@ -29,8 +29,9 @@ PUBLISHING, PUBLISHED, PAUSED, CANCELLED = "publishing", "published", "paused", 
 KEPT_S = UPLOAD_KEEP_DAYS * 86400
 REQUEST_KEPT_S = 24 * 3600
 UPLOADS_LISTED = 50
-# Past a Lambda's longest run (15 minutes) and its retries' first wait: a reading still `reading` then died.
-READ_STALE_S = 20 * 60
+# Past a reading's three tries (15 minutes each, Lambda's retries a minute and two after): a reading still
+# `reading` then has died, and no try of it is left to write its files over a new reading's.
+READ_STALE_S = 60 * 60
 
 
 class UploadRow(Model):

@@ -44,8 +44,8 @@ def refusal(environ: dict[str, Any], body: bytes, now: float | None = None) -> R
     """S3's answer to a form its policy does not allow, or None."""
     fields, size = _form(str(environ.get("CONTENT_TYPE", "")), body)
     bucket = environ.get("PATH_INFO", "").strip("/").split("/")[0]
-    if "policy" not in fields:
-        return None  # an unsigned form: S3 decides it by the bucket's own access, as moto does
+    if "policy" not in fields:  # an anonymous write, which the bucket's public access block refuses
+        return _denied("Access Denied")
     try:
         policy = json.loads(base64.b64decode(fields["policy"]))
         expires = datetime.fromisoformat(str(policy["expiration"]).replace("Z", "+00:00")).timestamp()

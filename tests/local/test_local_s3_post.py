@@ -60,3 +60,10 @@ def test_an_expired_form_is_refused(stack):
     time.sleep(2.1)
     expired = _post(form)
     assert expired.status_code == 403 and b"Policy expired" in expired.content
+
+
+def test_a_form_without_a_policy_is_an_anonymous_write_and_refused(stack):
+    _s3, bucket, form = _form(stack)
+    unsigned = {"key": "uploads/t/x/other", "Content-Type": "text/csv"}
+    answer = requests.post(form["url"], data=unsigned, files={"file": ("f", b"email\n")}, timeout=30)
+    assert answer.status_code == 403 and b"<Code>AccessDenied</Code>" in answer.content

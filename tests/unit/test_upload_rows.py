@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from chalicelib.produce.rows import CSV, JSON_LINES, MAX_COLUMNS, FileRefused, lines, rows
+from chalicelib.produce.rows import CSV, JSON_LINES, MAX_COLUMNS, MAX_RECORD_LINES, FileRefused, lines, rows
 
 PEOPLE = [("ann@example.org", "Ann", "Lee, Jr."), ("bob@example.org", "Bob", 'Said "hi"'), ("cy@example.org", "Cy", "")]
 
@@ -146,3 +146,17 @@ def test_a_bom_split_across_chunks_is_still_dropped():
     found, reader = _read(_excel(), chunk=1)
     assert reader is not None and reader.columns[0] == "Email"
     assert len(_recipients(found)) == 3
+
+
+def test_a_json_line_with_a_lone_surrogate_is_refused_alone():
+    data = b'{"email": "ann@example.org", "metadata": {"n": "\\ud83d"}}\n{"email": "bob@example.org"}\n'
+    found, _ = _read(data, JSON_LINES)
+    assert [(r.line, r.problem) for r in found] == [(1, "not valid Unicode (a lone UTF-16 surrogate)"), (2, None)]
+
+
+def test_a_quote_never_closed_refuses_the_file_before_it_gathers_the_rest_of_it():
+    data = b'email,note\nann@example.org,"open\n' + b'","x\n' * (MAX_RECORD_LINES + 5)
+    with pytest.raises(FileRefused, match="line 2: a quoted field is never closed"):
+        _read(data, chunk=4096)
+    closed = b'email,note\nann@example.org,"' + b"x\n" * (MAX_RECORD_LINES - 5) + b'"\nbob@example.org,y\n'
+    assert [r.line for r in _read(closed, chunk=4096)[0]] == [2, MAX_RECORD_LINES - 2]  # 995 lines in one record

@@ -63,7 +63,7 @@ def test_an_expired_form_is_refused(stack):
 
 
 def test_a_form_without_a_policy_is_an_anonymous_write_and_refused(stack):
-    _s3, bucket, form = _form(stack)
+    _s3, _bucket, form = _form(stack)
     unsigned = {"key": "uploads/t/x/other", "Content-Type": "text/csv"}
     answer = requests.post(form["url"], data=unsigned, files={"file": ("f", b"email\n")}, timeout=30)
     assert answer.status_code == 403 and b"<Code>AccessDenied</Code>" in answer.content

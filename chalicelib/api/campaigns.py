@@ -24,17 +24,17 @@ def show_campaign(call: Call, campaign_id: str) -> dict[str, Any]:
 
 def send_campaign(call: Call) -> dict[str, Any]:
     """A campaign composed here, sent to an upload's recipients or up to 1,000 given (`Idempotency-Key`)."""
-    return wiring.container().campaign_sends.create(call.tenant, call.body(), call.idempotency_key)
+    return wiring.container().campaign_sends.create(call.tenant, call.object_body(), call.idempotency_key)
 
 
 def test_campaign(call: Call) -> dict[str, Any]:
     """One email of the campaign as composed, to one of the tenant's people (`to`): a campaign of its own."""
-    return wiring.container().campaign_sends.test(call.tenant, call.body(), call.idempotency_key)
+    return wiring.container().campaign_sends.test(call.tenant, call.object_body(), call.idempotency_key)
 
 
 def preview_campaign(call: Call) -> dict[str, Any]:
     """The subject and body rendered for one recipient, as precompile renders them (a template's error shown)."""
-    return wiring.container().campaign_sends.preview(call.tenant, call.body())
+    return wiring.container().campaign_sends.preview(call.tenant, call.object_body())
 
 
 def campaign_report(call: Call, campaign_id: str) -> dict[str, Any]:

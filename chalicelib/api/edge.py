@@ -47,6 +47,16 @@ class Call:
             raise Invalid("body: nested too deeply to read") from None
         return given if isinstance(given, dict) else None
 
+    def object_body(self) -> dict[str, Any]:
+        """The request's JSON object, {} when it has no body; Invalid for a body that is not a JSON object (a
+        route whose every field is optional takes no other)."""
+        if not self.raw_body.strip():
+            return {}
+        given = self.body()
+        if given is None:
+            raise Invalid("body: a JSON object")
+        return given
+
 
 View = Callable[..., Any]
 

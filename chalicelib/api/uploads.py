@@ -13,7 +13,7 @@ from chalicelib.api.principal import Role
 
 def new_upload(call: Call) -> dict[str, Any]:
     """An upload, and the presigned form its file is POSTed to (S3 keeps it 30 days)."""
-    return wiring.container().campaign_sends.new_upload(call.tenant, call.body())
+    return wiring.container().campaign_sends.new_upload(call.tenant, call.object_body())
 
 
 def list_uploads(call: Call) -> dict[str, Any]:
@@ -28,7 +28,7 @@ def show_upload(call: Call, upload_id: str) -> dict[str, Any]:
 
 def read_upload(call: Call, upload_id: str) -> dict[str, Any]:
     """Read the uploaded file into recipients and a report, in the background (`{"addressColumn": ...}`)."""
-    return wiring.container().campaign_sends.read_upload(call.tenant, upload_id, call.body())
+    return wiring.container().campaign_sends.read_upload(call.tenant, upload_id, call.object_body())
 
 
 ROUTES = (

@@ -38,7 +38,7 @@ from chalicelib.core.errors import (
     TemplateInvalid,
     Unprocessable,
 )
-from chalicelib.core.fields import is_id, lone_surrogate
+from chalicelib.core.fields import is_email, is_id, lone_surrogate
 from chalicelib.core.message_parser import check_recipient, parse_precompile_message
 from chalicelib.ingest.renderer import CompiledCampaign, template_variables
 from chalicelib.produce.fanout import MAX_ENVELOPE_BYTES, send_event
@@ -102,7 +102,7 @@ class CampaignSends:
         kind = g.get("format", "csv")
         if kind not in FORMATS:
             raise Invalid(f"format: one of {', '.join(FORMATS)}")
-        content_type = g.get("contentType") or CONTENT_TYPES[kind][0]
+        content_type = _text(g, "contentType", 100) or CONTENT_TYPES[kind][0]
         if content_type not in CONTENT_TYPES[kind]:
             raise Invalid(f"contentType: for {kind}, one of {', '.join(CONTENT_TYPES[kind])}")
         filename = _text(g, "filename", 200) or f"recipients.{kind}"
@@ -166,7 +166,9 @@ class CampaignSends:
         with its line and column (`error`) rather than a refusal, for a page that previews as one types."""
         g = given or {}
         subject, body = _text(g, "subject", 2048) or "", _text(g, "body", 256 * 1024) or ""
-        strict = g.get("strict", False) is True
+        strict = g.get("strict", False)
+        if not isinstance(strict, bool):
+            raise Invalid("strict: true or false")
         recipient = self._preview_recipient(user, g)
         try:
             compiled = CompiledCampaign("preview", subject, body, strict=strict)
@@ -179,15 +181,15 @@ class CampaignSends:
         return {"recipient": recipient, "subject": rendered.subject, "html": rendered.body, "error": None}
 
     def _preview_recipient(self, user: str, g: Mapping[str, Any]) -> dict[str, Any]:
-        if g.get("recipient") is not None:
+        if "recipient" in g:
             checked = check_recipient(g["recipient"], "recipient")
             if isinstance(checked, RejectedRecipient):
                 raise Invalid(checked.reason)
             return {"email": checked.email, "metadata": checked.metadata}
-        upload_id = g.get("uploadId")
+        upload_id = _text(g, "uploadId", 200)
         if upload_id is None:
             return {"email": "ann@example.org", "metadata": {}}
-        upload = self._read_upload(user, str(upload_id))
+        upload = self._read_upload(user, upload_id)
         row = g.get("row", 0)
         if isinstance(row, bool) or not isinstance(row, int) or row < 0:
             raise Invalid("row: a whole number from 0")
@@ -221,7 +223,7 @@ class CampaignSends:
         counts never include it; on the free plan it counts against the day's cap as any email does."""
         g = dict(given or {})
         to = g.get("to")
-        if not isinstance(to, str) or not self._is_person(user, to.lower()):
+        if not is_email(to) or not self._is_person(user, str(to).lower()):
             raise Invalid("to: one of the tenant's people (a test goes only to its own people)")
         metadata: dict[str, Any] = {}
         if g.get("uploadId") is not None:
@@ -498,9 +500,10 @@ def _campaign_id(now: float, kind: str = "c") -> str:
 
 
 def _text(g: Mapping[str, Any], name: str, most: int) -> str | None:
-    value = g.get(name)
-    if value is None or value == "":
+    """An optional string field: None when not given (or empty); Invalid when given as anything else."""
+    if name not in g:
         return None
+    value = g[name]
     if not isinstance(value, str) or len(value) > most:
         raise Invalid(f"{name}: a string of at most {most:,} characters")
-    return value
+    return value or None

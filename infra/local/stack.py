@@ -65,6 +65,7 @@ from infra.local.scheduler import Scheduler
 from infra.local.schedules import ScheduleRunner
 from infra.local.ses import SesStandIn
 from infra.local.sns_delivery import Publication, SnsDelivery
+from infra.local.sqs_metrics import SqsMetrics
 from infra.local.sqs_poller import SqsPoller, check_mapping
 from infra.local.stream_poller import StreamPoller, check_stream_mapping
 from infra.local.workers import ApiWorker, worker_environment
@@ -192,6 +193,7 @@ class LocalStack:
         self.stream_pollers: list[StreamPoller] = []  # and of its DynamoDB streams (the ledger's)
         self.gateway: Gateway | None = None
         self.alarms: AlarmEvaluator | None = None
+        self.sqs_metrics: SqsMetrics | None = None  # SQS's metrics in CloudWatch (the operator's page reads them)
         self.api: Any = None
         self.api_worker: ApiWorker | None = None  # the API's own process, with worker processes
         self.api_url: str | None = None
@@ -368,7 +370,7 @@ class LocalStack:
         and waited for (a drain sends the emails it holds at their rate first: up to Lambda's 15 minutes),
         every SES event published, the endpoint closed, then the data and the events not yet run written out."""
         assert self.config.state_file is not None and self.runner is not None and self.ses is not None
-        for part in (self.alarms, self.scheduler, self.schedules):
+        for part in (self.alarms, self.sqs_metrics, self.scheduler, self.schedules):
             if part is not None:
                 part.stop()
         finished = self.runner.stop_for_save(timeout_s)
@@ -517,6 +519,8 @@ class LocalStack:
             clock=time.time if c.aws_timing else time.monotonic,
         )
         self.alarms.start()
+        self.sqs_metrics = self._sqs_metrics()
+        self.sqs_metrics.start()
         api_name = self.settings.resources.function_name("api_handler")
         self._start_api(chalice_app, roles[api_name], self.environments.get(api_name))
 
@@ -635,6 +639,18 @@ class LocalStack:
 
         wiring.reset()
 
+    def _sqs_metrics(self) -> SqsMetrics:
+        """SQS's minute of metrics per queue, into moto's CloudWatch (a minute as short as the alarms')."""
+        from moto.cloudwatch.models import cloudwatch_backends
+        from moto.sqs.models import sqs_backends
+
+        c = self.config
+        return SqsMetrics(
+            lambda: list(sqs_backends[c.account_id][c.region].queues.items()),
+            lambda: cloudwatch_backends[c.account_id][c.region],
+            minute_s=60.0 * (1.0 if c.aws_timing else c.alarm_time_scale),
+        )
+
     def _queue_counts(self, name: str) -> dict[str, int] | None:
         """A queue's Approximate* counts read from moto's SQS model in this process (None: no such queue)."""
         from moto.sqs.models import sqs_backends
@@ -654,7 +670,8 @@ class LocalStack:
             self.save_state()
         while self._undo:
             self._undo.pop()()
-        for part in (self.alarms, self.scheduler, self.schedules, self.sns, *self.pollers, *self.stream_pollers):
+        parts = (self.alarms, self.sqs_metrics, self.scheduler, self.schedules, self.sns)
+        for part in (*parts, *self.pollers, *self.stream_pollers):
             if part is not None:
                 part.stop()
         if self.runner is not None:

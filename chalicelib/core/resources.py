@@ -202,6 +202,8 @@ class Resources:
     api_keys_table: TableDef
     # Uploaded recipients, campaigns sent from them and the requests that sent them (chalicelib.stores.uploads).
     uploads_table: TableDef
+    # What operators did to the stage, and who (chalicelib.stores.operator_log): the operator's page shows it.
+    operator_log_table: TableDef
     dead_letter_queue: QueueDef
     free_queue: QueueDef
     # Lambda's on-failure destination: async events that failed every attempt, kept for `moonsend replay`.
@@ -252,6 +254,7 @@ class Resources:
             self.sign_in_links_table,
             self.api_keys_table,
             self.uploads_table,
+            self.operator_log_table,
         )
 
     @property
@@ -380,6 +383,9 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         api_keys_table=TableDef("ApiKeysTable", f"{p}-api-keys", hash_key="user_id", range_key="digest"),
         uploads_table=TableDef(
             "UploadsTable", f"{p}-uploads", hash_key="user_id", range_key="sk", ttl_attribute="expires_at"
+        ),
+        operator_log_table=TableDef(
+            "OperatorLogTable", f"{p}-operator-log", hash_key="log", range_key="at", ttl_attribute="expires_at"
         ),
         dead_letter_queue=dlq,
         free_queue=QueueDef("FreePlanQueue", f"{p}-free", dead_letter=dlq.name),

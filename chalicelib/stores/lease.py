@@ -109,6 +109,13 @@ class Leases:
             if not condition_failed(exc):
                 raise
 
+    def live(self, now_ms: int) -> list[Lease]:
+        """Every lease held now, of every queue and slot (a scan: for operators, not hot paths; the table holds
+        one item per queue drained in the last day)."""
+        m = self._model
+        rows = m.scan((m.expires_ms > now_ms) & (m.token != RELEASED))
+        return [Lease(r.queue, r.token, int(r.expires_ms)) for r in rows]
+
     def holder(self, queue: str) -> Lease | None:
         """The live lease on a queue, if any."""
         try:

@@ -22,8 +22,8 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Callable, Collection
-from dataclasses import replace
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pynamodb.exceptions import DoesNotExist
@@ -51,6 +51,16 @@ _PAUSE_ATTRIBUTES = ["paused_reason", "paused_at", *(f"pause_{o}" for o in OWNER
 
 # The AWS account a Sender's keys belong to (STS GetCallerIdentity with those keys).
 AccountOf = Callable[[Sender], str]
+
+
+@dataclass(frozen=True)
+class Standing:
+    """What an operator sees of a tenant at a glance."""
+
+    user_id: str
+    tenant: Tenant | None  # None before a message registered its settings (an operator's pause, a From assigned)
+    pauses: tuple[Pause, ...]
+    queue_used_day: str | None  # the last UTC day its own queue was used (chalicelib.stores.queue_activity)
 
 
 class TenantRegistry:
@@ -300,6 +310,13 @@ class TenantRegistry:
         for owner in OWNERS:
             condition |= getattr(m, f"pause_{owner}").exists()
         return [(t.user_id, pauses_of(t)) for t in m.scan(condition) if pauses_of(t)]
+
+    def every(self) -> Iterator[Standing]:
+        """Every tenant's standing, in no order. A scan: for operators, not hot paths; the From claims that share
+        the table are no tenant and are left out."""
+        for item in self._model.scan():
+            if not item.user_id.startswith("_"):  # `_from:<address>` (chalicelib.stores.free_senders)
+                yield Standing(item.user_id, tenant_of(item), pauses_of(item), item.queue_used_day)
 
     def set_api_key_hash(self, user_id: str, digest: str) -> None:
         """A key as the row held it before keys had a table of their own (tests make such a tenant)."""

@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import builtins
 import json
 import random
 import secrets
@@ -271,6 +272,12 @@ class WebhookEndpoints:
             if not (condition_failed(exc) or response_code(exc) == "TransactionConflictException"):
                 raise
         return True
+
+    def disabled(self) -> builtins.list[Endpoint]:
+        """Every tenant's disabled endpoints (a scan: for the operator's page, not hot paths); no count rows,
+        which have no reason."""
+        m = self._model
+        return [_endpoint(row) for row in m.scan(m.disabled_reason.exists())]
 
     def disable(self, user_id: str, endpoint_id: str, reason: str, now: float) -> bool:
         """Stop delivering to it, saying why. True if this call disabled it (not already, and still there)."""

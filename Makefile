@@ -26,9 +26,10 @@ browser:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || \
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null)
 
-# The console's screenshots in docs/screenshots (the README shows one): its browser test, told where to save.
+# The console's and the operator's page's screenshots in docs/screenshots (the README and docs/operations.md show
+# some): their browser tests, told where to save.
 screenshots: install browser
-	MOONSEND_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:randomly tests/browser/test_console_browser.py
+	MOONSEND_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:randomly tests/browser/test_console_browser.py tests/browser/test_ops_browser.py
 
 # The layers with a local stack run on WORKERS processes, each with a stack of its own (its own moto server,
 # ports and state). Their tests mostly wait on the stack's clocks, so more workers than cores pay

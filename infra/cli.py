@@ -16,6 +16,7 @@ from typing import Any
 
 from chalicelib.core import log
 from infra.operator_env import DEFAULT_ENDPOINT, choose_endpoint, client_env, stages
+from infra.ops.server import OPS_PAGE_SAYS, OPS_PORT
 
 __all__ = ["DEFAULT_ENDPOINT", "build_parser", "client_env", "main"]
 ENDPOINT_HELP = f"AWS endpoint (default: AWS's own for a deployed stage, {DEFAULT_ENDPOINT} for --stage local)"
@@ -78,11 +79,16 @@ def cmd_up(args: argparse.Namespace) -> int:
 
     for line in console_way_back(stack):  # the demo's saved state: its admin's way in
         print(f"  {line}")
+    from infra.ops.server import start_beside
+
+    ops = start_beside(stack.endpoint, args.ops_port)
     if config.aws_timing:
         print("  AWS's timing: alarms every minute on SQS's published metrics, an inactive queue's 15 min late")
     print("Point any AWS SDK at it with AWS_ENDPOINT_URL. Ctrl-C stops.", flush=True)
     stop.wait()
     print("stopping: running functions finish, then the state is saved ...", flush=True)
+    if ops is not None:
+        ops.terminate()
     stack.stop()
     if stack.saved is not None:
         unmark_running(config.outbox)  # saved: the next start loads it
@@ -159,22 +165,67 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_replay_failed(args: argparse.Namespace) -> int:
-    import boto3
+    client_env(args.endpoint, args.stage)
+    acted = _operator(_container()).replay(args.function)
+    _unlogged(acted)
+    if acted.report is None:  # it failed before it could say what it replayed
+        print(f"replay-failed: {acted.message}", file=sys.stderr)
+        return 1
+    for r in acted.report.replayed:
+        print(f"replayed {r.function} (request {r.request_id}, {r.condition})")
+    print(f"{len(acted.report.replayed)} failed invocation(s) replayed")
+    if acted.report.unreadable:
+        print(
+            f"{len(acted.report.unreadable)} message(s) are no invocation record, left on the queue: "
+            f"{acted.report.unreadable}"
+        )
+        return 1
+    return 0
 
+
+def _operator(container: Any) -> Any:
+    """The operator's actions from the CLI: each recorded in the operator log (infra.ops.actions)."""
+    from infra.ops.build import operator_actions
+
+    return operator_actions(container, container.settings, "cli")
+
+
+def _unlogged(acted: Any) -> None:
+    """Said on stderr when the operator log could not keep an action (the action stands as it was taken)."""
+    if acted.unlogged:
+        print(f"moonsend: warning: {acted.unlogged}", file=sys.stderr)
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    """The operator's page on loopback, with this shell's credentials, until Ctrl-C or SIGTERM."""
     from chalicelib.core.config import Settings
-    from infra.replay import replay_failed
+    from infra.ops.build import ops_app
+    from infra.ops.server import serve
 
     client_env(args.endpoint, args.stage)
-    settings = Settings.from_env()
-    sqs = boto3.client("sqs")
-    url = sqs.get_queue_url(QueueName=settings.resources.failed_invocations_queue.name)["QueueUrl"]
-    report = replay_failed(sqs, boto3.client("lambda"), url, only=args.function)
-    for r in report.replayed:
-        print(f"replayed {r.function} (request {r.request_id}, {r.condition})")
-    print(f"{len(report.replayed)} failed invocation(s) replayed")
-    if report.unreadable:
-        print(f"{len(report.unreadable)} message(s) are no invocation record, left on the queue: {report.unreadable}")
-        return 1
+    app = ops_app(_container(), Settings.from_env(), args.port)
+    try:
+        server, _thread = serve(app, args.port)
+    except OSError as exc:
+        print(f"moonsend ops: port {args.port} on 127.0.0.1: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    app.port = server.server_port
+    print(f"{OPS_PAGE_SAYS} http://127.0.0.1:{app.port}{app.sign_in_path}", flush=True)
+    print(
+        f"  stage {args.stage}, acting as {app.who}; the link holds this process's key: keep it to yourself", flush=True
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    if args.until_stdin_closes:  # `moonsend up`'s own: it ends with the stack, however the stack ends
+
+        def until_closed() -> None:
+            sys.stdin.read()
+            stop.set()
+
+        threading.Thread(target=until_closed, daemon=True).start()
+    stop.wait()
+    server.shutdown()
     return 0
 
 
@@ -307,7 +358,7 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         return _show_answer(
             "tenant show", _asked(lambda: _container().tenant_view.get_for(args.user)), tenant_view, args.json
         )
-    actions = _container().actions
+    actions = _operator(_container())
     from infra.terminal import plain
 
     # An operator's own pause by default, or the tenant's at its request; a resume lifts every owner's pause
@@ -317,9 +368,10 @@ def cmd_tenant(args: argparse.Namespace) -> int:
         if args.owner not in (None, "operator", "tenant"):
             print("pause --owner: operator or tenant (the guard and SES pause by themselves)", file=sys.stderr)
             return 2
-        done = actions.pause_tenant(args.user, args.reason, by_tenant=False, owner=owner)
+        done = actions.pause(args.user, args.reason, owner or "operator")
     else:
-        done = actions.resume_tenant(args.user, by_tenant=False, owner=owner)
+        done = actions.resume(args.user, owner)
+    _unlogged(done)
     print(f"{args.user}: {plain(done.message)}", file=sys.stdout if done.ok else sys.stderr)
     return 0 if done.ok else 1
 
@@ -395,8 +447,10 @@ def _assign_from(args: argparse.Namespace, registry: Any) -> int:
     previous = container.free_addresses.assign(args.user, args.address, int(time.time() * 1000))
     was = f" (it was {plain(previous)}'s)" if previous and previous != args.user else ""
     new = "" if registry.get(args.user) is not None else " (no message from this tenant yet)"
-    print(f"{args.user}{new}: {plain(args.address)} is now its free-plan From address{was}")
+    said = f"{plain(args.address)} is now its free-plan From address{was}"
+    print(f"{args.user}{new}: {said}")
     print(f"covered in the platform's SES account by {coverage.describe()}")
+    _unlogged(_operator(container).record("assign-from", args.user, args.address, True, said))
     if not (coverage.own or coverage.domain):
         print(
             f"warning: SES refuses email from {plain(args.address)} until the address or its domain is verified "
@@ -609,8 +663,11 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         said = answer.body.get("message") or answer.body.get("error", "")
         print(f"{args.user}/{args.campaign}: {said}", file=sys.stdout if answer.status == 200 else sys.stderr)
         return 0 if answer.status == 200 else 1
+    elif args.action == "cancel":  # as the API cancels, and recorded in the operator log
+        done = _operator(c).cancel(args.user, args.campaign)
+        _unlogged(done)
     else:
-        done = {"pause": actions.pause, "cancel": actions.cancel}[args.action](args.user, args.campaign)
+        done = actions.pause(args.user, args.campaign)
     print(f"{args.user}/{args.campaign}: {done.message}", file=sys.stdout if done.ok else sys.stderr)
     return 0 if done.ok else 1
 
@@ -897,7 +954,7 @@ def _keep_local_link_keys(outbox: Path, before: Any, after: Any) -> None:
 def cmd_demo(args: argparse.Namespace) -> int:
     from infra.demo import run
 
-    return run(port=args.port, outbox=args.outbox, keep=args.keep)
+    return run(port=args.port, outbox=args.outbox, keep=args.keep, ops_port=args.ops_port)
 
 
 def cmd_package(args: argparse.Namespace) -> int:
@@ -1159,6 +1216,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--free-rate", type=float, default=None, help="the free plan's sends per second")
     up.add_argument(
+        "--ops-port", type=int, default=OPS_PORT, help="the operator's page's port on 127.0.0.1 (default 8025; 0: any)"
+    )
+    up.add_argument(
         "--fresh",
         action="store_true",
         help="start empty: drop the state the last stop saved beside the outbox (<outbox>/.state)",
@@ -1214,6 +1274,15 @@ def build_parser() -> argparse.ArgumentParser:
     rf.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     rf.add_argument("--stage", default="local", choices=stages())
     rf.set_defaults(func=cmd_replay_failed)
+
+    op = sub.add_parser(
+        "ops", help="the operator's page on loopback: every tenant's state, and pause, resume, cancel, replay from it"
+    )
+    op.add_argument("--port", type=int, default=OPS_PORT, help="its port on 127.0.0.1 (default 8025; 0: any free one)")
+    op.add_argument("--until-stdin-closes", action="store_true", help=argparse.SUPPRESS)
+    op.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
+    op.add_argument("--stage", default="local", choices=stages())
+    op.set_defaults(func=cmd_ops)
 
     rc = sub.add_parser("recipients", help="each recipient of a campaign with its state and reason")
     rc.add_argument("--user", required=True)
@@ -1452,6 +1521,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--outbox", type=Path, default=Path("outbox"))
     demo.add_argument(
         "--keep", action="store_true", help="keep the stack up after the run (Ctrl-C stops it): open its console"
+    )
+    demo.add_argument(
+        "--ops-port", type=int, default=OPS_PORT, help="--keep: the operator's page's port (default 8025; 0: any)"
     )
     demo.set_defaults(func=cmd_demo)
     return p

@@ -79,7 +79,9 @@ def recipients_for(t: DemoTenant) -> list[dict[str, Any]]:
     return out
 
 
-def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0, keep: bool = False) -> int:
+def run(
+    port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0, keep: bool = False, ops_port: int = 8025
+) -> int:
     console = Console(width=120)
     started = time.monotonic()
     free_rate = next(t.rate for t in TENANTS if t.plan == "free")
@@ -192,7 +194,7 @@ def run(port: int = 0, outbox: Path = Path("outbox"), timeout_s: float = 100.0, 
                 "[bold green]every recipient got exactly one email, at its tenant's rate; every reader one digest[/]"
             )
         if keep:
-            _keep_open(console, stack)
+            _keep_open(console, stack, ops_port)
         else:
             console.print("To watch these campaigns in the console: [bold]moonsend demo --keep[/] (docs/console.md)")
         return 0 if ok else 1
@@ -243,14 +245,21 @@ def _admins_link(stack: LocalStack) -> list[str]:
     ]
 
 
-def _keep_open(console: Console, stack: LocalStack) -> None:
-    """The stack stays up for the console until Ctrl-C, with a way in that works when clicked."""
-    for line in console_way_in(stack):
-        console.print(line, soft_wrap=True)
-    console.print(f"the moonsend command reaches this stack with: --endpoint {stack.endpoint}", soft_wrap=True)
-    console.print("the stack stays up until Ctrl-C", soft_wrap=True)
+def _keep_open(console: Console, stack: LocalStack, ops_port: int) -> None:
+    """The stack stays up for the console and the operator's page until Ctrl-C, with a way into each that works
+    when clicked (the operator's first: once the console's way in is printed, both answer)."""
+    from infra.ops.server import start_beside
+
+    ops = None
     try:
+        ops = start_beside(stack.endpoint, ops_port)
+        for line in console_way_in(stack):
+            console.print(line, soft_wrap=True)
+        console.print(f"the moonsend command reaches this stack with: --endpoint {stack.endpoint}", soft_wrap=True)
+        console.print("the stack stays up until Ctrl-C", soft_wrap=True)
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         console.print("stopping the stack")
+    if ops is not None:
+        ops.terminate()

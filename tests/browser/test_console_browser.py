@@ -8,16 +8,12 @@ in light and dark, on a phone and a wide screen; sign-out closes the pages.
 
 from __future__ import annotations
 
-import os
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
-from selenium import webdriver
 from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as ec
 from selenium.webdriver.support.ui import WebDriverWait
@@ -27,27 +23,11 @@ from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
 from chalicelib.stores.campaign_sender import SenderSnapshot
 from tests.browser.axe import serious_violations
+from tests.browser.looks import SIZES, dark, look_at_every_size, shoot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 HOSTILE = '<img src=x onerror=alert(1)>"><script>alert(2)</script>'
-SIZES = {"desktop": (1280, 900), "phone": (390, 844)}
-
-
-@pytest.fixture
-def browser():
-    options = Options()
-    options.binary_location = "/usr/bin/chromium"
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
-    driver.set_page_load_timeout(30)
-    driver.set_script_timeout(60)
-    try:
-        yield driver
-    finally:
-        driver.quit()
 
 
 def tenant_with_campaigns(uid: str) -> tuple[str, str]:
@@ -64,33 +44,6 @@ def tenant_with_campaigns(uid: str) -> tuple[str, str]:
         c.stats.add_counts(user, campaign, counts)
         time.sleep(0.01)
     return user, c.api_keys.replace_all(user)
-
-
-def shoot(driver, name: str) -> None:
-    folder = os.environ.get("MOONSEND_SCREENSHOTS")
-    if folder:
-        Path(folder).mkdir(parents=True, exist_ok=True)
-        driver.save_screenshot(str(Path(folder) / f"{name}.png"))
-
-
-def dark(driver, on: bool) -> None:
-    value = "dark" if on else "light"
-    driver.execute_cdp_cmd(
-        "Emulation.setEmulatedMedia", {"features": [{"name": "prefers-color-scheme", "value": value}]}
-    )
-
-
-def look_at_every_size(browser, name: str) -> None:
-    """The page light and dark, on a phone and a wide screen: nothing serious for axe, no sideways scroll,
-    and a screenshot of each (when `make screenshots` asks)."""
-    for dark_mode in (False, True):
-        dark(browser, dark_mode)
-        for size, (width, height) in SIZES.items():
-            browser.set_window_size(width, height)
-            assert serious_violations(browser) == [], (size, dark_mode)
-            overflow = browser.execute_script("return document.documentElement.scrollWidth - window.innerWidth")
-            assert overflow <= 0, f"{size}: the page is {overflow}px wider than the screen"
-            shoot(browser, f"{name}-{'dark' if dark_mode else 'light'}-{size}")
 
 
 def sign_in_with_key(browser, key: str) -> None:

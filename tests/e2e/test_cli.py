@@ -1,12 +1,15 @@
 """The moonsend command, run as a user runs it: `up` in one process, `send` and `status` in others."""
 
 import http.client
+import http.cookiejar
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -56,6 +59,8 @@ def _up(tmp_path_factory):
             "5",
             "--api-port",
             "0",
+            "--ops-port",
+            "0",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -82,6 +87,15 @@ def test_up_prints_ready_and_the_topic_arns(running):
     assert f"ready at http://127.0.0.1:{port}" in ready
     assert "arn:aws:sns:us-east-1:123456789012:moonsend-local-PrecompileEmail" in ready
     assert "arn:aws:sns:us-east-1:123456789012:moonsend-local-SendEmails" in ready
+    # The operator's page beside the stack, in a process of its own: its link answers, and only with its key.
+    link = next(line for line in out.splitlines() if "operator's page:" in line).split()[-1]
+    base = link.split("/sign-in", 1)[0]
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(base + "/s/guessed/", timeout=30)
+    assert refused.value.code == 401
+    opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    page = opener.open(link, timeout=30).read().decode()
+    assert "The stage at a glance" in page and "moonsend-local-free" in page
 
 
 def test_up_refuses_a_taken_port_with_a_clear_message(running):
@@ -383,7 +397,7 @@ def test_a_stack_killed_without_its_stop_is_named_at_the_next_start_which_starts
     proc.wait(timeout=30)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
     again = subprocess.run(
-        [sys.executable, "-m", "infra", "up", "--port", str(_free_port()), "--outbox", str(outbox)],
+        [sys.executable, "-m", "infra", "up", "--port", str(_free_port()), "--outbox", str(outbox), "--ops-port", "0"],
         capture_output=True,
         text=True,
         env=env,
@@ -454,7 +468,7 @@ def _kept_demo(outbox: Path) -> tuple[int, str, str]:
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "infra", "demo", "--keep", "--outbox", str(outbox)],
+        [sys.executable, "-m", "infra", "demo", "--keep", "--outbox", str(outbox), "--ops-port", "0"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -472,6 +486,7 @@ def _kept_demo(outbox: Path) -> tuple[int, str, str]:
         link = re.search(r"^sign in as admin@acme\.example \(acme's admin\), once, within 8 hours: (\S+)", text, re.M)
         key = re.search(r"^or with acme's API key: (\S+)", text, re.M)
         assert url and link and key, text[-3000:]
+        assert re.search(r"^  operator's page: http://127\.0\.0\.1:\d+/sign-in\?key=\S+$", text, re.M), text[-3000:]
         parsed = urllib.parse.urlsplit(url.group(1))
         conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=30)
         path = urllib.parse.urlsplit(link.group(1)).path

@@ -23,7 +23,20 @@ RECIPIENTS = [f"r{i:02d}@example.org" for i in range(60)]
 
 def _up(port, outbox, *extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MOONSEND_"))}
-    args = ["up", "--port", str(port), "--outbox", str(outbox), "--api-port", "0", "--free-rate", "4", *extra]
+    args = [
+        "up",
+        "--port",
+        str(port),
+        "--outbox",
+        str(outbox),
+        "--api-port",
+        "0",
+        "--ops-port",
+        "0",
+        "--free-rate",
+        "4",
+        *extra,
+    ]
     proc = subprocess.Popen(
         [sys.executable, "-m", "infra", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
     )

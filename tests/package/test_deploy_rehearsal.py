@@ -10,11 +10,16 @@ bytes inline) and expands SAM as CloudFormation does (infra.local.cfn_transform)
 
 from __future__ import annotations
 
+import html
+import http.cookiejar
 import json
 import os
+import re
 import subprocess
 import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -49,6 +54,73 @@ def _operator(stack, *args: str, env: dict[str, str] | None = None) -> subproces
         text=True,
         timeout=600,
     )
+
+
+class _OpsPage:
+    """`moonsend ops` for the deployed stage, as an operator starts it from a shell, and a browser's requests to
+    it: the link signs in, each action is confirmed on its page, then its form is sent with the page's token."""
+
+    def __init__(self, stack, stage: str) -> None:
+        shell = {k: v for k, v in os.environ.items() if not k.startswith(("MOONSEND_", "AWS_"))}
+        shell.update(AWS_ACCESS_KEY_ID=PLATFORM_ACCESS_KEY, AWS_SECRET_ACCESS_KEY=PLATFORM_SECRET_KEY)
+        shell["AWS_DEFAULT_REGION"] = "us-east-1"
+        command = [sys.executable, "-m", "infra", "ops", "--stage", stage, "--endpoint", stack.endpoint, "--port", "0"]
+        self.proc = subprocess.Popen(
+            command, cwd=ROOT, env=shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        assert self.proc.stdout is not None
+        link = self.proc.stdout.readline()
+        assert link.startswith("operator's page: http://127.0.0.1:"), link + self.proc.stdout.read()
+        cookies = http.cookiejar.CookieJar()
+        self.http = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(cookies))
+        self.origin = link.split(" ")[-1].strip().split("/sign-in", 1)[0]
+        signed_in = self.http.open(link.split(" ")[-1].strip(), timeout=30)
+        self.base = signed_in.geturl().rstrip("/")  # the session's own path
+
+    def get(self, path: str) -> str:
+        return self.http.open(self.base + path, timeout=60).read().decode()
+
+    def act(self, **query: str) -> str:
+        """The action confirmed, then taken; the page it leads to (its answer in the role=status line)."""
+        confirm = self.get("/confirm?" + urllib.parse.urlencode(query))
+        token = re.search(r'name="csrf" value="([0-9a-f]+)"', confirm)
+        assert token, confirm
+        fields = {"reason": "rehearsal", **query, "csrf": token[1]}
+        request = urllib.request.Request(
+            self.base + "/act", data=urllib.parse.urlencode(fields).encode(), headers={"Origin": self.origin}
+        )
+        page = self.http.open(request, timeout=60).read().decode()
+        said = re.search(r'role="status">(.*?)</p>', page, re.S)
+        assert said, page
+        return html.unescape(re.sub(r"<[^>]+>", "", said[1]))
+
+    def close(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+def _ops_page_acts_as_the_cli_does(stack, user: str) -> None:
+    """Every action of the operator's page on the deployed stage, from an operator's shell only; the CLI's
+    actions before it are in the page's operator log beside the page's own."""
+    page = _OpsPage(stack, STAGE)
+    try:
+        shown = page.get("/")
+        assert user in shown and "moonsend-dev-free" in shown
+        assert "resume a tenant" in shown and "the CLI" in shown  # `moonsend tenant resume`, recorded
+        assert page.act(action="pause", tenant=user, owner="operator").startswith("Done: pause a tenant")
+        assert "paused by an operator: rehearsal" in _ok(
+            _operator(stack, "tenant", "show", "--user", user, "--stage", STAGE)
+        )
+        assert page.act(action="resume", tenant=user, owner="all").startswith("Done: resume a tenant")
+        assert page.act(action="replay").startswith("Done: replay failed invocations")
+        assigned = page.act(action="assign-from", tenant=user, address=f"ops@{user}.example")
+        assert assigned.startswith("Done: assign a free-plan From address") and f"ops@{user}.example" in assigned
+        missing = page.act(action="cancel", tenant=user, campaign="c-none")
+        assert missing.startswith("Not done: cancel a campaign") and "no campaign" in missing
+        log = page.get("/")
+        assert log.count("this page") >= 5 and "arn:aws:sts::123456789012:user/" in log
+    finally:
+        page.close()
 
 
 def _ok(run: subprocess.CompletedProcess[str]) -> str:
@@ -187,6 +259,7 @@ def _every_operator_command(stack, r, user: str) -> None:
     rotated = _ok(_operator(stack, "link-key", "rotate", *stage))
     assert "k1" in rotated, rotated
     assert "0 failed invocation(s) replayed" in _ok(_operator(stack, "replay-failed", *stage))
+    _ops_page_acts_as_the_cli_does(stack, user)
     webhook_removed = _operator(stack, "webhook", "remove", *who, "--id", endpoint_id, "--no-wait")
     assert webhook_removed.returncode == 0, webhook_removed.stderr
 

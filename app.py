@@ -201,5 +201,8 @@ def recount_campaigns(event: CloudWatchEvent) -> None:
 
 @app.schedule(Rate(1, unit=Rate.MINUTES))
 def sweep_queues(event: CloudWatchEvent) -> None:
-    """Start a drain for every queue with work and no drainer (alarms fire only on state changes)."""
-    wiring.container().sweeper.sweep(_remaining_ms(event))
+    """Start a drain for every queue with work and no drainer (alarms fire only on state changes), then put
+    the oldest queued email's age, over every queue, for the stage's alarm."""
+    c = wiring.container()
+    swept = c.sweeper.sweep(_remaining_ms(event))
+    c.queue_age.record(swept.busy)

@@ -49,6 +49,7 @@ from chalicelib.ingest.tracking import Tracking
 from chalicelib.jobs.dead_letters import DeadLetterQueue, DeadLetters
 from chalicelib.jobs.idle_queues import IdleQueueCleanup
 from chalicelib.jobs.ledger_stream import LedgerStream
+from chalicelib.jobs.queue_age import QueueAge
 from chalicelib.jobs.recount import Recount
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
@@ -601,6 +602,10 @@ class Container:
     @cached_property
     def sweeper(self) -> Sweeper:
         return Sweeper(self.settings, aws.client("sqs", self.settings.region), self.leases, self.start_drain)
+
+    @cached_property
+    def queue_age(self) -> QueueAge:
+        return QueueAge(aws.client("cloudwatch", self.settings.region), self.settings.resources.stage)
 
     @cached_property
     def schedule(self) -> ScheduleStore:

@@ -385,6 +385,8 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
         _stmt("Lease", _READ, [tables["LeasesTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
+        # The oldest queued email's age (chalicelib.jobs.queue_age): neither action takes a resource.
+        _stmt("QueueAges", ["cloudwatch:GetMetricData", "cloudwatch:PutMetricData"], "*"),
     ]
     digest_fn = f"arn:aws:lambda:*:*:function:{r.function_name('run_digest')}"
     digest_rows = [*_READ, "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:BatchWriteItem"]

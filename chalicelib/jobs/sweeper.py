@@ -57,6 +57,7 @@ class SweepResult:
     checked: int = 0
     with_work: int = 0
     started: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)  # queues seen holding email (their age is measured after)
     failed: int = 0  # checks that raised (other than the queue having been removed meanwhile)
     first_error: BaseException | None = None
 
@@ -85,12 +86,12 @@ class Sweeper:
         self._segment = segment
         self._clock = clock
 
-    def sweep(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> list[str]:
+    def sweep(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> SweepResult:
         """Start a drain for every queue with work and no live lease, in the time `remaining_ms` leaves;
-        returns those queues."""
+        says what it checked, found and started (a check left behind may still add to it)."""
         result = self.run(remaining_ms)
         self._report(result)
-        return list(result.started)  # a check left behind may still add to it
+        return result
 
     def run(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> SweepResult:
         urls = self.our_queues()
@@ -158,6 +159,7 @@ class Sweeper:
                 result.checked += 1
                 if outcome is not None:
                     result.with_work += 1
+                    result.busy.append(name)
                 if outcome:
                     result.started.append(name)
 

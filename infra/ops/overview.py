@@ -32,7 +32,6 @@ from collections import defaultdict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -42,6 +41,7 @@ from chalicelib.core.config import Settings
 from chalicelib.core.drainer_shares import SLOT_SEPARATOR
 from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.routing import tenant_queue_name
+from chalicelib.jobs.queue_age import QueueAge
 from chalicelib.stores.pauses import Pause
 from chalicelib.stores.queue_activity import utc_day
 from chalicelib.stores.timeline import minute_key
@@ -54,9 +54,7 @@ HOUR_S = 3600
 # A queue is behind its rate when email waited this long and the last whole minute went at under this share of it.
 SLOW_AFTER_S = 120.0
 SLOW_SHARE = 0.5
-AGE_LOOK_BACK_MIN = 20  # SQS publishes an inactive queue's metrics up to 15 minutes late
 BACKLOG_KEPT_S = 60.0  # a disabled endpoint's held requests are counted again after this long
-METRIC_QUERIES_PER_CALL = 500  # GetMetricData's most queries per request
 
 
 @dataclass(frozen=True)
@@ -229,27 +227,13 @@ class Reader:
         return QueueLine(url.rsplit("/", 1)[-1], *(int(a.get(n, 0)) for n in names))
 
     def _oldest(self, names: list[str], problems: list[str]) -> dict[str, float]:
-        """Each queue's oldest message's age: CloudWatch's newest datapoint of the last AGE_LOOK_BACK_MIN
-        minutes. Not known when CloudWatch cannot be read (said in `problems`; the rest of the page stands)."""
-        ages: dict[str, float] = {}
-        end = datetime.now(UTC) + timedelta(minutes=1)
-        for start in range(0, len(names), METRIC_QUERIES_PER_CALL):
-            chunk = names[start : start + METRIC_QUERIES_PER_CALL]
-            try:
-                answer = self.cloudwatch.get_metric_data(
-                    MetricDataQueries=[_age_query(i, name) for i, name in enumerate(chunk)],
-                    StartTime=end - timedelta(minutes=AGE_LOOK_BACK_MIN),
-                    EndTime=end,
-                    ScanBy="TimestampDescending",
-                )
-            except (ClientError, BotoCoreError) as exc:
-                problems.append(f"the age of the oldest email is not known: CloudWatch answered {exc}")
-                return ages
-            for result in answer.get("MetricDataResults", []):
-                values = result.get("Values") or []
-                if values:
-                    ages[chunk[int(result["Id"][1:])]] = float(values[0])
-        return ages
+        """Each queue's oldest message's age (chalicelib.jobs.queue_age, as the sweeper reads it). Not known
+        when CloudWatch cannot be read: said in `problems`, and the rest of the page stands."""
+        try:
+            return QueueAge(self.cloudwatch, self.settings.resources.stage).ages(names)
+        except (ClientError, BotoCoreError) as exc:
+            problems.append(f"the age of the oldest email is not known: CloudWatch answered {exc}")
+            return {}
 
     # --- tenants ------------------------------------------------------------------------------------------
     def _tenant(
@@ -314,21 +298,6 @@ class Reader:
             return WebhookLine(e.user_id, e.id, e.url, e.disabled_reason or "", e.disabled_at, n, more)
 
         return sorted((line(e) for e in endpoints), key=lambda w: (w.user_id, w.endpoint_id))
-
-
-def _age_query(i: int, queue: str) -> dict[str, Any]:
-    return {
-        "Id": f"q{i}",
-        "MetricStat": {
-            "Metric": {
-                "Namespace": "AWS/SQS",
-                "MetricName": "ApproximateAgeOfOldestMessage",
-                "Dimensions": [{"Name": "QueueName", "Value": queue}],
-            },
-            "Period": 60,
-            "Stat": "Maximum",
-        },
-    }
 
 
 def reader_of(settings: Settings, container: Any, client: Callable[[str], Any]) -> Reader:

@@ -176,7 +176,7 @@ def test_a_sweep_with_no_time_left_checks_nothing_and_does_not_raise():
     sqs = FakeSqs(dict.fromkeys(tenant_queues(3_000), 1))
     leases = FakeLeases()
     drains = Drains(leases)
-    assert sweeper(sqs, leases, drains, [A_MINUTE]).sweep(lambda: STOP_MARGIN_MS) == []
+    assert sweeper(sqs, leases, drains, [A_MINUTE]).sweep(lambda: STOP_MARGIN_MS).started == []
     assert not sqs.checks and not drains.started
 
 
@@ -211,6 +211,7 @@ def test_queues_whose_lease_is_held_are_skipped():
     drains = Drains(leases)
     result = sweeper(FakeSqs(dict.fromkeys(queues, 1)), leases, drains, [A_MINUTE]).run()
     assert set(drains.started) == set(queues[5:]) and result.with_work == 30
+    assert sorted(result.busy) == sorted(queues)  # each one's oldest email is measured, drained or not
 
 
 def test_one_queue_failing_is_logged_and_the_others_are_still_swept():

@@ -97,7 +97,8 @@ package: install
 	$(BIN)/moonsend package --stage $(STAGE)
 
 deploy: install
-	$(BIN)/moonsend deploy --stage $(STAGE) $(if $(ARTIFACTS_BUCKET),--artifacts-bucket $(ARTIFACTS_BUCKET))
+	$(BIN)/moonsend deploy --stage $(STAGE) $(if $(ARTIFACTS_BUCKET),--artifacts-bucket $(ARTIFACTS_BUCKET)) \
+		$(if $(OPERATOR_EMAIL),--operator-email $(OPERATOR_EMAIL))
 
 destroy: install
 	$(BIN)/moonsend destroy --stage $(STAGE)

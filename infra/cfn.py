@@ -29,6 +29,8 @@ from chalicelib.core.resources import (
 )
 from chalicelib.queueing.tenant_queues import ALARM_PERIOD_S
 from chalicelib.send.ses_sender import EVENT_DESTINATION, EVENT_TYPES
+from infra.monitoring import Limits, monitoring
+from infra.operator_env import stage_variables
 
 CHALICE_CONFIG = Path(__file__).resolve().parents[1] / ".chalice" / "config.json"
 # Chalice's logical ids of the functions and of their SNS event (CamelCase of the handler name).
@@ -53,7 +55,11 @@ KEPT = "RetainExceptOnCreate"
 # kms:Decrypt on its key, so CloudWatch's alarms and SES's events would be dropped without a word.
 TOPICS_KEY = "TopicsKey"
 # Which service publishes to which topic (the topic's policy and the key's policy both say so).
-SERVICE_PUBLISHERS = {"send_topic": "cloudwatch.amazonaws.com", "events_topic": "ses.amazonaws.com"}
+SERVICE_PUBLISHERS = {
+    "send_topic": "cloudwatch.amazonaws.com",
+    "events_topic": "ses.amazonaws.com",
+    "alerts_topic": "cloudwatch.amazonaws.com",
+}
 
 
 def _publish_policy(topic_id: str, sid: str, service: str, condition: dict[str, Any]) -> dict[str, Any]:
@@ -184,6 +190,12 @@ def _topics(r: Resources, producers: tuple[str, ...] = ()) -> dict[str, Any]:
     out["SendEmailsTopicPolicy"] = _publish_policy(
         r.send_topic.logical_id,
         "QueueAlarmsOfThisAccount",
+        "cloudwatch.amazonaws.com",
+        {"StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}}},
+    )
+    out["OperatorAlertsTopicPolicy"] = _publish_policy(
+        r.alerts_topic.logical_id,
+        "StageAlarmsOfThisAccount",
         "cloudwatch.amazonaws.com",
         {"StringEquals": {"AWS:SourceAccount": {"Ref": "AWS::AccountId"}}},
     )
@@ -593,12 +605,18 @@ def merge_template(stage: str) -> dict[str, Any]:
     )
     for part in parts:
         resources.update(part)
+    watch = monitoring(r, Limits.of(stage_variables(stage)))
+    resources.update(watch["Resources"])
     return {
         "Description": f"moonsend ({stage}): multi-tenant email sending on SES",
+        "Parameters": watch["Parameters"],
+        "Conditions": watch["Conditions"],
         "Resources": resources,
         "Outputs": {
             "PrecompileEmailTopicArn": {"Value": {"Ref": r.precompile_topic.logical_id}},
             "DeadLetterQueueUrl": {"Value": {"Ref": r.dead_letter_queue.logical_id}},
             "FailedInvocationsQueueUrl": {"Value": {"Ref": r.failed_invocations_queue.logical_id}},
+            "OperatorAlertsTopicArn": {"Value": {"Ref": r.alerts_topic.logical_id}},
+            "DashboardName": {"Value": {"Ref": "Dashboard"}},
         },
     }

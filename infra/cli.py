@@ -1042,6 +1042,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
             bucket,
             data_file=Path(report.data_template),
             region=region,
+            parameters={"OperatorEmail": args.operator_email} if args.operator_email is not None else None,
         )
         if args.dry_run:
             print("\n".join(str(a) for a in plan))
@@ -1311,6 +1312,12 @@ def build_parser() -> argparse.ArgumentParser:
     dp.add_argument("--endpoint", default=None, help=ENDPOINT_HELP)
     dp.add_argument("--dry-run", action="store_true", help="print the preflight and the plan, change nothing")
     dp.add_argument("--smoke-sender", default=None, help="check that the smoke's sender is a verified SES identity")
+    dp.add_argument(
+        "--operator-email",
+        default=None,
+        help="where the stage's alarms are e-mailed (AWS mails a confirmation link first); kept from the last "
+        "deploy when not given, '' to stop",
+    )
     dp.set_defaults(func=cmd_deploy)
 
     ds = sub.add_parser("destroy", help="remove a stage: tenant queues and alarms, payloads, the stack")

@@ -164,7 +164,8 @@ def execute(
                 Bucket=action.params["bucket"], Key=action.target, Body=action.params["body"].encode("utf-8")
             )
         elif action.kind == "deploy-stack":
-            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"], say=tell)
+            given = _parameters(action.params.get("declared", []), action.params.get("parameters", {}))
+            _deploy_stack(clients["cloudformation"], action.target, action.params["template_url"], given, say=tell)
         else:
             raise ValueError(f"unknown action {action.kind}")
 
@@ -338,14 +339,22 @@ def template_url(bucket: str, region: str, key: str) -> str:
     return f"https://{bucket}.s3.{region}.amazonaws.com/{key}"
 
 
-def _template_action(stage: str, name: str, template: dict[str, Any], bucket: str, region: str) -> list[Action]:
+def _template_action(
+    stage: str, name: str, template: dict[str, Any], bucket: str, region: str, parameters: dict[str, str] | None = None
+) -> list[Action]:
     """Upload a template under its content hash, then deploy it by URL: CloudFormation takes at most
-    51,200 bytes inline (TemplateBody) and 1 MB from S3 (TemplateURL), and ours is larger than the first."""
+    51,200 bytes inline (TemplateBody) and 1 MB from S3 (TemplateURL), and ours is larger than the first.
+    `parameters`: the values given for the template's parameters (one not given keeps its value)."""
     body = json.dumps(template, separators=(",", ":"))
     key = f"moonsend/{stage}/{name}-{hashlib.sha256(body.encode()).hexdigest()[:16]}.json"
+    declared = sorted(template.get("Parameters", {}))
     return [
         Action("upload-template", key, {"bucket": bucket, "body": body}),
-        Action("deploy-stack", name, {"template_url": template_url(bucket, region, key)}),
+        Action(
+            "deploy-stack",
+            name,
+            {"template_url": template_url(bucket, region, key), "parameters": parameters or {}, "declared": declared},
+        ),
     ]
 
 
@@ -357,6 +366,7 @@ def deploy_plan(
     *,
     data_file: Path | None = None,
     region: str = "us-east-1",
+    parameters: dict[str, str] | None = None,
 ) -> tuple[list[Action], dict]:
     """Upload the bundle under its content hash; deploy the data stack (tables, the links' key), then the
     app's stack pointing at the bundle, each template by URL."""
@@ -370,7 +380,7 @@ def deploy_plan(
     if data_file is not None:
         data = json.loads(data_file.read_text())
         plan += _template_action(stage, data_stack_name(stage), data, artifacts_bucket, region)
-    plan += _template_action(stage, stack_name(stage), template, artifacts_bucket, region)
+    plan += _template_action(stage, stack_name(stage), template, artifacts_bucket, region, parameters)
     return plan, template
 
 
@@ -406,10 +416,20 @@ def queue_reuse_wait(events: list[dict[str, Any]], now: datetime) -> float | Non
     return None
 
 
+def _parameters(declared: Iterable[str], given: dict[str, str]) -> list[dict[str, Any]]:
+    """CreateChangeSet's Parameters: each given value; each declared one not given keeps the stack's value
+    (UsePreviousValue; dropped for a stack's first create, which takes the template's default)."""
+    return [
+        {"ParameterKey": k, "ParameterValue": given[k]} if k in given else {"ParameterKey": k, "UsePreviousValue": True}
+        for k in declared
+    ]
+
+
 def _deploy_stack(
     cfn: Any,
     name: str,
     url: str,
+    parameters: list[dict[str, Any]] | None = None,
     *,
     say: Callable[[str], None] = print,
     sleep: Callable[[float], None] = time.sleep,
@@ -424,7 +444,7 @@ def _deploy_stack(
     the rest of SQS's 60 s has passed, saying so."""
     for attempt in range(1, CREATE_ATTEMPTS + 1):
         try:
-            _deploy_stack_once(cfn, name, url)
+            _deploy_stack_once(cfn, name, url, parameters or [])
             return
         except WaiterError:
             wait = queue_reuse_wait(_recent_events(cfn, name), now()) if attempt < CREATE_ATTEMPTS else None
@@ -445,16 +465,23 @@ def _recent_events(cfn: Any, name: str) -> list[dict[str, Any]]:
         return []
 
 
-def _deploy_stack_once(cfn: Any, name: str, url: str) -> None:
+def _deploy_stack_once(cfn: Any, name: str, url: str, parameters: list[dict[str, Any]]) -> None:
     status = _stack_status(cfn, name)
     if status in _DEAD_ON_ARRIVAL:
         cfn.delete_stack(StackName=name)
         cfn.get_waiter("stack_delete_complete").wait(StackName=name)
         status = None
     kind = "CREATE" if status is None else "UPDATE"
+    if kind == "CREATE":  # nothing to keep: a parameter not given takes the template's default
+        parameters = [p for p in parameters if not p.get("UsePreviousValue")]
     change_set = f"moonsend-{int(time.time())}"
     cfn.create_change_set(
-        StackName=name, ChangeSetName=change_set, ChangeSetType=kind, TemplateURL=url, Capabilities=CAPABILITIES
+        StackName=name,
+        ChangeSetName=change_set,
+        ChangeSetType=kind,
+        TemplateURL=url,
+        Capabilities=CAPABILITIES,
+        Parameters=parameters,
     )
     try:
         cfn.get_waiter("change_set_create_complete").wait(StackName=name, ChangeSetName=change_set)

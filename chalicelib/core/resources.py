@@ -170,6 +170,8 @@ class Resources:
     # SES publishes its sending events (Send, Reject, and later Delivery, Bounce, Complaint) here,
     # through the configuration set below.
     events_topic: TopicDef
+    # The stage's alarms notify operators here (infra.monitoring); its e-mail subscription is a deploy parameter.
+    alerts_topic: TopicDef
     tenants_table: TableDef
     campaigns_table: TableDef
     ledger_table: TableDef
@@ -230,7 +232,7 @@ class Resources:
 
     @property
     def topics(self) -> tuple[TopicDef, ...]:
-        return (self.precompile_topic, self.send_topic, self.events_topic, *self.extra_topics)
+        return (self.precompile_topic, self.send_topic, self.events_topic, self.alerts_topic, *self.extra_topics)
 
     @property
     def tables(self) -> tuple[TableDef, ...]:
@@ -321,6 +323,7 @@ def resources_for(app_name: str, stage: str, account_id: str = "123456789012") -
         precompile_topic=TopicDef("PrecompileEmailTopic", f"{p}-PrecompileEmail"),
         send_topic=TopicDef("SendEmailsTopic", f"{p}-SendEmails"),
         events_topic=TopicDef("SesEventsTopic", f"{p}-SesEvents"),
+        alerts_topic=TopicDef("OperatorAlertsTopic", f"{p}-operator-alerts"),
         tenants_table=TableDef("TenantsTable", f"{p}-tenants", hash_key="user_id"),
         # One item per campaign: its counters and summary; newest first by the index of when it was created.
         campaigns_table=TableDef(

@@ -7,8 +7,11 @@ CloudWatch, actions run only on a state change: AlarmActions when the alarm goes
 or INSUFFICIENT_DATA), OKActions when it goes into OK, never again while the state holds. SNS actions
 get the JSON notification CloudWatch publishes (the shape in seed 003).
 
-Metrics come from the queues themselves (AWS/SQS ApproximateNumberOf*): the only namespace the app
-alarms on. Each alarm is evaluated once per `Period * time_scale` seconds; the local stack compresses
+Metrics come from the queues themselves (AWS/SQS ApproximateNumberOf*); an alarm on any other namespace
+reads what was put into moto's CloudWatch (the sweeper's `moonsend` OldestQueuedEmailSeconds), over its
+last period of real time. AWS's own Lambda and SES metrics are not emulated: their alarms see missing data.
+
+Each alarm is evaluated once per `Period * time_scale` seconds; the local stack compresses
 time (a 60 s period is evaluated every second) so that a demo does not wait a minute per step.
 
 With `aws_timing` (`moonsend up --aws-timing`) time is not compressed and the metrics arrive as SQS
@@ -25,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -190,7 +193,7 @@ class AlarmEvaluator(Periodic):
 
     def metric_value(self, alarm: dict[str, Any]) -> float | None:
         if alarm.get("Namespace") != "AWS/SQS":
-            return None
+            return self._put_value(alarm)
         attribute = SQS_METRICS.get(alarm.get("MetricName", ""))
         queue = next((d["Value"] for d in alarm.get("Dimensions", []) if d["Name"] == "QueueName"), None)
         if attribute is None or queue is None:
@@ -207,6 +210,27 @@ class AlarmEvaluator(Periodic):
         except ClientError:
             return None  # the queue is gone: missing data
         return float(attrs["Attributes"][attribute])
+
+    def _put_value(self, alarm: dict[str, Any]) -> float | None:
+        """A metric something put into CloudWatch (PutMetricData: the sweeper's oldest queued email), as the
+        alarm's statistic over its last period of real time; None (missing data) when nothing was put. AWS's
+        own Lambda and SES metrics are never put here, and stay missing."""
+        period = max(60, int(alarm.get("Period") or 60))
+        end = datetime.now(UTC)
+        try:
+            points = self._cw.get_metric_statistics(
+                Namespace=alarm["Namespace"],
+                MetricName=alarm.get("MetricName", ""),
+                Dimensions=alarm.get("Dimensions", []),
+                StartTime=end - timedelta(seconds=period),
+                EndTime=end + timedelta(seconds=1),
+                Period=period,
+                Statistics=[alarm.get("Statistic") or "Maximum"],
+            )["Datapoints"]
+        except ClientError:
+            return None
+        values = [float(p[alarm.get("Statistic") or "Maximum"]) for p in points]
+        return max(values) if values else None
 
     def _live_counts(self, queue: str) -> dict[str, int] | None:
         if self._queue_counts is not None:

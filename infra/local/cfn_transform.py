@@ -12,8 +12,9 @@ template at a URL:
   given to moto as `Retain`, the only policy moto's CloudFormation keeps (see `kept_on_delete`);
 - once moto has executed the change set, the stack is given its template's outputs (`give_outputs`), and
   the kept resources that are AWS resources (alarms, topic and
-  queue policies, SQS subscriptions, SES configuration sets and their destinations, secrets) are made
-  through the endpoint's own APIs, as the local stack makes them for itself.
+  queue policies, SQS and e-mail subscriptions, SES configuration sets and their destinations, secrets) are
+  made through the endpoint's own APIs, as the local stack makes them for itself, those with a Condition
+  only when it holds for the change set's parameters.
 
 Lambda's event sources and SNS-to-Lambda subscriptions, and the API, are left out: no runtime runs a stage
 deployed this way (a deploy rehearsal operates it; the local stack runs the stage it creates itself).
@@ -27,6 +28,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
@@ -51,7 +53,8 @@ class ChangeSetTransforms:
     def __init__(self, client: Callable[[str], Any], region: str) -> None:
         self._client = client  # the operator's client of a service, to the endpoint
         self._region = region
-        self._kept: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}  # (stack, change set) -> stood in
+        # (stack, change set) -> what it stood in for, and the values its conditions are decided with
+        self._kept: dict[tuple[str, str], _Kept] = {}
         self._lock = threading.Lock()
 
     def rewrite(self, params: Mapping[str, str], account: str) -> bytes | None:
@@ -77,14 +80,17 @@ class ChangeSetTransforms:
         bucket, key = location
         local_key = f"{key}.local-{hashlib.sha256(body).hexdigest()[:12]}.json"
         self._client("s3").put_object(Bucket=bucket, Key=local_key, Body=body)
+        values = _parameter_values(params, template, self._previous(params["StackName"]))
         with self._lock:
-            self._kept[(params["StackName"], params["ChangeSetName"])] = stood_in
+            self._kept[(params["StackName"], params["ChangeSetName"])] = _Kept(
+                stood_in, values, template.get("Conditions", {})
+            )
         url = params["TemplateURL"].replace(key, local_key)
         return urlencode({**params, "TemplateURL": url}).encode()
 
     def executed(self, params: Mapping[str, str]) -> None:
         """After moto executed a change set: make the resources it kept out of it."""
-        from infra.local.cloudformation import Resolver, _stand_in, stood_in_ref
+        from infra.local.cloudformation import Conditions, Resolver, _stand_in, stood_in_ref
 
         if params.get("Action") != "ExecuteChangeSet":
             return
@@ -93,9 +99,11 @@ class ChangeSetTransforms:
         give_outputs(stack, account, self._region)
         with self._lock:
             kept = self._kept.pop((stack, change_set), None)
+        if kept is None:
+            return
         # Only what exists as an AWS resource of its own; the runtime's parts (event sources, Lambda
         # subscriptions, retries) and the API have nothing to run them here.
-        stood_in = {k: v for k, v in (kept or {}).items() if v["Type"] in MADE_AFTER}
+        stood_in = {k: v for k, v in kept.stood_in.items() if v["Type"] in MADE_AFTER}
         if not stood_in:
             return
         cfn = self._client("cloudformation")
@@ -107,13 +115,46 @@ class ChangeSetTransforms:
         physical = {s["LogicalResourceId"]: s.get("PhysicalResourceId", "") for s in summaries}
         types = {s["LogicalResourceId"]: s["ResourceType"] for s in summaries}
         physical.update({k: stood_in_ref(k, v) for k, v in stood_in.items()})
+        physical.update(kept.parameters)
         types.update({k: v["Type"] for k, v in stood_in.items()})
         exports = {
             e["Name"]: e["Value"] for page in cfn.get_paginator("list_exports").paginate() for e in page["Exports"]
         }
         resolve = Resolver(physical, types, self._region, account, None, exports)
+        holds = Conditions(kept.conditions, resolve)
+        stood_in = {k: v for k, v in stood_in.items() if holds(v.get("Condition"))}
         clients = {n: self._client(n) for n in ("cloudwatch", "sns", "sqs", "sesv2", "secretsmanager")}
         _stand_in(stood_in, resolve, clients, {})
+
+    def _previous(self, stack: str) -> dict[str, str]:
+        """The stack's parameter values now (before the change set), for those a change set keeps."""
+        try:
+            found = self._client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+        except Exception:  # no such stack yet: a create
+            return {}
+        return {p["ParameterKey"]: p.get("ParameterValue", "") for p in found.get("Parameters", [])}
+
+
+@dataclass(frozen=True)
+class _Kept:
+    stood_in: dict[str, dict[str, Any]]
+    parameters: dict[str, str]  # the template's parameters, as the change set decides them
+    conditions: dict[str, Any]
+
+
+def _parameter_values(params: Mapping[str, str], template: dict[str, Any], previous: dict[str, str]) -> dict[str, str]:
+    """Each of the template's parameters: the change set's value, the stack's before (UsePreviousValue), or
+    the template's default (the query protocol's `Parameters.member.N.ParameterKey` and so on)."""
+    values = {k: str(p.get("Default", "")) for k, p in template.get("Parameters", {}).items()}
+    n = 1
+    while f"Parameters.member.{n}.ParameterKey" in params:
+        key = params[f"Parameters.member.{n}.ParameterKey"]
+        if params.get(f"Parameters.member.{n}.UsePreviousValue", "").lower() == "true":
+            values[key] = previous.get(key, values.get(key, ""))
+        else:
+            values[key] = params.get(f"Parameters.member.{n}.ParameterValue", "")
+        n += 1
+    return values
 
 
 def give_outputs(stack_name: str, account: str, region: str) -> None:

@@ -32,7 +32,7 @@ STOOD_IN = {
     "AWS::ApiGateway::RestApi": "the app's routes are served by `chalice local` on --api-port",
     "AWS::ApiGateway::Deployment": "(part of the API above)",
     "AWS::ApiGateway::Stage": "(part of the API above)",
-    "AWS::SNS::Subscription": "to Lambda: the runtime invokes it for each publish; to SQS: Subscribe",
+    "AWS::SNS::Subscription": "to Lambda: the runtime invokes it for each publish; to SQS or e-mail: Subscribe",
     "AWS::SQS::QueuePolicy": "set as the queue's Policy attribute",
     "AWS::Lambda::EventSourceMapping": (
         "the runtime's SQS and stream pollers (infra.local.sqs_poller, stream_poller), after Lambda's checks"
@@ -390,6 +390,8 @@ def _create_one(
     ]
     physical = {s["LogicalResourceId"]: s.get("PhysicalResourceId", "") for s in summaries}
     physical.update({k: stood_in_ref(k, v) for k, v in stood_in.items()})
+    # The template's own parameters, at their defaults (a local stack is created with none given).
+    physical.update({k: str(p.get("Default", "")) for k, p in template_in.get("Parameters", {}).items()})
     types = {k: v["Type"] for k, v in template["Resources"].items()} | {k: v["Type"] for k, v in stood_in.items()}
     streams = {
         k: clients["dynamodb"].describe_table(TableName=physical[k])["Table"]["LatestStreamArn"]
@@ -397,7 +399,8 @@ def _create_one(
         if v["Type"] == "AWS::DynamoDB::Table" and "StreamSpecification" in v.get("Properties", {})
     }
     resolve = Resolver(physical, types, region, account, streams, exports)
-    _stand_in(stood_in, resolve, clients, secret_values or {})
+    holds = Conditions(template_in.get("Conditions", {}), resolve)
+    _stand_in({k: v for k, v in stood_in.items() if holds(v.get("Condition"))}, resolve, clients, secret_values or {})
     _bucket_cors(template, physical, clients["s3"])
     outputs = {o["OutputKey"]: o["OutputValue"] for o in stack.get("Outputs", [])}
     own_exports = {
@@ -486,6 +489,32 @@ def _schedules(events: Any, by_arn: dict[str, str]) -> list[tuple[str, str, str]
     return out
 
 
+class Conditions:
+    """A template's Conditions, as CloudFormation evaluates them (the ones our templates use)."""
+
+    def __init__(self, conditions: dict[str, Any], resolve: Resolver) -> None:
+        self._conditions = conditions
+        self._resolve = resolve
+
+    def __call__(self, name: str | None) -> bool:
+        return True if name is None else self._holds(self._conditions[name])
+
+    def _holds(self, value: Any) -> bool:
+        ((key, arg),) = value.items()
+        if key == "Fn::Equals":
+            left, right = (self._resolve(v) for v in arg)
+            return bool(left == right)
+        if key == "Fn::Not":
+            return not self._holds(arg[0])
+        if key == "Fn::And":
+            return all(self._holds(v) for v in arg)
+        if key == "Fn::Or":
+            return any(self._holds(v) for v in arg)
+        if key == "Condition":
+            return self(arg)
+        raise TemplateError(f"condition {key} is not evaluated by the local stack (add it to Conditions)")
+
+
 def _stand_in(
     stood_in: dict[str, dict[str, Any]], resolve: Resolver, clients: dict[str, Any], secret_values: dict[str, str]
 ) -> None:
@@ -510,6 +539,8 @@ def _stand_in(
             clients["sns"].subscribe(
                 TopicArn=props["TopicArn"], Protocol="sqs", Endpoint=props["Endpoint"], Attributes=attributes
             )
+        elif kind == "AWS::SNS::Subscription" and props.get("Protocol") == "email":  # the operator's alerts
+            clients["sns"].subscribe(TopicArn=props["TopicArn"], Protocol="email", Endpoint=props["Endpoint"])
         elif kind == "AWS::SES::ConfigurationSet":
             _ensure_configuration_set(clients["sesv2"], props["Name"])
         elif kind == "AWS::SecretsManager::Secret":
@@ -552,6 +583,7 @@ def _ensure_secret(sm: Any, props: dict[str, Any], value: str | None) -> None:
 
 _ALARM_KEYS = (
     "AlarmName",
+    "AlarmDescription",
     "Namespace",
     "MetricName",
     "Dimensions",

@@ -8,7 +8,7 @@ import pytest
 from botocore.exceptions import WaiterError
 from botocore.stub import ANY, Stubber
 
-from infra.deploy import Action, _deploy_stack, destroy_plan, email_at_risk, execute
+from infra.deploy import Action, _deploy_stack, _parameters, destroy_plan, email_at_risk, execute
 from infra.smoke import simulator_addresses, smoke_messages
 
 URL = "https://my-artifacts.s3.us-east-1.amazonaws.com/moonsend/dev/moonsend-dev-0123.json"
@@ -32,7 +32,7 @@ def _missing(stub):
     )
 
 
-def _create_through_a_change_set(stub, kind):
+def _create_through_a_change_set(stub, kind, parameters=()):
     stub.add_response(
         "create_change_set",
         {"Id": "arn:cs", "StackId": "arn:stack"},
@@ -42,6 +42,7 @@ def _create_through_a_change_set(stub, kind):
             "ChangeSetType": kind,
             "TemplateURL": URL,
             "Capabilities": ["CAPABILITY_IAM", "CAPABILITY_NAMED_IAM", "CAPABILITY_AUTO_EXPAND"],
+            "Parameters": list(parameters),
         },
     )
     stub.add_response("describe_change_set", {"Status": "CREATE_COMPLETE", "ExecutionStatus": "AVAILABLE"}, None)
@@ -71,6 +72,22 @@ def test_an_existing_stack_is_updated(cfn):
     stub.add_response("describe_stacks", _stack("UPDATE_COMPLETE"), {"StackName": "moonsend-dev"})
     _create_through_a_change_set(stub, "UPDATE")
     _deploy_stack(client, "moonsend-dev", URL)
+
+
+def test_the_operators_email_is_kept_by_an_update_that_does_not_give_it_and_set_by_one_that_does(cfn):
+    """`moonsend deploy` without --operator-email must not unsubscribe the operator from the stage's alarms."""
+    client, stub = cfn
+    kept = _parameters(["OperatorEmail"], {})
+    assert kept == [{"ParameterKey": "OperatorEmail", "UsePreviousValue": True}]
+    stub.add_response("describe_stacks", _stack("UPDATE_COMPLETE"), {"StackName": "moonsend-dev"})
+    _create_through_a_change_set(stub, "UPDATE", kept)
+    _deploy_stack(client, "moonsend-dev", URL, kept)
+    given = _parameters(["OperatorEmail"], {"OperatorEmail": "ops@example.org"})
+    assert given == [{"ParameterKey": "OperatorEmail", "ParameterValue": "ops@example.org"}]
+    # A first create has nothing to keep: the template's default (no subscription).
+    _missing(stub)
+    _create_through_a_change_set(stub, "CREATE", [])
+    _deploy_stack(client, "moonsend-dev", URL, kept)
 
 
 def test_the_smoke_mails_simulator_addresses_labelled_with_its_campaign_so_it_can_run_again():

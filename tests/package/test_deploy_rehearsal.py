@@ -123,6 +123,11 @@ def _ops_page_acts_as_the_cli_does(stack, user: str) -> None:
         page.close()
 
 
+def _output(stack, key: str) -> str:
+    outputs = stack.client("cloudformation").describe_stacks(StackName=f"moonsend-{STAGE}")["Stacks"][0]["Outputs"]
+    return next(o["OutputValue"] for o in outputs if o["OutputKey"] == key)
+
+
 def _ok(run: subprocess.CompletedProcess[str]) -> str:
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return run.stdout
@@ -268,8 +273,16 @@ def test_deploy_operate_destroy_and_deploy_again_as_an_operator_would(stack, uid
     r = resources_for("moonsend", STAGE, "123456789012")
     user = f"rehearsal-{uid}"
     try:
-        said = _ok(_operator(stack, "deploy", "--stage", STAGE))
+        said = _ok(_operator(stack, "deploy", "--stage", STAGE, "--operator-email", "ops@example.org"))
         assert "deployed stacks moonsend-dev-data and moonsend-dev" in said
+        # The stage's alarms, their topic's e-mail subscription (the deploy parameter) and its dashboard.
+        alerts = stack.client("sns").list_subscriptions_by_topic(TopicArn=_output(stack, "OperatorAlertsTopicArn"))
+        assert [(s["Protocol"], s["Endpoint"]) for s in alerts["Subscriptions"]] == [("email", "ops@example.org")]
+        watch = stack.client("cloudwatch").describe_alarms(AlarmNamePrefix=f"{r.prefix}-")["MetricAlarms"]
+        assert {f"{r.prefix}-send-errors", f"{r.prefix}-oldest-queued-email", f"{r.prefix}-bounce-rate"} <= {
+            a["AlarmName"] for a in watch
+        }
+        assert stack.client("cloudwatch").get_dashboard(DashboardName=r.prefix)["DashboardBody"]
         assert _status(stack, "moonsend-dev-data") == _status(stack, "moonsend-dev") == "CREATE_COMPLETE"
         names = {f["FunctionName"] for f in stack.client("lambda").list_functions()["Functions"]}
         assert {r.function_name(h) for h in FUNCTION_IDS.values()} <= names

@@ -204,5 +204,6 @@ def sweep_queues(event: CloudWatchEvent) -> None:
     """Start a drain for every queue with work and no drainer (alarms fire only on state changes), then put
     the oldest queued email's age, over every queue, for the stage's alarm."""
     c = wiring.container()
-    swept = c.sweeper.sweep(_remaining_ms(event))
-    c.queue_age.record(swept.busy)
+    remaining_ms = _remaining_ms(event)
+    swept = c.sweeper.sweep(remaining_ms)
+    c.queue_age.record(swept.busy, remaining_ms)

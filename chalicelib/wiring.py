@@ -605,7 +605,7 @@ class Container:
 
     @cached_property
     def queue_age(self) -> QueueAge:
-        return QueueAge(aws.client("cloudwatch", self.settings.region), self.settings.resources.stage)
+        return QueueAge(aws.brief_client("cloudwatch", self.settings.region), self.settings.resources.stage)
 
     @cached_property
     def schedule(self) -> ScheduleStore:

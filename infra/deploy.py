@@ -240,13 +240,19 @@ def _delete_stack(
 
 def _stack_status_and_reason(cfn: Any, name: str) -> tuple[str | None, str]:
     """The stack's status and its reason ((None, ""): no such stack)."""
+    stack = _describe(cfn, name)
+    if stack is None:
+        return None, ""
+    return str(stack["StackStatus"]), str(stack.get("StackStatusReason", ""))
+
+
+def _describe(cfn: Any, name: str) -> dict[str, Any] | None:
     try:
-        stack = cfn.describe_stacks(StackName=name)["Stacks"][0]
+        return dict(cfn.describe_stacks(StackName=name)["Stacks"][0])
     except cfn.exceptions.ClientError as exc:
         if "does not exist" in str(exc):
-            return None, ""
+            return None
         raise
-    return str(stack["StackStatus"]), str(stack.get("StackStatusReason", ""))
 
 
 def _forget_schedules(dynamodb: Any, table: str) -> None:
@@ -466,14 +472,17 @@ def _recent_events(cfn: Any, name: str) -> list[dict[str, Any]]:
 
 
 def _deploy_stack_once(cfn: Any, name: str, url: str, parameters: list[dict[str, Any]]) -> None:
-    status = _stack_status(cfn, name)
+    stack = _describe(cfn, name)
+    status = str(stack["StackStatus"]) if stack else None
     if status in _DEAD_ON_ARRIVAL:
         cfn.delete_stack(StackName=name)
         cfn.get_waiter("stack_delete_complete").wait(StackName=name)
-        status = None
+        status, stack = None, None
     kind = "CREATE" if status is None else "UPDATE"
-    if kind == "CREATE":  # nothing to keep: a parameter not given takes the template's default
-        parameters = [p for p in parameters if not p.get("UsePreviousValue")]
+    # A value is kept only where the stack has one: CloudFormation refuses UsePreviousValue for a parameter
+    # the stack never had (a first create; a stack from before the parameter), which then takes its default.
+    had = {p["ParameterKey"] for p in (stack or {}).get("Parameters", [])}
+    parameters = [p for p in parameters if not p.get("UsePreviousValue") or p["ParameterKey"] in had]
     change_set = f"moonsend-{int(time.time())}"
     cfn.create_change_set(
         StackName=name,

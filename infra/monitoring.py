@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from chalicelib.core.metrics import SERVICE
 from chalicelib.core.resources import Resources
 
 OPERATOR_EMAIL = "OperatorEmail"
@@ -47,6 +48,9 @@ class AlarmSpec:
     threshold: float
     comparison: str = "GreaterThanOrEqualToThreshold"
     evaluation_periods: int = 1
+    # No data is no trouble for most (an idle stage publishes nothing); for a metric put every minute, no
+    # data means its writer stopped: `missing`, and the operator is told of INSUFFICIENT_DATA too.
+    treat_missing: str = "notBreaching"
 
     def resource(self, topic_id: str) -> dict[str, Any]:
         return {
@@ -63,10 +67,10 @@ class AlarmSpec:
                 "DatapointsToAlarm": self.evaluation_periods,
                 "Threshold": self.threshold,
                 "ComparisonOperator": self.comparison,
-                # No data is no trouble: an idle stage publishes nothing for most of these.
-                "TreatMissingData": "notBreaching",
+                "TreatMissingData": self.treat_missing,
                 "AlarmActions": [{"Ref": topic_id}],
                 "OKActions": [{"Ref": topic_id}],
+                **({"InsufficientDataActions": [{"Ref": topic_id}]} if self.treat_missing == "missing" else {}),
             },
         }
 
@@ -153,6 +157,10 @@ def alarms(r: Resources, limits: Limits) -> list[AlarmSpec]:
             "Maximum",
             300,
             limits.oldest_queued_s,
+            # Two periods of ten minutes: a queue the sweeper reaches only some minutes (a sweep short of
+            # time) does not flap between ALARM and OK.
+            evaluation_periods=2,
+            treat_missing="missing",  # the sweeper puts a datapoint every minute, 0 included
         ),
         AlarmSpec(
             "WebhookBacklogAlarm",
@@ -217,6 +225,12 @@ def operator_alerts(r: Resources) -> dict[str, Any]:
     }
 
 
+def drain_dimensions(stage: str, plan: str) -> tuple[str, ...]:
+    """A drain's EMF record's dimensions (chalicelib.core.metrics; Powertools adds `service`): CloudWatch
+    matches a metric by its whole set of dimensions, so a widget must name every one."""
+    return ("stage", stage, "plan", plan, "service", SERVICE)
+
+
 FUNCTIONS = ("precompile_email", "send_emails", "api_handler", "sweep_queues", "ses_events", "deliver_webhooks")
 
 
@@ -243,12 +257,13 @@ def dashboard(r: Resources) -> dict[str, Any]:
         }
 
     emf = [
-        metric(NAMESPACE, m, "stage", r.stage, "plan", p, label=f"{m} ({p})")
+        metric(NAMESPACE, m, *drain_dimensions(r.stage, p), label=f"{m} ({p})")
         for m in ("Sent", "Failed")
         for p in ("paid", "free")
     ]
     throttled = [
-        metric(NAMESPACE, "Throttled", "stage", r.stage, "plan", p, label=f"throttled ({p})") for p in ("paid", "free")
+        metric(NAMESPACE, "Throttled", *drain_dimensions(r.stage, p), label=f"throttled ({p})")
+        for p in ("paid", "free")
     ]
     queues = (r.free_queue, r.dead_letter_queue, r.failed_invocations_queue, r.events_queue, r.webhooks_queue)
     depth = [

@@ -27,6 +27,16 @@ _SEND_CONFIG = Config(
     retries={"mode": "standard", "total_max_attempts": 1}, max_pool_connections=64, user_agent=USER_AGENT
 )
 
+# A call that must fit in what is left of a short function (the sweeper's metric, after its minute's sweep):
+# quick timeouts and one retry, so that a slow service costs seconds, not the invocation.
+_BRIEF_CONFIG = Config(
+    connect_timeout=2,
+    read_timeout=5,
+    retries={"mode": "standard", "total_max_attempts": 2},
+    max_pool_connections=8,
+    user_agent=USER_AGENT,
+)
+
 # pynamodb's own client settings (15 s to connect, 30 s to read, four attempts), with the fixed User-Agent.
 _TABLE_CONFIG = Config(
     parameter_validation=False,
@@ -60,6 +70,13 @@ def _get(key: tuple[str, ...], make: Any) -> Any:
 def client(service: str, region: str) -> Any:
     """The platform's own client for a service (the Lambda role's credentials)."""
     return _get(("platform", service, region), lambda s: s.client(service, region_name=region, config=_CONFIG))
+
+
+def brief_client(service: str, region: str) -> Any:
+    """The platform's client for calls that must end within seconds (quick timeouts, one retry)."""
+    return _get(
+        ("platform-brief", service, region), lambda s: s.client(service, region_name=region, config=_BRIEF_CONFIG)
+    )
 
 
 def send_client(service: str, region: str) -> Any:

@@ -24,6 +24,7 @@ from typing import Any
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
 NAMESPACE = "moonsend"
+SERVICE = "moonsend"  # Powertools' `service` dimension, on every record
 _file_lock = threading.Lock()
 
 
@@ -58,7 +59,7 @@ def drain_record(
     lag: QueueLag,
 ) -> dict[str, Any]:
     """The EMF record of one drain."""
-    m = EphemeralMetrics(namespace=NAMESPACE, service="moonsend")
+    m = EphemeralMetrics(namespace=NAMESPACE, service=SERVICE)
     m.add_dimension(name="stage", value=stage)
     m.add_dimension(name="plan", value=plan)
     for name, value in counts.items():

@@ -13,6 +13,7 @@ month pays about $43 for it; PutMetricData one request a minute ($0.43 a month) 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +25,8 @@ NAMESPACE = "moonsend"
 METRIC = "OldestQueuedEmailSeconds"
 LOOK_BACK_MIN = 20
 QUERIES_PER_CALL = 500  # GetMetricData's most
+# Each call needs this much of the function's time left (the client's timeouts are 2 s and 5 s, two tries).
+MIN_TIME_LEFT_MS = 15_000
 
 
 class QueueAge:
@@ -31,17 +34,21 @@ class QueueAge:
         self._cw = cloudwatch
         self._stage = stage
 
-    def record(self, queues: list[str]) -> float | None:
-        """Measure the oldest email's age over `queues` and put it; returns it (seconds). CloudWatch refusing
-        is logged, not raised: the sweep it follows did its work, and the next minute measures again."""
+    def record(self, queues: list[str], remaining_ms: Callable[[], int] = lambda: 60_000) -> float | None:
+        """Measure the oldest email's age over `queues` and put it; returns it (seconds). Only with
+        MIN_TIME_LEFT_MS of the function's time left before each call: a measure is skipped rather than the
+        sweep it follows turned into a timed-out invocation (retried, then a failed invocation). CloudWatch
+        refusing is logged, not raised: the sweep did its work, and the next minute measures again."""
         try:
-            return self._record(queues)
-        except (ClientError, BotoCoreError) as exc:
+            return self._record(queues, remaining_ms)
+        except (ClientError, BotoCoreError, TimeoutError) as exc:
             log.warning("oldest queued email not measured", error=repr(exc), queues=len(queues))
             return None
 
-    def _record(self, queues: list[str]) -> float:
-        oldest = max(self.ages(queues).values(), default=0.0)
+    def _record(self, queues: list[str], remaining_ms: Callable[[], int]) -> float:
+        oldest = max(self.ages(queues, remaining_ms).values(), default=0.0)
+        if remaining_ms() < MIN_TIME_LEFT_MS:
+            raise TimeoutError("too little of the sweep's time left to put the measure")
         self._cw.put_metric_data(
             Namespace=NAMESPACE,
             MetricData=[
@@ -57,11 +64,13 @@ class QueueAge:
             log.info("oldest queued email", seconds=oldest, queues=len(queues))
         return oldest
 
-    def ages(self, queues: list[str]) -> dict[str, float]:
+    def ages(self, queues: list[str], remaining_ms: Callable[[], int] = lambda: 60_000) -> dict[str, float]:
         """Each queue's newest `ApproximateAgeOfOldestMessage` (a queue with no datapoint yet is left out)."""
         end = datetime.now(UTC) + timedelta(minutes=1)
         out: dict[str, float] = {}
         for start in range(0, len(queues), QUERIES_PER_CALL):
+            if remaining_ms() < MIN_TIME_LEFT_MS:
+                raise TimeoutError("too little of the sweep's time left to read the queues' ages")
             chunk = queues[start : start + QUERIES_PER_CALL]
             answer = self._cw.get_metric_data(
                 MetricDataQueries=[_query(i, q) for i, q in enumerate(chunk)],

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from infra.local.periodic import Periodic
 
@@ -214,7 +214,10 @@ class AlarmEvaluator(Periodic):
     def _put_value(self, alarm: dict[str, Any]) -> float | None:
         """A metric something put into CloudWatch (PutMetricData: the sweeper's oldest queued email), as the
         alarm's statistic over its last period of real time; None (missing data) when nothing was put. AWS's
-        own Lambda and SES metrics are never put here, and stay missing."""
+        own Lambda and SES metrics are never put here, and stay missing. Real time, not the compressed
+        period: what puts these (a schedule) runs at its real rate, a datapoint a minute."""
+        if str(alarm.get("Namespace", "")).startswith("AWS/"):
+            return None  # AWS's own (Lambda's, SES's): nothing here puts them, and a read scans every datapoint
         period = max(60, int(alarm.get("Period") or 60))
         end = datetime.now(UTC)
         try:
@@ -227,8 +230,8 @@ class AlarmEvaluator(Periodic):
                 Period=period,
                 Statistics=[alarm.get("Statistic") or "Maximum"],
             )["Datapoints"]
-        except ClientError:
-            return None
+        except (ClientError, BotoCoreError):
+            return None  # the endpoint going away (a stop): missing data, not every later alarm's tick lost
         values = [float(p[alarm.get("Statistic") or "Maximum"]) for p in points]
         return max(values) if values else None
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
-from infra.local.cfn_limits import moto_objects, s3_location
+from infra.local.cfn_limits import Refusal, moto_objects, s3_location
 
 _SAM = "AWS::Serverless-2016-10-31"
 # The kept resources made through the endpoint's APIs once the change set ran (by infra.local.cloudformation).
@@ -142,15 +142,33 @@ class _Kept:
     conditions: dict[str, Any]
 
 
+class ChangeSetRefused(Exception):
+    """A change set CloudFormation refuses when it is made (the gateway answers with the refusal)."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        super().__init__(refusal.message)
+        self.refusal = refusal
+
+
 def _parameter_values(params: Mapping[str, str], template: dict[str, Any], previous: dict[str, str]) -> dict[str, str]:
     """Each of the template's parameters: the change set's value, the stack's before (UsePreviousValue), or
-    the template's default (the query protocol's `Parameters.member.N.ParameterKey` and so on)."""
+    the template's default (the query protocol's `Parameters.member.N.ParameterKey` and so on). As
+    CloudFormation, UsePreviousValue for a parameter the stack does not have (a create, a stack from before
+    the parameter) is refused."""
     values = {k: str(p.get("Default", "")) for k, p in template.get("Parameters", {}).items()}
     n = 1
     while f"Parameters.member.{n}.ParameterKey" in params:
         key = params[f"Parameters.member.{n}.ParameterKey"]
         if params.get(f"Parameters.member.{n}.UsePreviousValue", "").lower() == "true":
-            values[key] = previous.get(key, values.get(key, ""))
+            if key not in previous:
+                raise ChangeSetRefused(
+                    Refusal(
+                        "ValidationError",
+                        f"Invalid input for parameter key {key}. Cannot specify usePreviousValue as true "
+                        "for a parameter key not in the previous template",
+                    )
+                )
+            values[key] = previous[key]
         else:
             values[key] = params.get(f"Parameters.member.{n}.ParameterValue", "")
         n += 1

@@ -596,6 +596,7 @@ _ALARM_KEYS = (
     "TreatMissingData",
     "AlarmActions",
     "OKActions",
+    "InsufficientDataActions",
 )
 
 

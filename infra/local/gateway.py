@@ -276,7 +276,10 @@ class Gateway:
         """Deploy's change sets: SAM expanded, and what moto cannot create made after (infra.local.cfn_transform)."""
         assert self.cfn_transforms is not None
         params = cfn_transform.form(_read_body(environ))
-        rewritten = self.cfn_transforms.rewrite(params, cfn_limits.caller_account(environ, access_key))
+        try:
+            rewritten = self.cfn_transforms.rewrite(params, cfn_limits.caller_account(environ, access_key))
+        except cfn_transform.ChangeSetRefused as refused:
+            return _respond(start_response, refused.refusal.response())
         if rewritten is not None:
             environ["wsgi.input"], environ["CONTENT_LENGTH"] = io.BytesIO(rewritten), str(len(rewritten))
         line, headers, answer = self._moto_answer(environ)

@@ -6,9 +6,12 @@ dimension `QueueName`. The operator's page reads the age from CloudWatch with Ge
 AWS; this puts the same datapoints into moto's CloudWatch, read from moto's queues in this process.
 
 A minute here is `60 * time_scale` seconds, as for the alarm evaluator (a demo does not wait a minute per
-step). moto keeps every datapoint in one list for ever; datapoints of AWS/SQS older than `KEEP_S` are dropped
-so that a stack left running does not grow without end (CloudWatch itself keeps one-minute datapoints 15 days:
-nothing here reads back further than an hour).
+step). Only queues that hold messages are published: SQS publishes an empty queue's zeros too, but every
+reader here (the sweeper's measure, the operator's page) asks only about queues that hold email, and the
+alarm evaluator reads the queues themselves; the zeros of a hundred idle queues a second cost the whole
+stack CPU for nothing. moto keeps every datapoint in one list for ever, and each read scans all of it:
+datapoints of AWS/SQS older than `KEEP_S` are dropped, at most once a `FORGET_EVERY_S` (CloudWatch keeps
+one-minute datapoints 15 days: nothing here reads back further than 20 minutes).
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any
 from infra.local.periodic import Periodic
 
 NAMESPACE = "AWS/SQS"
-KEEP_S = 2 * 3600.0
+KEEP_S = 30 * 60.0
+FORGET_EVERY_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -87,14 +91,19 @@ class SqsMetrics(Periodic):
         self._backend = cloudwatch_backend
         self._clock = clock
         self._lock = threading.Lock()
+        self._forgot_at = float("-inf")
 
     def tick(self) -> None:
         now = self._clock()
         backend = self._backend()
         with self._lock:
             for name, queue in list(self._queues()):
-                backend.put_metric_data(NAMESPACE, datapoints(sample_of(name, queue), now))
-            self._forget_before(backend, now - KEEP_S)
+                sample = sample_of(name, queue)
+                if sample.visible or sample.not_visible or sample.delayed:
+                    backend.put_metric_data(NAMESPACE, datapoints(sample, now))
+            if now - self._forgot_at >= FORGET_EVERY_S:
+                self._forgot_at = now
+                self._forget_before(backend, now - KEEP_S)
 
     @staticmethod
     def _forget_before(backend: Any, cutoff_s: float) -> None:

@@ -12,6 +12,7 @@ import json
 import re
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -64,10 +65,21 @@ def _campaign(stack, user: str, campaign: str, n: int, rate: float = 10) -> list
     return recipients
 
 
+def _follow(browser, link_text: str) -> None:
+    """Click a link of the overview, which the page's own refresh may replace between finding and clicking."""
+    for _ in range(20):
+        try:
+            browser.find_element(By.PARTIAL_LINK_TEXT, link_text).click()
+            return
+        except StaleElementReferenceException:
+            continue
+    raise AssertionError(f"the link {link_text!r} kept being replaced")
+
+
 def _confirm_and_act(browser, link_text: str | None = None) -> str:
     """On a confirmation page (after following `link_text`): the action's button; the page's answer."""
     if link_text is not None:
-        browser.find_element(By.PARTIAL_LINK_TEXT, link_text).click()
+        _follow(browser, link_text)
     WebDriverWait(browser, 15).until(lambda d: d.find_elements(By.CSS_SELECTOR, "form[action$='/act'] button"))
     shoot(browser, "ops-confirm")
     browser.find_element(By.CSS_SELECTOR, "form[action$='/act'] button[type='submit']").click()

@@ -309,3 +309,21 @@ def test_a_missing_or_oversize_object_is_refused(stack, uid, bucket) -> None:
     with pytest.raises(ClientError) as caught:
         cfn.validate_template(TemplateURL=template_url(bucket, region, key))
     assert caught.value.response["Error"]["Message"] == "Template may not exceed 1000000 bytes in size."
+
+
+def test_a_change_sets_parameters_are_decided_as_cloudformation_decides_them() -> None:
+    """A value given; the stack's before (UsePreviousValue); the template's default; and, as AWS, no
+    UsePreviousValue for a parameter the stack does not have (deploy then leaves it to its default)."""
+    import pytest
+
+    from infra.local.cfn_transform import ChangeSetRefused, _parameter_values
+
+    declared = {"Parameters": {"OperatorEmail": {"Type": "String", "Default": ""}, "Other": {"Type": "String"}}}
+    given = {"Parameters.member.1.ParameterKey": "OperatorEmail", "Parameters.member.1.ParameterValue": "a@x.org"}
+    assert _parameter_values(given, declared, {}) == {"OperatorEmail": "a@x.org", "Other": ""}
+    keep = {"Parameters.member.1.ParameterKey": "OperatorEmail", "Parameters.member.1.UsePreviousValue": "true"}
+    assert _parameter_values(keep, declared, {"OperatorEmail": "b@x.org"})["OperatorEmail"] == "b@x.org"
+    with pytest.raises(ChangeSetRefused) as refused:
+        _parameter_values(keep, declared, {})  # a stack from before the parameter
+    status, _headers, body = refused.value.refusal.response()
+    assert status == 400 and b"<Code>ValidationError</Code>" in body and b"usePreviousValue" in body

@@ -46,15 +46,20 @@ def test_a_queues_oldest_message_ages_in_cloudwatch_as_sqs_publishes_it(stack, u
         sqs.delete_queue(QueueUrl=url)
 
 
-class _Queue:
-    """An empty moto queue, as far as the sampler reads one."""
+class _Message:
+    def __init__(self, sent_ms: float) -> None:
+        self.sent_timestamp = sent_ms
 
-    approximate_number_of_messages = 0
+
+class _Queue:
+    """A moto queue, as far as the sampler reads one: `held` messages sent `age_s` ago (FIFO's list)."""
+
     approximate_number_of_messages_not_visible = 0
     approximate_number_of_messages_delayed = 0
 
-    def __init__(self) -> None:
-        self._messages: list = []
+    def __init__(self, held: int = 0, age_s: float = 0.0) -> None:
+        self.approximate_number_of_messages = held
+        self._messages = [_Message((time.time() - age_s) * 1000) for _ in range(held)]
 
 
 def test_datapoints_older_than_it_keeps_are_dropped_and_others_namespaces_kept():
@@ -62,7 +67,7 @@ def test_datapoints_older_than_it_keeps_are_dropped_and_others_namespaces_kept()
 
     backend = CloudWatchBackend("us-east-1", "123456789012")
     clock = [time.time() - KEEP_S - 600]
-    metrics = SqsMetrics(lambda: [("q", _Queue())], lambda: backend, clock=lambda: clock[0])
+    metrics = SqsMetrics(lambda: [("q", _Queue(1, 30)), ("idle", _Queue())], lambda: backend, clock=lambda: clock[0])
     metrics.tick()
     backend.put_metric_data(
         "moonsend",
@@ -82,4 +87,6 @@ def test_datapoints_older_than_it_keeps_are_dropped_and_others_namespaces_kept()
         for d in backend.metric_data
     }
     assert kinds == {(NAMESPACE, True), ("moonsend", False)}
-    assert len(backend.metric_data) == 4 + 1  # one minute of the queue's four metrics, and the other namespace's
+    # One minute of the busy queue's four metrics, and the other namespace's; the idle queue's zeros never.
+    assert len(backend.metric_data) == 4 + 1
+    assert {d.dimensions[0].value for d in backend.metric_data if d.namespace == NAMESPACE} == {"q"}

@@ -22,8 +22,9 @@ def cfn():
         stub.assert_no_pending_responses()
 
 
-def _stack(status):
-    return {"Stacks": [{"StackName": "moonsend-dev", "CreationTime": "2026-11-25T00:00:00Z", "StackStatus": status}]}
+def _stack(status, parameters=()):
+    stack = {"StackName": "moonsend-dev", "CreationTime": "2026-11-25T00:00:00Z", "StackStatus": status}
+    return {"Stacks": [{**stack, "Parameters": [{"ParameterKey": k, "ParameterValue": v} for k, v in parameters]}]}
 
 
 def _missing(stub):
@@ -79,12 +80,22 @@ def test_the_operators_email_is_kept_by_an_update_that_does_not_give_it_and_set_
     client, stub = cfn
     kept = _parameters(["OperatorEmail"], {})
     assert kept == [{"ParameterKey": "OperatorEmail", "UsePreviousValue": True}]
-    stub.add_response("describe_stacks", _stack("UPDATE_COMPLETE"), {"StackName": "moonsend-dev"})
+    had = _stack("UPDATE_COMPLETE", [("OperatorEmail", "ops@example.org")])
+    stub.add_response("describe_stacks", had, {"StackName": "moonsend-dev"})
     _create_through_a_change_set(stub, "UPDATE", kept)
     _deploy_stack(client, "moonsend-dev", URL, kept)
     given = _parameters(["OperatorEmail"], {"OperatorEmail": "ops@example.org"})
     assert given == [{"ParameterKey": "OperatorEmail", "ParameterValue": "ops@example.org"}]
-    # A first create has nothing to keep: the template's default (no subscription).
+
+
+def test_a_stack_from_before_the_parameter_and_a_first_create_take_its_default(cfn):
+    """CloudFormation refuses UsePreviousValue for a parameter not in the stack's template: a first create,
+    and the first update of a stack deployed before the parameter existed."""
+    client, stub = cfn
+    kept = _parameters(["OperatorEmail"], {})
+    stub.add_response("describe_stacks", _stack("UPDATE_COMPLETE"), {"StackName": "moonsend-dev"})  # none
+    _create_through_a_change_set(stub, "UPDATE", [])
+    _deploy_stack(client, "moonsend-dev", URL, kept)
     _missing(stub)
     _create_through_a_change_set(stub, "CREATE", [])
     _deploy_stack(client, "moonsend-dev", URL, kept)

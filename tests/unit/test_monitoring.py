@@ -53,15 +53,27 @@ AWS_METRICS = {
 }
 
 
-def _ours() -> set[str]:
-    """What moonsend writes to its namespace: a drain's EMF record, read back, and the sweeper's datapoint."""
+def _drain_record() -> dict:
     counts = {"Sent": 3, "Failed": 1, "Throttled": 2, "Retried": 1, "Duplicates": 0}
     lag = QueueLag()
     lag.add(120)
-    record = drain_record(stage="prod", plan="paid", queue="q", tenant="t", counts=counts, lag=lag)
-    (directive,) = record["_aws"]["CloudWatchMetrics"]
+    return drain_record(stage="prod", plan="paid", queue="q", tenant="t", counts=counts, lag=lag)
+
+
+def _ours() -> set[str]:
+    """What moonsend writes to its namespace: a drain's EMF record, read back, and the sweeper's datapoint."""
+    (directive,) = _drain_record()["_aws"]["CloudWatchMetrics"]
     assert directive["Namespace"] == queue_age.NAMESPACE
     return {m["Name"] for m in directive["Metrics"]} | {queue_age.METRIC}
+
+
+def _dimension_sets() -> dict[str, set[frozenset[str]]]:
+    """Each moonsend metric's dimension names, as it is written: CloudWatch matches a metric by all of them."""
+    (directive,) = _drain_record()["_aws"]["CloudWatchMetrics"]
+    drain = {frozenset(d) for d in directive["Dimensions"]}
+    sets: dict[str, set[frozenset[str]]] = {m["Name"]: drain for m in directive["Metrics"]}
+    sets[queue_age.METRIC] = {frozenset({"stage"})}
+    return sets
 
 
 def _known(namespace: str, metric: str) -> bool:
@@ -72,6 +84,8 @@ def test_every_alarm_watches_a_metric_that_is_published_and_none_is_a_tenants():
     r = resources_for("moonsend", "prod")
     for a in alarms(r, Limits()):
         assert _known(a.namespace, a.metric), (a.name, a.namespace, a.metric)
+        if a.namespace == queue_age.NAMESPACE:
+            assert frozenset(n for n, _v in a.dimensions) in _dimension_sets()[a.metric], a.name
         assert r.tenant_queue_prefix not in json.dumps(a.resource("T")), a.name  # an idle tenant costs nothing
         assert a.name.startswith(r.prefix)
 
@@ -84,6 +98,9 @@ def test_every_dashboard_metric_is_published():
         for line in widget["properties"]["metrics"]:
             namespace, metric = line[0], line[1]
             assert _known(namespace, metric), (widget["properties"]["title"], namespace, metric)
+            if namespace == queue_age.NAMESPACE:  # every dimension the writer gives, or the line stays empty
+                names = frozenset(line[2:-1:2])
+                assert names in _dimension_sets()[metric], (metric, sorted(names))
             seen += 1
     titles = " ".join(w["properties"]["title"] for w in body["widgets"]).lower()
     for part in (

@@ -6,7 +6,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.jobs.queue_age import METRIC, NAMESPACE, QUERIES_PER_CALL, QueueAge
+from chalicelib.jobs.queue_age import METRIC, MIN_TIME_LEFT_MS, NAMESPACE, QUERIES_PER_CALL, QueueAge
 
 
 class FakeCloudWatch:
@@ -58,3 +58,11 @@ def test_a_thousand_and_one_queues_are_asked_five_hundred_at_a_time():
 def test_cloudwatch_refusing_is_logged_and_the_sweep_is_not_failed():
     cw = FakeCloudWatch({}, fail=True)
     assert QueueAge(cw, "prod").record(["q1"]) is None and cw.put == []
+
+
+def test_with_too_little_of_the_functions_time_left_the_measure_is_skipped_not_the_sweep_timed_out():
+    cw = FakeCloudWatch({"q1": 40.0})
+    assert QueueAge(cw, "prod").record(["q1"], lambda: MIN_TIME_LEFT_MS - 1) is None
+    assert cw.asked == [] and cw.put == []
+    left = iter([60_000, MIN_TIME_LEFT_MS - 1])  # enough to read the ages, then not to put them
+    assert QueueAge(cw, "prod").record(["q1"], lambda: next(left)) is None and cw.put == []

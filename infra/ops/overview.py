@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -298,7 +297,3 @@ class Reader:
             return WebhookLine(e.user_id, e.id, e.url, e.disabled_reason or "", e.disabled_at, n, more)
 
         return sorted((line(e) for e in endpoints), key=lambda w: (w.user_id, w.endpoint_id))
-
-
-def reader_of(settings: Settings, container: Any, client: Callable[[str], Any]) -> Reader:
-    return Reader(settings, container, client("sqs"), client("cloudwatch"))

@@ -104,5 +104,4 @@ def _shown(action: str, question: str, consequence: str, verb: str, **fixed: str
         "verb": verb,
         "fixed": fixed,
         "pauses": (),
-        "problem": None,
     }

@@ -39,6 +39,7 @@ from chalicelib.core.resources import (
     WEBHOOKS_BATCH_SIZE,
 )
 from chalicelib.core.routing import require_our_queue
+from chalicelib.feedback.sending_status import EVENT_PATTERN
 from chalicelib.send import drain_chain
 from chalicelib.send.triggers import parse_trigger
 
@@ -134,6 +135,13 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
         return dict(process_partial_response(event.to_dict(), record, processor))
     finally:
         batch.flush()
+
+
+@app.on_cw_event(EVENT_PATTERN, name="ses_sending_status")
+def ses_sending_status(event: CloudWatchEvent) -> None:
+    """SES paused or enabled one of the platform account's SES tenants: its pause followed, or lifted
+    (chalicelib.feedback.sending_status)."""
+    wiring.container().sending_status.follow(event.to_dict())
 
 
 # The HTTP side: every route, by resource (chalicelib.api); Chalice's own refusals as problems too.

@@ -41,6 +41,7 @@ from chalicelib.digest.schedules import DigestSchedules, run_input
 from chalicelib.digest.status import DigestStatusReader
 from chalicelib.digest.topic import PrecompileTopic
 from chalicelib.feedback.reports import Reports
+from chalicelib.feedback.sending_status import SendingStatus
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.feedback.unsubscribe import Unsubscribes
 from chalicelib.ingest.precompile import Outlets, Precompiler, RecipientChecks, Rendering, SenderChecks
@@ -87,6 +88,7 @@ from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.lease import Leases
 from chalicelib.stores.ledger import Ledger
+from chalicelib.stores.pauses import SES
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.people import PeopleStore
 from chalicelib.stores.platform_identities import PlatformIdentities
@@ -360,6 +362,20 @@ class Container:
             self.retry,
             TenantPausing(self.tenants, self.ses_tenants),
             Rescheduling(self.schedule, self.stats),
+        )
+
+    @cached_property
+    def sending_status(self) -> SendingStatus:
+        def resume_ses(user_id: str) -> tuple[bool, str]:
+            done = self.actions.resume_tenant(user_id, by_tenant=False, owner=SES)
+            return done.ok, done.message
+
+        return SendingStatus(
+            self.tenants,
+            self.ses_tenants,
+            resume_ses,
+            lambda: (s.user_id for s in self.tenants.every()),
+            self.settings.resources.prefix,
         )
 
     @cached_property

@@ -39,6 +39,7 @@ FUNCTIONS = (
     "precompile_email",
     "send_emails",
     "ses_events",
+    "ses_sending_status",
     "sweep_queues",
     "release_scheduled",
     "retire_idle_queues",
@@ -250,6 +251,13 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
             [_queue(r.events_queue.name)],
         ),
     ]
+    # SES's sending status events followed (chalicelib.feedback.sending_status): SES's status read, the tenant
+    # paused as SES or SES's pause lifted; its parked email put back and a drain started (the release's grants).
+    sending_status = [
+        _stmt("Registry", [*_READ, "dynamodb:UpdateItem", "dynamodb:Scan"], [tables["TenantsTable"]]),
+        ses_tenant_status,
+        _stmt("DrainerOnDuty", _READ, [tables["LeasesTable"]]),
+    ]
     link_key = _stmt(
         "LinkSigningKey",
         ["secretsmanager:GetSecretValue"],
@@ -269,6 +277,7 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
     ]
+    sending_status.extend(release)
     api = [
         link_key,
         *release,
@@ -520,6 +529,7 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         "precompile_email": precompile,
         "send_emails": send,
         "ses_events": events,
+        "ses_sending_status": sending_status,
         "sweep_queues": sweep,
         "release_scheduled": releaser,
         "retire_idle_queues": retire,

@@ -36,6 +36,7 @@ FUNCTION_IDS = {
     "PrecompileEmail": "precompile_email",
     "SendEmails": "send_emails",
     "SesEvents": "ses_events",
+    "SesSendingStatus": "ses_sending_status",
     "SweepQueues": "sweep_queues",
     "ReleaseScheduled": "release_scheduled",
     "RetireIdleQueues": "retire_idle_queues",

@@ -202,6 +202,8 @@ class CreatedStack:
     stood_in: tuple[str, ...]  # logical ids created by the stack instead of moto's CloudFormation
     api: dict[str, Any]  # the REST API's Swagger body, as API Gateway would be given it (infra.local.api_gateway)
     api_compression: int | None = None  # its MinimumCompressionSize: bodies this big or more are gzipped
+    # (rule ARN, event pattern, function name) of every rule with an event pattern (infra.local.event_bus)
+    event_rules: tuple[tuple[str, str, str], ...] = ()
 
 
 class Resolver:
@@ -344,6 +346,7 @@ def create(
         tuple(k for part in parts for k in part.stood_in),
         rest_api.get("Body", {}),
         rest_api.get("MinimumCompressionSize"),
+        _event_rules(clients["events"], by_arn),
     )
 
 
@@ -487,6 +490,18 @@ def _schedules(events: Any, by_arn: dict[str, str]) -> list[tuple[str, str, str]
                 if target["Arn"] in by_arn:
                     out.append((rule["Arn"], rule["ScheduleExpression"], by_arn[target["Arn"]]))
     return out
+
+
+def _event_rules(events: Any, by_arn: dict[str, str]) -> tuple[tuple[str, str, str], ...]:
+    out = []
+    for page in events.get_paginator("list_rules").paginate():
+        for rule in page["Rules"]:
+            if "EventPattern" not in rule or rule.get("State") != "ENABLED":
+                continue
+            for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
+                if target["Arn"] in by_arn:
+                    out.append((rule["Arn"], rule["EventPattern"], by_arn[target["Arn"]]))
+    return tuple(out)
 
 
 class Conditions:

@@ -13,6 +13,12 @@ HIGH_BOUNCE_RATE is a high-impact finding (above LOW_BOUNCE_RATE a low-impact on
 tenant on a high-impact finding, `strict` on any, `none` never; the pause is SES-managed
 (`AwsSesManagedStatus` DISABLED, with the finding as its cause), and a customer-managed status of
 REINSTATED does not lift it, as SES documents. `enable()` lifts it, as SES would once the finding closes.
+
+Each change of a tenant's SES-managed or customer-managed status is put on the local event bus
+(infra.local.event_bus) as SES puts it on EventBridge's default bus: `Sending Status Disabled` or `Sending
+Status Enabled`, the tenant's ARN in `resources`, `detail.data` the origin and the new record, in the shape of
+the example in SES's Developer Guide (Tenants, "Setting up EventBridge notifications"). SES documents no
+`Enabled` example: it is the same shape with the enabled record (an assumption, docs/operations.md).
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import unquote
 
 POLICIES = ("none", "standard", "strict")
+AWS_MANAGED, CUSTOMER_MANAGED = "AWS_MANAGED", "CUSTOMER_MANAGED"
 POLICY_MIN_SENDS = 20
 HIGH_BOUNCE_RATE = 0.10
 LOW_BOUNCE_RATE = 0.05
@@ -93,6 +102,8 @@ class SesTenants:
         self._region = region
         self._tenants: dict[tuple[str, str], Tenant] = {}  # (account, name)
         self._lock = threading.Lock()
+        # (event source, detail-type, resources, detail, account) -> None: the stack's event bus, when set
+        self.put_event: Callable[[str, str, list[str], dict[str, Any], str], None] | None = None
 
     # --- the API ---------------------------------------------------------------------------------
     def handle(self, account: str, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes] | None:
@@ -170,6 +181,7 @@ class SesTenants:
         if status not in ("ENABLED", "REINSTATED", "DISABLED"):
             raise Answer(400, "BadRequestException", f"Invalid SendingStatus {status}.")
         t.customer = Status(status, "Status manually updated.")
+        self._changed(t, CUSTOMER_MANAGED, t.customer)
         return {}
 
     # --- sends -----------------------------------------------------------------------------------
@@ -202,8 +214,11 @@ class SesTenants:
         """SES lifts its pause (the finding closed)."""
         with self._lock:
             t = self._tenant(account, name)
+            was = t.aws.status
             t.aws = Status("ENABLED", None)
             t.sends = t.bounces = 0
+            if was != "ENABLED":
+                self._changed(t, AWS_MANAGED, t.aws)
 
     def tenants(self, account: str) -> dict[str, Tenant]:
         with self._lock:
@@ -216,6 +231,21 @@ class SesTenants:
         rate = t.bounces / t.sends
         return "HIGH" if rate > HIGH_BOUNCE_RATE else "LOW" if rate > LOW_BOUNCE_RATE else None
 
+    def _changed(self, t: Tenant, origin: str, record: Status) -> None:
+        """SES's event of the change, on the event bus (best effort, as SES's)."""
+        if self.put_event is None:
+            return
+        at = datetime.fromtimestamp(record.at, UTC)
+        shaped: dict[str, Any] = {
+            "status": record.status,
+            "lastUpdatedTimestamp": [at.year, at.month, at.day, at.hour, at.minute, at.second, at.microsecond * 1000],
+        }
+        if record.cause:
+            shaped["cause"] = record.cause
+        detail_type = "Sending Status Disabled" if record.status == "DISABLED" else "Sending Status Enabled"
+        detail = {"version": "1.0.0", "data": {"origin": origin, "record": shaped}}
+        self.put_event("aws.ses", detail_type, [t.arn], detail, t.arn.split(":")[4])
+
     def _apply(self, t: Tenant) -> None:
         impact = self._finding(t)
         policy = t.policy.rsplit("/", 1)[-1]
@@ -226,6 +256,7 @@ class SesTenants:
                 f"The bounce rate exceeded {HIGH_BOUNCE_RATE if impact == 'HIGH' else LOW_BOUNCE_RATE:.1%} based on "
                 f"a representative volume of {t.sends} emails.",
             )
+            self._changed(t, AWS_MANAGED, t.aws)
 
     def _tenant(self, account: str, name: str) -> Tenant:
         t = self._tenants.get((account, name))

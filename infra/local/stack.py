@@ -57,6 +57,7 @@ from infra.local.access import AccessControl
 from infra.local.alarms import AlarmEvaluator
 from infra.local.api_exchanges import ApiExchanges
 from infra.local.cloudformation import CreatedStack, EventSource, StreamSource
+from infra.local.event_bus import EventBus, envelope
 from infra.local.gateway import Gateway
 from infra.local.identity import RoleCredentials
 from infra.local.lambda_runtime import FunctionRunner, LocalFunction, functions_from_stack
@@ -199,6 +200,7 @@ class LocalStack:
         self.api_url: str | None = None
         self.api_exchanges = ApiExchanges()  # off until a test starts it (tests/e2e/conftest.py)
         self.scheduler: Scheduler | None = None
+        self.event_bus: EventBus | None = None  # EventBridge's default bus: SES's status events
         self.schedules: ScheduleRunner | None = None  # EventBridge Scheduler's (each digest's)
         self.app_module: Any = None
         self.created: CreatedStack | None = None
@@ -498,6 +500,14 @@ class LocalStack:
             self.sns.subscribe(topic_arn, functions[name])
         for rule_arn, expression, name in created.schedules:
             self.scheduler.add(functions[name], expression, rule_arn)
+        self.event_bus = EventBus(self.runner)
+        for rule_arn, pattern, name in created.event_rules:
+            self.event_bus.add(functions[name], pattern, rule_arn)
+        assert self.ses is not None
+        bus = self.event_bus
+        self.ses.tenants.put_event = lambda source, detail_type, resources, detail, account: bus.put(
+            envelope(source, detail_type, resources, detail, account=account, region=c.region)
+        )
         self.pollers = [self._poller(source, functions) for source in created.event_sources]
         self.stream_pollers = [self._stream_poller(source, functions) for source in created.stream_sources]
         self.sns.start()

@@ -7,6 +7,9 @@ template's grants."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from botocore.exceptions import ClientError
 
@@ -17,6 +20,7 @@ from infra.status import snapshot
 from tests.conftest import eventually, free_tenant
 
 pytestmark = pytest.mark.e2e
+FIXTURES = Path(__file__).parents[1] / "fixtures" / "ses_sending_status_events.json"
 
 
 def _ses(stack):
@@ -146,9 +150,57 @@ def test_ses_pausing_one_free_tenant_holds_its_email_and_no_other_tenants(stack,
     assert ses.get_tenant(TenantName=name)["Tenant"]["SendingStatus"] == "DISABLED"
     assert ses.get_tenant(TenantName=f"moonsend-local-{careful}")["Tenant"]["SendingStatus"] == "ENABLED"
 
-    # While SES keeps it paused, nobody resumes it here; once SES lifts it, a resume sends what was held.
+    # SES said so on EventBridge too, in the shape it documents (tests/fixtures), followed by
+    # ses_sending_status (chalicelib.feedback.sending_status).
+    said = [e for e in stack.event_bus.put_events if e["resources"] and f"/{name}/" in e["resources"][0]]
+    assert [e["detail-type"] for e in said] == ["Sending Status Disabled"]
+    documented = json.loads(FIXTURES.read_text())["examples"][1]["event"]
+    assert _shape(said[0]) == _shape(documented)
+    assert said[0]["detail"]["data"]["origin"] == "AWS_MANAGED"
+    assert said[0]["resources"][0].startswith(f"arn:aws:ses:{stack.config.region}:{stack.config.account_id}:tenant/")
+
+    # While SES keeps it paused, nobody resumes it here; once SES lifts it, its event resumes it with no
+    # operator, and what was held goes out.
     refused = c.actions.resume_tenant(careless, by_tenant=False)
     assert not refused.ok and "The bounce rate exceeded" in refused.message
     stack.ses.tenants.enable(stack.config.account_id, name)
-    assert c.actions.resume_tenant(careless, by_tenant=False).ok
+    assert eventually(lambda: not c.tenants.get(careless, fresh=True).pauses, 60)
     assert eventually(lambda: _sent(careless) == 40, 120), c.stats.get(careless, "spring")
+    said = [e for e in stack.event_bus.put_events if e["resources"] and f"/{name}/" in e["resources"][0]]
+    assert [e["detail-type"] for e in said] == ["Sending Status Disabled", "Sending Status Enabled"]
+
+
+def test_ses_enabling_a_tenant_lifts_only_sesses_pause_and_the_tenants_own_stands(stack, uid):
+    """Pauses have owners: SES's word lifts SES's pause, never the tenant's own."""
+    c = wiring.container()
+    user = f"both-{uid}"
+    sender = free_tenant(stack, user)
+    ses = _ses(stack)
+    name = c.ses_tenants.ensure(user, sender["emailAddress"], stack.config.region)
+    arn = ses.get_tenant(TenantName=name)["Tenant"]["TenantArn"]
+    # The platform's own (customer-managed) status: SES's event says CUSTOMER_MANAGED, as in AWS's example.
+    ses.update_reputation_entity_customer_managed_status(
+        ReputationEntityType="RESOURCE", ReputationEntityReference=arn, SendingStatus="DISABLED"
+    )
+    assert eventually(lambda: any(p.owner == "ses" for p in c.tenants.get(user, fresh=True).pauses), 60)
+    assert c.actions.pause_tenant(user, "holiday", by_tenant=True).ok
+    ses.update_reputation_entity_customer_managed_status(
+        ReputationEntityType="RESOURCE", ReputationEntityReference=arn, SendingStatus="ENABLED"
+    )
+    assert eventually(lambda: [p.owner for p in c.tenants.get(user, fresh=True).pauses] == ["tenant"], 60)
+    calls = [e for e in stack.event_bus.put_events if e["resources"] and f"/{name}/" in e["resources"][0]]
+    assert [(e["detail-type"], e["detail"]["data"]["origin"]) for e in calls] == [
+        ("Sending Status Disabled", "CUSTOMER_MANAGED"),
+        ("Sending Status Enabled", "CUSTOMER_MANAGED"),
+    ]
+    follower = stack.settings.resources.function_name("ses_sending_status")
+    assert not [d for d in stack.access.denied if d[0] == follower]
+
+
+def _shape(value):
+    """The event's keys, nested, with each value's JSON type: what AWS's example and ours must share."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items() if k not in ("version", "id")}
+    if isinstance(value, list):
+        return [_shape(value[0])] if value else []
+    return type(value).__name__

@@ -159,6 +159,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
         "PrecompileEmailRole",
         "SendEmailsRole",
         "SesEventsRole",
+        "SesSendingStatusRole",
         "SweepQueuesRole",
         "ReleaseScheduledRole",
         "RetireIdleQueuesRole",
@@ -198,6 +199,10 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     # ses_events neither sends nor invokes; of SES it reads only its SES tenants' status (the guard).
     ses_events_ses = {a for a in actions("SesEventsRole") if a.startswith(("ses:", "lambda:"))}
     assert ses_events_ses == {"ses:GetTenant", "ses:GetReputationEntity"}
+    # SES's status events are followed by reading SES's status: the follower cannot send or set SES's status,
+    # and invokes only the sender (a drain for the email it puts back).
+    status_ses = {a for a in actions("SesSendingStatusRole") if a.startswith(("ses:", "lambda:"))}
+    assert status_ses == {"ses:GetTenant", "ses:GetReputationEntity", "lambda:InvokeFunction"}
     # ses_events reads its own queue, as Lambda's poller does with the role, and no other queue.
     sqs = [
         (st["Action"], st["Resource"])
@@ -294,6 +299,7 @@ def test_each_function_has_its_own_role_with_only_its_own_actions(packaged):
     assert {r for r in roles if "ses:GetReputationEntity" in actions(r)} == {
         "SendEmailsRole",
         "SesEventsRole",
+        "SesSendingStatusRole",
         "ApiHandlerRole",
     }
     tenant_grants = {
@@ -310,7 +316,7 @@ def test_every_function_is_told_the_account_id(packaged):
     """Bucket names and topic ARNs are built from it: without it a function would name another account's."""
     _stage, _report, template = packaged
     functions = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::Serverless::Function"}
-    assert len(functions) == len(FUNCTION_IDS) == 14
+    assert len(functions) == len(FUNCTION_IDS) == 15
     for name, fn in functions.items():
         assert fn["Properties"]["Environment"]["Variables"]["MOONSEND_ACCOUNT_ID"] == {"Ref": "AWS::AccountId"}, name
 

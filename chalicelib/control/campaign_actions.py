@@ -184,7 +184,9 @@ class CampaignActions:
         if tenant is None:
             return Done(False, f"no tenant {user_id!r}")
         if not tenant.pauses:
-            return Done(True, "not paused")
+            # A resume killed between its lift and its unparking is repeated: what it parked goes back now.
+            n = self._parked.unpark(user_id)
+            return Done(True, f"not paused ({n} parked email put back)" if n else "not paused", n)
         owners = {TENANT} if by_tenant else set(OWNERS) if owner is None else {owner}
         lifting = [p for p in tenant.pauses if p.owner in owners]
         if not lifting:

@@ -135,11 +135,14 @@ class SendingStatus:
                 log.warning("tenant paused: SES's event followed", user=user, reason=status.reason)
                 return Followed(PAUSED, user, status.reason)
             return Followed(UNCHANGED, user, f"paused by SES already: {status.reason}")
-        if not any(p.owner == SES for p in tenant.pauses):
+        held_by_ses = any(p.owner == SES for p in tenant.pauses)
+        if tenant.pauses and not held_by_ses:
             return Followed(UNCHANGED, user, f"SES says {status.sending}; no pause of SES's stands")
+        # With no pause standing the resume is still taken: a try killed after lifting SES's pause and
+        # before putting the parked email back is retried, and this retry puts it back.
         lifted, message = self._resume_ses(user)
         log.info("SES's pause lifted: SES's event followed", user=user, lifted=lifted, answer=message)
-        return Followed(RESUMED if lifted else UNCHANGED, user, message)
+        return Followed(RESUMED if lifted and held_by_ses else UNCHANGED, user, message)
 
     def _user_of(self, name: str) -> str | None:
         """The tenant an SES tenant of this stage is (chalicelib.stores.ses_tenants.tenant_name)."""

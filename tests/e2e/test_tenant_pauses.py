@@ -295,3 +295,22 @@ def test_parked_free_email_whose_from_an_operator_gave_away_meanwhile_is_failed_
     assert f"its From address {sender['emailAddress']} is no longer this tenant's but another tenant's" in (
         reasons.pop() or ""
     )
+
+
+def test_a_resume_repeated_after_its_try_died_between_the_lift_and_the_unparking_puts_the_parked_email_back(
+    stack, uid
+):
+    # A Lambda killed (or a CLI interrupted) after the pause was lifted and before its parked email went back:
+    # the repeat finds the tenant not paused, and still puts the email back; nothing stays parked for good.
+    c = wiring.container()
+    user = f"halfresumed-{uid}"
+    sender = free_tenant(stack, user)
+    assert c.tenants.pause(user, OPERATOR, "paused by an operator: audit")
+    _publish(stack, user, sender, "news", 5)
+    held = parked_bucket(user, None)
+    assert eventually(lambda: sum(b.count for b in c.schedule.parked(held)) == 5, 60)
+    assert c.tenants.resume(user, [OPERATOR])  # the lift, and then the try died
+    again = c.actions.resume_tenant(user, by_tenant=False)
+    assert again.ok and again.message == "not paused (5 parked email put back)" and again.count == 5
+    assert eventually(lambda: len(_sends_of(stack, user)) == 5, 60)
+    assert c.schedule.parked(held) == []

@@ -92,7 +92,7 @@ def test_a_disabled_event_that_arrives_after_ses_enabled_the_tenant_again_pauses
     """Best effort and out of order: SES's status now decides, not the event's."""
     f = Following(_free("acme"), statuses={"acme": _status("acme", "ENABLED")})
     done = f.follower.follow(documented(0, "acme"))
-    assert done.what == UNCHANGED and not f.tenants.get("acme").pauses and f.resumed == []
+    assert done.what == UNCHANGED and not f.tenants.get("acme").pauses
 
 
 def test_once_ses_enables_the_tenant_its_event_lifts_sesses_pause_and_only_sesses():
@@ -116,6 +116,14 @@ def test_a_late_disabled_event_for_a_tenant_ses_reinstated_lifts_sesses_pause():
     f.follower.follow(documented(1, "acme"))
     f.ses.statuses["acme"] = _status("acme", "REINSTATED")
     assert f.follower.follow(documented(1, "acme")).what == RESUMED and not f.tenants.get("acme").pauses
+
+
+def test_a_retry_of_an_event_whose_try_died_after_lifting_sesses_pause_takes_the_resume_again():
+    """Killed between the lift and the parked email's return: Lambda's retry finds no pause, and still
+    resumes, which puts the parked email back (chalicelib.control.campaign_actions)."""
+    f = Following(_free("acme"), statuses={"acme": _status("acme", "ENABLED")})
+    done = f.follower.follow(documented(0, "acme"))
+    assert done.what == UNCHANGED and f.resumed == ["acme"]
 
 
 def test_a_tenant_named_by_its_digest_is_found_among_every_tenant():

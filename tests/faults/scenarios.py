@@ -350,6 +350,39 @@ def a_paused_campaign_resumed(stack: Any, user: str) -> Campaign:
     return replace(campaign, seen_broken=tuple(undone))
 
 
+def a_free_tenant_ses_enabled_again(stack: Any, user: str) -> Campaign:
+    """A free tenant whose SES tenant the platform disabled (SES's event pauses it as SES) while its campaign
+    came: the email parked, never failed. Then enabled again: that event (the invocation watched) lifts SES's
+    pause and puts the parked email back; every recipient mailed once."""
+    c = wiring.container()
+    sender = {"region": "us-east-1", "ratePerSecond": "10", "emailAddress": f"news@{user}.example", "fromName": "N"}
+    ses = stack.client("sesv2")
+    ses.create_email_identity(EmailIdentity=sender["emailAddress"])
+    c.tenants.accept(user, "free", parse_sender({"sender": sender}, []), c.ses.account_of)
+    name = c.ses_tenants.ensure(user, sender["emailAddress"], stack.config.region)
+    arn = ses.get_tenant(TenantName=name)["Tenant"]["TenantArn"]
+
+    def status(value: str) -> None:
+        ses.update_reputation_entity_customer_managed_status(
+            ReputationEntityType="RESOURCE", ReputationEntityReference=arn, SendingStatus=value
+        )
+
+    status("DISABLED")
+    _until(lambda: any(p.owner == "ses" for p in c.tenants.get(user, fresh=True).pauses))
+    campaign = _campaign(stack, user, [f"success+{user}-{i}@{SIMULATOR}" for i in range(3)], sender=sender)
+    _until(lambda: sum(b.count for b in c.schedule.parked(f"held#{user}")) == 3)
+    status("ENABLED")
+    return campaign
+
+
+def _until(done: Callable[[], bool], timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            raise AssertionError("the scenario's setting did not come about")
+        time.sleep(0.1)
+
+
 def _job(stack: Any, function: str, named: str, then_s: float = 60.0) -> None:
     """A scheduled function as its rule invokes it, the rule naming `named` (the tenant: the invocation
     watched). Killed or failed, its next run `then_s` later (the rule's rate) is the retry."""
@@ -377,6 +410,9 @@ SCENARIOS = {
     "webhook_jobs": Scenario("webhook_jobs", a_replay_of_held_deliveries),
     "upload_jobs": Scenario("upload_jobs", a_campaign_sent_from_an_upload),  # its reading of the file
     "upload_jobs_publish": Scenario("upload_jobs", a_campaign_sent_from_an_upload, also=('"job": "publish"',)),
+    "ses_sending_status": Scenario(
+        "ses_sending_status", a_free_tenant_ses_enabled_again, also=("Sending Status Enabled",)
+    ),
     "api_retry_failed": Scenario(API, a_retry_of_the_failed, also=("retry-failed",)),
     "api_cancel": Scenario(API, a_cancelled_campaign, also=("/cancel",)),
     "api_pause": Scenario(API, a_paused_campaign_resumed, also=("/pause",)),

@@ -8,8 +8,9 @@ or INSUFFICIENT_DATA), OKActions when it goes into OK, never again while the sta
 get the JSON notification CloudWatch publishes (the shape in seed 003).
 
 Metrics come from the queues themselves (AWS/SQS ApproximateNumberOf*); an alarm on any other namespace
-reads what was put into moto's CloudWatch (the sweeper's `moonsend` OldestQueuedEmailSeconds), over its
-last period of real time. AWS's own Lambda and SES metrics are not emulated: their alarms see missing data.
+reads what was put into moto's CloudWatch (the sweeper's `moonsend` OldestQueuedEmailSeconds, and SES's
+reputation rates that infra.local.ses_metrics puts as SES would), over its last period of real time.
+Lambda's own metrics are not emulated: their alarms see missing data.
 
 Each alarm is evaluated once per `Period * time_scale` seconds; the local stack compresses
 time (a 60 s period is evaluated every second) so that a demo does not wait a minute per step.
@@ -65,6 +66,8 @@ class Transition:
 
 
 # SQS: a queue with no messages for this long is inactive, and its metrics lag when it wakes up.
+# AWS namespaces whose metrics the local stack puts as AWS would (infra.local.ses_metrics).
+PUT_HERE = frozenset({"AWS/SES"})
 INACTIVE_AFTER_S = 6 * 3600
 WAKE_DELAY_S = 15 * 60
 
@@ -216,8 +219,9 @@ class AlarmEvaluator(Periodic):
         alarm's statistic over its last period of real time; None (missing data) when nothing was put. AWS's
         own Lambda and SES metrics are never put here, and stay missing. Real time, not the compressed
         period: what puts these (a schedule) runs at its real rate, a datapoint a minute."""
-        if str(alarm.get("Namespace", "")).startswith("AWS/"):
-            return None  # AWS's own (Lambda's, SES's): nothing here puts them, and a read scans every datapoint
+        namespace = str(alarm.get("Namespace", ""))
+        if namespace.startswith("AWS/") and namespace not in PUT_HERE:
+            return None  # AWS's own (Lambda's): nothing here puts them, and a read scans every datapoint
         period = max(60, int(alarm.get("Period") or 60))
         end = datetime.now(UTC)
         try:

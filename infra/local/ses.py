@@ -87,6 +87,33 @@ class SesAccount:
         }
 
 
+@dataclass
+class Feedback:
+    """An account's sends over the last 24 hours, and which bounce or complain (SES's mailbox simulator's
+    addresses): its reputation rates, as the stand-in's SES reports them."""
+
+    sends: deque[tuple[float, bool, bool]] = field(default_factory=deque)  # (when, bounced, complained)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def add(self, at: float, to: list[str]) -> None:
+        for address in to:
+            local, _, domain = address.lower().partition("@")
+            simulated = domain == SIMULATOR_DOMAIN
+            with self._lock:
+                self.sends.append(
+                    (at, simulated and local.startswith("bounce"), simulated and local.startswith("complaint"))
+                )
+
+    def rates(self, now: float) -> tuple[int, float, float] | None:
+        with self._lock:
+            while self.sends and self.sends[0][0] <= now - DAY_S:
+                self.sends.popleft()
+            n = len(self.sends)
+            if not n:
+                return None
+            return n, sum(b for _, b, _ in self.sends) / n, sum(c for _, _, c in self.sends) / n
+
+
 class Refused(Exception):
     """A send the stand-in refuses the way SES would (throttling, quota)."""
 
@@ -130,6 +157,7 @@ class SesStandIn:
         self._lock = threading.Lock()
         self._file_lock = threading.Lock()
         self._counters: dict[tuple[str, str], int] = {}
+        self._reputation: dict[str, Feedback] = {}  # account -> its sends and the simulator's feedback, a day
         self._clock = clock
         self._sleep = sleep
         self.outbox.mkdir(parents=True, exist_ok=True)
@@ -360,7 +388,18 @@ class SesStandIn:
             }
             with (self.outbox / "sends.jsonl").open("a", encoding="utf-8") as f:
                 f.write(json.dumps(line) + "\n")
+        self._reputation.setdefault(account, Feedback()).add(admitted_at, to)
         return path
+
+    def reputation_accounts(self) -> list[str]:
+        """The accounts that sent through the stand-in."""
+        return list(self._reputation)
+
+    def reputation(self, account: str, now: float | None = None) -> tuple[int, float, float] | None:
+        """The account's sends over the last 24 hours and its bounce and complaint rates over them, as SES
+        reports them in CloudWatch (infra.local.ses_metrics); None before it sent anything."""
+        feedback = self._reputation.get(account)
+        return feedback.rates(self._clock() if now is None else now) if feedback else None
 
 
 def read_headers(raw_mime: bytes) -> Message:

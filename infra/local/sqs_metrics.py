@@ -103,14 +103,15 @@ class SqsMetrics(Periodic):
                     backend.put_metric_data(NAMESPACE, datapoints(sample, now))
             if now - self._forgot_at >= FORGET_EVERY_S:
                 self._forgot_at = now
-                self._forget_before(backend, now - KEEP_S)
+                forget_before(backend, NAMESPACE, now - KEEP_S)
 
-    @staticmethod
-    def _forget_before(backend: Any, cutoff_s: float) -> None:
-        cutoff = datetime.fromtimestamp(cutoff_s, UTC).replace(tzinfo=None)
-        kept = [d for d in backend.metric_data if d.namespace != NAMESPACE or _when(d) >= cutoff]
-        if len(kept) != len(backend.metric_data):
-            backend.metric_data = kept
+
+def forget_before(backend: Any, namespace: str, cutoff_s: float) -> None:
+    """Drop the namespace's datapoints older than the cutoff from moto's CloudWatch (it keeps all for ever)."""
+    cutoff = datetime.fromtimestamp(cutoff_s, UTC).replace(tzinfo=None)
+    kept = [d for d in backend.metric_data if d.namespace != namespace or _when(d) >= cutoff]
+    if len(kept) != len(backend.metric_data):
+        backend.metric_data = kept
 
 
 def _when(datum: Any) -> datetime:

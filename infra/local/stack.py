@@ -65,6 +65,7 @@ from infra.local.platform import LOCAL_STAGE_SETTINGS, PLATFORM_ACCESS_KEY, PLAT
 from infra.local.scheduler import Scheduler
 from infra.local.schedules import ScheduleRunner
 from infra.local.ses import SesStandIn
+from infra.local.ses_metrics import SesMetrics
 from infra.local.sns_delivery import Publication, SnsDelivery
 from infra.local.sqs_metrics import SqsMetrics
 from infra.local.sqs_poller import SqsPoller, check_mapping
@@ -195,6 +196,7 @@ class LocalStack:
         self.gateway: Gateway | None = None
         self.alarms: AlarmEvaluator | None = None
         self.sqs_metrics: SqsMetrics | None = None  # SQS's metrics in CloudWatch (the operator's page reads them)
+        self.ses_metrics: SesMetrics | None = None  # SES's reputation metrics in CloudWatch (the page, the alarms)
         self.api: Any = None
         self.api_worker: ApiWorker | None = None  # the API's own process, with worker processes
         self.api_url: str | None = None
@@ -372,7 +374,7 @@ class LocalStack:
         and waited for (a drain sends the emails it holds at their rate first: up to Lambda's 15 minutes),
         every SES event published, the endpoint closed, then the data and the events not yet run written out."""
         assert self.config.state_file is not None and self.runner is not None and self.ses is not None
-        for part in (self.alarms, self.sqs_metrics, self.scheduler, self.schedules):
+        for part in (self.alarms, self.sqs_metrics, self.ses_metrics, self.scheduler, self.schedules):
             if part is not None:
                 part.stop()
         finished = self.runner.stop_for_save(timeout_s)
@@ -531,6 +533,8 @@ class LocalStack:
         self.alarms.start()
         self.sqs_metrics = self._sqs_metrics()
         self.sqs_metrics.start()
+        self.ses_metrics = self._ses_metrics()
+        self.ses_metrics.start()
         api_name = self.settings.resources.function_name("api_handler")
         self._start_api(chalice_app, roles[api_name], self.environments.get(api_name))
 
@@ -661,6 +665,19 @@ class LocalStack:
             minute_s=60.0 * (1.0 if c.aws_timing else c.alarm_time_scale),
         )
 
+    def _ses_metrics(self) -> SesMetrics:
+        """SES's reputation rates per account that sent, into moto's CloudWatch (a minute as the alarms')."""
+        from moto.cloudwatch.models import cloudwatch_backends
+
+        c, ses = self.config, self.ses
+        assert ses is not None
+        return SesMetrics(
+            ses.reputation_accounts,
+            ses.reputation,
+            lambda account: cloudwatch_backends[account][c.region],
+            minute_s=60.0 * (1.0 if c.aws_timing else c.alarm_time_scale),
+        )
+
     def _queue_counts(self, name: str) -> dict[str, int] | None:
         """A queue's Approximate* counts read from moto's SQS model in this process (None: no such queue)."""
         from moto.sqs.models import sqs_backends
@@ -680,7 +697,7 @@ class LocalStack:
             self.save_state()
         while self._undo:
             self._undo.pop()()
-        parts = (self.alarms, self.sqs_metrics, self.scheduler, self.schedules, self.sns)
+        parts = (self.alarms, self.sqs_metrics, self.ses_metrics, self.scheduler, self.schedules, self.sns)
         for part in (*parts, *self.pollers, *self.stream_pollers):
             if part is not None:
                 part.stop()

@@ -77,6 +77,11 @@ def _figure(value: float | None) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.1f}"
 
 
+def _percent(rate: float) -> str:
+    """0.0123 -> `1.23%`: two decimals, as complaint rates are read (SES reviews at 0.1%)."""
+    return f"{rate * 100:.2f}%"
+
+
 @functools.cache
 def _environment() -> Environment:
     env = Environment(
@@ -90,6 +95,7 @@ def _environment() -> Environment:
     env.filters["iso"] = lambda at: iso_ms(int(float(at) * 1000))
     env.filters["age"] = _age
     env.filters["figure"] = _figure
+    env.filters["percent"] = _percent
     return env
 
 

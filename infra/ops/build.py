@@ -34,6 +34,6 @@ def ops_app(container: Any, settings: Settings, port: int) -> Any:
     from infra.ops.app import OpsApp
     from infra.ops.overview import Reader
 
-    reader = Reader(settings, container, boto3.client("sqs"), boto3.client("cloudwatch"))
+    reader = Reader(settings, container, boto3.client("sqs"), boto3.client("cloudwatch"), boto3.client("sesv2"))
     actions = operator_actions(container, settings, "page")
     return OpsApp(reader.read, actions, stage=settings.resources.stage, who=actions.who, port=port)

@@ -17,12 +17,20 @@ ages, when CloudWatch refuses) is said in `Overview.problems` and the rest is sh
 - Dead letters: the stage's dead-letter queues; failed invocations: Lambda's on-failure queue.
 - Webhooks: every disabled endpoint with its reason and its held requests (counted up to `BACKLOG_BOUND`, in
   one page, at most once a `BACKLOG_KEPT_S`: a count reads the requests).
+- Reputation, as SES sees it beside moonsend's counts: the platform account's sending status and enforcement
+  (SES GetAccount) and SES's own `Reputation.BounceRate` and `Reputation.ComplaintRate` (CloudWatch, AWS/SES:
+  the latest SES published in the last day), beside the free tenants' sends, bounces and complaints that
+  moonsend counted over the reputation guard's window (chalicelib.stores.reputation); per tenant, moonsend's
+  counts, and for a free tenant SES's status of its SES tenant (GetReputationEntity, at most once a minute).
+  A paid tenant's SES account is its own: moonsend's keys there may not read its CloudWatch, so only
+  moonsend's counts are shown for it. Counts are read again at most once a `COUNTS_KEPT_S` per tenant.
 
 What one look costs: a scan each of the tenants, leases and webhook tables; one ListQueues page per 1,000
 queues and one GetQueueAttributes per queue; one GetMetricData per 500 queues that hold messages; one GetItem
 per free tenant; per active tenant one Query and one BatchGetItem, and one Query per campaign of its that
-sent in the hour. Reads run `READERS` at a time. The page shows `MAX_TENANTS` tenants, those that need
-a look first.
+sent in the hour; per tenant one Query of its counts a minute, and per free tenant one GetReputationEntity a
+minute; one GetAccount and one GetMetricData. Reads run `READERS` at a time. The page shows `MAX_TENANTS`
+tenants, those that need a look first.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -43,6 +52,8 @@ from chalicelib.core.routing import tenant_queue_name
 from chalicelib.jobs.queue_age import QueueAge
 from chalicelib.stores.pauses import Pause
 from chalicelib.stores.queue_activity import utc_day
+from chalicelib.stores.reputation import Limits, Window
+from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.timeline import minute_key
 
 READERS = 8
@@ -54,6 +65,9 @@ HOUR_S = 3600
 SLOW_AFTER_S = 120.0
 SLOW_SHARE = 0.5
 BACKLOG_KEPT_S = 60.0  # a disabled endpoint's held requests are counted again after this long
+COUNTS_KEPT_S = 60.0  # a tenant's reputation counts are read again after this long
+SES_RATES_LOOKED_BACK_S = 86_400  # SES publishes its reputation rates now and then: its latest of the day
+NEAR_LIMIT = 0.5  # a tenant's rate at this share of the guard's limit needs a look (as the stage's alarms)
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,8 @@ class TenantLine:
     used_today: int | None = None  # a free tenant's emails against the daily cap today
     sent_last_minute: int | None = None  # the last whole minute's sends (None: not active today)
     minutes: dict[int, int] = field(default_factory=dict)  # minute (epoch s) -> sends, the last hour
+    counted: Window | None = None  # moonsend's sends, bounces and complaints over the guard's window
+    ses: TenantStatus | None = None  # SES's status of a free tenant's SES tenant (None: none, or not read)
 
     @property
     def achieved_rate(self) -> float | None:
@@ -96,11 +112,15 @@ class TenantLine:
         waited = self.queue is not None and (self.queue.oldest_s or 0.0) >= SLOW_AFTER_S
         return bool(waited and self.rate and (self.achieved_rate or 0.0) < SLOW_SHARE * self.rate)
 
-    def needs_a_look(self, free_cap: int) -> list[str]:
+    def needs_a_look(self, free_cap: int, limits: Limits | None = None) -> list[str]:
         """Why an operator should look at it now (empty: nothing)."""
         why: list[str] = []
         if self.pauses:
             why.append("paused")
+        if self.ses is not None and self.ses.paused and not any(p.owner == "ses" for p in self.pauses):
+            why.append("SES paused its SES tenant")
+        if limits is not None and self.near_limits(limits):
+            why.append("bounces or complaints near the guard's limit")
         q = self.queue
         if q is not None and q.visible and not q.drains:
             why.append("email waiting, no drain")
@@ -109,6 +129,15 @@ class TenantLine:
         if self.used_today is not None and self.used_today >= free_cap:
             why.append("daily cap reached")
         return why
+
+    def near_limits(self, limits: Limits) -> bool:
+        """Its bounce or complaint rate at half the guard's limit or more, over enough email to be a rate."""
+        w = self.counted
+        if w is None or w.sent < limits.min_sent:
+            return False
+        return (
+            w.bounce_rate >= NEAR_LIMIT * limits.bounce_rate or w.complaint_rate >= NEAR_LIMIT * limits.complaint_rate
+        )
 
 
 @dataclass(frozen=True)
@@ -120,6 +149,17 @@ class WebhookLine:
     disabled_at: float | None
     backlog: int
     more: bool  # more are held than counted
+
+
+@dataclass(frozen=True)
+class AccountLine:
+    """The platform's SES account as SES sees it, beside moonsend's counts of the free tenants' email."""
+
+    sending_enabled: bool | None  # SES's word (None: not read)
+    enforcement: str | None  # HEALTHY, PROBATION or SHUTDOWN
+    ses_bounce_rate: float | None  # SES's latest Reputation.BounceRate of the day (None: none published)
+    ses_complaint_rate: float | None
+    counted: Window  # moonsend's: every free tenant's, over the guard's window
 
 
 @dataclass(frozen=True)
@@ -139,17 +179,21 @@ class Overview:
     other_queues: list[QueueLine] = field(default_factory=list)  # events, webhook deliveries
     totals: dict[str, int] = field(default_factory=dict)  # over every tenant, shown or not: paused, holding, drains
     problems: list[str] = field(default_factory=list)  # what could not be read (the rest is shown)
+    account: AccountLine | None = None
+    limits: Limits = field(default_factory=Limits)  # the reputation guard's
 
 
 class Reader:
     """The overview's reads, over the app's own stores (a container built from the operator's environment)."""
 
-    def __init__(self, settings: Settings, container: Any, sqs: Any, cloudwatch: Any) -> None:
+    def __init__(self, settings: Settings, container: Any, sqs: Any, cloudwatch: Any, ses: Any) -> None:
         self.settings = settings
         self.c = container
         self.sqs = sqs
         self.cloudwatch = cloudwatch
+        self.ses = ses  # the platform account's SES v2 client
         self._backlogs: dict[tuple[str, str], tuple[float, int, bool]] = {}  # endpoint -> (when, count, more)
+        self._counts: dict[str, tuple[float, Window]] = {}  # tenant -> (when read, its counts)
 
     def read(self, now: float | None = None) -> Overview:
         now = time.time() if now is None else now
@@ -162,6 +206,7 @@ class Reader:
         standings = pool.submit(lambda: list(self.c.tenants.every()))
         leases = pool.submit(lambda: self.c.leases.live(int(now * 1000)))
         webhooks = pool.submit(self._webhooks, now)
+        account = pool.submit(self._account, now, problems)
         queues = {q.name: q for q in self._queues(pool)}
         drains: dict[str, int] = defaultdict(int)
         for lease in leases.result():
@@ -172,8 +217,9 @@ class Reader:
         }
         free_queue = queues.get(r.free_queue.name)
         days = (utc_day(now), utc_day(now - 86_400))
-        lines = list(pool.map(lambda s: self._tenant(s, queues, free_queue, days, now), standings.result()))
-        lines.sort(key=lambda t: (not t.needs_a_look(self.settings.free_daily_cap), t.user_id))
+        lines = list(pool.map(lambda s: self._tenant(s, queues, free_queue, days, now, problems), standings.result()))
+        limits = self.c.reputation.limits
+        lines.sort(key=lambda t: (not t.needs_a_look(self.settings.free_daily_cap, limits), t.user_id))
         stage_minutes: dict[int, int] = defaultdict(int)
         for line in lines:
             for minute, n in line.minutes.items():
@@ -204,6 +250,56 @@ class Reader:
                 "drains": sum(q.drains for q in own),
             },
             problems=problems,
+            account=self._with_counts(account.result(), [t for t in lines if t.plan == "free"]),
+            limits=limits,
+        )
+
+    # --- the platform account, as SES sees it --------------------------------------------------------------
+    def _account(self, now: float, problems: list[str]) -> AccountLine:
+        enabled = enforcement = None
+        try:
+            got = self.ses.get_account()
+            enabled, enforcement = bool(got.get("SendingEnabled")), got.get("EnforcementStatus")
+        except (ClientError, BotoCoreError) as exc:
+            problems.append(f"the platform account's SES status is not known: SES answered {exc}")
+        rates: dict[str, float] = {}
+        try:
+            rates = self._ses_rates(now)
+        except (ClientError, BotoCoreError) as exc:
+            problems.append(f"SES's reputation rates are not known: CloudWatch answered {exc}")
+        return AccountLine(enabled, enforcement, rates.get("bounce"), rates.get("complaint"), Window(0, 0, 0, 0))
+
+    def _ses_rates(self, now: float) -> dict[str, float]:
+        """SES's latest Reputation.BounceRate and Reputation.ComplaintRate of the last day (AWS/SES)."""
+        queries = [
+            {
+                "Id": key,
+                "MetricStat": {
+                    "Metric": {"Namespace": "AWS/SES", "MetricName": name},
+                    "Period": 60,
+                    "Stat": "Average",
+                },
+            }
+            for key, name in (("bounce", "Reputation.BounceRate"), ("complaint", "Reputation.ComplaintRate"))
+        ]
+        got = self.cloudwatch.get_metric_data(
+            MetricDataQueries=queries,
+            StartTime=datetime.fromtimestamp(now - SES_RATES_LOOKED_BACK_S, UTC),
+            EndTime=datetime.fromtimestamp(now + 60, UTC),
+            ScanBy="TimestampDescending",
+        )
+        return {r["Id"]: float(r["Values"][0]) for r in got["MetricDataResults"] if r.get("Values")}
+
+    def _with_counts(self, account: AccountLine, free: list[TenantLine]) -> AccountLine:
+        windows = [t.counted for t in free if t.counted is not None]
+        total = Window(
+            self.c.reputation.limits.window_days,
+            sum(w.sent for w in windows),
+            sum(w.bounced for w in windows),
+            sum(w.complained for w in windows),
+        )
+        return AccountLine(
+            account.sending_enabled, account.enforcement, account.ses_bounce_rate, account.ses_complaint_rate, total
         )
 
     # --- queues -------------------------------------------------------------------------------------------
@@ -242,6 +338,7 @@ class Reader:
         free_queue: QueueLine | None,
         days: tuple[str, str],
         now: float,
+        problems: list[str],
     ) -> TenantLine:
         tenant = standing.tenant
         plan = tenant.plan if tenant is not None else ""
@@ -269,7 +366,25 @@ class Reader:
             used,
             minutes.get(last, 0) if active else None,
             minutes,
+            self._counted(standing.user_id, now),
+            self._ses_status(tenant, problems) if plan == "free" else None,
         )
+
+    def _counted(self, user_id: str, now: float) -> Window:
+        at, counts = self._counts.get(user_id, (float("-inf"), None))
+        if counts is None or now - at >= COUNTS_KEPT_S:
+            counts = self.c.reputation.window(user_id, now)
+            self._counts[user_id] = (now, counts)
+        return counts
+
+    def _ses_status(self, tenant: Any, problems: list[str]) -> TenantStatus | None:
+        """SES's status of a free tenant's SES tenant (chalicelib.stores.ses_tenants: read at most once a minute)."""
+        region = tenant.sender.region or self.settings.region
+        try:
+            return self.c.ses_tenants.status(tenant.user_id, region)
+        except (ClientError, BotoCoreError) as exc:
+            problems.append(f"SES's status of {tenant.user_id}'s SES tenant is not known: SES answered {exc}")
+            return None
 
     def _minutes(self, user_id: str, now: float) -> dict[int, int]:
         """The tenant's sends per minute over the last hour, from its campaigns that sent in it."""

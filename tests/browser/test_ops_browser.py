@@ -22,8 +22,9 @@ from chalicelib.core.contract import Sender
 from chalicelib.core.routing import tenant_queue_name
 from infra.ops.build import ops_app
 from infra.ops.server import serve
+from infra.producer import CampaignSpec, messages, publish
 from tests.browser.looks import dark, look_at_every_size, shoot
-from tests.conftest import canonical, container_of, read_sends
+from tests.conftest import canonical, container_of, eventually, free_tenant, read_sends
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
@@ -217,3 +218,48 @@ def _take_back_dead_letters(stack, user: str) -> None:
                 sqs.change_message_visibility(QueueUrl=dlq, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
         if not mine:
             return
+
+
+def test_reputation_is_shown_as_ses_sees_it_beside_moonsends_counts(stack, uid, browser):
+    """A free tenant whose email bounces: SES (the stand-in's standard policy) pauses its SES tenant; the page
+    shows SES's status of it and moonsend's counts on its row, and the account's rates as SES publishes them
+    (CloudWatch, AWS/SES) beside moonsend's count of the free tenants' email."""
+    c = wiring.container()
+    user = f"ops-bouncy-{uid}"
+    sender = free_tenant(stack, user)
+    people = [{"email": f"bounce+{uid}{i}@simulator.amazonses.com"} for i in range(10)]
+    people += [{"email": f"success+{uid}{i}@simulator.amazonses.com"} for i in range(30)]
+    topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
+    publish(stack.client("sns"), topic, messages(CampaignSpec(user, sender, "Hi", "<p>Hi</p>", "bouncy"), people))
+    assert eventually(lambda: any(p.owner == "ses" for p in c.tenants.get(user, fresh=True).pauses), 120)
+    app = ops_app(c, stack.settings, 0)
+    server, _thread = serve(app, 0)
+    app.port = server.server_port
+    try:
+        browser.get(f"http://127.0.0.1:{app.port}{app.sign_in_path}")
+        row = _until(browser, lambda: (r := _row(browser, user)) and "SES: disabled" in r and r, 30)
+        assert "The bounce rate exceeded" in row and "SES paused sending for SES tenant" in row
+        # moonsend's counts of it: its bounces as SES's events reported them, over the emails it sent.
+        row = _until(
+            browser,
+            lambda: (r := _row(browser, user)) and re.search(r"[1-9]\d*\.\d\d%, 0\.00% of \d+ sent", r) and r,
+            60,
+        )
+
+        def account() -> str:
+            return browser.execute_script(
+                "const s = document.querySelector(\"section[aria-labelledby='reputation-h']\");"
+                "return s ? s.innerText.replace(/\\s+/g, ' ') : ''"
+            )
+
+        # SES's own rates, once the stand-in's SES has published its minute (the whole account's: every
+        # test's email), beside moonsend's count of the free tenants'.
+        text = _until(browser, lambda: "none published yet" not in (a := account()) and a, 60)
+        assert "sending enabled" in text
+        assert re.search(r"Bounce rate \d+\.\d\d% \d+\.\d\d% \([1-9]\d* of \d+\) 5\.00%", text), text
+        assert re.search(r"Complaint rate \d+\.\d\d% \d+\.\d\d% \(\d+ of \d+\) 0\.10%", text), text
+        browser.set_window_size(1280, 2200)
+        shoot(browser, "ops-reputation")
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -297,9 +297,7 @@ def test_parked_free_email_whose_from_an_operator_gave_away_meanwhile_is_failed_
     )
 
 
-def test_a_resume_repeated_after_its_try_died_between_the_lift_and_the_unparking_puts_the_parked_email_back(
-    stack, uid
-):
+def test_a_resume_repeated_after_its_try_died_between_the_lift_and_the_unparking_puts_the_parked_email_back(stack, uid):
     # A Lambda killed (or a CLI interrupted) after the pause was lifted and before its parked email went back:
     # the repeat finds the tenant not paused, and still puts the email back; nothing stays parked for good.
     c = wiring.container()

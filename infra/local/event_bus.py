@@ -61,7 +61,7 @@ class EventBus:
         """Deliver the event to every rule it matches; how many did."""
         with self._lock:
             self.put_events.append(json.loads(json.dumps(event)))
-            matching = [r for r in self._rules if r.pattern.matches_event(event)]
+            matching = [r for r in self._rules if r.pattern.matches_event(event)]  # type: ignore[arg-type]
         for rule in matching:
             try:
                 self._runner.invoke_async(rule.function, event)

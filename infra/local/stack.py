@@ -507,9 +507,13 @@ class LocalStack:
             self.event_bus.add(functions[name], pattern, rule_arn)
         assert self.ses is not None
         bus = self.event_bus
-        self.ses.tenants.put_event = lambda source, detail_type, resources, detail, account: bus.put(
-            envelope(source, detail_type, resources, detail, account=account, region=c.region)
-        )
+
+        def put_event(
+            source: str, detail_type: str, resources: list[str], detail: dict[str, Any], account: str
+        ) -> None:
+            bus.put(envelope(source, detail_type, resources, detail, account=account, region=c.region))
+
+        self.ses.tenants.put_event = put_event
         self.pollers = [self._poller(source, functions) for source in created.event_sources]
         self.stream_pollers = [self._stream_poller(source, functions) for source in created.stream_sources]
         self.sns.start()

@@ -41,7 +41,7 @@ from chalicelib.digest.schedules import DigestSchedules, run_input
 from chalicelib.digest.status import DigestStatusReader
 from chalicelib.digest.topic import PrecompileTopic
 from chalicelib.feedback.reports import Reports
-from chalicelib.feedback.sending_status import SendingStatus
+from chalicelib.feedback.sending_status import ParkedLeft, SendingStatus
 from chalicelib.feedback.ses_events import SesEvents
 from chalicelib.feedback.unsubscribe import Unsubscribes
 from chalicelib.ingest.precompile import Outlets, Precompiler, RecipientChecks, Rendering, SenderChecks
@@ -368,6 +368,9 @@ class Container:
     def sending_status(self) -> SendingStatus:
         def resume_ses(user_id: str) -> tuple[bool, str]:
             done = self.actions.resume_tenant(user_id, by_tenant=False, owner=SES)
+            if not done.pauses and self.parked.left(user_id):
+                # SQS refused some of it back: raised, so that Lambda's retry (which finds no pause) puts it back.
+                raise ParkedLeft(f"{user_id}'s parked email is not all back on its queue: {done.message}")
             return done.ok, done.message
 
         return SendingStatus(
@@ -376,6 +379,7 @@ class Container:
             resume_ses,
             lambda: (s.user_id for s in self.tenants.every()),
             self.settings.resources.prefix,
+            self.settings.region,
         )
 
     @cached_property

@@ -13,12 +13,15 @@ SES enabled the tenant again pauses nothing; a late `Enabled` lifts nothing SES 
 - SES says ENABLED or REINSTATED: SES's pause is lifted, and only SES's (pauses have owners: a tenant's,
   an operator's or the guard's stands); once nothing else holds the tenant its parked email goes back on the
   queue and a drain starts. This is the resume an operator's lifting of SES's pause takes.
-- Only a free-plan tenant's SES tenant is followed: a paid tenant sends from its own SES account.
+- Only a free-plan tenant's SES tenant is followed (a paid tenant sends from its own SES account), and
+  only in the region its email goes out from. The rule is the stage's, in the stage's region: a free tenant
+  sending from another region is not followed there (a refused send or the guard finds SES's pause).
 - An event naming no SES tenant of this stage (another stage's, or the account's own status) changes
   nothing and is logged: when SES pauses the whole account the drains stop at SES's first refusal, email
   stays queued, and the sweeper starts them again each minute until SES sends again (docs/operations.md).
 
-A read SES refuses (a throttle) raises: Lambda retries the event twice, then keeps it on the on-failure
+A read SES refuses (a throttle) raises, as does parked email SQS did not take back: Lambda retries the
+event twice (a retry finds no pause and puts back what is still parked), then keeps it on the on-failure
 queue for `moonsend replay-failed`.
 """
 
@@ -44,6 +47,10 @@ PAUSED, RESUMED, UNCHANGED, IGNORED = "paused", "resumed", "unchanged", "ignored
 
 class Unreadable(ValueError):
     """Not a sending status event of SES's shape."""
+
+
+class ParkedLeft(RuntimeError):
+    """A resume lifted the pause but SQS did not take all the parked email back: the event is retried."""
 
 
 @dataclass(frozen=True)
@@ -107,12 +114,14 @@ class SendingStatus:
         resume_ses: Callable[[str], tuple[bool, str]],
         every_tenant: Callable[[], Iterable[str]],
         prefix: str,
+        region: str,
     ) -> None:
         self._tenants = tenants
         self._ses_tenants = ses_tenants
         self._resume_ses = resume_ses  # lift SES's pause of a tenant: (whether lifted, what it answered)
         self._every_tenant = every_tenant  # every tenant's id (a scan: for a digest name only)
         self._prefix = prefix
+        self._region = region  # the stage's: a tenant's email goes out there unless its sender names another
 
     def follow(self, event: Mapping[str, Any]) -> Followed:
         try:
@@ -127,14 +136,23 @@ class SendingStatus:
         tenant = self._tenants.get(user, fresh=True)
         if tenant is None or tenant.plan != "free":
             return _ignored(user, "not a free-plan tenant: it sends from its own SES account")
-        status = self._ses_tenants.status(user, said.region, max_age_s=0)
+        region = tenant.sender.region or self._region
+        if said.region != region:  # an SES tenant it no longer sends through: SES's status there holds nothing
+            return _ignored(user, f"its email goes out in {region}, not {said.region}")
+        status = self._ses_tenants.status(user, region, max_age_s=0)
         if status is None:
-            return _ignored(user, f"SES has no tenant {said.tenant} in {said.region}")
+            return _ignored(user, f"SES has no tenant {said.tenant} in {region}")
         if status.paused:
-            if self._tenants.pause(user, SES, status.reason):
-                log.warning("tenant paused: SES's event followed", user=user, reason=status.reason)
-                return Followed(PAUSED, user, status.reason)
-            return Followed(UNCHANGED, user, f"paused by SES already: {status.reason}")
+            if not self._tenants.pause(user, SES, status.reason):
+                return Followed(UNCHANGED, user, f"paused by SES already: {status.reason}")
+            log.warning("tenant paused: SES's event followed", user=user, reason=status.reason)
+            # SES may have enabled the tenant between that read and this pause, and its Enabled event been
+            # followed meanwhile (finding no pause to lift): read again, and lift what SES no longer holds.
+            again = self._ses_tenants.status(user, region, max_age_s=0)
+            if again is not None and not again.paused:
+                _lifted, message = self._resume_ses(user)
+                return Followed(UNCHANGED, user, f"SES enabled it again meanwhile: {message}")
+            return Followed(PAUSED, user, status.reason)
         held_by_ses = any(p.owner == SES for p in tenant.pauses)
         if tenant.pauses and not held_by_ses:
             return Followed(UNCHANGED, user, f"SES says {status.sending}; no pause of SES's stands")

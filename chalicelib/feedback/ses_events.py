@@ -212,6 +212,8 @@ class SesEvents:
         region = (tenant.sender.region if tenant else None) or self._region
         try:
             status = self._ses_tenants.status(user, region)
+            if status is not None and status.paused:  # a cached pause, read again: SES may have lifted it since
+                status = self._ses_tenants.status(user, region, max_age_s=0)
         except Exception as exc:  # the event is recorded; the drainer finds SES's pause at its next send
             log.warning("SES tenant status unknown", user=user, error=type(exc).__name__)
             return

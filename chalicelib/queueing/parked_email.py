@@ -103,6 +103,10 @@ class ParkedEmail:
             log.info("parked email put back", user=user_id, campaign=campaign_id, emails=n)
         return n
 
+    def left(self, user_id: str, campaign_id: str | None = None) -> int:
+        """How many batches of a campaign's (or a tenant's) parked email are still parked (one Query)."""
+        return len(self._store.parked(parked_bucket(user_id, campaign_id)))
+
     def _lost(self, batch: StoredBatch) -> None:
         """A parked batch whose body is gone: parked before parked email had a prefix of its own, under
         `scheduled/`, and paused past that prefix's 45 days (`moonsend keep-parked` moves such bodies). Its

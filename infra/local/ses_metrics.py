@@ -8,7 +8,8 @@ the accounts that sent in the last day: the operator's page reads them with GetM
 reputation alarms evaluate them (infra.local.alarms), as on AWS. SES weighs its rates over a representative
 volume of recent email and says no more of how; the stand-in's is the last day's plain share.
 
-A minute is `60 * time_scale` seconds, as for the alarms. Datapoints older than `KEEP_S` are dropped.
+A minute is `60 * time_scale` seconds, as for the alarms. Datapoints older than `KEEP_S` are dropped, at
+most once a `FORGET_EVERY_S`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from infra.local.periodic import Periodic
-from infra.local.sqs_metrics import KEEP_S, forget_before
+from infra.local.sqs_metrics import FORGET_EVERY_S, KEEP_S, forget_before
 
 NAMESPACE = "AWS/SES"
 BOUNCE_RATE, COMPLAINT_RATE = "Reputation.BounceRate", "Reputation.ComplaintRate"
@@ -50,6 +51,7 @@ class SesMetrics(Periodic):
         self._reputation = reputation  # (account, now) -> (sends, bounce rate, complaint rate) of the last day
         self._backend = cloudwatch_backend  # account -> its CloudWatch backend
         self._clock = clock
+        self._forgot_at = float("-inf")
 
     def tick(self) -> None:
         now = self._clock()
@@ -59,4 +61,6 @@ class SesMetrics(Periodic):
                 continue
             backend = self._backend(account)
             backend.put_metric_data(NAMESPACE, datapoints(rates[1], rates[2], now))
-            forget_before(backend, NAMESPACE, now - KEEP_S)
+            if now - self._forgot_at >= FORGET_EVERY_S:  # a rebuild of moto's list: seldom (it scans all)
+                self._forgot_at = now
+                forget_before(backend, NAMESPACE, now - KEEP_S)

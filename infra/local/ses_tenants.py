@@ -24,6 +24,7 @@ the example in SES's Developer Guide (Tenants, "Setting up EventBridge notificat
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 import uuid
@@ -104,6 +105,7 @@ class SesTenants:
         self._lock = threading.Lock()
         # (event source, detail-type, resources, detail, account) -> None: the stack's event bus, when set
         self.put_event: Callable[[str, str, list[str], dict[str, Any], str], None] | None = None
+        self._events: list[tuple[str, str, list[str], dict[str, Any], str]] = []  # to put once the lock is let go
 
     # --- the API ---------------------------------------------------------------------------------
     def handle(self, account: str, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes] | None:
@@ -119,9 +121,11 @@ class SesTenants:
             with self._lock:
                 answer = getattr(self, f"_{op}")(account, params, arn)
         except Answer as a:
+            self._put_events()
             return a.status, _headers(a.code), json.dumps({"message": a.message}).encode()
         except ValueError:
             return 400, _headers("BadRequestException"), b'{"message": "the body is not JSON"}'
+        self._put_events()
         return 200, _headers(None), json.dumps(answer, default=_json_time).encode()
 
     def _create_tenant(self, account: str, p: dict[str, Any], _arn: str | None) -> dict[str, Any]:
@@ -180,8 +184,10 @@ class SesTenants:
         status = _required(p, "SendingStatus")
         if status not in ("ENABLED", "REINSTATED", "DISABLED"):
             raise Answer(400, "BadRequestException", f"Invalid SendingStatus {status}.")
+        was = t.customer.status
         t.customer = Status(status, "Status manually updated.")
-        self._changed(t, CUSTOMER_MANAGED, t.customer)
+        if status != was:
+            self._changed(t, CUSTOMER_MANAGED, t.customer)
         return {}
 
     # --- sends -----------------------------------------------------------------------------------
@@ -208,6 +214,7 @@ class SesTenants:
             t.sends += 1
             t.bounces += int(bounced)
             self._apply(t)
+        self._put_events()
 
     # --- for tests and the demo ------------------------------------------------------------------
     def enable(self, account: str, name: str) -> None:
@@ -219,6 +226,7 @@ class SesTenants:
             t.sends = t.bounces = 0
             if was != "ENABLED":
                 self._changed(t, AWS_MANAGED, t.aws)
+        self._put_events()
 
     def tenants(self, account: str) -> dict[str, Tenant]:
         with self._lock:
@@ -231,10 +239,20 @@ class SesTenants:
         rate = t.bounces / t.sends
         return "HIGH" if rate > HIGH_BOUNCE_RATE else "LOW" if rate > LOW_BOUNCE_RATE else None
 
+    def _put_events(self) -> None:
+        """The status changes' events, put on the bus outside the lock (a function that follows one reads the
+        tenant here); best effort, as SES's: a bus that fails never fails the call that changed the status."""
+        with self._lock:
+            events, self._events = self._events, []
+        for event in events:
+            if self.put_event is not None:
+                try:
+                    self.put_event(*event)
+                except Exception:
+                    logging.getLogger(__name__).exception("SES status event not put on the bus")
+
     def _changed(self, t: Tenant, origin: str, record: Status) -> None:
-        """SES's event of the change, on the event bus (best effort, as SES's)."""
-        if self.put_event is None:
-            return
+        """SES's event of the change, to put on the event bus once the lock is let go."""
         at = datetime.fromtimestamp(record.at, UTC)
         shaped: dict[str, Any] = {
             "status": record.status,
@@ -244,7 +262,7 @@ class SesTenants:
             shaped["cause"] = record.cause
         detail_type = "Sending Status Disabled" if record.status == "DISABLED" else "Sending Status Enabled"
         detail = {"version": "1.0.0", "data": {"origin": origin, "record": shaped}}
-        self.put_event("aws.ses", detail_type, [t.arn], detail, t.arn.split(":")[4])
+        self._events.append(("aws.ses", detail_type, [t.arn], detail, t.arn.split(":")[4]))
 
     def _apply(self, t: Tenant) -> None:
         impact = self._finding(t)

@@ -117,8 +117,11 @@ class TenantLine:
         why: list[str] = []
         if self.pauses:
             why.append("paused")
-        if self.ses is not None and self.ses.paused and not any(p.owner == "ses" for p in self.pauses):
+        by_ses = any(p.owner == "ses" for p in self.pauses)
+        if self.ses is not None and self.ses.paused and not by_ses:
             why.append("SES paused its SES tenant")
+        if self.ses is not None and not self.ses.paused and by_ses:  # SES's Enabled event lost, or not yet followed
+            why.append("SES sends for it again; SES's pause still stands")
         if limits is not None and self.near_limits(limits):
             why.append("bounces or complaints near the guard's limit")
         q = self.queue
@@ -194,6 +197,7 @@ class Reader:
         self.ses = ses  # the platform account's SES v2 client
         self._backlogs: dict[tuple[str, str], tuple[float, int, bool]] = {}  # endpoint -> (when, count, more)
         self._counts: dict[str, tuple[float, Window]] = {}  # tenant -> (when read, its counts)
+        self._statuses: dict[str, tuple[float, TenantStatus | None]] = {}  # free tenant -> (when read, SES's)
 
     def read(self, now: float | None = None) -> Overview:
         now = time.time() if now is None else now
@@ -378,13 +382,22 @@ class Reader:
         return counts
 
     def _ses_status(self, tenant: Any, problems: list[str]) -> TenantStatus | None:
-        """SES's status of a free tenant's SES tenant (chalicelib.stores.ses_tenants: read at most once a minute)."""
+        """SES's status of a free tenant's SES tenant, read at most once a COUNTS_KEPT_S whatever it answered
+        (none yet, an error): the page shares SES's request rate with the sends and the SES events' readers."""
+        now = time.monotonic()
+        at, status = self._statuses.get(tenant.user_id, (float("-inf"), None))
+        if now - at < COUNTS_KEPT_S:
+            return status
         region = tenant.sender.region or self.settings.region
         try:
-            return self.c.ses_tenants.status(tenant.user_id, region)
+            status = self.c.ses_tenants.status(tenant.user_id, region, max_age_s=0)
         except (ClientError, BotoCoreError) as exc:
-            problems.append(f"SES's status of {tenant.user_id}'s SES tenant is not known: SES answered {exc}")
-            return None
+            status = None
+            line = f"SES's status of some free tenants' SES tenants is not known: SES answered {exc}"
+            if not any(p.startswith(line[:60]) for p in problems):
+                problems.append(line)
+        self._statuses[tenant.user_id] = (now, status)
+        return status
 
     def _minutes(self, user_id: str, now: float) -> dict[int, int]:
         """The tenant's sends per minute over the last hour, from its campaigns that sent in it."""

@@ -58,7 +58,9 @@ class Following:
         self.tenants = FakeTenants(*tenants)
         self.ses = FakeSesTenants(statuses)
         self.resumed: list[str] = []
-        self.follower = SendingStatus(self.tenants, self.ses, self._resume, lambda: list(self.tenants.by_id), PREFIX)
+        self.follower = SendingStatus(
+            self.tenants, self.ses, self._resume, lambda: list(self.tenants.by_id), PREFIX, REGION
+        )
 
     def _resume(self, user: str) -> tuple[bool, str]:
         self.resumed.append(user)
@@ -165,6 +167,33 @@ def test_a_status_ses_cannot_give_now_raises_so_that_lambda_retries_the_event():
             raise RuntimeError("TooManyRequestsException")
 
     f = Following(_free("acme"))
-    f.follower = SendingStatus(f.tenants, Throttled(), f._resume, lambda: [], PREFIX)
+    f.follower = SendingStatus(f.tenants, Throttled(), f._resume, lambda: [], PREFIX, REGION)
     with pytest.raises(RuntimeError):
         f.follower.follow(documented(0, "acme"))
+
+
+def test_a_pause_written_after_ses_enabled_the_tenant_again_is_lifted_at_once():
+    """Disabled read DISABLED; SES enabled the tenant and its Enabled event found no pause to lift; then the
+    Disabled's pause was written. Read again after writing it, SES's word wins: no pause of SES's outlives it."""
+
+    class EnabledMeanwhile(FakeSesTenants):
+        def status(self, user_id, region, *, max_age_s=60.0):
+            given = self.statuses[user_id]
+            self.statuses[user_id] = _status(user_id, "ENABLED")  # SES enables it right after the first read
+            return given
+
+    f = Following(_free("acme"))
+    f.ses = EnabledMeanwhile({"acme": _status("acme", "DISABLED", "bounces")})
+    f.follower = SendingStatus(f.tenants, f.ses, f._resume, lambda: [], PREFIX, REGION)
+    done = f.follower.follow(documented(0, "acme"))
+    assert done.what == UNCHANGED and "enabled it again meanwhile" in done.message
+    assert f.resumed == ["acme"] and not f.tenants.get("acme").pauses
+
+
+def test_an_event_from_a_region_the_tenant_does_not_send_from_changes_nothing():
+    f = Following(_free("acme"), statuses={"acme": _status("acme", "DISABLED", "bounces")})
+    event = documented(0, "acme")
+    event["region"] = "eu-west-1"  # an SES tenant it once had there: its email goes out in us-east-1
+    done = f.follower.follow(event)
+    assert done.what == IGNORED and "us-east-1, not eu-west-1" in done.message
+    assert not f.tenants.get("acme").pauses

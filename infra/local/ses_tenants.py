@@ -107,6 +107,12 @@ class SesTenants:
         self.put_event: Callable[[str, str, list[str], dict[str, Any], str], None] | None = None
         self._events: list[tuple[str, str, list[str], dict[str, Any], str]] = []  # to put once the lock is let go
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Kept across a restart (infra.local.state) without the bus: the restarted stack puts its own."""
+        state = dict(self.__dict__)
+        state.update(put_event=None, _events=[])
+        return state
+
     # --- the API ---------------------------------------------------------------------------------
     def handle(self, account: str, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], bytes] | None:
         """The answer to a tenant call, or None if the request is not one."""

@@ -696,9 +696,16 @@ class LocalStack:
         }
 
     def stop(self) -> None:
-        """Stop; with a state file configured, a clean stop saves the state first (`save_state`)."""
-        if self.config.state_file is not None and self.runner is not None and self.gateway is not None:
-            self.save_state()
+        """Stop; with a state file configured, a clean stop saves the state first (`save_state`). A save that
+        fails still stops the stack and takes its process-wide patches back (then raises): the process's
+        next stack must not find this one's patches in place."""
+        try:
+            if self.config.state_file is not None and self.runner is not None and self.gateway is not None:
+                self.save_state()
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
         while self._undo:
             self._undo.pop()()
         parts = (self.alarms, self.sqs_metrics, self.ses_metrics, self.scheduler, self.schedules, self.sns)

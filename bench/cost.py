@@ -14,6 +14,8 @@ schedules. A handler on botocore's `before-call` event, registered for every ses
   and SNS's delivery of each to the events queue (an SQS request);
 - `poller`: Lambda's poller of the events queue, one receive and one batch delete per batch it hands
   ses_events (requests billed to the queue's owner; made in process by the stand-in, so counted here);
+- `readers`: the recipients' mail clients, each open (the pixel) and click (the redirect) one API Gateway
+  request (what the API's function does for it is `functions`');
 - everything else is the local stand-in for AWS (alarm evaluation, SNS-to-Lambda delivery): AWS does
   that for free and it is not counted.
 
@@ -23,7 +25,12 @@ slower than AWS, so local durations would overstate it. A drain is busy for as l
 (`emails / ratePerSecond` seconds), so send_emails costs `memory / rate` GB-seconds per email; the other
 functions are short and are priced at their measured local duration, an upper bound.
 
-    python bench/cost.py [--tenants 10] [--recipients 2000] [--markdown]
+The mix: `--tenants` paid tenants, the first `--webhooks` of them with a webhook endpoint (a loopback
+receiver; every event type, 25 a request); each email has a link; after the campaign, a quarter of the
+recipients open it and a twentieth click its link (every fourth and twentieth email in the outbox), through
+the stage's API as a mail client would. The event log and the timeline are always kept.
+
+    python bench/cost.py [--tenants 10] [--recipients 2000] [--webhooks 3] [--markdown]
 
 Prices: us-east-1, public on-demand, 2026, free tiers ignored.
 """
@@ -31,12 +38,17 @@ Prices: us-east-1, public on-demand, 2026, free tiers ignored.
 from __future__ import annotations
 
 import argparse
+import email
+import email.policy
 import json
 import os
+import re
 import sys
 import tempfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,12 +75,13 @@ PRICE = {
     "lambda_gb_s": 0.0000166667,  # x86
     "ses_email": 0.10 / 1e3,
     "alarm_month": 0.10,  # a standard-resolution metric alarm, per month
+    "apigw_request": 3.50 / 1e6,  # a REST API request (the first 333 million a month)
 }
 DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 DYNAMODB_READS = {"GetItem", "Query", "Scan"}
 S3_PUTS = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects"}
 SES_SENDS = {"SendEmail", "SendRawEmail"}
-COUNTED = ("functions", "producer", "ses", "poller")
+COUNTED = ("functions", "producer", "ses", "poller", "readers")
 MINUTES_PER_MONTH = 30 * 24 * 60
 
 
@@ -183,6 +196,28 @@ def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
     return invocations, gb_s
 
 
+def _api_meter(stack: Any, invocations: Counter[str], gb_s: Counter[str]) -> None:
+    """The API's function runs in the local API Gateway's request threads (chalice local), not through the
+    runtime's invoke: each request counted as an invocation of it, its calls as the functions'."""
+    server = stack.api.server
+    inner = server.RequestHandlerClass
+    memory = next(f.memory_mb for f in stack.runner.functions.values() if f.handler_name == "api_handler")
+
+    def handler(*args: Any, **kwargs: Any) -> Any:
+        started = time.monotonic()
+        _in_function.depth = getattr(_in_function, "depth", 0) + 1
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            _in_function.depth -= 1
+            if _on.is_set():
+                with _lock:
+                    invocations["api_handler"] += 1
+                    gb_s["api_handler"] += (time.monotonic() - started) * memory / 1024
+
+    server.RequestHandlerClass = handler
+
+
 def _ses_event_meter(ses: Any) -> None:
     """Count SES's event publishes to SNS (made inside the stand-in, not through botocore), as SNS bills them."""
     inner = ses.publish
@@ -210,8 +245,50 @@ def _poller_meter(pollers: list[Any]) -> None:
         poller._settle = settle
 
 
-def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
+OPEN_EVERY, CLICK_EVERY = 4, 20  # a quarter of the recipients open, a twentieth click
+BODY = '<p>Dear {{ name }}</p><p><a href="https://shop.example.org/sale">The sale</a></p>'
+_PIXEL = re.compile(r'src="([^"]+/o/[^"]+)"')
+_LINK = re.compile(r'href="([^"]+/c/[^"]+)"')
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *_args: Any, **_kwargs: Any) -> None:
+        return None  # a click's 302 is its answer: the shop is not ours to fetch
+
+
+def _read_as_recipients(outbox: Path) -> tuple[int, int]:
+    """Open every OPEN_EVERY-th email and click every CLICK_EVERY-th, by its own URLs, as a mail client."""
+    opener = urllib.request.build_opener(_NoRedirect)
+    opens = clicks = 0
+    for i, eml in enumerate(sorted(outbox.glob("tenant*/cost-*/*.eml")), start=1):
+        if i % OPEN_EVERY and i % CLICK_EVERY:
+            continue
+        html = _html_of(eml.read_bytes())
+        wanted = [(_PIXEL, i % OPEN_EVERY == 0), (_LINK, i % CLICK_EVERY == 0)]
+        for pattern, now in wanted:
+            found = pattern.search(html) if now else None
+            if found is None:
+                continue
+            try:
+                opener.open(found.group(1).replace("&amp;", "&"), timeout=30).close()
+            except urllib.error.HTTPError as answer:
+                if answer.code != 302:
+                    raise
+            _record("readers", "apigateway", "GET (an open or a click)", {"apigw_request": 1})
+            opens += pattern is _PIXEL
+            clicks += pattern is _LINK
+    return opens, clicks
+
+
+def _html_of(raw: bytes) -> str:
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    part = message.get_body(("html",))
+    return str(part.get_content()) if part is not None else ""
+
+
+def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
+    from infra.demo_webhooks import register
     from infra.local.stack import LocalStack, StackConfig
     from infra.producer import CampaignSpec, messages, publish
 
@@ -220,6 +297,7 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
         with LocalStack(config) as stack:
             assert stack.settings is not None and stack.runner is not None and stack.ses is not None
             invocations, gb_s = _lambda_meter(stack.runner)
+            _api_meter(stack, invocations, gb_s)
             _ses_event_meter(stack.ses)
             _poller_meter(stack.pollers)
             sns = stack.client("sns")
@@ -227,7 +305,8 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
             specs = []
             for k in range(tenants):
                 sender = stack.paid_sender(f"tenant{k}", rate=1000, ses_max_rate=1000)
-                specs.append(CampaignSpec(f"tenant{k}", sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", f"cost-{k}"))
+                specs.append(CampaignSpec(f"tenant{k}", sender, "Hi {{ name }}", BODY, f"cost-{k}"))
+            hooks = [register(f"tenant{k}") for k in range(min(webhooks, tenants))]
             cloudwatch = stack.client("cloudwatch")
             platform_alarms = len(cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"])
             share = recipients // tenants
@@ -239,7 +318,11 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
                 publish(sns, topic, messages(spec, people, per_message))
             _publishing.clear()
             drained = stack.wait_until_drained(timeout=3600, settle_s=2.0, poll_s=1.0)
+            opens, clicks = _read_as_recipients(Path(tmp))
+            drained = stack.wait_until_drained(timeout=3600, settle_s=5.0, poll_s=1.0) and drained
             took = time.monotonic() - started
+            for hook in hooks:
+                hook.receiver.close()
             _on.clear()
             alarms = len(cloudwatch.describe_alarms(MaxRecords=100)["MetricAlarms"]) - platform_alarms
             memory = {f.handler_name: f.memory_mb for f in stack.runner.functions.values()}
@@ -248,6 +331,9 @@ def run(tenants: int, recipients: int, per_message: int) -> dict[str, Any]:
         "drained": drained,
         "emails": emails,
         "tenants": tenants,
+        "webhook_tenants": len(hooks),
+        "opens": opens,
+        "clicks": clicks,
         "took_s": round(took, 1),
         "calls": dict(_calls),
         "units": {k: dict(v) for k, v in _units.items()},
@@ -299,7 +385,8 @@ def model(m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: flo
 def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
     n = m["emails"]
     out = [
-        f"Measured: {n:,} emails from {m['tenants']} tenants through the whole local pipeline in {m['took_s']} s.",
+        f"Measured: {n:,} emails from {m['tenants']} tenants ({m['webhook_tenants']} with a webhook endpoint) "
+        f"through the whole local pipeline, {m['opens']:,} opens and {m['clicks']:,} clicks, in {m['took_s']} s.",
         "",
         "| who | service | operation | per email |",
         "| --- | --- | --- | ---: |",
@@ -326,10 +413,11 @@ def main() -> int:
     ap.add_argument("--tenants", type=int, default=10)
     ap.add_argument("--recipients", type=int, default=2000)
     ap.add_argument("--per-message", type=int, default=200)
+    ap.add_argument("--webhooks", type=int, default=3, help="how many of the tenants have a webhook endpoint")
     ap.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md tables instead of JSON")
     ap.add_argument("--report", type=Path, help="also write the Markdown tables here (bench/run.py)")
     args = ap.parse_args()
-    m = run(args.tenants, args.recipients, args.per_message)
+    m = run(args.tenants, args.recipients, args.per_message, args.webhooks)
     if not m["drained"]:
         print("the pipeline did not drain: figures would be partial", file=sys.stderr)
         return 1

@@ -8,9 +8,6 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 
-import boto3
-from moto import mock_aws
-
 from infra.local.alarms import AlarmEvaluator
 from infra.local.ses import DAY_S, Feedback
 from infra.local.ses_metrics import BOUNCE_RATE, COMPLAINT_RATE, NAMESPACE, SesMetrics
@@ -28,45 +25,35 @@ def test_the_rates_are_the_last_days_share_of_the_simulators_bounces_and_complai
     assert Feedback().rates(now) is None  # nothing sent: SES publishes nothing
 
 
-@mock_aws
-def test_published_rates_are_read_by_get_metric_data_and_by_the_alarm_evaluator():
-    from moto.cloudwatch.models import cloudwatch_backends
+class _CloudWatch:
+    """CloudWatch's GetMetricStatistics and GetMetricData over one moto backend of its own. Not moto's
+    in-process mock: it would reset the backends of the session's local stack, which this process serves."""
+
+    def __init__(self, backend) -> None:
+        self.backend = backend
+
+    def get_metric_statistics(self, Namespace, MetricName, Dimensions, StartTime, EndTime, Period, Statistics):
+        naive = [t.astimezone(UTC).replace(tzinfo=None) for t in (StartTime, EndTime)]  # as moto keeps them
+        points = self.backend.get_metric_statistics(Namespace, MetricName, *naive, Period, Statistics, Dimensions)
+        return {"Datapoints": [{s: getattr(p, s.lower()) for s in Statistics} for p in points]}
+
+
+def test_published_rates_are_read_back_as_cloudwatch_answers_and_by_the_alarm_evaluator():
+    from moto.cloudwatch.models import CloudWatchBackend
 
     account, region = "123456789012", "us-east-1"
-    metrics = SesMetrics(
-        lambda: [account],
-        lambda _account, _now: (40, 0.25, 0.0),
-        lambda a: cloudwatch_backends[a][region],
-    )
+    backend = CloudWatchBackend(region, account)
+    metrics = SesMetrics(lambda: [account], lambda _account, _now: (40, 0.25, 0.0), lambda _a: backend)
     metrics.tick()
-    cw = boto3.client("cloudwatch", region_name=region)
+    # Read back as CloudWatch answers GetMetricStatistics (the operator's page reads them with GetMetricData
+    # through the stack: tests/browser/test_ops_browser.py).
+    cloudwatch = _CloudWatch(backend)
     end = datetime.now(UTC) + timedelta(minutes=1)
-    got = cw.get_metric_data(
-        MetricDataQueries=[
-            {
-                "Id": "b",
-                "MetricStat": {
-                    "Metric": {"Namespace": NAMESPACE, "MetricName": BOUNCE_RATE},
-                    "Period": 60,
-                    "Stat": "Average",
-                },
-            },
-            {
-                "Id": "c",
-                "MetricStat": {
-                    "Metric": {"Namespace": NAMESPACE, "MetricName": COMPLAINT_RATE},
-                    "Period": 60,
-                    "Stat": "Average",
-                },
-            },
-        ],
-        StartTime=end - timedelta(minutes=5),
-        EndTime=end,
-    )
-    values = {r["Id"]: r["Values"] for r in got["MetricDataResults"]}
-    assert values == {"b": [0.25], "c": [0.0]}
+    for name, value in ((BOUNCE_RATE, 0.25), (COMPLAINT_RATE, 0.0)):
+        got = cloudwatch.get_metric_statistics(NAMESPACE, name, [], end - timedelta(minutes=5), end, 60, ["Average"])
+        assert [p["Average"] for p in got["Datapoints"]] == [value]
     # The stage's bounce-rate alarm (infra.monitoring: Average over an hour) sees SES's rate, as on AWS.
-    evaluator = AlarmEvaluator(cw, None, None, account_id=account, region=region)
+    evaluator = AlarmEvaluator(cloudwatch, None, None, account_id=account, region=region)
     alarm = {
         "Namespace": NAMESPACE,
         "MetricName": BOUNCE_RATE,

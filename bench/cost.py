@@ -151,7 +151,20 @@ def _count(model: Any, params: dict[str, Any], **_: Any) -> None:
     service = model.service_model.endpoint_prefix
     if service == "email":
         service = "sesv2"
-    _record(who, service, model.name, units_of(service, model.name, api_params(service, params)))
+    params = api_params(service, params)
+    _record(who, service, _labelled(service, model.name, params), units_of(service, model.name, params))
+
+
+def _labelled(service: str, operation: str, params: dict[str, Any]) -> str:
+    """`UpdateItem ledger`: a DynamoDB request by the tables it writes or reads (what each table costs)."""
+    if service != "dynamodb":
+        return operation
+    tables = set(params.get("RequestItems", {}))
+    tables |= {next(iter(t.values())).get("TableName", "?") for t in params.get("TransactItems", [])}
+    if "TableName" in params:
+        tables.add(params["TableName"])
+    short = sorted(t.removeprefix("moonsend-local-") for t in tables)
+    return f"{operation} {'+'.join(short)}" if short else operation
 
 
 def api_params(service: str, request: dict[str, Any]) -> dict[str, Any]:

@@ -31,3 +31,16 @@ def test_a_batch_write_is_priced_by_its_items_and_a_transaction_at_two_units_an_
     got = cost.api_params("dynamodb", _request("BatchGetItem", {"RequestItems": keys}))
     assert cost.units_of("dynamodb", "BatchGetItem", got) == {"dynamodb_rru": 7}
     assert json.loads(batch["body"])  # the body is what was read
+
+
+def test_a_dynamodb_request_is_labelled_by_the_tables_it_reaches():
+    """Each table's share of the cost: the floor each could reach is worked out table by table."""
+    update = {
+        "Update": {"TableName": "moonsend-local-ledger", "Key": {"pk": {"S": "a"}}, "UpdateExpression": "SET a=:a"}
+    }
+    count = {"Update": {"TableName": "moonsend-local-usage", "Key": {"pk": {"S": "b"}}, "UpdateExpression": "SET b=:b"}}
+    transact = cost.api_params("dynamodb", _request("TransactWriteItems", {"TransactItems": [update, count]}))
+    assert cost._labelled("dynamodb", "TransactWriteItems", transact) == "TransactWriteItems ledger+usage"
+    get = cost.api_params("dynamodb", _request("GetItem", {"TableName": "moonsend-local-tenants", "Key": {}}))
+    assert cost._labelled("dynamodb", "GetItem", get) == "GetItem tenants"
+    assert cost._labelled("sqs", "SendMessage", {}) == "SendMessage"

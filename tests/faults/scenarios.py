@@ -368,19 +368,11 @@ def a_free_tenant_ses_enabled_again(stack: Any, user: str) -> Campaign:
         )
 
     status("DISABLED")
-    _until(lambda: any(p.owner == "ses" for p in c.tenants.get(user, fresh=True).pauses))
+    _until(lambda: any(p.owner == "ses" for p in c.tenants.get(user, fresh=True).pauses), "SES's pause followed")
     campaign = _campaign(stack, user, [f"success+{user}-{i}@{SIMULATOR}" for i in range(3)], sender=sender)
-    _until(lambda: sum(b.count for b in c.schedule.parked(f"held#{user}")) == 3)
+    _until(lambda: sum(b.count for b in c.schedule.parked(f"held#{user}")) == 3, "the campaign parked")
     status("ENABLED")
     return campaign
-
-
-def _until(done: Callable[[], bool], timeout_s: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not done():
-        if time.monotonic() > deadline:
-            raise AssertionError("the scenario's setting did not come about")
-        time.sleep(0.1)
 
 
 def _job(stack: Any, function: str, named: str, then_s: float = 60.0) -> None:

@@ -96,6 +96,7 @@ class Call:
 _lock = threading.Lock()
 _calls: Counter[tuple[str, str, str]] = Counter()
 _units: dict[str, Counter[str]] = defaultdict(Counter)
+_billed: Counter[tuple[str, str, str]] = Counter()
 _on = threading.Event()
 
 
@@ -182,6 +183,7 @@ def _record(who: str, service: str, operation: str, units: dict[str, float]) -> 
         _calls[(who, service, operation)] += 1
         for k, v in units.items():
             _units[who][k] += v
+            _billed[(who, service, operation)] += v  # a request's units (a batch's or a transaction's items)
 
 
 botocore.handlers.BUILTIN_HANDLERS.append(("before-call.*.*", _count))
@@ -352,6 +354,7 @@ def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3) -> d
         "clicks": clicks,
         "took_s": round(took, 1),
         "calls": dict(_calls),
+        "billed": dict(_billed),
         "units": {k: dict(v) for k, v in _units.items()},
         "invocations": dict(invocations),
         "local_gb_s": dict(gb_s),
@@ -404,14 +407,15 @@ def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
         f"Measured: {n:,} emails from {m['tenants']} tenants ({m['webhook_tenants']} with a webhook endpoint) "
         f"through the whole local pipeline, {m['opens']:,} opens and {m['clicks']:,} clicks, in {m['took_s']} s.",
         "",
-        "| who | service | operation | per email |",
-        "| --- | --- | --- | ---: |",
+        "| who | service | operation | requests per email | units per email |",
+        "| --- | --- | --- | ---: | ---: |",
     ]
     for (who, service, op), c in sorted(m["calls"].items()):
         if who in COUNTED:
-            out.append(f"| {who} | {service} | {op} | {c / n:.4f} |")
+            billed = m["billed"].get((who, service, op), 0.0)
+            out.append(f"| {who} | {service} | {op} | {c / n:.4f} | {billed / n:.4f} |")
     for fn, c in sorted(m["invocations"].items()):
-        out.append(f"| AWS | lambda | invoke {fn} | {c / n:.4f} |")
+        out.append(f"| AWS | lambda | invoke {fn} | {c / n:.4f} | {c / n:.4f} |")
     out += ["", "| USD per month | " + " | ".join(f"{p['rate']:g}/s" for p in priced) + " |"]
     out.append("| --- |" + " ---: |" * len(priced))
     keys = sorted(priced[0]["usd"])
@@ -444,6 +448,7 @@ def main() -> int:
         print(markdown(m, priced))
     else:
         m["calls"] = {"/".join(k): v for k, v in sorted(m["calls"].items())}
+        m["billed"] = {"/".join(k): v for k, v in sorted(m["billed"].items())}
         print(json.dumps({"measured": m, "priced": priced}, indent=2))
     return 0
 

@@ -341,12 +341,12 @@ def create(
         subscriptions,
         [s for s in sources if isinstance(s, EventSource)],
         [s for s in sources if isinstance(s, StreamSource)],
-        _schedules(clients["events"], by_arn),
+        _rules(clients["events"], by_arn, "ScheduleExpression"),
         app.outputs,
         tuple(k for part in parts for k in part.stood_in),
         rest_api.get("Body", {}),
         rest_api.get("MinimumCompressionSize"),
-        _event_rules(clients["events"], by_arn),
+        tuple(_rules(clients["events"], by_arn, "EventPattern")),
     )
 
 
@@ -480,28 +480,18 @@ def _functions(
     return out
 
 
-def _schedules(events: Any, by_arn: dict[str, str]) -> list[tuple[str, str, str]]:
+def _rules(events: Any, by_arn: dict[str, str], kind: str) -> list[tuple[str, str, str]]:
+    """(rule ARN, its `kind`: ScheduleExpression or EventPattern, function name) of each enabled rule of that
+    kind whose target is one of the stack's functions."""
     out = []
     for page in events.get_paginator("list_rules").paginate():
         for rule in page["Rules"]:
-            if "ScheduleExpression" not in rule or rule.get("State") != "ENABLED":
+            if kind not in rule or rule.get("State") != "ENABLED":
                 continue
             for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
                 if target["Arn"] in by_arn:
-                    out.append((rule["Arn"], rule["ScheduleExpression"], by_arn[target["Arn"]]))
+                    out.append((rule["Arn"], rule[kind], by_arn[target["Arn"]]))
     return out
-
-
-def _event_rules(events: Any, by_arn: dict[str, str]) -> tuple[tuple[str, str, str], ...]:
-    out = []
-    for page in events.get_paginator("list_rules").paginate():
-        for rule in page["Rules"]:
-            if "EventPattern" not in rule or rule.get("State") != "ENABLED":
-                continue
-            for target in events.list_targets_by_rule(Rule=rule["Name"])["Targets"]:
-                if target["Arn"] in by_arn:
-                    out.append((rule["Arn"], rule["EventPattern"], by_arn[target["Arn"]]))
-    return tuple(out)
 
 
 class Conditions:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -302,9 +302,7 @@ class Reader:
             sum(w.bounced for w in windows),
             sum(w.complained for w in windows),
         )
-        return AccountLine(
-            account.sending_enabled, account.enforcement, account.ses_bounce_rate, account.ses_complaint_rate, total
-        )
+        return replace(account, counted=total)
 
     # --- queues -------------------------------------------------------------------------------------------
     def _queues(self, pool: ThreadPoolExecutor) -> list[QueueLine]:

@@ -50,7 +50,7 @@ from chalicelib.stores.ledger_model import (
 )
 from chalicelib.stores.ledger_tally import READ, Tally, tally
 from chalicelib.stores.tables import bound, condition_failed, warm
-from chalicelib.stores.write_batch import GroupCommit, Write, apply_all
+from chalicelib.stores.write_batch import Write, apply_all, apply_one
 
 # A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
@@ -67,8 +67,6 @@ def _mark(m: type[LedgerModel], name: str, now: int) -> Action:
 class Ledger:
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(LedgerModel, table_name, region)
-        # The drainer's claims and records, from its send threads, go to DynamoDB several to a request.
-        self._commits = GroupCommit()
 
     def warm(self) -> None:
         """Create the DynamoDB client now, in one thread, rather than in many at first use."""
@@ -196,7 +194,7 @@ class Ledger:
         return Write(m, pk_of(user_id, campaign_id), email.lower(), actions, condition)
 
     def _apply(self, writes: list[Write]) -> int:
-        """How many of these conditional writes were made (many to a request: chalicelib.stores.write_batch)."""
+        """How many of these conditional writes were made (several at once: chalicelib.stores.write_batch)."""
         return sum(apply_all(writes))
 
     # --- send_emails -------------------------------------------------------------------------------
@@ -216,7 +214,7 @@ class Ledger:
             m.expires_at.set(now // 1000 + RETENTION_S),
             _mark(m, "queued_at", now),  # a drainer faster than precompile's record: the email was on the queue
         ]
-        if self._commits.apply(Write(m, pk, rcpt, actions, cond)):
+        if apply_one(Write(m, pk, rcpt, actions, cond)):
             return Claim(pk, rcpt, token)
         return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
 
@@ -233,7 +231,7 @@ class Ledger:
         if reason:
             actions.append(m.reason.set(reason[:1000]))
         condition = (m.claim_token == claim.token) & open_condition(m)
-        return self._commits.apply(Write(m, claim.pk, claim.rcpt, actions, condition))
+        return apply_one(Write(m, claim.pk, claim.rcpt, actions, condition))
 
     def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
         """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.

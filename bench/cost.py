@@ -12,8 +12,10 @@ schedules. A handler on botocore's `before-call` event, registered for every ses
   the list service that publishes in production);
 - `ses`: SES publishing its events to SNS (counted where the stand-in publishes them), which SNS bills,
   and SNS's delivery of each to the events queue (an SQS request);
-- `poller`: Lambda's poller of the events queue, one receive and one batch delete per batch it hands
-  ses_events (requests billed to the queue's owner; made in process by the stand-in, so counted here);
+- `poller`: Lambda's poller of the events queue, one receive and one batch delete per ten messages of a
+  batch it hands ses_events (requests billed to the queue's owner; made in process by the stand-in, so
+  counted here; its empty receives while the queue is idle are a cost per stage, not per email, and not
+  counted);
 - `readers`: the recipients' mail clients, each open (the pixel) and click (the redirect) one API Gateway
   request (what the API's function does for it is `functions`');
 - everything else is the local stand-in for AWS (alarm evaluation, SNS-to-Lambda delivery): AWS does
@@ -23,14 +25,23 @@ Lambda invocations are counted per function by wrapping the runtime's invoke. La
 modelled, not measured: the local stand-in for AWS runs in the same Python process and is many times
 slower than AWS, so local durations would overstate it. A drain is busy for as long as its rate needs
 (`emails / ratePerSecond` seconds), so send_emails costs `memory / rate` GB-seconds per email; the other
-functions are short and are priced at their measured local duration, an upper bound.
+functions are short and are priced at their measured local duration, an upper bound. Every function is
+priced at the memory `--stage` (prod by default) gives it in .chalice/config.json, not the local stage's.
 
-The mix: `--tenants` paid tenants, the first `--webhooks` of them with a webhook endpoint (a loopback
-receiver; every event type, 25 a request); each email has a link; after the campaign, a quarter of the
-recipients open it and a twentieth click its link (every fourth and twentieth email in the outbox), through
-the stage's API as a mail client would. The event log and the timeline are always kept.
+SES's events are published a second after each send (`SES_EVENT_DELAY_S`), as SES does within seconds: at
+once, the Send event's record would race the drainer's own, which it never does on AWS.
 
-    python bench/cost.py [--tenants 10] [--recipients 2000] [--webhooks 3] [--markdown]
+What a tenant costs a month whatever it sends (its queue's alarm, the sweeper's looks at its queue) is
+modelled from what the run made (the alarms) and the sweeper's rule (chalicelib.jobs.queues_in_use), for
+tenants sending `CAMPAIGNS_A_MONTH` campaigns a month.
+
+The mix: `--tenants` paid tenants, each sending at `--rate` (14/s by default), the first `--webhooks` of
+them with a webhook endpoint (a loopback receiver; every event type, 25 a request); each email has a link;
+after the campaign, a quarter of the recipients open it and a twentieth click its link (every fourth and
+twentieth email in the outbox), through the stage's API as a mail client would. The event log and the
+timeline are always kept.
+
+    python bench/cost.py [--tenants 10] [--recipients 2000] [--webhooks 3] [--rate 14] [--stage prod] [--markdown]
 
 Prices: us-east-1, public on-demand, 2026, free tiers ignored.
 """
@@ -81,6 +92,9 @@ DYNAMODB_WRITES = {"PutItem", "UpdateItem", "DeleteItem"}
 DYNAMODB_READS = {"GetItem", "Query", "Scan"}
 S3_PUTS = {"PutObject", "CopyObject", "ListObjectsV2", "ListObjects"}
 SES_SENDS = {"SendEmail", "SendRawEmail"}
+# SES publishes an email's events within seconds of accepting it (the local stand-in, by default, at once: then
+# the Send event's record races the drainer's own, which never happens on AWS, and both writes are counted).
+SES_EVENT_DELAY_S = 1.0
 COUNTED = ("functions", "producer", "ses", "poller", "readers")
 MINUTES_PER_MONTH = 30 * 24 * 60
 
@@ -97,6 +111,7 @@ _lock = threading.Lock()
 _calls: Counter[tuple[str, str, str]] = Counter()
 _units: dict[str, Counter[str]] = defaultdict(Counter)
 _billed: Counter[tuple[str, str, str]] = Counter()
+_by_function: Counter[tuple[str, str, str]] = Counter()  # units billed, by the function that made the request
 _on = threading.Event()
 
 
@@ -109,7 +124,7 @@ def who_called() -> str:
     if name == "MainThread":
         return "producer" if _publishing.is_set() else "stand-in"
     # A handler's own threads (the drainer's sends, the ledger's writes) run only inside an invocation.
-    if getattr(_in_function, "depth", 0) or name.startswith(("send", "ThreadPoolExecutor")):
+    if getattr(_in_function, "depth", 0) or name.startswith(("send", "writes", "ThreadPoolExecutor")):
         return "functions"
     if name.startswith("ses-events"):
         return "ses"
@@ -117,7 +132,8 @@ def who_called() -> str:
 
 
 def units_of(service: str, operation: str, params: dict[str, Any]) -> dict[str, float]:
-    """What AWS bills for one request (every item here is under 1 KB and every body under 64 KiB)."""
+    """What AWS bills for one request (every item here is under 1 KB and every body under 64 KiB; a Query or a
+    Scan is priced as one read: what the functions query per email returns a few small items)."""
     if service == "dynamodb":
         if operation in DYNAMODB_WRITES:
             return {"dynamodb_wru": 1}
@@ -125,10 +141,12 @@ def units_of(service: str, operation: str, params: dict[str, Any]) -> dict[str, 
             return {"dynamodb_wru": sum(len(v) for v in params.get("RequestItems", {}).values())}
         if operation == "TransactWriteItems":
             return {"dynamodb_wru": 2 * len(params.get("TransactItems", []))}
+        # A read unit is a strongly consistent read of up to 4 KB; an eventually consistent one is half of one.
         if operation == "BatchGetItem":
-            return {"dynamodb_rru": sum(len(v.get("Keys", [])) for v in params.get("RequestItems", {}).values())}
+            tables = params.get("RequestItems", {}).values()
+            return {"dynamodb_rru": sum(len(v.get("Keys", [])) * _read_units(v) for v in tables)}
         if operation in DYNAMODB_READS:
-            return {"dynamodb_rru": 1}
+            return {"dynamodb_rru": _read_units(params)}
         return {}
     if service == "sqs":
         return {"sqs_request": 1}
@@ -143,6 +161,11 @@ def units_of(service: str, operation: str, params: dict[str, Any]) -> dict[str, 
     if service == "lambda" and operation == "Invoke":
         return {"lambda_request": 1}
     return {}
+
+
+def _read_units(params: dict[str, Any]) -> float:
+    """A read's units per item of up to 4 KB (every item here is): 1 strongly consistent, else 0.5."""
+    return 1.0 if params.get("ConsistentRead") else 0.5
 
 
 def _count(model: Any, params: dict[str, Any], **_: Any) -> None:
@@ -179,11 +202,25 @@ def api_params(service: str, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def _record(who: str, service: str, operation: str, units: dict[str, float]) -> None:
+    fn = _function_name() if who == "functions" else who
     with _lock:
         _calls[(who, service, operation)] += 1
         for k, v in units.items():
             _units[who][k] += v
             _billed[(who, service, operation)] += v  # a request's units (a batch's or a transaction's items)
+            _by_function[(fn, service, operation)] += v
+
+
+def _function_name() -> str:
+    """The function whose invocation made this request: its own thread's, or a send thread's (send_emails');
+    a pool thread's is not known (`writes`: a batch of conditional writes, chalicelib.stores.write_batch)."""
+    name = getattr(_in_function, "name", None)
+    if name:
+        return str(name)
+    thread = threading.current_thread().name
+    if thread.startswith("send"):
+        return "send_emails"
+    return "(write pool)" if thread.startswith("writes") else "(a pool thread)"
 
 
 botocore.handlers.BUILTIN_HANDLERS.append(("before-call.*.*", _count))
@@ -198,10 +235,12 @@ def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
     def invoke(fn: Any, event: dict[str, Any]) -> Any:
         started = time.monotonic()
         _in_function.depth = getattr(_in_function, "depth", 0) + 1
+        outer, _in_function.name = getattr(_in_function, "name", None), fn.handler_name
         try:
             return inner(fn, event)
         finally:
             _in_function.depth -= 1
+            _in_function.name = outer
             if _on.is_set():
                 with _lock:
                     invocations[fn.handler_name] += 1
@@ -221,10 +260,12 @@ def _api_meter(stack: Any, invocations: Counter[str], gb_s: Counter[str]) -> Non
     def handler(*args: Any, **kwargs: Any) -> Any:
         started = time.monotonic()
         _in_function.depth = getattr(_in_function, "depth", 0) + 1
+        _in_function.name = "api_handler"
         try:
             return inner(*args, **kwargs)
         finally:
             _in_function.depth -= 1
+            _in_function.name = None
             if _on.is_set():
                 with _lock:
                     invocations["api_handler"] += 1
@@ -254,8 +295,10 @@ def _poller_meter(pollers: list[Any]) -> None:
         def settle(messages: list[Any], inner: Any = inner) -> None:
             inner(messages)
             if _on.is_set():
-                _record("poller", "sqs", "ReceiveMessage", {"sqs_request": 1})
-                _record("poller", "sqs", "DeleteMessageBatch", {"sqs_request": 1})
+                # Lambda's poller receives and deletes at most ten messages a request, whatever the batch's size.
+                for _ in range(0, max(1, len(messages)), 10):
+                    _record("poller", "sqs", "ReceiveMessage", {"sqs_request": 1})
+                    _record("poller", "sqs", "DeleteMessageBatch", {"sqs_request": 1})
 
         poller._settle = settle
 
@@ -304,7 +347,7 @@ def _html_of(raw: bytes) -> str:
     return str(part.get_content()) if part is not None else ""
 
 
-def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3) -> dict[str, Any]:
+def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3, rate: float = 14.0) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
     from infra.demo_webhooks import register
     from infra.local.stack import LocalStack, StackConfig
@@ -317,12 +360,13 @@ def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3) -> d
             invocations, gb_s = _lambda_meter(stack.runner)
             _api_meter(stack, invocations, gb_s)
             _ses_event_meter(stack.ses)
+            stack.ses.event_delay_s = SES_EVENT_DELAY_S
             _poller_meter(stack.pollers)
             sns = stack.client("sns")
             topic = stack.topic_arns[stack.settings.resources.precompile_topic.name]
             specs = []
             for k in range(tenants):
-                sender = stack.paid_sender(f"tenant{k}", rate=1000, ses_max_rate=1000)
+                sender = stack.paid_sender(f"tenant{k}", rate=rate, ses_max_rate=rate)
                 specs.append(CampaignSpec(f"tenant{k}", sender, "Hi {{ name }}", BODY, f"cost-{k}"))
             hooks = [register(f"tenant{k}") for k in range(min(webhooks, tenants))]
             cloudwatch = stack.client("cloudwatch")
@@ -353,8 +397,10 @@ def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3) -> d
         "opens": opens,
         "clicks": clicks,
         "took_s": round(took, 1),
+        "rate": rate,
         "calls": dict(_calls),
         "billed": dict(_billed),
+        "by_function": dict(_by_function),
         "units": {k: dict(v) for k, v in _units.items()},
         "invocations": dict(invocations),
         "local_gb_s": dict(gb_s),
@@ -364,7 +410,9 @@ def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3) -> d
     }
 
 
-def model(m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: float = 14.0) -> dict[str, Any]:
+def model(
+    m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: float = 14.0, stage: str = "prod"
+) -> dict[str, Any]:
     """Price `emails` emails sent by `tenants` tenants in one month, from the measured run."""
     n = m["emails"]
     per_email: Counter[str] = Counter()
@@ -374,18 +422,27 @@ def model(m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: flo
     per_email["lambda_request"] += sum(m["invocations"].values()) / n
     ses = per_email.pop("ses_email", 0.0)
     lines: dict[str, float] = {k: v * emails * PRICE[k] for k, v in per_email.items()}
-    send_memory_gb = m["memory_mb"].get("send_emails", 512) / 1024
-    other_gb_s = sum(v for k, v in m["local_gb_s"].items() if k != "send_emails") / n
+    # Priced at the stage's memory sizes (.chalice/config.json), not the local stage's: a function's measured
+    # local time (an upper bound: the stand-ins share its CPU) times the stage's memory.
+    sizes = stage_memory(stage)
+    send_memory_gb = sizes.get("send_emails", m["memory_mb"].get("send_emails", 512)) / 1024
+    other_gb_s = (
+        sum(
+            v * sizes.get(k, m["memory_mb"].get(k, 128)) / m["memory_mb"].get(k, 128)
+            for k, v in m["local_gb_s"].items()
+            if k != "send_emails"
+        )
+        / n
+    )
     # Each drainer is busy for the whole drain: a rate that needs N of them (one per
     # MOONSEND_DRAINER_MAX_RATE emails a second, chalicelib.core.drainer_shares) costs N drains' time.
     drainers = drainers_for(rate, DRAINER_MAX_RATE)
     lines["lambda_gb_s"] = (send_memory_gb * drainers / rate + other_gb_s) * emails * PRICE["lambda_gb_s"]
-    alarms_per_tenant = m["alarms"] / m["tenants"]
-    # The sweeper reads each queue's depth once a minute (tenant queues; dead-letter queues are not swept).
-    sweeper_requests = tenants * MINUTES_PER_MONTH
+    per_tenant = tenant_month(m, emails / tenants, rate)
     fixed = {
-        "alarms": (tenants * alarms_per_tenant + m["platform_alarms"]) * PRICE["alarm_month"],
-        "sweeper": sweeper_requests * PRICE["sqs_request"],
+        "alarms": m["platform_alarms"] * PRICE["alarm_month"],
+        "sweeper": sweeper_stage_month(tenants),
+        **{f"{k} (the tenants')": v * tenants for k, v in per_tenant.items()},
     }
     return {
         "emails": emails,
@@ -395,17 +452,51 @@ def model(m: dict[str, Any], emails: float = 1e6, tenants: int = 1000, rate: flo
         "ses_emails_per_email": round(ses, 4),
         "usd": {k: round(v, 2) for k, v in sorted(lines.items())},
         "usd_fixed_per_month": {k: round(v, 2) for k, v in fixed.items()},
+        "usd_per_tenant_month": {k: round(v, 6) for k, v in per_tenant.items()},
+        "usd_idle_tenant_month": round(tenant_month(m, 0, rate)["sweeper"], 6),
+        "usd_per_million": round(sum(lines.values()) * 1e6 / emails, 2),
         "usd_total": round(sum(lines.values()) + sum(fixed.values()), 2),
         "ses_usd": round(emails * PRICE["ses_email"], 2),
-        "alarms_per_tenant": alarms_per_tenant,
+        "alarms_per_tenant": m["alarms"] / m["tenants"],
+        "stage": stage,
     }
+
+
+CAMPAIGNS_A_MONTH = 4  # a tenant's campaigns a month (weekly), for what its queue's looks cost
+HOURS_IN_USE_AFTER = 1.5  # a queue stays in use this hour or the last: 1 to 2 hours after its last put or drain
+
+
+def tenant_month(m: dict[str, Any], emails: float, rate: float) -> dict[str, float]:
+    """What one tenant costs a month whatever its emails cost: its queue's alarm (measured: made or not),
+    and the sweeper's looks at its queue: once a day idle, once a minute while in use (chalicelib.jobs
+    .queues_in_use: its campaigns' sending time, and an hour or two after each)."""
+    alarms = m["alarms"] / m["tenants"]
+    hours = CAMPAIGNS_A_MONTH * (emails / CAMPAIGNS_A_MONTH / rate / 3600 + HOURS_IN_USE_AFTER) if emails else 0.0
+    looks = 30 + 60 * hours
+    return {"alarms": alarms * PRICE["alarm_month"], "sweeper": looks * PRICE["sqs_request"]}
+
+
+def sweeper_stage_month(tenants: int) -> float:
+    """The sweeper's own reads each minute, whatever the tenants do: ListQueues (1,000 queues a page), and
+    the queues in use (two Queries of the tenants' index, a scan of the leases table: a few read units)."""
+    pages = -(-tenants // 1000)
+    return MINUTES_PER_MONTH * (pages * PRICE["sqs_request"] + 3 * PRICE["dynamodb_rru"])
+
+
+def stage_memory(stage: str) -> dict[str, int]:
+    """Each function's memory (MB) on the stage, as .chalice/config.json gives it."""
+    config = json.loads((ROOT / ".chalice" / "config.json").read_text())
+    functions = config["stages"][stage].get("lambda_functions", {})
+    return {name: int(f["lambda_memory_size"]) for name, f in functions.items() if "lambda_memory_size" in f}
 
 
 def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
     n = m["emails"]
     out = [
-        f"Measured: {n:,} emails from {m['tenants']} tenants ({m['webhook_tenants']} with a webhook endpoint) "
-        f"through the whole local pipeline, {m['opens']:,} opens and {m['clicks']:,} clicks, in {m['took_s']} s.",
+        f"Measured: {n:,} emails from {m['tenants']} tenants ({m['webhook_tenants']} with a webhook endpoint), "
+        f"each sending at {m['rate']:g}/s, through the whole local pipeline, {m['opens']:,} opens and "
+        f"{m['clicks']:,} clicks, in {m['took_s']} s. The requests per email are this run's at every rate "
+        "below; only send_emails' time is modelled per rate.",
         "",
         "| who | service | operation | requests per email | units per email |",
         "| --- | --- | --- | ---: | ---: |",
@@ -416,15 +507,33 @@ def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
             out.append(f"| {who} | {service} | {op} | {c / n:.4f} | {billed / n:.4f} |")
     for fn, c in sorted(m["invocations"].items()):
         out.append(f"| AWS | lambda | invoke {fn} | {c / n:.4f} | {c / n:.4f} |")
-    out += ["", "| USD per month | " + " | ".join(f"{p['rate']:g}/s" for p in priced) + " |"]
+    out += ["", "Lambda's GB-seconds per email, by function, as measured locally (send_emails' is modelled):", ""]
+    out += ["| function | invocations per email | local GB-s per email |", "| --- | ---: | ---: |"]
+    for fn, gb_s in sorted(m["local_gb_s"].items()):
+        out.append(f"| {fn} | {m['invocations'].get(fn, 0) / n:.4f} | {gb_s / n:.6f} |")
+    out += ["", "DynamoDB's units per email, by the function that asked:", ""]
+    out += ["| function | operation | units per email |", "| --- | --- | ---: |"]
+    for (fn, service, op), units in sorted(m["by_function"].items()):
+        if service == "dynamodb" and units / n >= 0.001:
+            out.append(f"| {fn} | {op} | {units / n:.4f} |")
+    first = priced[0]
+    out += [
+        "",
+        f"Priced at the `{first['stage']}` stage's memory sizes; a month of {first['emails']:,.0f} emails from "
+        f"{first['tenants']:,} tenants ({CAMPAIGNS_A_MONTH} campaigns each), each tenant sending at the rate "
+        "of the column.",
+        "",
+        "| USD | " + " | ".join(f"{p['rate']:g}/s" for p in priced) + " |",
+    ]
     out.append("| --- |" + " ---: |" * len(priced))
-    keys = sorted(priced[0]["usd"])
-    for k in keys:
+    for k in sorted(first["usd"]):
         out.append(f"| {k} | " + " | ".join(f"{p['usd'][k]:,.2f}" for p in priced) + " |")
-    for k in priced[0]["usd_fixed_per_month"]:
-        out.append(f"| {k} (fixed) | " + " | ".join(f"{p['usd_fixed_per_month'][k]:,.2f}" for p in priced) + " |")
-    out.append("| **moonsend total** | " + " | ".join(f"**{p['usd_total']:,.2f}**" for p in priced) + " |")
+    out.append("| **per million emails** | " + " | ".join(f"**{p['usd_per_million']:,.2f}**" for p in priced) + " |")
+    for k in first["usd_fixed_per_month"]:
+        out.append(f"| {k}, a month | " + " | ".join(f"{p['usd_fixed_per_month'][k]:,.2f}" for p in priced) + " |")
+    out.append("| **moonsend, the month** | " + " | ".join(f"**{p['usd_total']:,.2f}**" for p in priced) + " |")
     out.append("| SES itself | " + " | ".join(f"{p['ses_usd']:,.2f}" for p in priced) + " |")
+    out.append("| a tenant idle all month | " + " | ".join(f"{p['usd_idle_tenant_month']:,.6f}" for p in priced) + " |")
     return "\n".join(out)
 
 
@@ -435,13 +544,15 @@ def main() -> int:
     ap.add_argument("--per-message", type=int, default=200)
     ap.add_argument("--webhooks", type=int, default=3, help="how many of the tenants have a webhook endpoint")
     ap.add_argument("--markdown", action="store_true", help="print BENCHMARKS.md tables instead of JSON")
+    ap.add_argument("--rate", type=float, default=14.0, help="each tenant's ratePerSecond in the measured run")
+    ap.add_argument("--stage", default="prod", help="whose memory sizes price Lambda (.chalice/config.json)")
     ap.add_argument("--report", type=Path, help="also write the Markdown tables here (bench/run.py)")
     args = ap.parse_args()
-    m = run(args.tenants, args.recipients, args.per_message, args.webhooks)
+    m = run(args.tenants, args.recipients, args.per_message, args.webhooks, args.rate)
     if not m["drained"]:
         print("the pipeline did not drain: figures would be partial", file=sys.stderr)
         return 1
-    priced = [model(m, rate=r) for r in (1.0, 14.0, 100.0, 1000.0)]
+    priced = [model(m, rate=r, stage=args.stage) for r in (1.0, 14.0, 100.0, 1000.0)]
     if args.report:
         args.report.write_text(markdown(m, priced) + "\n")
     if args.markdown:
@@ -449,6 +560,7 @@ def main() -> int:
     else:
         m["calls"] = {"/".join(k): v for k, v in sorted(m["calls"].items())}
         m["billed"] = {"/".join(k): v for k, v in sorted(m["billed"].items())}
+        m["by_function"] = {"/".join(k): v for k, v in sorted(m["by_function"].items())}
         print(json.dumps({"measured": m, "priced": priced}, indent=2))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import threading
 
 
@@ -33,4 +34,5 @@ class Periodic:
                 self.tick()
             except Exception as exc:
                 if not self._stop.is_set():
-                    print(f"[{self.name}] tick failed: {exc}")
+                    # To stderr, as every stand-in's own trouble: a command's output (JSON) stays its own.
+                    print(f"[{self.name}] tick failed: {exc}", file=sys.stderr, flush=True)

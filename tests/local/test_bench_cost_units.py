@@ -27,10 +27,18 @@ def test_a_batch_write_is_priced_by_its_items_and_a_transaction_at_two_units_an_
     item = {"Put": {"TableName": "t", "Item": {"pk": {"S": "a"}}}}
     transact = _request("TransactWriteItems", {"TransactItems": [item] * 3})
     assert cost.units_of("dynamodb", "TransactWriteItems", cost.api_params("dynamodb", transact)) == {"dynamodb_wru": 6}
-    keys = {"t": {"Keys": [{"pk": {"S": "a"}}] * 7}}
+    keys = {"t": {"Keys": [{"pk": {"S": "a"}}] * 7}, "u": {"Keys": [{"pk": {"S": "a"}}] * 2, "ConsistentRead": True}}
     got = cost.api_params("dynamodb", _request("BatchGetItem", {"RequestItems": keys}))
-    assert cost.units_of("dynamodb", "BatchGetItem", got) == {"dynamodb_rru": 7}
+    assert cost.units_of("dynamodb", "BatchGetItem", got) == {"dynamodb_rru": 7 * 0.5 + 2}
     assert json.loads(batch["body"])  # the body is what was read
+
+
+def test_a_read_is_half_a_unit_unless_it_is_strongly_consistent():
+    get = {"TableName": "t", "Key": {"pk": {"S": "a"}}}
+    eventually = cost.api_params("dynamodb", _request("GetItem", get))
+    strongly = cost.api_params("dynamodb", _request("GetItem", {**get, "ConsistentRead": True}))
+    assert cost.units_of("dynamodb", "GetItem", eventually) == {"dynamodb_rru": 0.5}
+    assert cost.units_of("dynamodb", "GetItem", strongly) == {"dynamodb_rru": 1.0}
 
 
 def test_a_dynamodb_request_is_labelled_by_the_tables_it_reaches():
@@ -44,3 +52,43 @@ def test_a_dynamodb_request_is_labelled_by_the_tables_it_reaches():
     get = cost.api_params("dynamodb", _request("GetItem", {"TableName": "moonsend-local-tenants", "Key": {}}))
     assert cost._labelled("dynamodb", "GetItem", get) == "GetItem tenants"
     assert cost._labelled("sqs", "SendMessage", {}) == "SendMessage"
+
+
+def _measured(alarms: int = 0) -> dict:
+    """A measured run as bench/cost.run returns it, with only what the model reads."""
+    return {
+        "emails": 1000,
+        "tenants": 10,
+        "units": {"functions": {"dynamodb_wru": 3000.0}},
+        "invocations": {"precompile_email": 5},
+        "local_gb_s": {"precompile_email": 1.0},
+        "memory_mb": {"send_emails": 512, "precompile_email": 512},
+        "alarms": alarms,
+        "platform_alarms": 10,
+    }
+
+
+def test_lambda_is_priced_at_the_stages_memory_not_the_local_stages():
+    sizes = cost.stage_memory("prod")
+    prod, local = cost.model(_measured(), rate=1.0, stage="prod"), cost.model(_measured(), rate=1.0, stage="local")
+    send_prod = sizes["send_emails"] / 1024 * 1e6 * cost.PRICE["lambda_gb_s"]
+    other_prod = 1.0 * sizes["precompile_email"] / 512 / 1000 * 1e6 * cost.PRICE["lambda_gb_s"]
+    assert prod["usd"]["lambda_gb_s"] == round(send_prod + other_prod, 2)
+    assert local["usd"]["lambda_gb_s"] < prod["usd"]["lambda_gb_s"]
+
+
+def test_an_idle_tenant_costs_a_look_a_day_and_a_sending_one_its_hours_in_use():
+    priced = cost.model(_measured(), rate=14.0)
+    assert priced["usd_idle_tenant_month"] == round(30 * cost.PRICE["sqs_request"], 6)
+    hours = cost.CAMPAIGNS_A_MONTH * (1000 / cost.CAMPAIGNS_A_MONTH / 14 / 3600 + cost.HOURS_IN_USE_AFTER)
+    assert priced["usd_per_tenant_month"]["sweeper"] == round((30 + 60 * hours) * cost.PRICE["sqs_request"], 6)
+    assert priced["usd_per_tenant_month"]["alarms"] == 0  # the run made no queue alarm
+    with_alarms = cost.model(_measured(alarms=10), rate=14.0)
+    assert with_alarms["usd_per_tenant_month"]["alarms"] == cost.PRICE["alarm_month"]
+
+
+def test_the_per_million_figure_is_the_per_email_lines_alone():
+    priced = cost.model(_measured(), rate=14.0)
+    # Each line is rounded to cents, the figure is not: they differ by at most a cent a line.
+    assert abs(priced["usd_per_million"] - sum(priced["usd"].values())) <= 0.01 * len(priced["usd"])
+    assert priced["usd_total"] > priced["usd_per_million"]  # the month adds the stage's and the tenants' own

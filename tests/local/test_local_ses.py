@@ -134,3 +134,35 @@ def test_admin_endpoint_configures_an_account_over_http(stack, uid):
         body = json.loads(resp.read())
     assert body["maxSendRate"] == 7 and body["max24HourSend"] == 100
     assert _ses(stack, f"AKIAH{uid}").get_account()["SendQuota"]["MaxSendRate"] == 7.0
+
+
+def test_events_can_be_held_back_as_ses_publishes_them_seconds_after_a_send(tmp_path):
+    """bench/cost.py holds them a second: at once, the Send event's record races the drainer's own, which it
+    never does on AWS. Held events are still published, in order, and counted as pending meanwhile."""
+    import json
+    import threading
+    import time
+
+    from infra.local.ses import SesStandIn
+
+    ses = SesStandIn(tmp_path)
+    published, done = [], threading.Event()
+
+    def publish(topic, message):
+        published.append((time.monotonic(), json.loads(message)["eventType"]))
+        if len(published) == 2:
+            done.set()
+
+    ses.publish = publish
+    destination = {"EventDestination": {"Enabled": True, "MatchingEventTypes": ["SEND", "DELIVERY"]}}
+    destination["EventDestination"]["SnsDestination"] = {"TopicArn": "arn:aws:sns:us-east-1:123456789012:events"}
+    ses.add_event_destination("AKIAX", "set", json.dumps(destination).encode())
+    ses.event_delay_s = 0.3
+    sent_at = time.monotonic()
+    ses.publish_send_event("AKIAX", "set", _raw("news@example.org"), ["ann@example.org"], "m-1")
+    assert ses.events_pending == 1
+    assert done.wait(10)
+    ses.flush_events()
+    assert [kind for _at, kind in published] == ["Send", "Delivery"]
+    assert all(at - sent_at >= 0.3 for at, _kind in published)
+    assert ses.events_pending == 0

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from chalicelib.core import log  # noqa: E402
 from chalicelib.core.config import Settings  # noqa: E402
-from chalicelib.jobs.sweeper import Sweeper  # noqa: E402
+from chalicelib.jobs.sweeper import Sweeper, SweepLimits  # noqa: E402
 
 SETTINGS = Settings.from_env({"MOONSEND_STAGE": "bench"})
 ACCOUNT_URL = "http://127.0.0.1:{port}/123456789012"
@@ -120,8 +120,9 @@ class NoLeases:
         return None
 
 
-def measure(sqs: Any, workers: int, warm: bool) -> dict[str, float]:
-    sweeper = Sweeper(SETTINGS, sqs, NoLeases(), lambda _q: None, workers=workers)  # type: ignore[arg-type]
+def measure(sqs: Any, queues: int, workers: int, warm: bool) -> dict[str, float]:
+    every = set(queue_names(queues))  # every queue in use, as on a day all the stage's tenants send (the most)
+    sweeper = Sweeper(SETTINGS, sqs, NoLeases(), lambda _now: every, lambda _q: None, limits=SweepLimits(workers))  # type: ignore[arg-type]
     if warm:
         sweeper.run()  # the client's connections opened, its first requests' setup done
     wall0, cpu0 = time.perf_counter(), time.process_time()
@@ -141,7 +142,7 @@ def measure(sqs: Any, workers: int, warm: bool) -> dict[str, float]:
 def run_client(client: str, queues: int, latency_ms: float, workers: list[int]) -> list[dict[str, Any]]:
     if client == "fake":
         make: Callable[[int], Any] = lambda _w: FakeSqs(queue_names(queues), latency_ms / 1000)  # noqa: E731
-        return [{"client": client, **measure(make(w), w, warm=False)} for w in workers]
+        return [{"client": client, **measure(make(w), queues, w, warm=False)} for w in workers]
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -149,7 +150,7 @@ def run_client(client: str, queues: int, latency_ms: float, workers: list[int]) 
     server = subprocess.Popen(cmd, cwd=ROOT)
     try:
         _wait_for(port)
-        return [{"client": client, **measure(botocore_client(port, w), w, warm=True)} for w in workers]
+        return [{"client": client, **measure(botocore_client(port, w), queues, w, warm=True)} for w in workers]
     finally:
         server.terminate()
         server.wait(10)

@@ -51,6 +51,7 @@ from chalicelib.jobs.dead_letters import DeadLetterQueue, DeadLetters
 from chalicelib.jobs.idle_queues import IdleQueueCleanup
 from chalicelib.jobs.ledger_stream import LedgerStream
 from chalicelib.jobs.queue_age import QueueAge
+from chalicelib.jobs.queues_in_use import QueuesInUse
 from chalicelib.jobs.recount import Recount
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.jobs.sweeper import Sweeper
@@ -151,10 +152,14 @@ class Container:
         return Timeline(self.settings.resources.timeline_table.name, self.settings.region)
 
     @cached_property
+    def queue_activity(self) -> QueueActivity:
+        return QueueActivity(self.settings.resources.tenants_table.name, self.settings.region)
+
+    @cached_property
     def queues(self) -> TenantQueues:
         region = self.settings.region
-        activity = QueueActivity(self.settings.resources.tenants_table.name, region)
-        return TenantQueues(self.settings, aws.client("sqs", region), aws.client("cloudwatch", region), activity)
+        cloudwatch = aws.client("cloudwatch", region)
+        return TenantQueues(self.settings, aws.client("sqs", region), cloudwatch, self.queue_activity)
 
     @cached_property
     def ledger(self) -> Ledger:
@@ -547,9 +552,8 @@ class Container:
     @cached_property
     def idle_queues(self) -> IdleQueueCleanup:
         s = self.settings
-        activity = QueueActivity(s.resources.tenants_table.name, s.region)
         return IdleQueueCleanup(
-            s, activity, aws.client("sqs", s.region), aws.client("cloudwatch", s.region), self.leases
+            s, self.queue_activity, aws.client("sqs", s.region), aws.client("cloudwatch", s.region), self.leases
         )
 
     @cached_property
@@ -600,7 +604,9 @@ class Container:
 
     @cached_property
     def recounts(self) -> Recounts:
-        return Recounts(self.settings.resources.recounts_table.name, self.settings.region)
+        return Recounts(
+            self.settings.resources.recounts_table.name, self.settings.region, self.settings.recount_settle_s
+        )
 
     @cached_property
     def recount(self) -> Recount:
@@ -621,7 +627,9 @@ class Container:
 
     @cached_property
     def sweeper(self) -> Sweeper:
-        return Sweeper(self.settings, aws.client("sqs", self.settings.region), self.leases, self.start_drain)
+        sqs = aws.client("sqs", self.settings.region)
+        in_use = QueuesInUse(self.settings.resources, self.queue_activity, self.leases)
+        return Sweeper(self.settings, sqs, self.leases, in_use.at, self.start_drain)
 
     @cached_property
     def queue_age(self) -> QueueAge:

@@ -28,6 +28,7 @@ from chalicelib.core.resources import (
     QUEUED_PREFIX,
     SCHEDULED_PREFIX,
     SESSIONS_BY_TENANT,
+    TENANTS_BY_QUEUE_HOUR,
     UPLOADS_PREFIX,
     Resources,
     resources_for,
@@ -392,7 +393,10 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
     sweep = [
         _stmt("ListStageQueues", ["sqs:ListQueues"], "*"),
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
-        _stmt("Lease", _READ, [tables["LeasesTable"]]),
+        # Each queue's lease; the queues a drain held lately (a scan: chalicelib.jobs.queues_in_use).
+        _stmt("Lease", [*_READ, "dynamodb:Scan"], [tables["LeasesTable"]]),
+        # The tenants whose queue was used this hour or the last: the queues looked at every minute.
+        _stmt("QueuesInUse", ["dynamodb:Query"], [f"{tables['TenantsTable']}/index/{TENANTS_BY_QUEUE_HOUR}"]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
         # The oldest queued email's age (chalicelib.jobs.queue_age): neither action takes a resource.
         _stmt("QueueAges", ["cloudwatch:GetMetricData", "cloudwatch:PutMetricData"], "*"),

@@ -45,6 +45,11 @@ def share(rate: float, slot: int, max_rate: int) -> float:
     return float(min(max(math.floor(rate) - slot * max_rate, 0), max_rate))
 
 
+def queue_of_lease(key: str) -> str:
+    """The queue a lease item is of, whichever drainer's slot it is."""
+    return key.split(SLOT_SEPARATOR, 1)[0]
+
+
 def lease_key(queue: str, slot: int) -> str:
     """The lease item of drainer `slot` on `queue` (slot 0's is the queue's name, as with one drainer)."""
     return queue if slot == 0 else f"{queue}{SLOT_SEPARATOR}{slot}"

@@ -2,9 +2,18 @@
 
 CloudWatch alarms act only on state changes. If messages arrive while a queue's alarm is still in
 ALARM (the last drain ended, the alarm has not re-evaluated yet), no notification comes and, without
-this, the queue would wait forever: MoonMail's stall. The sweeper looks at every queue of this stage;
-a queue with visible messages and no live lease gets a drain started (which takes the lease, so a
-drain started twice still runs once). Expired leases of dead drainers are retaken the same way.
+this, the queue would wait forever: MoonMail's stall. (The alarm is an option now, and precompile starts
+a drain itself: the sweeper is what catches a queue whose start failed or whose drain died.) A queue with
+visible messages and no live lease gets a drain started (which takes the lease, so a drain started twice
+still runs once). Expired leases of dead drainers are retaken the same way.
+
+Which queues it looks at each minute: the free-plan queue, and the tenant queues in use (email put on them
+this hour or the last, UTC, or a drain holding them within the last hour: chalicelib.jobs.queues_in_use).
+Every other queue is looked at once a day, at a minute of its own (a backstop). A depth check is a request,
+$0.40 a million: once a minute for each of a stage's queues was $0.017 a tenant and month, idle or not
+(issue 53); this way a tenant costs a look a minute only while it sends, and an hour or two after. If what
+is in use cannot be read (the index being built after an upgrade, a throttled read), every queue is looked
+at, as before.
 
 One depth check is a round trip and a millisecond or so of botocore's CPU (over ten on a 256 MB
 Lambda), and a stage has one queue per paid tenant: checked one after another, a few thousand queues
@@ -21,6 +30,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -32,7 +42,7 @@ from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.ports import SqsQueueListing
 from chalicelib.core.queue_listing import queue_urls
-from chalicelib.core.routing import is_our_queue
+from chalicelib.core.routing import is_free_queue, is_our_queue
 from chalicelib.stores.ports import LeaseHolders
 
 # Checks at once: each mostly waits on its round trip, and boto3's clients are thread-safe with a pool
@@ -49,11 +59,19 @@ SEGMENT = 1_000
 STOP_MARGIN_MS = 10_000
 # What is left of the function's time when the sweep stops waiting for checks still in flight.
 LAST_MARGIN_MS = 2_000
+MINUTES_A_DAY = 1440
+
+
+@dataclass(frozen=True)
+class SweepLimits:
+    workers: int = WORKERS  # checks at once
+    segment: int = SEGMENT  # how far the starting point moves on each minute
 
 
 @dataclass
 class SweepResult:
     queues: int = 0  # of this stage, listed
+    looked_at: int = 0  # this minute's: the free queue, those in use, and the day's share of the others
     checked: int = 0
     with_work: int = 0
     started: list[str] = field(default_factory=list)
@@ -63,7 +81,7 @@ class SweepResult:
 
     @property
     def skipped_for_time(self) -> int:
-        return self.queues - self.checked - self.failed
+        return self.looked_at - self.checked - self.failed
 
 
 class Sweeper:
@@ -72,18 +90,19 @@ class Sweeper:
         settings: Settings,
         sqs: SqsQueueListing,
         leases: LeaseHolders,
+        in_use: Callable[[float], set[str]],
         start: Callable[[str], None],
         *,
-        workers: int = WORKERS,
-        segment: int = SEGMENT,
+        limits: SweepLimits = SweepLimits(),
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._sqs = sqs
         self._leases = leases
+        self._in_use = in_use
         self._start = start
-        self._workers = workers
-        self._segment = segment
+        self._workers = limits.workers
+        self._segment = limits.segment
         self._clock = clock
 
     def sweep(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> SweepResult:
@@ -95,9 +114,10 @@ class Sweeper:
 
     def run(self, remaining_ms: Callable[[], int] = lambda: 60_000) -> SweepResult:
         urls = self.our_queues()
-        result = SweepResult(queues=len(urls))
-        if urls:
-            self._check_all(urls, self.rotated(sorted(urls)), remaining_ms, result)
+        names = self.to_look_at(sorted(urls))
+        result = SweepResult(queues=len(urls), looked_at=len(names))
+        if names:
+            self._check_all(urls, self.rotated(names), remaining_ms, result)
         if result.failed and not result.checked and result.first_error is not None:
             raise result.first_error  # nothing could be checked: the function is broken, not a queue
         return result
@@ -111,6 +131,22 @@ class Sweeper:
             if is_our_queue(r, name):
                 urls[name] = url
         return urls
+
+    def to_look_at(self, names: Sequence[str]) -> list[str]:
+        """This minute's queues, of those listed: the free queue, the tenant queues in use, and the others whose
+        minute of the day this is."""
+        in_use = self._queues_in_use()
+        minute = int(self._clock() // 60) % MINUTES_A_DAY
+        r = self._settings.resources
+        return [n for n in names if in_use is None or n in in_use or is_free_queue(r, n) or daily_minute(n) == minute]
+
+    def _queues_in_use(self) -> set[str] | None:
+        """The queues in use now (chalicelib.jobs.queues_in_use); None if that cannot be read."""
+        try:
+            return self._in_use(self._clock())
+        except Exception as exc:
+            log.warning("queues in use not read: every queue is looked at", error=repr(exc))
+            return None
 
     def rotated(self, names: Sequence[str]) -> list[str]:
         """The queues (sorted: ListQueues promises no order, and the rotation needs a stable one) from
@@ -176,6 +212,7 @@ class Sweeper:
     def _report(self, result: SweepResult) -> None:
         fields = {
             "queues": result.queues,
+            "looked_at": result.looked_at,
             "checked": result.checked,
             "with_work": result.with_work,
             "started": len(result.started),
@@ -190,6 +227,12 @@ class Sweeper:
             log.warning("sweep ran out of time", **fields)
         else:
             log.info("swept", **fields)
+
+
+def daily_minute(queue: str) -> int:
+    """The minute of the UTC day at which a queue not in use is looked at: spread evenly, and stable (a hash
+    of its name, not Python's, which changes from process to process)."""
+    return zlib.crc32(queue.encode()) % MINUTES_A_DAY
 
 
 class _Dispenser:

@@ -1,9 +1,11 @@
-"""Tenant queues: created on first use, with their dead-letter redrive and not-empty alarm.
+"""Tenant queues: created on first use, with their dead-letter redrive (and, as an option, a not-empty alarm).
 
 Creation is race-safe: CreateQueue with the same attributes is idempotent in SQS, PutMetricAlarm
 overwrites, and a container remembers the queues it has seen, so the cost is paid once per queue per
-container. The alarm (`ApproximateNumberOfMessagesVisible >= 1`) publishes to SendEmails, which is how
-the drainer learns that a queue has work.
+container. A drain is started by whoever puts email on the queue (precompile's direct start) and by the
+sweeper's look every minute. The design's alarm (`ApproximateNumberOfMessagesVisible >= 1`, publishing to
+SendEmails) is made only where the stage asks for it (`MOONSEND_QUEUE_ALARMS`): it starts nothing the
+other two do not, a minute later, and costs $0.10 a queue and month.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from chalicelib.core.ports import SqsQueueCreation
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import alarm_name, is_free_queue
 from chalicelib.stores.ports import QueueTouch
-from chalicelib.stores.queue_activity import utc_day
+from chalicelib.stores.queue_activity import utc_hour
 
 ALARM_PERIOD_S = 60
 # SQS's answer to a CreateQueue within 60 s of a DeleteQueue of the name: the code as AWS sends it, and the
@@ -36,7 +38,7 @@ class QueuePlan:
     name: str
     attributes: dict[str, str]
     tags: dict[str, str]
-    alarm: dict[str, Any]
+    alarm: dict[str, Any] | None  # PutMetricAlarm's arguments, None: no alarm (Settings.queue_alarms)
 
 
 def not_empty_alarm(settings: Settings, queue_name: str) -> dict[str, Any]:
@@ -76,7 +78,7 @@ def plan_tenant_queue(settings: Settings, queue_name: str, user_id: str) -> Queu
         },
         # Tag values are limited to 256 characters; the user id is validated to 128.
         tags={"moonsend:stage": settings.stage, "moonsend:tenant": user_id},
-        alarm=not_empty_alarm(settings, queue_name),
+        alarm=not_empty_alarm(settings, queue_name) if settings.queue_alarms else None,
     )
 
 
@@ -87,7 +89,7 @@ class TenantQueues:
         self._cw = cloudwatch
         self._activity = activity
         self._urls: dict[str, str] = {}
-        self._touched: dict[str, str] = {}  # queue -> the UTC day this container last marked it used
+        self._touched: dict[str, str] = {}  # queue -> the UTC hour this container last marked it used
         self._lock = threading.Lock()
 
     def url(self, queue_name: str) -> str:
@@ -101,18 +103,19 @@ class TenantQueues:
         return url
 
     def ensure(self, queue_name: str, user_id: str) -> str:
-        """The URL of the tenant's queue, creating the queue and its alarm on first use.
+        """The URL of the tenant's queue, creating the queue (and its alarm, if the stage has them) on first use.
 
-        Marks the queue used today first (once per container and day), so that the idle-queue job never
-        removes a queue that is about to get email; a queue it removed is created again here."""
+        Marks the queue used today and this hour first (once per container and hour), so that the idle-queue
+        job never removes a queue that is about to get email, and the sweeper looks at it while it has some;
+        a queue the job removed is created again here."""
         if is_free_queue(self._settings.resources, queue_name):
             return self.url(queue_name)  # provisioned with the platform, never created here
-        day = utc_day()
-        if self._touched.get(queue_name) != day:
-            if self._activity.touch(user_id, day):
+        hour = utc_hour()
+        if self._touched.get(queue_name) != hour:
+            if self._activity.touch(user_id, hour[:10], hour):
                 self.forget(queue_name)
             with self._lock:
-                self._touched[queue_name] = day
+                self._touched[queue_name] = hour
         hit = self._urls.get(queue_name)
         if hit:
             return hit
@@ -130,7 +133,8 @@ class TenantQueues:
             if code not in ("QueueAlreadyExists", "QueueNameExists"):
                 raise
             url = self._sqs.get_queue_url(QueueName=plan.name)["QueueUrl"]
-        self._cw.put_metric_alarm(**plan.alarm)
+        if plan.alarm is not None:
+            self._cw.put_metric_alarm(**plan.alarm)
         with self._lock:
             self._urls[queue_name] = url
         return url

@@ -21,6 +21,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, DoesNotExist, UpdateError
 from pynamodb.models import Model
 
+from chalicelib.core.drainer_shares import queue_of_lease
 from chalicelib.stores.tables import bound, condition_failed
 
 
@@ -115,6 +116,14 @@ class Leases:
         m = self._model
         rows = m.scan((m.expires_ms > now_ms) & (m.token != RELEASED))
         return [Lease(r.queue, r.token, int(r.expires_ms)) for r in rows]
+
+    def drained(self, since_ms: int) -> set[str]:
+        """The queues whose lease a drain took, renewed or held after `since_ms` (epoch ms), whatever became of
+        the drain. A scan of small items, one per queue drained in the last day (the items' TTL), so as many as
+        queues drained lately, never one per idle tenant (the sweeper's, once a minute)."""
+        m = self._model
+        recent = (m.taken_ms > since_ms) | (m.expires_ms > since_ms)
+        return {queue_of_lease(r.queue) for r in m.scan(recent, attributes_to_get=["queue"])}
 
     def holder(self, queue: str) -> Lease | None:
         """The live lease on a queue, if any."""

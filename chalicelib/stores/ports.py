@@ -153,6 +153,18 @@ class AttemptCounts(Protocol):
 # --- the drain leases (chalicelib.stores.lease) ------------------------------------------------------------
 
 
+class QueuesUsedIn(Protocol):
+    """The tenants whose queue was last used in given UTC hours (chalicelib.stores.queue_activity)."""
+
+    def used_in(self, hours: Iterable[str]) -> set[str]: ...
+
+
+class QueuesDrained(Protocol):
+    """The queues a drain held since a time (chalicelib.stores.lease)."""
+
+    def drained(self, since_ms: int) -> set[str]: ...
+
+
 class LeaseHolders(Protocol):
     """Whether a queue has a live drainer: the drain starter, the sweeper and the idle-queue job ask only this."""
 
@@ -355,9 +367,10 @@ class RescheduleStore(Protocol):
 
 
 class QueueTouch(Protocol):
-    """The queue's writer (chalicelib.queueing.tenant_queues): mark a queue used today; True when it was retired."""
+    """The queue's writer (chalicelib.queueing.tenant_queues): mark a queue used today (and this hour, the
+    sweeper's); True when it was retired."""
 
-    def touch(self, user_id: str, day: str) -> bool: ...
+    def touch(self, user_id: str, day: str, hour: str | None = None) -> bool: ...
 
 
 class QueueRetirement(Protocol):

@@ -1,14 +1,15 @@
-"""Each tenant queue's last day of use and whether it exists, on the tenant's registry item.
+"""Each tenant queue's last day and hour of use and whether it exists, on the tenant's registry item.
 
-The queue's writer touches the day before it puts anything on the queue; the idle-queue job
+The queue's writer touches the day (and hour) before it puts anything on the queue; the idle-queue job
 (chalicelib.jobs.idle_queues) retires queues idle long enough. Why no queue is removed under a
-sender is told there.
+sender is told there. The hour is the sweeper's (chalicelib.jobs.queues_in_use): it looks every minute at
+the queues used this hour or the last, found by the table's index of it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.expressions.condition import Condition
@@ -32,20 +33,26 @@ def utc_day(now: float | None = None) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
 
 
+def utc_hour(now: float | None = None) -> str:
+    """`2026-11-29T19`: the UTC hour, as the index of queues in use keys it (its day is its first ten)."""
+    return time.strftime("%Y-%m-%dT%H", time.gmtime(time.time() if now is None else now))
+
+
 class QueueActivity:
     """The last day each tenant's queue was used, and whether it exists: on the tenant's registry item."""
 
     def __init__(self, table_name: str, region: str) -> None:
         self._model = bound(TenantModel, table_name, region)
 
-    def touch(self, user_id: str, day: str) -> bool:
-        """Mark the queue used today. True when it must be (re)created first: it was retired.
+    def touch(self, user_id: str, day: str, hour: str | None = None) -> bool:
+        """Mark the queue used today (and this hour). True when it must be (re)created first: it was retired.
 
         Raises QueueRetiring while a retirement is under way (retry shortly)."""
         m = self._model
+        used = [m.queue_used_day.set(day), *([m.queue_used_hour.set(hour)] if hour else [])]
         try:
             m(user_id).update(
-                actions=[m.queue_used_day.set(day), m.queue_state.set(ACTIVE)],
+                actions=[*used, m.queue_state.set(ACTIVE)],
                 condition=m.queue_state.does_not_exist() | (m.queue_state == ACTIVE),
             )
             return False
@@ -59,7 +66,7 @@ class QueueActivity:
             raise QueueRetiring(f"the queue of {user_id} is being removed for idleness; retry in a minute")
         try:  # gone, or a retirement that crashed: take it back, exactly once
             m(user_id).update(
-                actions=[m.queue_used_day.set(day), m.queue_state.set(ACTIVE), m.queue_state_at.set(now_ms)],
+                actions=[*used, m.queue_state.set(ACTIVE), m.queue_state_at.set(now_ms)],
                 condition=(m.queue_state == state) & (m.queue_state_at == at)
                 if item.queue_state_at is not None
                 else (m.queue_state == state),
@@ -69,6 +76,13 @@ class QueueActivity:
                 raise
             raise QueueRetiring(f"the queue of {user_id} changed state while being taken back; retry") from exc
         return True
+
+    def used_in(self, hours: Iterable[str]) -> set[str]:
+        """The tenants whose queue was last used in one of these UTC hours (`utc_hour`; the index: a request an
+        hour asked, as many rows as tenants found; eventually consistent, so a touch of a moment ago may be
+        missing)."""
+        index = self._model.by_queue_hour
+        return {item.user_id for hour in hours for item in index.query(hour)}
 
     def idle(self, before_day: str) -> Iterator[tuple[str, str]]:
         """(user_id, last day used) of every tenant whose queue exists and was last used before `before_day`."""

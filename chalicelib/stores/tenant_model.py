@@ -11,16 +11,30 @@ import json
 from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
+from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from chalicelib.core.contract import Sender
+from chalicelib.core.resources import TENANTS_BY_QUEUE_HOUR
 from chalicelib.stores.pauses import Pause, pauses_of, summary
+
+
+class _ByQueueHour(GlobalSecondaryIndex["TenantModel"]):
+    """The tenants whose queue was last used in a UTC hour (keys only: see chalicelib.core.resources.IndexDef)."""
+
+    class Meta:
+        index_name = TENANTS_BY_QUEUE_HOUR
+        projection = KeysOnlyProjection()
+
+    queue_used_hour = UnicodeAttribute(hash_key=True)
+    user_id = UnicodeAttribute(range_key=True)
 
 
 class TenantModel(Model):
     class Meta:
         table_name = "unbound"
 
+    by_queue_hour = _ByQueueHour()
     user_id = UnicodeAttribute(hash_key=True)
     plan = UnicodeAttribute(default="paid")
     email_address = UnicodeAttribute(null=True)
@@ -50,8 +64,10 @@ class TenantModel(Model):
     paused_reason = UnicodeAttribute(null=True)
     paused_at = NumberAttribute(null=True)
     api_key_hash = UnicodeAttribute(null=True)  # SHA-256 of its one key of before (chalicelib.control.api_keys)
-    # The tenant queue's last UTC day of use and whether it exists (chalicelib.jobs.idle_queues).
+    # The tenant queue's last UTC day of use and whether it exists (chalicelib.jobs.idle_queues), and its last
+    # hour of use (`2026-11-29T19`: the sweeper's, chalicelib.jobs.queues_in_use).
     queue_used_day = UnicodeAttribute(null=True)
+    queue_used_hour = UnicodeAttribute(null=True)
     queue_state = UnicodeAttribute(null=True)
     queue_state_at = NumberAttribute(null=True)
     # The free-plan From addresses the tenant has (chalicelib.stores.free_senders), lower-cased.

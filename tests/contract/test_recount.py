@@ -3,6 +3,7 @@ the recorder keeps, and a count the recorder lost comes back once the campaign s
 
 from __future__ import annotations
 
+import json
 import random
 import time
 from collections.abc import Iterator
@@ -10,11 +11,12 @@ from collections.abc import Iterator
 import pytest
 
 from chalicelib import wiring
+from chalicelib.core import aws
 from chalicelib.jobs.recount import Recount
 from chalicelib.stores.campaign_stats import COUNTERS
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, FEEDBACK, SENT, Claim
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
-from chalicelib.stores.recounts import RecountNote, Recounts
+from chalicelib.stores.recounts import NOTE_AGAIN_AFTER_S, RecountNote, Recounts
 
 SETTLE_S = 900.0
 pytestmark = pytest.mark.usefixtures("stack")
@@ -239,14 +241,62 @@ class TestTheRecount:
         assert set(ENTRIES) <= set(COUNTERS)
 
     def test_notes_of_a_batch_are_one_per_campaign_and_a_later_change_keeps_the_note(self, uid: str) -> None:
-        notes: Recounts = wiring.container().recounts
+        now = [0.0]
+        notes = _notes(lambda: now[0])
         pk = f"u{uid}#c1"
         notes.note([pk, pk, f"u{uid}#c2"], now_ms=1_000)
         mine = [n for n in notes.settled(2_000) if n.user_id == f"u{uid}"]
         assert sorted(n.campaign_id for n in mine) == ["c1", "c2"]
         first = next(n for n in mine if n.campaign_id == "c1")
+        now[0] += NOTE_AGAIN_AFTER_S
         notes.note([pk], now_ms=1_500)  # the campaign changed again after the job read its note
         assert notes.done(first) is False
         assert [n.changed_ms for n in notes.settled(2_000) if n.user_id == f"u{uid}" and n.campaign_id == "c1"] == [
             1_500
         ]
+
+    def test_a_process_notes_a_campaign_again_only_a_minute_after_its_last_note(self, uid: str) -> None:
+        now, writes = [0.0], []
+        notes = _notes(lambda: now[0])
+        client = _recounts_client()
+
+        def seen(params, **_):
+            writes.append(len(json.loads(params["body"])["RequestItems"][notes_table()]))
+
+        client.meta.events.register("before-call.dynamodb.BatchWriteItem", seen)
+        try:
+            pk = f"u{uid}#c1"
+            notes.note([pk], now_ms=1_000)
+            now[0] += NOTE_AGAIN_AFTER_S - 1
+            notes.note([pk, f"u{uid}#c2"], now_ms=1_100)  # c1 noted by this process a moment ago: c2 only
+            now[0] += 1
+            notes.note([pk], now_ms=1_200)
+        finally:
+            client.meta.events.unregister("before-call.dynamodb.BatchWriteItem", seen)
+        assert writes == [1, 1, 1]
+        mine = {n.campaign_id: n.changed_ms for n in notes.settled(2_000) if n.user_id == f"u{uid}"}
+        assert mine == {"c1": 1_200, "c2": 1_100}
+
+    def test_a_short_settle_time_notes_again_within_a_tenth_of_it(self, uid: str) -> None:
+        now = [0.0]
+        notes = _notes(lambda: now[0], settle_s=10.0)
+        pk = f"u{uid}#c1"
+        notes.note([pk], now_ms=1_000)
+        now[0] += 1.0
+        notes.note([pk], now_ms=1_100)
+        assert [n.changed_ms for n in notes.settled(2_000) if n.user_id == f"u{uid}"] == [1_100]
+
+
+def notes_table() -> str:
+    return wiring.container().settings.resources.recounts_table.name
+
+
+def _recounts_client():
+    settings = wiring.container().settings
+    return aws.table_client(settings.region, notes_table())
+
+
+def _notes(clock, settle_s: float = SETTLE_S) -> Recounts:
+    """A process of its own (its own memory of what it noted), on the stage's table, with its clock."""
+    settings = wiring.container().settings
+    return Recounts(notes_table(), settings.region, settle_s, clock=clock)

@@ -289,6 +289,42 @@ class TestScheduleContract:
 # --- each tenant queue's activity --------------------------------------------------------------------------
 
 
+class TestQueuesInUseOnTheStack:
+    """The two sources of the sweeper's queues in use, on the local stack's DynamoDB (its index, its scan)."""
+
+    def test_a_tenant_is_found_by_the_hour_its_queue_was_last_used(
+        self, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        s = _settings(request)
+        store = QueueActivity(s.resources.tenants_table.name, s.region)
+        store.touch(f"a{uid}", "2031-01-02", "2031-01-02T10")
+        store.touch(f"b{uid}", "2031-01-02", "2031-01-02T09")
+        store.touch(f"c{uid}", "2031-01-02", "2031-01-02T08")
+        store.touch(f"d{uid}", "2031-01-02")  # a writer of before hours: its day only
+        store.touch(f"b{uid}", "2031-01-02", "2031-01-02T11")  # used again: found by its last hour only
+        assert store.used_in(["2031-01-02T10", "2031-01-02T09"]) >= {f"a{uid}"}
+        assert {f"b{uid}", f"c{uid}", f"d{uid}"}.isdisjoint(store.used_in(["2031-01-02T10", "2031-01-02T09"]))
+        assert f"b{uid}" in store.used_in(["2031-01-02T11"])
+
+    def test_a_queue_whose_lease_a_drain_held_since_a_time_was_drained_whichever_slot_and_end(
+        self, request: pytest.FixtureRequest, uid: str
+    ) -> None:
+        from chalicelib.core.drainer_shares import lease_key
+        from chalicelib.stores.lease import Leases
+
+        s = _settings(request)
+        leases = Leases(s.resources.leases_table.name, s.region)
+        before_ms = int(time.time() * 1000) - 1
+        held, ended, helper = f"q-held-{uid}", f"q-ended-{uid}", f"q-fast-{uid}"
+        assert leases.acquire(held, 60_000) is not None
+        done = leases.acquire(ended, 60_000)
+        assert done is not None
+        leases.drop(done, quiet_from_ms=1)  # ended with a quiet time: its item stays, taken a moment ago
+        assert leases.acquire(lease_key(helper, 2), 60_000) is not None  # a fast queue's third drainer only
+        assert {held, ended, helper} <= leases.drained(before_ms)
+        assert not {held, ended, helper} & leases.drained(int(time.time() * 1000) + 120_000)
+
+
 class TestQueueActivityContract:
     def test_a_used_queue_is_touched_and_a_retired_one_is_recreated_once(
         self, side: str, request: pytest.FixtureRequest, uid: str

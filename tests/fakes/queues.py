@@ -23,7 +23,7 @@ class FakeQueueActivity:
         self.retired = set(retired)
         self.touched: list[tuple[str, str]] = []
 
-    def touch(self, user_id: str, day: str) -> bool:
+    def touch(self, user_id: str, day: str, hour: str | None = None) -> bool:
         self.touched.append((user_id, day))
         if user_id in self.retired:
             self.retired.discard(user_id)

@@ -222,12 +222,13 @@ class _NoDrain:
 
 def _queued_with_no_drain(stack: Any, user: str) -> Campaign:
     """A campaign on the tenant's queue with no drain and no alarm to start one (as when a drain died and the
-    alarm, already in ALARM, does not fire again): the tenant's queue made by a first campaign, brought to
-    rest, its alarm's actions then disabled."""
+    alarm, already in ALARM, does not fire again; or on a stage without queue alarms, the default): the
+    tenant's queue made by a first campaign, brought to rest, its alarm's actions (if it has one) disabled."""
     sender = stack.paid_sender(user, rate=10, ses_max_rate=20)
     bring_to_rest(stack, _campaign(stack, user, [f"success+{user}-first@{SIMULATOR}"], sender=sender))
     queue = tenant_queue_name(stack.settings.resources, user)
-    stack.client("cloudwatch").disable_alarm_actions(AlarmNames=[alarm_name(queue)])
+    if stack.settings.queue_alarms:
+        stack.client("cloudwatch").disable_alarm_actions(AlarmNames=[alarm_name(queue)])
     stack.alarms.evaluate_once(force=True)  # the alarms' definitions read again now, not when their cache lapses
     c = Container(stack.settings)
     c.__dict__["drains"] = _NoDrain()  # before the precompiler is made, which takes it

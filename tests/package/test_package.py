@@ -598,6 +598,10 @@ def test_destroy_plan_removes_schedules_tenant_queues_and_alarms_and_keeps_the_t
     c = wiring.container()
     queue = f"moonsend-local-t-gone{uid}"
     c.queues.ensure(queue, f"gone{uid}")
+    # Its alarm, as a stage with queue alarms (MOONSEND_QUEUE_ALARMS) gives it: destroy removes those too.
+    from chalicelib.queueing.tenant_queues import not_empty_alarm
+
+    stack.client("cloudwatch").put_metric_alarm(**not_empty_alarm(c.settings, queue))
     c.digest_schedules.put(f"gone{uid}", "weekly", "cron(0 13 ? * WED *)")
     clients = (stack.client("sqs"), stack.client("cloudwatch"), stack.client("scheduler"))
     plan = destroy_plan("local", *clients, delete_data=False, account_id="123456789012")

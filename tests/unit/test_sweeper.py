@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib.core.config import Settings
-from chalicelib.jobs.sweeper import SEGMENT, STOP_MARGIN_MS, WORKERS, Sweeper
+from chalicelib.jobs.sweeper import SEGMENT, STOP_MARGIN_MS, WORKERS, Sweeper, SweepLimits, daily_minute
 from tests.fakes.sqs import ListedQueues
 
 SETTINGS = Settings.from_env({"MOONSEND_STAGE": "test"})
@@ -117,8 +117,33 @@ class Drains:
             self.leases.held.add(queue)
 
 
-def sweeper(sqs: FakeSqs, leases: FakeLeases, drains: Drains, minute: list[int], **kw: Any) -> Sweeper:
-    return Sweeper(SETTINGS, sqs, leases, drains.start, clock=lambda: minute[0] * 60.0 + 17, **kw)  # type: ignore[arg-type]
+class InUse:
+    """The queues in use at a time (chalicelib.jobs.queues_in_use): by default, every tenant's."""
+
+    def __init__(self, queues: Iterable[str] | None = None, fails: bool = False) -> None:
+        self.queues = None if queues is None else set(queues)
+        self.fails = fails
+        self.asked: list[float] = []
+
+    def __call__(self, now: float) -> set[str]:
+        self.asked.append(now)
+        if self.fails:
+            raise RuntimeError("the index is being built")
+        return set(tenant_queues(10_000)) if self.queues is None else set(self.queues)
+
+
+def sweeper(
+    sqs: FakeSqs, leases: FakeLeases, drains: Drains, minute: list[int], in_use: InUse | None = None, **kw: Any
+) -> Sweeper:
+    return Sweeper(
+        SETTINGS,
+        sqs,  # type: ignore[arg-type]
+        leases,  # type: ignore[arg-type]
+        in_use or InUse(),
+        drains.start,
+        limits=SweepLimits(**kw),
+        clock=lambda: minute[0] * 60.0 + 17,
+    )
 
 
 def test_five_thousand_queues_are_swept_within_the_time_without_raising():
@@ -271,3 +296,57 @@ def test_fewer_queues_than_a_segment_are_always_taken_from_the_first():
     leases = FakeLeases()
     for m in range(A_MINUTE, A_MINUTE + 5):
         assert sweeper(FakeSqs({}), leases, Drains(leases), [m]).rotated(names) == names
+
+
+def _free() -> str:
+    return SETTINGS.resources.free_queue.name
+
+
+def test_queues_of_tenants_not_sending_are_looked_at_once_a_day_each_and_no_more():
+    """An idle tenant costs no look a minute (issue 53): over a whole day each idle queue is checked once,
+    the free queue and the queues in use every minute."""
+    queues = tenant_queues(300)
+    busy = queues[7]
+    sqs = FakeSqs({**dict.fromkeys(queues, 0), _free(): 0})
+    leases = FakeLeases()
+    minute = [A_MINUTE - A_MINUTE % 1440]  # midnight UTC
+    sweep = sweeper(sqs, leases, Drains(leases), minute, InUse([busy]))
+    for _ in range(1440):
+        sweep.run()
+        minute[0] += 1
+    assert sqs.checks[_free()] == 1440 and sqs.checks[busy] == 1440
+    assert all(sqs.checks[q] == 1 for q in queues if q != busy)
+
+
+def test_an_idle_queue_found_with_email_at_its_minute_gets_a_drain():
+    queues = tenant_queues(20)
+    stuck = queues[3]
+    sqs = FakeSqs({**dict.fromkeys(queues, 0), stuck: 2})
+    leases = FakeLeases()
+    drains = Drains(leases)
+    at = A_MINUTE - A_MINUTE % 1440 + daily_minute(stuck)
+    assert sweeper(sqs, leases, drains, [at - 1], InUse([])).run().started == []
+    result = sweeper(sqs, leases, drains, [at], InUse([])).run()
+    assert result.started == [stuck] and result.queues == 20 and result.looked_at < 20
+
+
+def test_what_is_in_use_is_asked_for_the_sweeps_own_time():
+    in_use = InUse([])
+    leases = FakeLeases()
+    sweeper(FakeSqs({}), leases, Drains(leases), [A_MINUTE], in_use).run()
+    assert in_use.asked == [A_MINUTE * 60.0 + 17]
+
+
+def test_when_the_queues_in_use_cannot_be_read_every_queue_is_looked_at():
+    queues = tenant_queues(30)
+    sqs = FakeSqs(dict.fromkeys(queues, 1))
+    leases = FakeLeases()
+    drains = Drains(leases)
+    result = sweeper(sqs, leases, drains, [A_MINUTE], InUse(fails=True)).run()
+    assert result.looked_at == 30 and sorted(result.started) == sorted(queues)
+
+
+def test_the_minute_of_a_queue_is_its_own_and_stays_the_same():
+    assert daily_minute("moonsend-prod-t-acme") == daily_minute("moonsend-prod-t-acme")
+    minutes = {daily_minute(q) for q in tenant_queues(2000)}
+    assert len(minutes) > 700  # spread over the day, not bunched at one minute

@@ -22,10 +22,12 @@ schedules. A handler on botocore's `before-call` event, registered for every ses
   that for free and it is not counted.
 
 Lambda invocations are counted per function by wrapping the runtime's invoke. Lambda compute is
-modelled, not measured: the local stand-in for AWS runs in the same Python process and is many times
-slower than AWS, so local durations would overstate it. A drain is busy for as long as its rate needs
-(`emails / ratePerSecond` seconds), so send_emails costs `memory / rate` GB-seconds per email; the other
-functions are short and are priced at their measured local duration, an upper bound. Every function is
+modelled: the local stand-ins for AWS answer in the functions' own process, on their threads. A drain is
+busy for as long as its rate needs (`emails / ratePerSecond` seconds), so send_emails costs `memory / rate`
+GB-seconds per email; every other function is priced at the CPU time of its own threads less the stand-ins'
+(at its memory's share of a vCPU), plus a round trip on AWS (`AWS_REQUEST_S`) for each request it waited
+for (`aws_gb_s`); its local duration, in one process shared by every function and stand-in, is no measure.
+Every function is
 priced at the memory `--stage` (prod by default) gives it in .chalice/config.json, not the local stage's.
 
 SES's events are published a second after each send (`SES_EVENT_DELAY_S`), as SES does within seconds: at
@@ -112,6 +114,9 @@ _calls: Counter[tuple[str, str, str]] = Counter()
 _units: dict[str, Counter[str]] = defaultdict(Counter)
 _billed: Counter[tuple[str, str, str]] = Counter()
 _by_function: Counter[tuple[str, str, str]] = Counter()  # units billed, by the function that made the request
+_requests_of: Counter[str] = Counter()  # AWS requests, by the function (or pool) that made them
+_stand_in_s: Counter[str] = Counter()  # CPU seconds the local stand-ins spent answering them, by the same
+_cpu_s: Counter[str] = Counter()  # CPU seconds of each function's own threads (and the write pool's)
 _on = threading.Event()
 
 
@@ -205,6 +210,7 @@ def _record(who: str, service: str, operation: str, units: dict[str, float]) -> 
     fn = _function_name() if who == "functions" else who
     with _lock:
         _calls[(who, service, operation)] += 1
+        _requests_of[fn] += 1
         for k, v in units.items():
             _units[who][k] += v
             _billed[(who, service, operation)] += v  # a request's units (a batch's or a transaction's items)
@@ -226,6 +232,46 @@ def _function_name() -> str:
 botocore.handlers.BUILTIN_HANDLERS.append(("before-call.*.*", _count))
 
 
+def _stand_in_meter() -> None:
+    """Time what the local stand-ins spend answering each call made in this process (infra.local.direct_calls:
+    on the caller's thread), by the function that made it: on AWS that time is AWS's, not the function's.
+    The thread's CPU time, not the clock's: the write pool's sixteen threads wait for the GIL side by side,
+    and their clocks summed would count each wait sixteen times."""
+    from infra.local import direct_calls
+
+    inner = direct_calls._call
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        started = time.thread_time()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            if _on.is_set() and (getattr(_in_function, "depth", 0) or _pool_thread()):
+                with _lock:
+                    _stand_in_s[_function_name()] += time.thread_time() - started
+
+    direct_calls._call = call
+
+    from chalicelib.stores import write_batch
+
+    alone = write_batch._alone
+
+    def timed(write: Any) -> Any:
+        cpu = time.thread_time()
+        try:
+            return alone(write)
+        finally:
+            if _on.is_set() and _pool_thread():
+                with _lock:
+                    _cpu_s["(write pool)"] += time.thread_time() - cpu
+
+    write_batch._alone = timed
+
+
+def _pool_thread() -> bool:
+    return threading.current_thread().name.startswith(("send", "writes"))
+
+
 def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
     """Wrap the local runtime's invoke: invocations and GB-seconds per function."""
     invocations: Counter[str] = Counter()
@@ -233,7 +279,7 @@ def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
     inner = runner.invoke
 
     def invoke(fn: Any, event: dict[str, Any]) -> Any:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         _in_function.depth = getattr(_in_function, "depth", 0) + 1
         outer, _in_function.name = getattr(_in_function, "name", None), fn.handler_name
         try:
@@ -245,6 +291,7 @@ def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
                 with _lock:
                     invocations[fn.handler_name] += 1
                     gb_s[fn.handler_name] += (time.monotonic() - started) * fn.memory_mb / 1024
+                    _cpu_s[fn.handler_name] += time.thread_time() - cpu
 
     runner.invoke = invoke
     return invocations, gb_s
@@ -258,7 +305,7 @@ def _api_meter(stack: Any, invocations: Counter[str], gb_s: Counter[str]) -> Non
     memory = stack.created.functions[stack.settings.resources.function_name("api_handler")].memory_mb
 
     def handler(*args: Any, **kwargs: Any) -> Any:
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.thread_time()
         _in_function.depth = getattr(_in_function, "depth", 0) + 1
         _in_function.name = "api_handler"
         try:
@@ -270,6 +317,7 @@ def _api_meter(stack: Any, invocations: Counter[str], gb_s: Counter[str]) -> Non
                 with _lock:
                     invocations["api_handler"] += 1
                     gb_s["api_handler"] += (time.monotonic() - started) * memory / 1024
+                    _cpu_s["api_handler"] += time.thread_time() - cpu
 
     server.RequestHandlerClass = handler
 
@@ -358,6 +406,7 @@ def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3, rate
         with LocalStack(config) as stack:
             assert stack.settings is not None and stack.runner is not None and stack.ses is not None
             invocations, gb_s = _lambda_meter(stack.runner)
+            _stand_in_meter()
             _api_meter(stack, invocations, gb_s)
             _ses_event_meter(stack.ses)
             stack.ses.event_delay_s = SES_EVENT_DELAY_S
@@ -404,6 +453,9 @@ def run(tenants: int, recipients: int, per_message: int, webhooks: int = 3, rate
         "units": {k: dict(v) for k, v in _units.items()},
         "invocations": dict(invocations),
         "local_gb_s": dict(gb_s),
+        "requests_of": dict(_requests_of),
+        "stand_in_s": dict(_stand_in_s),
+        "cpu_s": dict(_cpu_s),
         "alarms": alarms,
         "platform_alarms": platform_alarms,
         "memory_mb": memory,
@@ -422,18 +474,9 @@ def model(
     per_email["lambda_request"] += sum(m["invocations"].values()) / n
     ses = per_email.pop("ses_email", 0.0)
     lines: dict[str, float] = {k: v * emails * PRICE[k] for k, v in per_email.items()}
-    # Priced at the stage's memory sizes (.chalice/config.json), not the local stage's: a function's measured
-    # local time (an upper bound: the stand-ins share its CPU) times the stage's memory.
     sizes = stage_memory(stage)
     send_memory_gb = sizes.get("send_emails", m["memory_mb"].get("send_emails", 512)) / 1024
-    other_gb_s = (
-        sum(
-            v * sizes.get(k, m["memory_mb"].get(k, 128)) / m["memory_mb"].get(k, 128)
-            for k, v in m["local_gb_s"].items()
-            if k != "send_emails"
-        )
-        / n
-    )
+    other_gb_s = sum(gb for fn, gb in aws_gb_s(m, sizes).items() if fn != "send_emails") / n
     # Each drainer is busy for the whole drain: a rate that needs N of them (one per
     # MOONSEND_DRAINER_MAX_RATE emails a second, chalicelib.core.drainer_shares) costs N drains' time.
     drainers = drainers_for(rate, DRAINER_MAX_RATE)
@@ -460,6 +503,40 @@ def model(
         "alarms_per_tenant": m["alarms"] / m["tenants"],
         "stage": stage,
     }
+
+
+# What a request to DynamoDB, SQS or SES costs the function that waits for it on AWS (a round trip in the
+# region: a few milliseconds; here the stand-ins answer in-process, and their time is taken out).
+AWS_REQUEST_S = 0.008
+# Requests made from the write pool (chalicelib.stores.write_batch) are waited for this many at a time.
+POOL_IN_FLIGHT = 16
+# The write pool's requests are precompile's records in this mix (the API's suppression lists are not in it).
+POOL_OWNER = "precompile_email"
+
+
+# Lambda gives a function a full vCPU at 1,769 MB and a share in proportion below: CPU-bound code takes
+# 1,769 / memory times as long at less.
+FULL_VCPU_MB = 1769
+
+
+def aws_gb_s(m: dict[str, Any], sizes: dict[str, int]) -> dict[str, float]:
+    """Each function's GB-seconds on AWS, at the stage's memory, from what it did here: the CPU time of its
+    own threads (its invocation's, and for precompile the write pool's), less what the stand-ins spent
+    answering its requests on them, run at the memory's share of a vCPU; plus a round trip on AWS for each
+    request it waited for (the pool's sixteen at a time). Its local duration is no measure: here every
+    function and stand-in shares one process's CPU, and a wait for it is no wait on AWS."""
+    stand_in, requests, cpu = m.get("stand_in_s", {}), m.get("requests_of", {}), m.get("cpu_s", {})
+    out: dict[str, float] = {}
+    for fn in m["local_gb_s"]:
+        memory = sizes.get(fn, m["memory_mb"].get(fn, 128))
+        own_cpu = cpu.get(fn, 0.0) - stand_in.get(fn, 0.0)
+        waits = requests.get(fn, 0) * AWS_REQUEST_S
+        if fn == POOL_OWNER:
+            own_cpu += cpu.get("(write pool)", 0.0) - stand_in.get("(write pool)", 0.0)
+            waits += requests.get("(write pool)", 0) * AWS_REQUEST_S / POOL_IN_FLIGHT
+        seconds = max(0.0, own_cpu) * max(1.0, FULL_VCPU_MB / memory) + waits
+        out[fn] = seconds * memory / 1024
+    return out
 
 
 CAMPAIGNS_A_MONTH = 4  # a tenant's campaigns a month (weekly), for what its queue's looks cost
@@ -507,10 +584,20 @@ def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
             out.append(f"| {who} | {service} | {op} | {c / n:.4f} | {billed / n:.4f} |")
     for fn, c in sorted(m["invocations"].items()):
         out.append(f"| AWS | lambda | invoke {fn} | {c / n:.4f} | {c / n:.4f} |")
-    out += ["", "Lambda's GB-seconds per email, by function, as measured locally (send_emails' is modelled):", ""]
-    out += ["| function | invocations per email | local GB-s per email |", "| --- | ---: | ---: |"]
+    title = "Lambda's time per email, by function: measured locally, and as priced (send_emails' from its rate):"
+    head = "| function | invocations | local GB-s | own CPU s | stand-ins' CPU s | AWS requests | priced GB-s"
+    out += ["", title, "", f"{head} ({priced[0]['stage']}) |"]
+    out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    on_aws = aws_gb_s(m, stage_memory(priced[0]["stage"]))
     for fn, gb_s in sorted(m["local_gb_s"].items()):
-        out.append(f"| {fn} | {m['invocations'].get(fn, 0) / n:.4f} | {gb_s / n:.6f} |")
+        stand_in, asked, cpu = m["stand_in_s"].get(fn, 0.0), m["requests_of"].get(fn, 0), m["cpu_s"].get(fn, 0.0)
+        out.append(
+            f"| {fn} | {m['invocations'].get(fn, 0) / n:.4f} | {gb_s / n:.6f} | {cpu / n:.6f} | {stand_in / n:.6f} "
+            f"| {asked / n:.3f} | {on_aws[fn] / n:.6f} |"
+        )
+    for pool in ("(write pool)",):
+        cpu, stand_in, asked = m["cpu_s"].get(pool, 0.0), m["stand_in_s"].get(pool, 0.0), m["requests_of"].get(pool, 0)
+        out.append(f"| {pool} ({POOL_OWNER}'s) | | | {cpu / n:.6f} | {stand_in / n:.6f} | {asked / n:.3f} | |")
     out += ["", "DynamoDB's units per email, by the function that asked:", ""]
     out += ["| function | operation | units per email |", "| --- | --- | ---: |"]
     for (fn, service, op), units in sorted(m["by_function"].items()):

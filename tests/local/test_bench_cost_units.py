@@ -70,10 +70,11 @@ def _measured(alarms: int = 0) -> dict:
 
 def test_lambda_is_priced_at_the_stages_memory_not_the_local_stages():
     sizes = cost.stage_memory("prod")
-    prod, local = cost.model(_measured(), rate=1.0, stage="prod"), cost.model(_measured(), rate=1.0, stage="local")
+    m = {**_measured(), "cpu_s": {"precompile_email": 2.0}}
+    prod, local = cost.model(m, rate=1.0, stage="prod"), cost.model(m, rate=1.0, stage="local")
     send_prod = sizes["send_emails"] / 1024 * 1e6 * cost.PRICE["lambda_gb_s"]
-    other_prod = 1.0 * sizes["precompile_email"] / 512 / 1000 * 1e6 * cost.PRICE["lambda_gb_s"]
-    assert prod["usd"]["lambda_gb_s"] == round(send_prod + other_prod, 2)
+    precompile = 2.0 * max(1.0, cost.FULL_VCPU_MB / sizes["precompile_email"]) * sizes["precompile_email"] / 1024
+    assert prod["usd"]["lambda_gb_s"] == round(send_prod + precompile / 1000 * 1e6 * cost.PRICE["lambda_gb_s"], 2)
     assert local["usd"]["lambda_gb_s"] < prod["usd"]["lambda_gb_s"]
 
 
@@ -92,3 +93,21 @@ def test_the_per_million_figure_is_the_per_email_lines_alone():
     # Each line is rounded to cents, the figure is not: they differ by at most a cent a line.
     assert abs(priced["usd_per_million"] - sum(priced["usd"].values())) <= 0.01 * len(priced["usd"])
     assert priced["usd_total"] > priced["usd_per_million"]  # the month adds the stage's and the tenants' own
+
+
+def test_a_functions_time_is_its_own_cpu_at_its_share_of_a_vcpu_and_a_round_trip_a_request():
+    m = {
+        **_measured(),
+        "local_gb_s": {"precompile_email": 9.0, "ses_events": 9.0},  # local durations: no measure
+        "memory_mb": {"precompile_email": 512, "ses_events": 256},
+        "cpu_s": {"precompile_email": 1.0, "(write pool)": 2.0, "ses_events": 1.0},
+        "stand_in_s": {"precompile_email": 0.5, "(write pool)": 1.0, "ses_events": 0.5},
+        "requests_of": {"precompile_email": 10, "(write pool)": 160, "ses_events": 20},
+    }
+    got = cost.aws_gb_s(m, {"precompile_email": 3538, "ses_events": 256})
+    # precompile: its CPU and its pool's less the stand-ins' (1.5 s; above a vCPU, as long as that), its own
+    # round trips and the pool's, sixteen at a time.
+    waits = 10 * cost.AWS_REQUEST_S + 160 * cost.AWS_REQUEST_S / 16
+    assert abs(got["precompile_email"] - (1.5 + waits) * 3538 / 1024) < 1e-9
+    # ses_events at 256 MB: a seventh of a vCPU, its 0.5 s of CPU take 1,769 / 256 times as long.
+    assert abs(got["ses_events"] - (0.5 * 1769 / 256 + 20 * cost.AWS_REQUEST_S) * 256 / 1024) < 1e-9

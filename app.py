@@ -124,7 +124,8 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
     from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    batch = wiring.container().ses_events.batch()
+    context: Any = event.context  # Lambda's context object, though Chalice annotates it `dict | None`
+    batch = wiring.container().ses_events.batch(context.get_remaining_time_in_millis)
 
     def record(record: SQSRecord) -> str:
         return batch.record(record.body)

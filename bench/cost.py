@@ -74,6 +74,7 @@ import botocore.handlers  # noqa: E402
 
 from chalicelib.core.config import DRAINER_MAX_RATE  # noqa: E402
 from chalicelib.core.drainer_shares import drainers_for  # noqa: E402
+from chalicelib.jobs.sweeper import DAILY_WINDOW  # noqa: E402
 
 # USD per unit.
 PRICE = {
@@ -545,11 +546,11 @@ HOURS_IN_USE_AFTER = 1.5  # a queue stays in use this hour or the last: 1 to 2 h
 
 def tenant_month(m: dict[str, Any], emails: float, rate: float) -> dict[str, float]:
     """What one tenant costs a month whatever its emails cost: its queue's alarm (measured: made or not),
-    and the sweeper's looks at its queue: once a day idle, once a minute while in use (chalicelib.jobs
+    and the sweeper's looks at its queue: a few a day idle, once a minute while in use (chalicelib.jobs
     .queues_in_use: its campaigns' sending time, and an hour or two after each)."""
     alarms = m["alarms"] / m["tenants"]
     hours = CAMPAIGNS_A_MONTH * (emails / CAMPAIGNS_A_MONTH / rate / 3600 + HOURS_IN_USE_AFTER) if emails else 0.0
-    looks = 30 + 60 * hours
+    looks = 30 * DAILY_WINDOW + 60 * hours  # idle: its few minutes a day; in use: every minute
     return {"alarms": alarms * PRICE["alarm_month"], "sweeper": looks * PRICE["sqs_request"]}
 
 

@@ -238,7 +238,7 @@ class DigestKilled(Scenario):
             "readers_with_an_item_twice": len(repeated),
             "readers_missing_items": len(lost),
             "items_pending_after": pending,
-            "last_run": (status.last_run if status is not None else None),
+            "last_run": (status.head.last_run if status is not None else None),
         }
         if twice or repeated:
             out.failures.append(f"digest: {len(twice)} readers emailed twice, {len(repeated)} got an item twice")

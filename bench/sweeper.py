@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 from chalicelib.core import log  # noqa: E402
 from chalicelib.core.config import Settings  # noqa: E402
 from chalicelib.jobs.sweeper import Sweeper, SweepLimits  # noqa: E402
+from tests.fakes.queues import Said  # noqa: E402
 
 SETTINGS = Settings.from_env({"MOONSEND_STAGE": "bench"})
 ACCOUNT_URL = "http://127.0.0.1:{port}/123456789012"
@@ -121,8 +122,8 @@ class NoLeases:
 
 
 def measure(sqs: Any, queues: int, workers: int, warm: bool) -> dict[str, float]:
-    every = set(queue_names(queues))  # every queue in use, as on a day all the stage's tenants send (the most)
-    sweeper = Sweeper(SETTINGS, sqs, NoLeases(), lambda _now: every, lambda _q: None, limits=SweepLimits(workers))  # type: ignore[arg-type]
+    every = Said(set(queue_names(queues)))  # every queue in use, as on a day all the stage's tenants send (the most)
+    sweeper = Sweeper(SETTINGS, sqs, NoLeases(), every, lambda _q: None, limits=SweepLimits(workers))  # type: ignore[arg-type]
     if warm:
         sweeper.run()  # the client's connections opened, its first requests' setup done
     wall0, cpu0 = time.perf_counter(), time.process_time()

@@ -629,7 +629,7 @@ class Container:
     def sweeper(self) -> Sweeper:
         sqs = aws.client("sqs", self.settings.region)
         in_use = QueuesInUse(self.settings.resources, self.queue_activity, self.leases)
-        return Sweeper(self.settings, sqs, self.leases, in_use.at, self.start_drain)
+        return Sweeper(self.settings, sqs, self.leases, in_use, self.start_drain)
 
     @cached_property
     def queue_age(self) -> QueueAge:

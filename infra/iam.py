@@ -186,8 +186,8 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"], tables["UsageTable"]]),
         timeline_adds,
-        # Taken and renewed with conditional updates, given up with one or deleted.
-        _stmt("Lease", [*_READ, "dynamodb:UpdateItem", "dynamodb:DeleteItem"], [tables["LeasesTable"]]),
+        # Taken, renewed and given up with conditional updates (a given-up item stays a day: the sweeper reads it).
+        _stmt("Lease", [*_READ, "dynamodb:UpdateItem"], [tables["LeasesTable"]]),
         _stmt(
             "Drain",
             [
@@ -395,8 +395,10 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("QueueDepth", ["sqs:GetQueueAttributes", "sqs:GetQueueUrl"], stage_queues),
         # Each queue's lease; the queues a drain held lately (a scan: chalicelib.jobs.queues_in_use).
         _stmt("Lease", [*_READ, "dynamodb:Scan"], [tables["LeasesTable"]]),
-        # The tenants whose queue was used this hour or the last: the queues looked at every minute.
+        # The tenants whose queue was used this hour or the last: the queues looked at every minute; a queue
+        # found holding email marked in use for the hour (chalicelib.jobs.queues_in_use).
         _stmt("QueuesInUse", ["dynamodb:Query"], [f"{tables['TenantsTable']}/index/{TENANTS_BY_QUEUE_HOUR}"]),
+        _stmt("QueueKeptInUse", ["dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("StartDrain", ["lambda:InvokeFunction"], [send_fn]),
         # The oldest queued email's age (chalicelib.jobs.queue_age): neither action takes a resource.
         _stmt("QueueAges", ["cloudwatch:GetMetricData", "cloudwatch:PutMetricData"], "*"),

@@ -19,11 +19,11 @@ The events topic accepts SES events from any account through a configuration set
 so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
 
 SES publishes to the events topic, whose one subscriber is an SQS queue (raw delivery: each message is
-one event); Lambda's poller gives ses_events up to ten at a time. One batch costs one invocation and one
-counter write per campaign, against two invocations and two counter writes per email when each event
-invoked the function through SNS. A record that raises is reported back alone (`batchItemFailures`), so
-the rest of its batch is not handled again; it returns after the queue's visibility timeout and goes to
-the events' dead-letter queue after five tries.
+one event); Lambda's poller gives ses_events up to ten at a time (5 s to gather them). One batch costs
+one invocation and one counter write per campaign, against two invocations and two counter writes per
+email when each event invoked the function through SNS. A record that raises is reported back alone
+(`batchItemFailures`), so the rest of its batch is not handled again; it returns after the queue's
+visibility timeout and goes to the events' dead-letter queue after five tries.
 
 Events of emails that did not come from moonsend (no tenant header) are ignored. A malformed record is
 logged and dropped: it carries no recipient to record anything against, and a redelivery would not
@@ -33,6 +33,7 @@ change that.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,14 @@ from chalicelib.stores.ports import (
 )
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT
+
+# No event is begun with less of the invocation's time left (ses_events' timeout is 30 s; an event with a
+# bounce's side effects under a throttled table may take several seconds, the counters' flush a few more).
+STOP_WITH_MS = 8_000
+
+
+class NotBegun(Exception):
+    """An event left for later: its batch's time is nearly up (answered as failed, it comes back)."""
 
 
 @dataclass(frozen=True)
@@ -126,9 +135,10 @@ class SesEvents:
         """Record one event, its counters written at once; returns what was done (for logs and tests)."""
         return self.record(raw, self._recorder)
 
-    def batch(self) -> EventBatch:
-        """A batch of events from the queue, recorded one by one, their counters written at its end."""
-        return EventBatch(self, self._recorder.gathering())
+    def batch(self, remaining_ms: Callable[[], int] = lambda: 10**9) -> EventBatch:
+        """A batch of events from the queue, recorded one by one, their counters written at its end, no event
+        begun with less than STOP_WITH_MS of the invocation's time left (`remaining_ms`)."""
+        return EventBatch(self, self._recorder.gathering(), remaining_ms)
 
     def record(self, raw: str, rec: Recorder) -> str:
         """Record one event through `rec`; raises only when a store does (the event is then retried)."""
@@ -225,13 +235,23 @@ class EventBatch:
     """One invocation's events. Counters are gathered over the batch and written once per campaign when it
     is flushed. A failed flush is logged, not retried through the events: their transitions are in the
     ledger (the record of truth), handling them again would find them recorded and count nothing, and the
-    recount restores the counts from the ledger (chalicelib.jobs.recount)."""
+    recount restores the counts from the ledger (chalicelib.jobs.recount).
 
-    def __init__(self, events: SesEvents, recorder: Recorder) -> None:
+    A bounce or a complaint costs several requests (suppressions, the reputation guard's counts, a pause):
+    under a storm of them and a throttled table, a batch (chalicelib.core.resources.EVENTS_BATCH_SIZE) could
+    outlast the function's time, and Lambda would stop it before
+    its counters were written and give every event back, the handled ones too. So an event is begun only
+    with STOP_WITH_MS left; those not begun are answered as failed and come back after the queue's
+    visibility timeout."""
+
+    def __init__(self, events: SesEvents, recorder: Recorder, remaining_ms: Callable[[], int]) -> None:
         self._events = events
         self._recorder = recorder  # its counts gathered
+        self._remaining_ms = remaining_ms
 
     def record(self, body: str) -> str:
+        if self._remaining_ms() < STOP_WITH_MS:
+            raise NotBegun("too little of the invocation's time left: the event comes back")
         return self._events.record(body, self._recorder)
 
     def flush(self) -> None:

@@ -8,8 +8,10 @@ visible messages and no live lease gets a drain started (which takes the lease, 
 still runs once). Expired leases of dead drainers are retaken the same way.
 
 Which queues it looks at each minute: the free-plan queue, and the tenant queues in use (email put on them
-this hour or the last, UTC, or a drain holding them within the last hour: chalicelib.jobs.queues_in_use).
-Every other queue is looked at once a day, at a minute of its own (a backstop). A depth check is a request,
+this hour or the last, UTC, a drain holding them within the last hour, or found holding email by a sweep:
+chalicelib.jobs.queues_in_use). Every other queue is looked at in the few minutes of the day that are its
+own (a backstop, `DAILY_WINDOW` of them: a sweep started late or failed still leaves it looked at that
+day). A depth check is a request,
 $0.40 a million: once a minute for each of a stage's queues was $0.017 a tenant and month, idle or not
 (issue 53); this way a tenant costs a look a minute only while it sends, and an hour or two after. If what
 is in use cannot be read (the index being built after an upgrade, a throttled read), every queue is looked
@@ -34,6 +36,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from botocore.exceptions import ClientError
 
@@ -60,6 +63,17 @@ STOP_MARGIN_MS = 10_000
 # What is left of the function's time when the sweep stops waiting for checks still in flight.
 LAST_MARGIN_MS = 2_000
 MINUTES_A_DAY = 1440
+# A queue not in use is looked at in this many minutes of the day running: one sweep that starts late, fails
+# (its retry comes a minute on) or runs short of time does not leave it unlooked at for a day.
+DAILY_WINDOW = 5
+
+
+class InUse(Protocol):
+    """The queues in use (chalicelib.jobs.queues_in_use.QueuesInUse)."""
+
+    def at(self, now: float) -> set[str]: ...
+
+    def keep(self, queue: str, now: float) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -90,7 +104,7 @@ class Sweeper:
         settings: Settings,
         sqs: SqsQueueListing,
         leases: LeaseHolders,
-        in_use: Callable[[float], set[str]],
+        in_use: InUse,
         start: Callable[[str], None],
         *,
         limits: SweepLimits = SweepLimits(),
@@ -138,12 +152,12 @@ class Sweeper:
         in_use = self._queues_in_use()
         minute = int(self._clock() // 60) % MINUTES_A_DAY
         r = self._settings.resources
-        return [n for n in names if in_use is None or n in in_use or is_free_queue(r, n) or daily_minute(n) == minute]
+        return [n for n in names if in_use is None or n in in_use or is_free_queue(r, n) or _its_minutes(n, minute)]
 
     def _queues_in_use(self) -> set[str] | None:
         """The queues in use now (chalicelib.jobs.queues_in_use); None if that cannot be read."""
         try:
-            return self._in_use(self._clock())
+            return self._in_use.at(self._clock())
         except Exception as exc:
             log.warning("queues in use not read: every queue is looked at", error=repr(exc))
             return None
@@ -203,6 +217,10 @@ class Sweeper:
         """None: no work (or no queue); False: work, and a live drainer; True: work, and a drain started."""
         if not self.has_work(url):
             return None
+        try:
+            self._in_use.keep(name, self._clock())  # looked at every minute until found empty
+        except Exception as exc:  # the drain still starts: the mark is for the next minutes' sweeps
+            log.warning("queue with email not marked in use", queue=name, error=repr(exc))
         # Leases are read only for queues with work: most queues are empty most minutes.
         if self._leases.holder(name) is not None:
             return False
@@ -227,6 +245,11 @@ class Sweeper:
             log.warning("sweep ran out of time", **fields)
         else:
             log.info("swept", **fields)
+
+
+def _its_minutes(queue: str, minute: int) -> bool:
+    """Whether `minute` (of the UTC day) is one of the DAILY_WINDOW the queue is looked at in when not in use."""
+    return (minute - daily_minute(queue)) % MINUTES_A_DAY < DAILY_WINDOW
 
 
 def daily_minute(queue: str) -> int:

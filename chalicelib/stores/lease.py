@@ -18,7 +18,7 @@ import uuid
 from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.exceptions import DeleteError, DoesNotExist, UpdateError
+from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
 from chalicelib.core.drainer_shares import queue_of_lease
@@ -91,22 +91,26 @@ class Leases:
 
     def drop(self, lease: Lease, quiet_from_ms: int | None = None) -> None:
         """Give the lease up (a drain that finished): the next drain may take it at once, and waits until
-        `quiet_from_ms` (when the finished drain's last send stops counting) before it sends."""
+        `quiet_from_ms` (when the finished drain's last send stops counting) before it sends.
+
+        The item stays, released, for a day (its TTL): it says when a drain last held the queue, which keeps
+        the queue among those the sweeper looks at every minute for an hour after (`drained`). A drain that
+        ended with fresh copies of throttled email delayed on its queue, and sent nothing, once deleted it: the
+        copies then waited for the sweeper's look of the day."""
         m = self._model
+        now_ms = int(time.time() * 1000)
+        quiet = m.quiet_from_ms.set(quiet_from_ms) if quiet_from_ms is not None else m.quiet_from_ms.remove()
         try:
-            if quiet_from_ms is None:
-                m(lease.queue).delete(condition=m.token == lease.token)
-                return
             m(lease.queue).update(
                 actions=[
                     m.token.set(RELEASED),
                     m.expires_ms.set(0),
-                    m.quiet_from_ms.set(quiet_from_ms),
-                    m.expires_at.set(quiet_from_ms // 1000 + 86400),
+                    quiet,
+                    m.expires_at.set(max(quiet_from_ms or 0, now_ms) // 1000 + 86400),
                 ],
                 condition=m.token == lease.token,
             )
-        except (DeleteError, UpdateError) as exc:
+        except UpdateError as exc:
             if not condition_failed(exc):
                 raise
 

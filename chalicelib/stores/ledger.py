@@ -216,13 +216,18 @@ class Ledger:
         ]
         if apply_one(Write(m, pk, rcpt, actions, cond)):
             return Claim(pk, rcpt, token)
-        return self.get(user_id, campaign_id, email) or Entry(email, None, None, None, None)
+        item = self._item(pk, rcpt)
+        if item is not None and item.claim_token == token:
+            # Ours: the SDK's retry of a claim that went through (its answer lost) found the claim taken.
+            return Claim(pk, rcpt, token)
+        return entry_of(item) if item is not None else Entry(email, None, None, None, None)
 
     def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool:
         """Record the outcome of a claimed send.
 
         False if the claim was lost meanwhile, or SES's own Send event recorded the outcome first (then
-        the event's write counted it, and this one must not count it again)."""
+        the event's write counted it, and this one must not count it again). True if this write made it, even
+        when the SDK's retry of it was what answered."""
         m = self._model
         now = int(time.time() * 1000)
         actions = [m.state.set(state), m.updated_at.set(now), m.claimed_until.remove()]
@@ -231,7 +236,18 @@ class Ledger:
         if reason:
             actions.append(m.reason.set(reason[:1000]))
         condition = (m.claim_token == claim.token) & open_condition(m)
-        return apply_one(Write(m, claim.pk, claim.rcpt, actions, condition))
+        if apply_one(Write(m, claim.pk, claim.rcpt, actions, condition)):
+            return True
+        # The SDK retries a write whose answer was lost, and the retry finds the outcome recorded: by this very
+        # write (its claim released, its state and message id), or by SES's Send event (which leaves the claim).
+        item = self._item(claim.pk, claim.rcpt)
+        return (
+            item is not None
+            and item.claim_token == claim.token
+            and item.state == state
+            and item.claimed_until is None
+            and (message_id is None or item.message_id == message_id)
+        )
 
     def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
         """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.
@@ -329,6 +345,12 @@ class Ledger:
                 raise
 
     # --- reading -------------------------------------------------------------------------------------
+    def _item(self, pk: str, rcpt: str) -> LedgerModel | None:
+        try:
+            return self._model.get(pk, rcpt, consistent_read=True)
+        except DoesNotExist:
+            return None
+
     def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None:
         try:
             item = self._model.get(pk_of(user_id, campaign_id), email.lower(), consistent_read=True)

@@ -154,9 +154,12 @@ class AttemptCounts(Protocol):
 
 
 class QueuesUsedIn(Protocol):
-    """The tenants whose queue was last used in given UTC hours (chalicelib.stores.queue_activity)."""
+    """The tenants whose queue was last used in given UTC hours, and a queue marked in use for an hour
+    (chalicelib.stores.queue_activity)."""
 
     def used_in(self, hours: Iterable[str]) -> set[str]: ...
+
+    def mark_hour(self, user_id: str, hour: str) -> None: ...
 
 
 class QueuesDrained(Protocol):

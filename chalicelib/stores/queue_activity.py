@@ -77,6 +77,16 @@ class QueueActivity:
             raise QueueRetiring(f"the queue of {user_id} changed state while being taken back; retry") from exc
         return True
 
+    def mark_hour(self, user_id: str, hour: str) -> None:
+        """Mark the tenant's queue in use this hour, and nothing else (the sweeper's, for a queue it found holding
+        email: it stays in use until found empty, however long its drains fail)."""
+        m = self._model
+        try:
+            m(user_id).update(actions=[m.queue_used_hour.set(hour)], condition=m.user_id.exists())
+        except UpdateError as exc:
+            if not condition_failed(exc):
+                raise
+
     def used_in(self, hours: Iterable[str]) -> set[str]:
         """The tenants whose queue was last used in one of these UTC hours (`utc_hour`; the index: a request an
         hour asked, as many rows as tenants found; eventually consistent, so a touch of a moment ago may be

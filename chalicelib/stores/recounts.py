@@ -53,8 +53,9 @@ class RecountNote:
 
 
 class Recounts:
-    def __init__(self, table_name: str, region: str, settle_s: float, clock: Any = time.monotonic) -> None:
-        """`settle_s`: the recount's (chalicelib.jobs.recount): a note is written again well within it."""
+    def __init__(self, table_name: str, region: str, settle_s: float, clock: Any = time.time) -> None:
+        """`settle_s`: the recount's (chalicelib.jobs.recount): a note is written again well within it. `clock`:
+        the wall clock, as the recount's settle time is (a sandbox frozen and thawed keeps no monotonic pace)."""
         self._model = bound(RecountModel, table_name, region)
         self._again_after_s = min(NOTE_AGAIN_AFTER_S, settle_s / 10)
         self._clock = clock

@@ -8,8 +8,8 @@ millisecond in botocore) is a small fraction of a write unit's price at any Lamb
 write goes alone:
 
 - each write is answered as itself: applied (True), refused by its condition (False), or its own error;
-- a batch's writes are made by a small pool of threads, `MAX_IN_FLIGHT` at a time, so that precompile's
-  200 recipients take a few round trips of DynamoDB's latency, not 200;
+- a batch's writes are made by a small pool of threads of its own, `MAX_IN_FLIGHT` at a time, so that
+  precompile's 200 recipients take a few round trips of DynamoDB's latency, not 200;
 - two writes to one key are made one after the other, in the order given (the second may depend on the
   first having been applied, or refused).
 
@@ -89,11 +89,15 @@ def apply_each(writes: Sequence[Write]) -> list[WriteOutcome]:
         for i in chain:
             results[i] = _alone(writes[i])
 
-    if len(chains) == 1:  # nothing to overlap: no thread handed anything
-        run(chains[0])
+    if len(chains) == 1 or _in_pool():  # nothing to overlap; or a pool's own thread, which must not wait on one
+        for chain in chains:
+            run(chain)
         return results
-    for _ in _pool().map(run, chains):
-        pass
+    # A pool of the batch's own, as each invocation has: one shared by a process would have invocations that run
+    # side by side in it wait for each other's writes. Starting sixteen threads costs about a millisecond.
+    with ThreadPoolExecutor(min(MAX_IN_FLIGHT, len(chains)), thread_name_prefix=_POOL_PREFIX) as pool:
+        for _ in pool.map(run, chains):
+            pass
     return results
 
 
@@ -104,14 +108,8 @@ def _alone(write: Write) -> WriteOutcome:
         return exc
 
 
-_pool_lock = threading.Lock()
-_executor: ThreadPoolExecutor | None = None
+_POOL_PREFIX = "writes"
 
 
-def _pool() -> ThreadPoolExecutor:
-    """One pool per process, made at first use (a Lambda container keeps it between invocations)."""
-    global _executor
-    with _pool_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="writes")
-        return _executor
+def _in_pool() -> bool:
+    return threading.current_thread().name.startswith(_POOL_PREFIX)

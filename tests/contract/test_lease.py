@@ -14,6 +14,7 @@ from chalicelib import wiring
 from chalicelib.send import drain_chain
 from chalicelib.send.drainer import DrainResult
 from chalicelib.send.triggers import DrainRequest, parse_trigger
+from tests.fakes.queues import Said
 
 
 class FakeContext:
@@ -105,7 +106,7 @@ def test_a_drain_that_ended_makes_the_next_one_wait_until_its_last_window_is_ove
     assert leases.renew(queue, first.token, 60_000) is None  # the old chain's token renews nothing
     second = leases.acquire(queue, 60_000)
     assert second is not None and second.quiet_from_ms == quiet
-    leases.drop(second)  # nothing sent: no quiet time, the item goes
+    leases.drop(second)  # nothing sent: no quiet time, the item stays released (the sweeper reads it)
     assert leases.acquire(queue, 60_000).quiet_from_ms is None
 
     class Ended(FakeContainer):
@@ -237,9 +238,7 @@ def test_the_sweeper_leaves_queues_that_are_being_drained_alone(stack, uid):
     leases = wiring.container().leases
     busy, idle = f"moonsend-local-t-busy{uid}", f"moonsend-local-t-idle{uid}"
     # Both made here, not by a tenant's sends, which mark their queue in use: said in use as those would be.
-    sweeper = Sweeper(
-        wiring.container().settings, stack.client("sqs"), leases, lambda _now: {busy, idle}, started.append
-    )
+    sweeper = Sweeper(wiring.container().settings, stack.client("sqs"), leases, Said({busy, idle}), started.append)
     sqs = stack.client("sqs")
     # The stack's own sweeper (every minute, or at once after a test that brought it forward) would start
     # a real drain of the idle queue first, and this sweeper would rightly leave it alone: it waits.

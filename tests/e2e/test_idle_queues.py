@@ -23,6 +23,7 @@ from chalicelib.stores.queue_activity import (
 )
 from tests.conftest import as_function, eventually
 from tests.e2e.test_campaign_control import _publish, _sent, _tenant
+from tests.fakes.queues import Said
 
 pytestmark = pytest.mark.e2e
 
@@ -225,6 +226,6 @@ def test_the_sweeper_skips_a_queue_removed_between_its_listing_and_its_depth_che
     started = []
     leases = wiring.container().leases
     # Made here, not by a tenant's sends (which mark their queue in use): said in use as those would be.
-    Sweeper(wiring.container().settings, RemovedMidSweep(), leases, lambda _now: {full, gone}, started.append).sweep()
+    Sweeper(wiring.container().settings, RemovedMidSweep(), leases, Said({full, gone}), started.append).sweep()
     assert full in started and gone not in started
     sqs.delete_queue(QueueUrl=sqs.get_queue_url(QueueName=full)["QueueUrl"])

@@ -29,3 +29,17 @@ class FakeQueueActivity:
             self.retired.discard(user_id)
             return True
         return False
+
+
+class Said:
+    """Queues said to be in use (chalicelib.jobs.queues_in_use's port), for a sweeper of queues a test made
+    itself, which no tenant's sends marked."""
+
+    def __init__(self, queues: set[str]) -> None:
+        self.queues = set(queues)
+
+    def at(self, _now: float) -> set[str]:
+        return set(self.queues)
+
+    def keep(self, queue: str, _now: float) -> None:
+        self.queues.add(queue)

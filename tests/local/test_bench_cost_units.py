@@ -78,11 +78,12 @@ def test_lambda_is_priced_at_the_stages_memory_not_the_local_stages():
     assert local["usd"]["lambda_gb_s"] < prod["usd"]["lambda_gb_s"]
 
 
-def test_an_idle_tenant_costs_a_look_a_day_and_a_sending_one_its_hours_in_use():
+def test_an_idle_tenant_costs_a_few_looks_a_day_and_a_sending_one_its_hours_in_use():
     priced = cost.model(_measured(), rate=14.0)
-    assert priced["usd_idle_tenant_month"] == round(30 * cost.PRICE["sqs_request"], 6)
+    idle_looks = 30 * cost.DAILY_WINDOW  # its few minutes a day
+    assert priced["usd_idle_tenant_month"] == round(idle_looks * cost.PRICE["sqs_request"], 6)
     hours = cost.CAMPAIGNS_A_MONTH * (1000 / cost.CAMPAIGNS_A_MONTH / 14 / 3600 + cost.HOURS_IN_USE_AFTER)
-    assert priced["usd_per_tenant_month"]["sweeper"] == round((30 + 60 * hours) * cost.PRICE["sqs_request"], 6)
+    assert priced["usd_per_tenant_month"]["sweeper"] == round((idle_looks + 60 * hours) * cost.PRICE["sqs_request"], 6)
     assert priced["usd_per_tenant_month"]["alarms"] == 0  # the run made no queue alarm
     with_alarms = cost.model(_measured(alarms=10), rate=14.0)
     assert with_alarms["usd_per_tenant_month"]["alarms"] == cost.PRICE["alarm_month"]

@@ -18,6 +18,11 @@ class Used:
     def __init__(self, by_hour: dict[str, set[str]]) -> None:
         self.by_hour = by_hour
         self.asked: list[list[str]] = []
+        self.marked: list[tuple[str, str]] = []
+
+    def mark_hour(self, user_id: str, hour: str) -> None:
+        self.marked.append((user_id, hour))
+        self.by_hour.setdefault(hour, set()).add(user_id)
 
     def used_in(self, hours):
         hours = list(hours)
@@ -53,3 +58,16 @@ def test_a_source_that_cannot_be_read_raises_for_the_sweeper_to_look_at_every_qu
 
     with pytest.raises(RuntimeError, match="throttled"):
         QueuesInUse(RESOURCES, Used({}), Broken()).at(0.0)
+
+
+def test_a_queue_kept_in_use_is_marked_once_an_hour_and_the_free_queue_never():
+    now = calendar.timegm((2026, 12, 1, 10, 5, 0))
+    used = Used({})
+    in_use = QueuesInUse(RESOURCES, used, Drained(set()))
+    stuck = tenant_queue_name(RESOURCES, "acme")
+    for minute in range(3):
+        in_use.keep(stuck, now + 60 * minute)
+    in_use.keep(RESOURCES.free_queue.name, now)
+    in_use.keep(stuck, now + 3600)  # the next hour
+    assert used.marked == [("acme", "2026-12-01T10"), ("acme", "2026-12-01T11")]
+    assert stuck in in_use.at(now + 3600 + 60)

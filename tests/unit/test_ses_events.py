@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from chalicelib.feedback.ses_events import SesEvents, parse_event
 from chalicelib.stores.pauses import SES
 from chalicelib.stores.recorder import Recorder
@@ -257,6 +259,31 @@ def test_a_batch_of_events_writes_each_campaigns_counters_once_when_flushed():
     batch.flush()
     assert stats.adds == [("acme", "spring", {"sent": 3}, None)]
     assert {ledger.state("acme", "spring", p) for p in people} == {"sent"}
+
+
+def test_a_batch_begins_no_event_with_too_little_time_left_and_still_writes_what_it_counted():
+    """A hundred events, some with a bounce's side effects, under a throttled table, could outlast the
+    function's 30 s: Lambda would stop it before the counters' flush and give back the handled events too."""
+    from chalicelib.feedback.ses_events import STOP_WITH_MS, NotBegun
+
+    ledger, stats = FakeLedger(), FakeStats()
+    people = ["ann@x.io", "bob@x.io", "cy@x.io"]
+    ledger.record_queued("acme", "spring", people)
+    left = [30_000]
+    batch = _recording(ledger, stats).batch(lambda: left[0])
+    for i, person in enumerate(people):
+        record = json.loads(_event())
+        record["mail"]["destination"] = [person]
+        record["mail"]["messageId"] = f"ses-msg-{i}"
+        if i == 2:
+            left[0] = STOP_WITH_MS - 1
+            with pytest.raises(NotBegun):
+                batch.record(json.dumps(record))
+        else:
+            assert batch.record(json.dumps(record)) == "recorded sent"
+    batch.flush()
+    assert stats.adds == [("acme", "spring", {"sent": 2}, None)]
+    assert ledger.state("acme", "spring", "cy@x.io") == "queued"  # not begun: it comes back
 
 
 def test_an_event_in_an_sns_envelope_is_read_as_the_event_it_carries():

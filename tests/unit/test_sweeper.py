@@ -16,7 +16,15 @@ import pytest
 from botocore.exceptions import ClientError
 
 from chalicelib.core.config import Settings
-from chalicelib.jobs.sweeper import SEGMENT, STOP_MARGIN_MS, WORKERS, Sweeper, SweepLimits, daily_minute
+from chalicelib.jobs.sweeper import (
+    DAILY_WINDOW,
+    SEGMENT,
+    STOP_MARGIN_MS,
+    WORKERS,
+    Sweeper,
+    SweepLimits,
+    daily_minute,
+)
 from tests.fakes.sqs import ListedQueues
 
 SETTINGS = Settings.from_env({"MOONSEND_STAGE": "test"})
@@ -124,12 +132,18 @@ class InUse:
         self.queues = None if queues is None else set(queues)
         self.fails = fails
         self.asked: list[float] = []
+        self.kept: list[str] = []
 
-    def __call__(self, now: float) -> set[str]:
+    def at(self, now: float) -> set[str]:
         self.asked.append(now)
         if self.fails:
             raise RuntimeError("the index is being built")
         return set(tenant_queues(10_000)) if self.queues is None else set(self.queues)
+
+    def keep(self, queue: str, now: float) -> None:
+        self.kept.append(queue)
+        if self.queues is not None:
+            self.queues.add(queue)
 
 
 def sweeper(
@@ -302,9 +316,9 @@ def _free() -> str:
     return SETTINGS.resources.free_queue.name
 
 
-def test_queues_of_tenants_not_sending_are_looked_at_once_a_day_each_and_no_more():
-    """An idle tenant costs no look a minute (issue 53): over a whole day each idle queue is checked once,
-    the free queue and the queues in use every minute."""
+def test_queues_of_tenants_not_sending_are_looked_at_a_few_minutes_a_day_each_and_no_more():
+    """An idle tenant costs no look a minute (issue 53): over a whole day each idle queue is checked in its own
+    DAILY_WINDOW minutes, the free queue and the queues in use every minute."""
     queues = tenant_queues(300)
     busy = queues[7]
     sqs = FakeSqs({**dict.fromkeys(queues, 0), _free(): 0})
@@ -315,7 +329,19 @@ def test_queues_of_tenants_not_sending_are_looked_at_once_a_day_each_and_no_more
         sweep.run()
         minute[0] += 1
     assert sqs.checks[_free()] == 1440 and sqs.checks[busy] == 1440
-    assert all(sqs.checks[q] == 1 for q in queues if q != busy)
+    assert all(sqs.checks[q] == DAILY_WINDOW for q in queues if q != busy)
+
+
+def test_a_queue_found_holding_email_is_kept_in_use_until_found_empty():
+    """Its drains may fail for hours (an outage, a broken deploy): it is looked at every minute, not daily."""
+    queues = tenant_queues(20)
+    stuck = queues[3]
+    sqs = FakeSqs({**dict.fromkeys(queues, 0), stuck: 2})
+    leases = FakeLeases()
+    in_use = InUse([])
+    at = A_MINUTE - A_MINUTE % 1440 + daily_minute(stuck)
+    sweeper(sqs, leases, Drains(leases), [at], in_use).run()
+    assert in_use.kept == [stuck] and stuck in in_use.at(0)
 
 
 def test_an_idle_queue_found_with_email_at_its_minute_gets_a_drain():

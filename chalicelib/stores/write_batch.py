@@ -89,7 +89,7 @@ def apply_each(writes: Sequence[Write]) -> list[WriteOutcome]:
         for i in chain:
             results[i] = _alone(writes[i])
 
-    if len(chains) == 1 or _in_pool():  # nothing to overlap; or a pool's own thread, which must not wait on one
+    if len(chains) <= 1 or _in_pool():  # nothing to overlap; or a pool's own thread, which must not wait on one
         for chain in chains:
             run(chain)
         return results

@@ -84,6 +84,10 @@ def test_a_batch_has_several_writes_in_flight_at_once(stack, uid):
     assert 1 < most[0] <= write_batch.MAX_IN_FLIGHT
 
 
+def test_no_writes_is_no_requests_and_no_answers():
+    assert apply_each([]) == [] and apply_all([]) == []
+
+
 def test_writes_to_one_key_are_made_in_the_order_given(monkeypatch):
     """The pool overlaps different items only: a second write to one item sees what the first did."""
     order = []

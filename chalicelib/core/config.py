@@ -41,10 +41,12 @@ class Settings:
     free_daily_cap: int = 300
     # Send with SES's event publishing through the stage's configuration set (False: without).
     ses_events: bool = True
-    # Give each tenant queue the design's not-empty CloudWatch alarm, publishing to SendEmails. Off by default:
-    # precompile's direct start sends a tenant's first email within a second and the sweeper looks every
-    # minute, so the alarm (a minute, $0.10 a queue and month, however idle) only duplicates them (issue 53).
-    queue_alarms: bool = False
+    # Give each tenant queue the design's not-empty CloudWatch alarm, publishing to SendEmails ($0.10 a queue
+    # and month, however idle). A stage may turn it off (issue 53): the writer's direct start and the sweeper
+    # start every drain it does, but email a drain puts back for later (throttled, a claim to wait out) then
+    # waits for the sweeper's minute, where the alarm's evaluation comes sooner. On until a drain starts its
+    # own next drain for such email.
+    queue_alarms: bool = True
     # Where the app's HTTP routes are (links in emails point there), and the key that signs those links:
     # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
     # None where the function makes no links (the API's own function only checks them).
@@ -105,7 +107,7 @@ class Settings:
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
             free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
             ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
-            queue_alarms=e.get("MOONSEND_QUEUE_ALARMS", "").lower() in ("1", "true", "yes"),
+            queue_alarms=e.get("MOONSEND_QUEUE_ALARMS", "true").lower() not in ("0", "false", "no"),
             api_url=e.get("MOONSEND_API_URL") or None,
             link_secret=e.get("MOONSEND_LINK_SECRET") or None,
             link_base_url=e.get("MOONSEND_LINK_BASE_URL") or None,

@@ -1,4 +1,4 @@
-"""A tenant's queue, made on first use: its alarm only where the stage asks for one (issue 53)."""
+"""A tenant's queue, made on first use: its alarm unless the stage turns them off (issue 53)."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ def _queues(env: dict[str, str]) -> tuple[TenantQueues, Sqs, CloudWatch, str]:
     return TenantQueues(settings, sqs, cloudwatch, FakeQueueActivity()), sqs, cloudwatch, queue
 
 
-def test_a_tenants_first_queue_has_no_alarm_of_its_own_by_default():
-    queues, sqs, cloudwatch, queue = _queues({})
+def test_a_stage_without_queue_alarms_gives_a_tenants_first_queue_none():
+    queues, sqs, cloudwatch, queue = _queues({"MOONSEND_QUEUE_ALARMS": "false"})
     assert queues.ensure(queue, "user-1") == f"https://sqs/{queue}"
     assert sqs.created == [queue] and cloudwatch.alarms == []
 
 
-def test_a_stage_that_asks_for_queue_alarms_gives_each_new_queue_the_not_empty_alarm_once():
-    queues, sqs, cloudwatch, queue = _queues({"MOONSEND_QUEUE_ALARMS": "true"})
+def test_by_default_each_new_queue_gets_the_not_empty_alarm_once():
+    queues, sqs, cloudwatch, queue = _queues({})
     queues.ensure(queue, "user-1")
     queues.ensure(queue, "user-1")  # known to this container: neither made again
     assert sqs.created == [queue]
@@ -54,8 +54,8 @@ def test_a_stage_that_asks_for_queue_alarms_gives_each_new_queue_the_not_empty_a
     assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": queue}]
 
 
-def test_the_plan_says_no_alarm_unless_asked():
-    for flag, wanted in (("", False), ("0", False), ("1", True), ("yes", True)):
+def test_the_plan_says_an_alarm_unless_turned_off():
+    for flag, wanted in (("", True), ("0", False), ("false", False), ("1", True), ("yes", True)):
         settings = Settings.from_env({"MOONSEND_STAGE": "test", "MOONSEND_QUEUE_ALARMS": flag})
         plan = plan_tenant_queue(settings, tenant_queue_name(settings.resources, "u"), "u")
         assert (plan.alarm is not None) is wanted

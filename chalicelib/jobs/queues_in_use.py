@@ -7,7 +7,7 @@ hours after its last put has a drain holding its lease, taken again by each of i
 again within SQS's visibility timeout, its claims free within the claim hold), is looked at for at least an
 hour after. And a queue the sweeper finds holding email is marked in use for the hour (`keep`): it stays in
 use until it is found empty, however long its drains fail (an outage of hours, a broken deploy). Every other
-queue is idle, and looked at once a day (chalicelib.jobs.sweeper).
+queue is idle, and looked at a few minutes a day (chalicelib.jobs.sweeper).
 """
 
 from __future__ import annotations
@@ -40,5 +40,8 @@ class QueuesInUse:
         hour = utc_hour(now)
         if self._kept.get(queue) == hour:
             return
-        self._used.mark_hour(queue.removeprefix(self._resources.tenant_queue_prefix), hour)
+        user = queue.removeprefix(self._resources.tenant_queue_prefix)
+        if tenant_queue_name(self._resources, user) != queue:
+            return  # a name hashed from a long or unusual id: its tenant cannot be read back from it
+        self._used.mark_hour(user, hour)
         self._kept[queue] = hour

@@ -2,20 +2,19 @@
 
 CloudWatch alarms act only on state changes. If messages arrive while a queue's alarm is still in
 ALARM (the last drain ended, the alarm has not re-evaluated yet), no notification comes and, without
-this, the queue would wait forever: MoonMail's stall. (The alarm is an option now, and precompile starts
-a drain itself: the sweeper is what catches a queue whose start failed or whose drain died.) A queue with
-visible messages and no live lease gets a drain started (which takes the lease, so a drain started twice
-still runs once). Expired leases of dead drainers are retaken the same way.
+this, the queue would wait forever: MoonMail's stall. (A stage may go without queue alarms, and
+precompile starts a drain itself: the sweeper is what catches a queue whose start failed or whose drain
+died.) A queue with visible messages and no live lease gets a drain started (which takes the lease, so a
+drain started twice still runs once). Expired leases of dead drainers are retaken the same way.
 
 Which queues it looks at each minute: the free-plan queue, and the tenant queues in use (email put on them
 this hour or the last, UTC, a drain holding them within the last hour, or found holding email by a sweep:
 chalicelib.jobs.queues_in_use). Every other queue is looked at in the few minutes of the day that are its
 own (a backstop, `DAILY_WINDOW` of them: a sweep started late or failed still leaves it looked at that
-day). A depth check is a request,
-$0.40 a million: once a minute for each of a stage's queues was $0.017 a tenant and month, idle or not
-(issue 53); this way a tenant costs a look a minute only while it sends, and an hour or two after. If what
-is in use cannot be read (the index being built after an upgrade, a throttled read), every queue is looked
-at, as before.
+day). A depth check is a request, $0.40 a million: once a minute for each of a stage's queues was $0.017 a
+tenant and month, idle or not (issue 53); this way a tenant costs a look a minute only while it sends, and
+an hour or two after. If what is in use cannot be read (the index being built after an upgrade, a
+throttled read), every queue is looked at, as before.
 
 One depth check is a round trip and a millisecond or so of botocore's CPU (over ten on a 256 MB
 Lambda), and a stage has one queue per paid tenant: checked one after another, a few thousand queues

@@ -71,3 +71,11 @@ def test_a_queue_kept_in_use_is_marked_once_an_hour_and_the_free_queue_never():
     in_use.keep(stuck, now + 3600)  # the next hour
     assert used.marked == [("acme", "2026-12-01T10"), ("acme", "2026-12-01T11")]
     assert stuck in in_use.at(now + 3600 + 60)
+
+
+def test_a_queue_named_by_a_hash_of_its_tenants_id_is_not_marked_for_another():
+    long_id = "a" * 200  # too long for a queue name: the name is cut and hashed, not the id read back
+    queue = tenant_queue_name(RESOURCES, long_id)
+    used = Used({})
+    QueuesInUse(RESOURCES, used, Drained(set())).keep(queue, 0.0)
+    assert used.marked == []

@@ -133,6 +133,7 @@ class EventSource:
     window_s: float  # MaximumBatchingWindowInSeconds: how long the poller gathers a batch
     reports_failures: bool  # FunctionResponseTypes has ReportBatchItemFailures
     enabled: bool
+    max_concurrency: int | None = None  # ScalingConfig.MaximumConcurrency: the most batches at once
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,17 @@ def _event_source(props: dict[str, Any], by_arn: dict[str, str]) -> EventSource 
         window_s=float(props.get("MaximumBatchingWindowInSeconds", 0)),
         reports_failures="ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
         enabled=str(props.get("Enabled", True)).lower() != "false",
+        max_concurrency=_max_concurrency(props),
     )
+
+
+def _max_concurrency(props: dict[str, Any]) -> int | None:
+    cap = (props.get("ScalingConfig") or {}).get("MaximumConcurrency")
+    if cap is None:
+        return None
+    if not 2 <= int(cap) <= 1000:
+        raise TemplateError(f"ScalingConfig.MaximumConcurrency {cap}: Lambda takes 2 to 1000")
+    return int(cap)
 
 
 @dataclass(frozen=True)

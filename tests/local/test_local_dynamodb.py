@@ -114,6 +114,36 @@ def _scenario(ddb: Any, table: str) -> list[Any]:
         ExpressionAttributeValues={":z": {"N": "0"}, ":one": {"N": "1"}},
     )
     call("update_item", Key=key, UpdateExpression="SET meta = :m", ExpressionAttributeValues={":m": {"M": {}}})
+    # one of each remaining walk's answers: a missing path, a type mismatch, an undefined value, list_append,
+    # a set's DELETE, and a nested path's SET beside a REMOVE
+    call(
+        "update_item",
+        Key=key,
+        UpdateExpression="SET x = nothere + :one",
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    call(
+        "update_item",
+        Key=key,
+        UpdateExpression="SET n = #s + :one",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":one": {"N": "1"}},
+    )
+    call("update_item", Key=key, UpdateExpression="SET n = :nope")
+    call(
+        "update_item",
+        Key=key,
+        UpdateExpression="SET l = list_append(if_not_exists(l, :e), :v), tags = :t",
+        ExpressionAttributeValues={":e": {"L": []}, ":v": {"L": [{"S": "a"}]}, ":t": {"SS": ["a", "b"]}},
+        ReturnValues="UPDATED_NEW",
+    )
+    call(
+        "update_item",
+        Key=key,
+        UpdateExpression="DELETE tags :d SET l[0] = :z REMOVE l[5]",
+        ExpressionAttributeValues={":d": {"SS": ["a"]}, ":z": {"S": "z"}},
+        ReturnValues="UPDATED_NEW",
+    )
     for _ in range(2):  # the second time from the cache of parsed expressions
         call(
             "update_item",

@@ -42,11 +42,12 @@ class Settings:
     # Send with SES's event publishing through the stage's configuration set (False: without).
     ses_events: bool = True
     # Give each tenant queue the design's not-empty CloudWatch alarm, publishing to SendEmails ($0.10 a queue
-    # and month, however idle). A stage may turn it off (issue 53): the writer's direct start and the sweeper
-    # start every drain it does, but email a drain puts back for later (throttled, a claim to wait out) then
-    # waits for the sweeper's minute, where the alarm's evaluation comes sooner. On until a drain starts its
-    # own next drain for such email.
-    queue_alarms: bool = True
+    # and month, however idle). Off by default (issue 53): the writer's direct start, the sweeper's minute
+    # and a drain's stay for the email it put back (`put_back_stay_s`) start every drain the alarm would.
+    queue_alarms: bool = False
+    # A drain with nothing left to receive stays while email it put back for later (a throttled copy, a
+    # back-off, a claim to wait out) comes due within this many seconds, and sends it then.
+    put_back_stay_s: float = 60.0
     # Where the app's HTTP routes are (links in emails point there), and the key that signs those links:
     # given locally; on AWS the URL comes from the stack and the key from Secrets Manager.
     # None where the function makes no links (the API's own function only checks them).
@@ -107,7 +108,8 @@ class Settings:
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
             free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
             ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
-            queue_alarms=e.get("MOONSEND_QUEUE_ALARMS", "true").lower() not in ("0", "false", "no"),
+            queue_alarms=e.get("MOONSEND_QUEUE_ALARMS", "false").lower() in ("1", "true", "yes"),
+            put_back_stay_s=float(e.get("MOONSEND_PUT_BACK_STAY_S", "60")),
             api_url=e.get("MOONSEND_API_URL") or None,
             link_secret=e.get("MOONSEND_LINK_SECRET") or None,
             link_base_url=e.get("MOONSEND_LINK_BASE_URL") or None,

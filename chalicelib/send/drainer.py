@@ -35,6 +35,8 @@ from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Outcome
 from chalicelib.send.sides import DrainQueues, GateReads, QueueRef, SendState
 
 EMPTY_POLLS_TO_FINISH = 2
+# Past its due time, email put back is looked for this long before the drain takes it as taken elsewhere.
+PUT_BACK_GRACE_S = 2.0
 # Another copy's business: the drain did not handle this tenant's email (its metrics dimension).
 _NOT_CLAIMED = frozenset({Outcome.DUPLICATE, Outcome.IN_FLIGHT, Outcome.ORPHANED, Outcome.FEWER_DRAINERS})
 # A claim outlives its message's invisibility six times over. If its holder dies after SES accepted the
@@ -65,6 +67,21 @@ class _Drain:
     to_delete: list[dict[str, Any]] = field(default_factory=list)
     backlog_read_at: float = float("-inf")  # slot 0: when it last read the queue's depth for helpers
     short_receive_at: float = float("-inf")  # when a receive last found less than a batch
+    due_back: list[float] = field(default_factory=list)  # when email this drain put back comes due (monotonic)
+    wait_s: int | None = None  # the next empty receive's wait, when waiting for email put back
+
+    def put_back(self, delay_s: int | None) -> None:
+        if delay_s is not None:
+            self.due_back.append(time.monotonic() + delay_s)
+
+    def due_back_in(self, stay_s: float) -> float | None:
+        """Seconds until the soonest email this drain put back comes due, if within `stay_s`."""
+        now = time.monotonic()
+        self.due_back = [t for t in self.due_back if t > now - PUT_BACK_GRACE_S]
+        soonest = min(self.due_back, default=None)
+        if soonest is None or soonest - now > stay_s:
+            return None
+        return max(0.0, soonest - now)
 
 
 class Drainer:
@@ -89,9 +106,9 @@ class Drainer:
         # One message's action, by the outcome table's Action (chalicelib.send.outcomes).
         self._on: dict[Action, Callable[[_Drain, dict[str, Any], Verdict, list[_ToPark]], None]] = {
             Action.DELETE: self._delete,
-            Action.REQUEUE_LATER: lambda d, m, _v, _p: self._actions.requeue_later(d.ref.url, m),
-            Action.BACK_OFF: lambda d, m, _v, _p: self._actions.back_off(d.ref.url, m),
-            Action.WAIT_FOR_CLAIM: lambda d, m, v, _p: self._actions.wait_for_claim(d.ref.url, m, v),
+            Action.REQUEUE_LATER: lambda d, m, _v, _p: d.put_back(self._actions.requeue_later(d.ref.url, m)),
+            Action.BACK_OFF: lambda d, m, _v, _p: d.put_back(self._actions.back_off(d.ref.url, m)),
+            Action.WAIT_FOR_CLAIM: lambda d, m, v, _p: d.put_back(self._actions.wait_for_claim(d.ref.url, m, v)),
             Action.TO_DEAD_LETTER: lambda d, m, _v, _p: self._actions.visible_now(d.ref.url, m),
             Action.HAND_BACK: self._hand_back,
             Action.PARK: self._park,
@@ -178,6 +195,7 @@ class Drainer:
             d.short_receive_at = time.monotonic() if len(messages) < asked else float("-inf")
             if messages:
                 empty_polls = 0
+                d.wait_s = None
                 suppressed = self._suppressed_in(messages)
                 for m in messages:
                     future = pool.submit(self._delivery.deliver, d.ref, m, suppressed)
@@ -188,13 +206,22 @@ class Drainer:
             else:
                 empty_polls += 1
                 if empty_polls >= EMPTY_POLLS_TO_FINISH:
-                    return
+                    # Stay for email put back for later: with no not-empty alarm (Settings.queue_alarms),
+                    # nothing would start a drain for it before the sweeper's next minute.
+                    due_in = d.due_back_in(self._settings.put_back_stay_s)
+                    if due_in is None:
+                        return
+                    # Stay: the next receives wait (a long poll, at most SQS's 20 s) until it is due, within
+                    # half the time left before the deadline's margin (the chain hands on after that).
+                    spare_s = (remaining_ms() - self._settings.deadline_margin_ms) // 2000
+                    d.wait_s = max(1, min(20, math.ceil(due_in), spare_s))
+                    empty_polls = EMPTY_POLLS_TO_FINISH - 1
 
     def _receive(self, d: _Drain, asked: int) -> list[dict[str, Any]]:
         return self._sqs.receive_message(
             QueueUrl=d.ref.url,
             MaxNumberOfMessages=asked,
-            WaitTimeSeconds=0 if d.inflight else self._settings.long_poll_seconds,
+            WaitTimeSeconds=0 if d.inflight else (d.wait_s or self._settings.long_poll_seconds),
             MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"],
             MessageAttributeNames=[THROTTLES_ATTRIBUTE],
         ).get("Messages", [])

@@ -53,8 +53,8 @@ class MessageActions:
                 if str(i) not in failed:
                     self._discard(m["Body"])
 
-    def requeue_later(self, url: str, message: dict[str, Any]) -> None:
-        """Put a throttled email back with a growing delay, as a fresh message.
+    def requeue_later(self, url: str, message: dict[str, Any]) -> int:
+        """Put a throttled email back with a growing delay, as a fresh message (the delay, in seconds).
 
         Throttling is not the email's fault: holding the same message invisible would count each try
         against the queue's maxReceiveCount and a throttling storm would dead-letter good email. A new
@@ -65,9 +65,11 @@ class MessageActions:
         attributes = {THROTTLES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(throttles + 1)}}
         send_copy(self._sqs, url, message["Body"], delay, attributes)
         self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
+        return delay
 
-    def back_off(self, url: str, message: dict[str, Any]) -> None:
-        """The same message invisible for a delay that grows with its receives."""
+    def back_off(self, url: str, message: dict[str, Any]) -> int | None:
+        """The same message invisible for a delay that grows with its receives (the delay, in seconds;
+        None: not applied)."""
         delay = min(MAX_BACK_OFF_S, 2 ** min(_receives(message), 10))
         try:
             self._sqs.change_message_visibility(
@@ -77,22 +79,25 @@ class MessageActions:
             # SQS delivered this message twice and the other copy's sender has deleted it: nothing to
             # back off. (Any other refusal leaves the message to come back after its visibility timeout.)
             log.info("back-off not applied", queue=url.rsplit("/", 1)[-1], code=exc.response["Error"]["Code"])
+            return None
+        return delay
 
-    def wait_for_claim(self, url: str, message: dict[str, Any], verdict: Verdict) -> None:
-        """Another copy's claim is live: look again later.
+    def wait_for_claim(self, url: str, message: dict[str, Any], verdict: Verdict) -> int | None:
+        """Another copy's claim is live: look again later (in how many seconds; None: not applied).
 
         On its last receive but one, backing off once more would let SQS dead-letter it with no outcome
         recorded, so a fresh copy (its count started again) goes instead: soon for a drainer at work; for a
         dead one's (whose Send event is what it waits for) just after its claim expires (at most SQS's 15
         minutes of delay; it waits again if the claim is longer)."""
         if _receives(message) < MAX_RECEIVE_COUNT - 1:
-            self.back_off(url, message)
-            return
-        send_copy(self._sqs, url, message["Body"], _claim_delay(verdict))
+            return self.back_off(url, message)
+        delay = _claim_delay(verdict)
+        send_copy(self._sqs, url, message["Body"], delay)
         try:
             self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
         except ClientError as exc:  # deleted already by the other copy's sender: the new copy finds it sent
             log.info("requeued copy's original already gone", code=exc.response["Error"]["Code"])
+        return delay
 
     def visible_now(self, url: str, message: dict[str, Any]) -> None:
         """Back on the queue at once. For a message on its last receive, the next receive passes

@@ -42,6 +42,7 @@ _TEST_ENV = {
     "MOONSEND_LONG_POLL_SECONDS": "0",
     "MOONSEND_DEADLINE_MARGIN_MS": "1000",
     "MOONSEND_FREE_RATE": "1000",
+    "MOONSEND_PUT_BACK_STAY_S": "0",  # a drain ends at once (the fake's copies put back never come back)
 }
 SETTINGS = Settings.from_env(_TEST_ENV)
 
@@ -907,3 +908,60 @@ def test_a_drain_failed_by_a_throttled_receive_first_finishes_and_deletes_what_i
     # The error is the chain's to handle (it hands the drain on); the email already in flight was sent,
     # recorded and its messages deleted, not left to come back after their visibility timeout.
     assert len(ses.sent) == 5 and sorted(sqs.deleted) == sorted(f"rh{i}" for i in range(5))
+
+
+class DelayingSqs(FakeSqs):
+    """A copy sent back with a delay is received again once it is due, as SQS's DelaySeconds does."""
+
+    def __init__(self, bodies):
+        super().__init__(bodies)
+        self.due: list[tuple[float, dict]] = []
+        self.receives = 0
+
+    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes=None):
+        super().send_message(QueueUrl, MessageBody, DelaySeconds, MessageAttributes)
+        n = len(self.requeued)
+        copy = {"MessageId": f"copy{n}", "ReceiptHandle": f"rh-copy{n}", "Body": MessageBody}
+        copy |= {"Attributes": {"ApproximateReceiveCount": "1"}, "MessageAttributes": MessageAttributes or {}}
+        self.due.append((time.monotonic() + DelaySeconds, copy))
+
+    def receive_message(self, QueueUrl, MaxNumberOfMessages, **kw):
+        self.receives += 1
+        now = time.monotonic()
+        self.waiting += [m for at, m in self.due if at <= now]
+        self.due = [(at, m) for at, m in self.due if at > now]
+        if not self.waiting and kw.get("WaitTimeSeconds"):
+            time.sleep(0.05)  # a long poll's wait, shortened
+        return super().receive_message(QueueUrl, MaxNumberOfMessages)
+
+
+class ThrottledOnce(FakeSes):
+    def send(self, sender, to, raw_mime, platform=False, tenant=None):
+        if self.outcomes.pop(to, None):
+            raise SendThrottled("Maximum sending rate exceeded.")
+        return super().send(sender, to, raw_mime, platform, tenant)
+
+
+def test_a_drain_stays_for_the_email_it_put_back_and_sends_it_when_it_is_due():
+    """With no not-empty alarm, nothing else would start a drain for a throttled copy before the sweeper's
+    next minute: the drain that put it back waits for it (a copy's first delay is 2 s) and sends it."""
+    sqs = DelayingSqs([queued("acme", "a@example.org"), queued("acme", "b@example.org")])
+    ses = ThrottledOnce({"b@example.org": SendThrottled("x")})
+    settings = replace(SETTINGS, put_back_stay_s=60.0)
+    d = parts.drainer(settings, sqs, ses, FakeTenants(tenant("acme", "AK")), stats=FakeStats())
+    started = time.monotonic()
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert sorted(to for _k, _f, to, _p in ses.sent) == ["a@example.org", "b@example.org"]
+    assert [delay for _b, delay, _a in sqs.requeued] == [2]
+    assert time.monotonic() - started >= 2 and not result.unfinished
+
+
+def test_a_drain_does_not_stay_for_email_due_back_later_than_its_stay():
+    settings = replace(SETTINGS, put_back_stay_s=1.0)
+    sqs = DelayingSqs([queued("acme", "b@example.org")])
+    ses = ThrottledOnce({"b@example.org": SendThrottled("x")})
+    d = parts.drainer(settings, sqs, ses, FakeTenants(tenant("acme", "AK")), stats=FakeStats())
+    started = time.monotonic()
+    d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert ses.sent == [] and len(sqs.due) == 1  # left for the sweeper's minute
+    assert time.monotonic() - started < 1.5

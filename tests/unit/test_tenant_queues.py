@@ -37,14 +37,14 @@ def _queues(env: dict[str, str]) -> tuple[TenantQueues, Sqs, CloudWatch, str]:
     return TenantQueues(settings, sqs, cloudwatch, FakeQueueActivity()), sqs, cloudwatch, queue
 
 
-def test_a_stage_without_queue_alarms_gives_a_tenants_first_queue_none():
-    queues, sqs, cloudwatch, queue = _queues({"MOONSEND_QUEUE_ALARMS": "false"})
+def test_by_default_a_tenants_first_queue_gets_no_alarm():
+    queues, sqs, cloudwatch, queue = _queues({})
     assert queues.ensure(queue, "user-1") == f"https://sqs/{queue}"
     assert sqs.created == [queue] and cloudwatch.alarms == []
 
 
-def test_by_default_each_new_queue_gets_the_not_empty_alarm_once():
-    queues, sqs, cloudwatch, queue = _queues({})
+def test_a_stage_with_queue_alarms_gives_each_new_queue_the_not_empty_alarm_once():
+    queues, sqs, cloudwatch, queue = _queues({"MOONSEND_QUEUE_ALARMS": "true"})
     queues.ensure(queue, "user-1")
     queues.ensure(queue, "user-1")  # known to this container: neither made again
     assert sqs.created == [queue]
@@ -54,8 +54,8 @@ def test_by_default_each_new_queue_gets_the_not_empty_alarm_once():
     assert alarm["Dimensions"] == [{"Name": "QueueName", "Value": queue}]
 
 
-def test_the_plan_says_an_alarm_unless_turned_off():
-    for flag, wanted in (("", True), ("0", False), ("false", False), ("1", True), ("yes", True)):
+def test_the_plan_says_an_alarm_only_where_the_stage_turns_them_on():
+    for flag, wanted in (("", False), ("0", False), ("false", False), ("1", True), ("yes", True), ("true", True)):
         settings = Settings.from_env({"MOONSEND_STAGE": "test", "MOONSEND_QUEUE_ALARMS": flag})
         plan = plan_tenant_queue(settings, tenant_queue_name(settings.resources, "u"), "u")
         assert (plan.alarm is not None) is wanted

@@ -4,8 +4,8 @@ Creation is race-safe: CreateQueue with the same attributes is idempotent in SQS
 overwrites, and a container remembers the queues it has seen, so the cost is paid once per queue per
 container. A drain is started by whoever puts email on the queue (precompile's direct start) and by the
 sweeper's look every minute. The design's alarm (`ApproximateNumberOfMessagesVisible >= 1`, publishing to
-SendEmails) is made unless the stage turns it off (`MOONSEND_QUEUE_ALARMS=false`): $0.10 a queue and month,
-for a start the other two make too, except for email a drain put back for later (chalicelib.core.config).
+SendEmails) is made only where the stage turns it on (`MOONSEND_QUEUE_ALARMS=true`): $0.10 a queue and
+month, for a start the other two, and a drain's stay for the email it put back, make too (chalicelib.core.config).
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ environment; whatever else runs the functions gives them the same variables.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -107,8 +108,8 @@ class Settings:
             long_poll_seconds=int(e.get("MOONSEND_LONG_POLL_SECONDS", "1")),
             payload_threshold_bytes=int(e.get("MOONSEND_PAYLOAD_THRESHOLD_BYTES", str(256 * 1024))),
             free_daily_cap=int(e.get("MOONSEND_FREE_DAILY_CAP", "300")),
-            ses_events=e.get("MOONSEND_SES_EVENTS", "true").lower() not in ("0", "false", "no"),
-            queue_alarms=e.get("MOONSEND_QUEUE_ALARMS", "false").lower() in ("1", "true", "yes"),
+            ses_events=_flag(e, "MOONSEND_SES_EVENTS", True),
+            queue_alarms=_flag(e, "MOONSEND_QUEUE_ALARMS", False),
             put_back_stay_s=float(e.get("MOONSEND_PUT_BACK_STAY_S", "60")),
             api_url=e.get("MOONSEND_API_URL") or None,
             link_secret=e.get("MOONSEND_LINK_SECRET") or None,
@@ -144,6 +145,20 @@ class Settings:
 
     def role_arn(self, role_name: str) -> str:
         return f"arn:aws:iam::{self.account_id}:role/{role_name}"
+
+
+_TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+def _flag(e: Mapping[str, str], name: str, default: bool) -> bool:
+    """A yes-or-no setting; a value that is neither is refused, not read as one (a typo would turn a
+    stage's option off or on unseen)."""
+    given = e.get(name, "").strip().lower()
+    if not given:
+        return default
+    if given not in _TRUE + _FALSE:
+        raise ValueError(f"{name}: true or false (got {given!r})")
+    return given in _TRUE
 
 
 def _waits(given: str | None) -> tuple[int, ...]:

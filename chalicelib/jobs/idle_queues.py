@@ -1,7 +1,9 @@
-"""Idle tenant queues: removed with their alarm after a number of idle days, recreated on the next send.
+"""Idle tenant queues: removed (with their alarm, where the stage gives queues one) after a number of idle
+days, recreated on the next send.
 
-Each tenant queue costs a CloudWatch alarm ($0.10 a month) and a minute's sweep, whether the tenant sends
-or not; a platform of 10,000 mostly idle tenants would pay for 10,000 alarms. So the queue's last day of
+A tenant queue left forever would be looked at by the sweeper a few minutes a day for good, and where the
+stage turns queue alarms on (`MOONSEND_QUEUE_ALARMS`) cost a CloudWatch alarm ($0.10 a month) whether the
+tenant sends or not: 10,000 mostly idle tenants would pay for 10,000 alarms. So the queue's last day of
 use is kept on the tenant's registry item (`queue_used_day`, UTC), and a scheduled job retires the queues
 idle for `MOONSEND_IDLE_QUEUE_DAYS` (default 14, at least 1).
 
@@ -15,7 +17,7 @@ Why a queue is never deleted under a drainer, without any lock held while sendin
   sender raises `QueueRetiring` and its event is retried (a retirement takes seconds).
 - The job retires only an empty queue (nothing visible, in flight or delayed) with no live drain lease.
 - A touch that finds the queue `gone` (or a retirement that crashed and went stale) forgets the cached
-  URL and creates the queue and its alarm again, as on first use.
+  URL and creates the queue (and its alarm, where the stage has them) again, as on first use.
 - A retirement goes stale after a minute (STALE_RETIREMENT_MS), inside Lambda's retries of the event that
   met it: a job killed half-way never costs a send. So the job deletes the queue only within half that
   of its claim, and only while the claim is still its own (a consistent read just before DeleteQueue); a

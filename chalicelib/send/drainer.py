@@ -127,7 +127,7 @@ class Drainer:
         except ClientError as exc:
             if exc.response["Error"]["Code"] not in NO_SUCH_QUEUE:
                 raise
-            # Removed for idleness after its alarm fired (chalicelib.jobs.idle_queues): nothing to send.
+            # Removed for idleness after this start was asked for (chalicelib.jobs.idle_queues): nothing to send.
             result.stopped_reason = "the queue does not exist"
             log.info("drain skipped", queue=queue_name, reason=result.stopped_reason)
             return result
@@ -265,19 +265,22 @@ class Drainer:
             m = d.inflight.pop(future)
             try:
                 verdict = future.result()
+                disposition = DISPOSITIONS[verdict.outcome]
+                if disposition.count:
+                    setattr(d.result, disposition.count, getattr(d.result, disposition.count) + 1)
+                if verdict.email is not None and verdict.outcome not in _NOT_CLAIMED:
+                    d.result.tenants.add(verdict.email.user_id)  # the tenants whose email this drain handled
+                if verdict.lag_ms is not None:
+                    d.result.lag.add(verdict.lag_ms)
+                drainers = max(drainers, verdict.drainers)
+                self._on[disposition.action](d, m, verdict, to_park)
             except Exception:
-                for rest in done[i + 1 :]:  # taken off the queue with it: still to be acted on
+                # Taken off the queue with it, still to be acted on: left off it, `_finish_inflight` would
+                # wait for them until the Lambda is killed (an action's SQS call throttled past the SDK's
+                # retries raises here), with no wind-down and no hand-on.
+                for rest in done[i + 1 :]:
                     d.finished.put(rest)
                 raise
-            disposition = DISPOSITIONS[verdict.outcome]
-            if disposition.count:
-                setattr(d.result, disposition.count, getattr(d.result, disposition.count) + 1)
-            if verdict.email is not None and verdict.outcome not in _NOT_CLAIMED:
-                d.result.tenants.add(verdict.email.user_id)  # the tenants whose email this drain handled
-            if verdict.lag_ms is not None:
-                d.result.lag.add(verdict.lag_ms)
-            drainers = max(drainers, verdict.drainers)
-            self._on[disposition.action](d, m, verdict, to_park)
         if to_park:
             d.to_delete.extend(self._parking.park(d.ref, to_park))
         if d.ref.slot == 0 and drainers > 1:

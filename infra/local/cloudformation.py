@@ -193,9 +193,9 @@ def _max_concurrency(props: dict[str, Any]) -> int | None:
     cap = (props.get("ScalingConfig") or {}).get("MaximumConcurrency")
     if cap is None:
         return None
-    if not 2 <= int(cap) <= 1000:
-        raise TemplateError(f"ScalingConfig.MaximumConcurrency {cap}: Lambda takes 2 to 1000")
-    return int(cap)
+    if not isinstance(cap, int) or isinstance(cap, bool) or not 2 <= cap <= 1000:
+        raise TemplateError(f"ScalingConfig.MaximumConcurrency {cap!r}: Lambda takes an integer from 2 to 1000")
+    return cap
 
 
 @dataclass(frozen=True)

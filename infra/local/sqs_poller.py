@@ -110,6 +110,7 @@ class SqsPoller:
         backend: Callable[[], Any],
         region: str,
         pollers: int = POLLERS,
+        most: int = LOCAL_MAX_POLLERS,
     ) -> None:
         self._runner = runner
         self._fn = fn
@@ -117,7 +118,7 @@ class SqsPoller:
         self._backend = backend  # moto's SQS backend of the queue's account and region
         self._region = region
         self._queue = source.queue_arn.rsplit(":", 1)[-1]
-        self._cap = min(source.max_concurrency or 1000, LOCAL_MAX_POLLERS)
+        self._cap = min(source.max_concurrency or 1000, most)  # `most`: what this process can run at once
         self._pollers = min(pollers, self._cap)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -140,7 +141,15 @@ class SqsPoller:
         first = [self._new_poller(extra=False) for _ in range(self._pollers)]  # all counted before any runs
         for t in first:
             if t is not None:
-                t.start()
+                self._run(t)
+
+    def _run(self, t: threading.Thread) -> None:
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had: carry on with the pollers there are
+            with self._lock:
+                self._active -= 1
+                self._threads.remove(t)
 
     def _new_poller(self, *, extra: bool) -> threading.Thread | None:
         """Another poller, counted; an extra one (a full batch: messages are still available) at most one a
@@ -167,7 +176,8 @@ class SqsPoller:
     def stop(self) -> None:
         self._stop.set()
         for t in list(self._threads):
-            t.join(timeout=_IDLE_WAIT_S + 2)
+            if t.ident is not None:  # started (one being started as the stop came ends at its first check)
+                t.join(timeout=_IDLE_WAIT_S + 2)
 
     def _poll(self, extra: bool = False) -> None:
         try:
@@ -185,11 +195,12 @@ class SqsPoller:
                 messages = self._gather()
                 if not messages and extra:
                     return  # traffic is low again: back towards the first five
-                extra_poller = self._new_poller(extra=True) if len(messages) >= self._source.batch_size else None
-                if extra_poller is not None:
-                    extra_poller.start()
                 if messages:
                     try:
+                        full = len(messages) >= self._source.batch_size  # messages are still available
+                        another = self._new_poller(extra=True) if full else None
+                        if another is not None:
+                            self._run(another)
                         self._settle(messages)
                     finally:
                         self._hold(-len(messages))

@@ -965,3 +965,41 @@ def test_a_drain_does_not_stay_for_email_due_back_later_than_its_stay():
     d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
     assert ses.sent == [] and len(sqs.due) == 1  # left for the sweeper's minute
     assert time.monotonic() - started < 1.5
+
+
+class ThrottledSendMessage(FakeSqs):
+    """SendMessage throttled past the SDK's retries: putting a copy back raises."""
+
+    def send_message(self, QueueUrl, MessageBody, DelaySeconds, MessageAttributes=None):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "SendMessage")
+
+
+def test_verdicts_collected_with_one_whose_action_raises_are_left_to_act_on_not_lost():
+    """Verdicts are collected several at a time. When one's action raises (putting a throttled copy back,
+    throttled past the SDK's retries), the ones collected with it go back on the finished queue: dropped,
+    `_finish_inflight` waited for them until the Lambda was killed, with no wind-down and no hand-on."""
+    from concurrent.futures import Future
+
+    from chalicelib.send.drain_report import DrainResult
+    from chalicelib.send.drainer import _Drain
+    from chalicelib.send.outcomes import Outcome, Verdict
+    from chalicelib.send.sides import QueueRef
+
+    sqs = ThrottledSendMessage([])
+    d, _ = drainer(sqs, FakeSes(), FakeTenants(tenant("acme", "AK")))
+    drain = _Drain(QueueRef("q", "https://sqs/q", 0, False), DrainResult("q"))
+    for outcome in (Outcome.THROTTLED, Outcome.DUPLICATE, Outcome.DUPLICATE):
+        future: Future[Verdict] = Future()
+        future.set_result(Verdict(outcome))
+        drain.inflight[future] = {"ReceiptHandle": f"rh-{len(drain.inflight)}", "Body": queued("acme", "a@x.org")}
+        drain.finished.put(future)
+    with pytest.raises(Exception, match="Rate exceeded"):
+        d._collect(drain, wait=False)
+    assert drain.finished.qsize() == 2 and len(drain.inflight) == 2  # the duplicates: still to act on
+    d._collect(drain, wait=False)
+    assert not drain.inflight and drain.to_delete == [
+        {"ReceiptHandle": "rh-1", "Body": queued("acme", "a@x.org")},
+        {"ReceiptHandle": "rh-2", "Body": queued("acme", "a@x.org")},
+    ]

@@ -1,8 +1,10 @@
-"""A tenant's queue, made on first use: its alarm unless the stage turns them off (issue 53)."""
+"""A tenant's queue, made on first use: no alarm unless the stage turns them on (issue 53)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import pytest
 
 from chalicelib.core.config import Settings
 from chalicelib.core.routing import alarm_name, tenant_queue_name
@@ -59,3 +61,9 @@ def test_the_plan_says_an_alarm_only_where_the_stage_turns_them_on():
         settings = Settings.from_env({"MOONSEND_STAGE": "test", "MOONSEND_QUEUE_ALARMS": flag})
         plan = plan_tenant_queue(settings, tenant_queue_name(settings.resources, "u"), "u")
         assert (plan.alarm is not None) is wanted
+
+
+def test_a_queue_alarms_value_that_is_neither_yes_nor_no_is_refused_not_read_as_off():
+    with pytest.raises(ValueError, match="MOONSEND_QUEUE_ALARMS"):
+        Settings.from_env({"MOONSEND_STAGE": "test", "MOONSEND_QUEUE_ALARMS": "y es"})
+    assert Settings.from_env({"MOONSEND_QUEUE_ALARMS": "ON"}).queue_alarms

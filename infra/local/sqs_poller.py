@@ -31,16 +31,12 @@ from infra.local.access import allowed
 from infra.local.cloudformation import EventSource, StackFunction, TemplateError
 from infra.local.lambda_runtime import FunctionCrashed, FunctionRunner, LocalFunction
 
-# Lambda polls a queue with five pollers to start with. The soak with two here let SES's events wait up to
-# 559 s behind each other: each poller invokes one batch at a time.
+# Lambda polls a queue with five pollers to start with (or the mapping's MaximumConcurrency, if lower) and
+# adds up to 300 a minute while messages are still available. The soak with two here let SES's events wait
+# up to 559 s behind each other: each poller invokes one batch at a time. Here five for good: scaling up
+# to 20 (session 37) made the soak's starved stacks handle fewer events, not more (55,000 against 92,000 in
+# its time; Send events up to 1,429 s late against 820), since the pollers share one process's CPU.
 POLLERS = 5
-# While messages are still available Lambda adds up to 300 pollers a minute, to 1,000 or the mapping's
-# MaximumConcurrency, and scales back to five when traffic is low. Here: one more a second while a poller's
-# batch comes back full, each extra one retiring at its first empty receive, at most LOCAL_MAX_POLLERS (they
-# are threads of the one process the whole stack shares). With five for good, the soak's Send events
-# waited up to 820 s behind the sends: on AWS the events' invocations have CPU of their own.
-LOCAL_MAX_POLLERS = 20
-SCALE_UP_EVERY_S = 1.0
 # What a poller waits for a first message in one receive (SQS's long poll; short, so a stop is prompt).
 _IDLE_WAIT_S = 1
 _POLL_PERMISSIONS = ("sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes")
@@ -110,7 +106,6 @@ class SqsPoller:
         backend: Callable[[], Any],
         region: str,
         pollers: int = POLLERS,
-        most: int = LOCAL_MAX_POLLERS,
     ) -> None:
         self._runner = runner
         self._fn = fn
@@ -118,14 +113,10 @@ class SqsPoller:
         self._backend = backend  # moto's SQS backend of the queue's account and region
         self._region = region
         self._queue = source.queue_arn.rsplit(":", 1)[-1]
-        self._cap = min(source.max_concurrency or 1000, most)  # `most`: what this process can run at once
-        self._pollers = min(pollers, self._cap)
+        self._pollers = min(pollers, source.max_concurrency or pollers)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._lock = threading.Lock()
-        self._active = 0  # pollers running: the first `_pollers` and the extra ones a backlog added
-        self._next_extra = 0.0  # monotonic time before which no extra poller is added
-        self.most_pollers = 0  # the most that ran at once (a bench reads it)
         self.batches = 0  # invocations that returned
         self.records = 0  # records given to them
         self._holding = 0  # messages received and not yet given to an invocation (a batching window's)
@@ -138,69 +129,25 @@ class SqsPoller:
     def start(self) -> None:
         if not self._source.enabled:
             return
-        first = [self._new_poller(extra=False) for _ in range(self._pollers)]  # all counted before any runs
-        for t in first:
-            if t is not None:
-                self._run(t)
-
-    def _run(self, t: threading.Thread) -> None:
-        try:
+        for i in range(self._pollers):
+            t = threading.Thread(target=self._poll, daemon=True, name=f"sqs-poller-{self._fn.handler_name}-{i}")
             t.start()
-        except RuntimeError:  # no thread to be had: carry on with the pollers there are
-            with self._lock:
-                self._active -= 1
-                self._threads.remove(t)
-
-    def _new_poller(self, *, extra: bool) -> threading.Thread | None:
-        """Another poller, counted; an extra one (a full batch: messages are still available) at most one a
-        second, up to the cap (None: not now)."""
-        with self._lock:
-            if extra:
-                now = time.monotonic()
-                if self._active >= self._cap or now < self._next_extra or self._stop.is_set():
-                    return None
-                self._next_extra = now + SCALE_UP_EVERY_S
-            self._active += 1
-            self.most_pollers = max(self.most_pollers, self._active)
-            self._threads = [t for t in self._threads if t.is_alive() or t.ident is None]  # not started yet
-            name = f"sqs-poller-{self._fn.handler_name}-{len(self._threads)}"
-            t = threading.Thread(target=self._poll, args=(extra,), daemon=True, name=name)
             self._threads.append(t)
-        return t
-
-    @property
-    def pollers(self) -> int:
-        """Pollers running now."""
-        return self._active
 
     def stop(self) -> None:
         self._stop.set()
-        for t in list(self._threads):
-            if t.ident is not None:  # started (one being started as the stop came ends at its first check)
-                t.join(timeout=_IDLE_WAIT_S + 2)
+        for t in self._threads:
+            t.join(timeout=_IDLE_WAIT_S + 2)
 
-    def _poll(self, extra: bool = False) -> None:
-        try:
-            self._poll_until_done(extra)
-        finally:
-            with self._lock:
-                self._active -= 1
-
-    def _poll_until_done(self, extra: bool) -> None:
+    def _poll(self) -> None:
         while not self._stop.is_set():
             if self._runner.hurrying:  # stopping to save: what is on the queue stays there for the restart
                 time.sleep(0.2)
                 continue
             try:
                 messages = self._gather()
-                if not messages and extra:
-                    return  # traffic is low again: back towards the first five
                 if messages:
                     try:
-                        full = len(messages) >= self._source.batch_size  # messages are still available
-                        another = self._new_poller(extra=True) if full else None
-                        if another is not None:
-                            self._run(another)
                         self._settle(messages)
                     finally:
                         self._hold(-len(messages))

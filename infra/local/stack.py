@@ -68,7 +68,7 @@ from infra.local.ses import SesStandIn
 from infra.local.ses_metrics import SesMetrics
 from infra.local.sns_delivery import Publication, SnsDelivery
 from infra.local.sqs_metrics import SqsMetrics
-from infra.local.sqs_poller import LOCAL_MAX_POLLERS, SqsPoller, check_mapping
+from infra.local.sqs_poller import SqsPoller, check_mapping
 from infra.local.stream_poller import StreamPoller, check_stream_mapping
 from infra.local.workers import ApiWorker, worker_environment
 
@@ -554,9 +554,7 @@ class LocalStack:
 
         visibility = int(backend().get_queue(name).visibility_timeout)
         check_mapping(source, self.created.functions[source.function_name], visibility)
-        # With worker processes, a poller past the function's workers would wait for one holding its batch.
-        most = self.config.workers_per_function if self.config.worker_processes else LOCAL_MAX_POLLERS
-        return SqsPoller(self.runner, functions[source.function_name], source, backend, region, most=most)
+        return SqsPoller(self.runner, functions[source.function_name], source, backend, region)
 
     def _stream_poller(self, source: StreamSource, functions: dict[str, LocalFunction]) -> StreamPoller:
         """Lambda's poller for one stream event source mapping, once the mapping passed Lambda's checks."""

@@ -73,88 +73,15 @@ def test_a_mapping_lambda_would_refuse_is_refused_with_lambdas_reason():
         check_mapping(SOURCE, _function((allow,)), 20)
 
 
-class _Queue:
-    """Enough of moto's SQS backend for the poller: a deque of messages, received ten at a time."""
-
-    def __init__(self, n: int) -> None:
-        import collections
-        import threading
-
-        self._lock = threading.Lock()
-        self.left = collections.deque(_message(f"m-{i}") for i in range(n))
-
-    def get_queue(self, name):
-        return SimpleNamespace(visibility_timeout=60)
-
-    def receive_message(self, queue, n, wait_s, visibility):
-        import time
-
-        with self._lock:
-            got = [self.left.popleft() for _ in range(min(n, len(self.left)))]
-        if not got:
-            time.sleep(0.01)  # a short long poll
-        return got
-
-    def delete_message(self, queue, receipt_handle):
-        pass
-
-
-class _Runner:
-    """Invokes a batch in 20 ms and keeps the most invocations that ran at once."""
-
-    hurrying = False
-
-    def __init__(self) -> None:
-        import threading
-
-        self._lock = threading.Lock()
-        self.running = self.most = 0
-
-    def invoke(self, fn, event):
-        import time
-
-        with self._lock:
-            self.running += 1
-            self.most = max(self.most, self.running)
-        time.sleep(0.02)
-        with self._lock:
-            self.running -= 1
-        return None
-
-
-def _until(condition, timeout_s=10.0):
-    import time
-
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        if condition():
-            return True
-        time.sleep(0.01)
-    return False
-
-
-@pytest.mark.parametrize(("cap", "most"), [(None, 20), (7, 7)])
-def test_a_backlog_adds_pollers_up_to_the_mappings_maximum_concurrency_and_they_retire_when_it_is_gone(
-    monkeypatch, cap, most
-):
-    """Lambda starts five batches at once, adds more while messages are still available (to 1,000 or the
-    mapping's MaximumConcurrency; here at most LOCAL_MAX_POLLERS), and scales back when traffic is low."""
+def test_a_mapping_whose_maximum_concurrency_is_below_five_starts_that_many_pollers():
     from dataclasses import replace
 
-    from infra.local import sqs_poller
+    from infra.local.sqs_poller import POLLERS, SqsPoller
 
-    monkeypatch.setattr(sqs_poller, "SCALE_UP_EVERY_S", 0.0)
-    queue, runner = _Queue(3000), _Runner()
-    fn = SimpleNamespace(handler_name="ses_events", function_name="moonsend-local-ses_events")
-    poller = sqs_poller.SqsPoller(runner, fn, replace(SOURCE, window_s=0, max_concurrency=cap), lambda: queue, "r")
-    poller.start()
-    try:
-        assert _until(lambda: not queue.left), "the backlog was handled"
-        assert poller.most_pollers == most and runner.most <= most
-        assert _until(lambda: poller.pollers == sqs_poller.POLLERS), "the extra pollers retired"
-        assert poller.records == 3000 and poller.batches == 300
-    finally:
-        poller.stop()
+    fn = SimpleNamespace(handler_name="deliver_webhooks", function_name="moonsend-local-deliver_webhooks")
+    for cap, pollers in ((2, 2), (None, POLLERS), (20, POLLERS)):
+        poller = SqsPoller(SimpleNamespace(), fn, replace(SOURCE, max_concurrency=cap), lambda: None, "us-east-1")
+        assert poller._pollers == pollers
 
 
 def test_the_maximum_concurrency_is_lambdas_range():

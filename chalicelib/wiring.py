@@ -58,7 +58,7 @@ from chalicelib.jobs.sweeper import Sweeper
 from chalicelib.produce.fanout import Publication
 from chalicelib.produce.jobs import UploadJobs
 from chalicelib.produce.reading import UploadReader
-from chalicelib.queueing.drain_starter import DrainStarter
+from chalicelib.queueing.drain_starter import DrainStarter, trusted_for_s
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Enqueuer
 from chalicelib.queueing.parked_email import ParkedEmail
@@ -231,7 +231,7 @@ class Container:
 
     @cached_property
     def drains(self) -> DrainStarter:
-        return DrainStarter(self.leases, self.start_drain)
+        return DrainStarter(self.leases, self.start_drain, trusted_s=trusted_for_s(self.settings.long_poll_seconds))
 
     @cached_property
     def parked(self) -> ParkedEmail:

@@ -27,14 +27,13 @@ from chalicelib.core.contract import QueuedEmail
 from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import is_free_queue
-from chalicelib.queueing.drain_starter import RECENTLY_S, DrainStarter
+from chalicelib.queueing.drain_starter import EMPTY_POLLS_TO_FINISH, RECENTLY_S, DrainStarter
 from chalicelib.send.delivery import Delivery, Suppressed
 from chalicelib.send.drain_report import DrainResult, report_drain
 from chalicelib.send.message_actions import THROTTLES_ATTRIBUTE
 from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Outcome, Verdict
 from chalicelib.send.sides import DrainQueues, GateReads, QueueRef, SendState
 
-EMPTY_POLLS_TO_FINISH = 2
 # Past its due time, email put back is looked for this long before the drain takes it as taken elsewhere.
 PUT_BACK_GRACE_S = 2.0
 # Another copy's business: the drain did not handle this tenant's email (its metrics dimension).

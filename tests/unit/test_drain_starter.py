@@ -47,3 +47,17 @@ def test_a_start_that_fails_is_left_to_the_alarm_and_asked_again_by_the_next_wri
     starter = DrainStarter(FakeLeases(), refuses, Clock())
     assert not starter.ensure("q1")  # no exception: the email is on its queue, the backstops start it
     assert not starter.ensure("q1") and calls == ["q1", "q1"]  # not remembered as started
+
+
+def test_a_drain_asked_for_is_trusted_no_longer_than_its_last_empty_polls():
+    """A drain ends after two empty long polls: with 1 s polls (the local stage) a writer that trusted its
+    start for 5 s left a campaign sent 3 s after the last one's drain ended to the sweeper's minute."""
+    from chalicelib.queueing.drain_starter import trusted_for_s
+
+    assert trusted_for_s(1) == 2 and trusted_for_s(5) == RECENTLY_S and trusted_for_s(0) == 0
+    starts: list[str] = []
+    clock = Clock()
+    starter = DrainStarter(FakeLeases(), lambda q, at=None, slot=0: starts.append(q), clock, trusted_s=2)
+    assert starter.ensure("q1")
+    clock.now += 3  # that drain has ended (two empty 1 s polls): the next email asks again
+    assert starter.ensure("q1") and starts == ["q1", "q1"]

@@ -49,6 +49,11 @@ pipeline, most of it in work that repeats itself, each replaced here by an equiv
   half a second): measured once, and copied by a walk of the same shape as moto's `__deepcopy__` (a list,
   a map, a set copied; scalars shared), without deepcopy's dispatch and memo.
 
+- An UpdateItem of an item that did not exist put the key alone first, streamed as an INSERT, and then
+  streamed the update as a second INSERT: every new ledger entry reached the stream poller and
+  webhook_events twice. DynamoDB streams one record a write; the key's put streams nothing here (and an
+  update that fails after it takes the key back, which moto left in the table).
+
 `install()` swaps these in for this process only; it is called by the local stack, never by the Lambda
 code. `uninstall()` puts moto's own back (tests compare both).
 """
@@ -75,7 +80,7 @@ from moto.dynamodb.exceptions import (
 )
 from moto.dynamodb.models import DynamoDBBackend
 from moto.dynamodb.models.dynamo_type import DynamoType, Item, LimitedSizeDict
-from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, Table
+from moto.dynamodb.models.table import RESULT_SIZE_LIMIT, StreamShard, Table
 from moto.dynamodb.parsing import validators as _validators
 from moto.dynamodb.parsing.ast_nodes import DepthFirstTraverser, Node, UpdateExpression
 from moto.dynamodb.parsing.expressions import UpdateExpressionParser
@@ -99,6 +104,8 @@ _ORIGINALS: dict[str, Any] = {
     "query": Table.query,
     "put_item": Table.put_item,
     "delete_item": Table.delete_item,
+    "update_item": DynamoDBBackend.update_item,
+    "stream_add": StreamShard.add,
 }
 _ORIGINALS["deepcopy"] = _validators.deepcopy
 
@@ -342,13 +349,54 @@ def _forget(table: Table, hash_key: Any) -> None:
         kept.pop(hash_key, None)
 
 
+# Per thread: `creating` while an UpdateItem has not yet put its new item's key; `quiet` while that put runs;
+# `made`, the table and key it put, until the update is done.
+_updating = threading.local()
+
+
+def _update_item(self: DynamoDBBackend, *args: Any, **kwargs: Any) -> Any:
+    """moto's UpdateItem, streaming one record a write as DynamoDB does. Of an item that does not exist yet,
+    moto first puts the key alone (`Table.put_item`, streamed as an INSERT of the key) and then streams the
+    update as a second INSERT: the key's put streams nothing here (`_put_item`). An update that fails after
+    that put (its item grown past 400 KB) takes the key back, as DynamoDB never made it."""
+    _updating.creating, _updating.made = True, None
+    try:
+        return _ORIGINALS["update_item"](self, *args, **kwargs)
+    except Exception:
+        made = _updating.made
+        if made is not None:
+            table, hash_value, range_value = made
+            _updating.quiet = True
+            try:
+                _delete_item(table, hash_value, range_value)
+            finally:
+                _updating.quiet = False
+        raise
+    finally:
+        _updating.creating, _updating.made = False, None
+
+
+def _stream_add(self: StreamShard, old: Any, new: Any) -> None:
+    if not getattr(_updating, "quiet", False):
+        _ORIGINALS["stream_add"](self, old, new)
+
+
 def _put_item(self: Table, item_attrs: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-    """moto's PutItem, forgetting the partition's sorted keys when it adds a key."""
+    """moto's PutItem, forgetting the partition's sorted keys when it adds a key; unstreamed when it is the
+    key an UpdateItem puts first (`_update_item`)."""
     if self.range_key_attr is not None and self.hash_key_attr in item_attrs and self.range_key_attr in item_attrs:
         hash_value = DynamoType(item_attrs[self.hash_key_attr])
         if DynamoType(item_attrs[self.range_key_attr]) not in self.items.get(hash_value, {}):
             _forget(self, hash_value)
-    return _ORIGINALS["put_item"](self, item_attrs, *args, **kwargs)
+    if not getattr(_updating, "creating", False):
+        return _ORIGINALS["put_item"](self, item_attrs, *args, **kwargs)
+    _updating.creating, _updating.quiet = False, True
+    try:
+        item = _ORIGINALS["put_item"](self, item_attrs, *args, **kwargs)
+    finally:
+        _updating.quiet = False
+    _updating.made = (self, item.hash_key, item.range_key)
+    return item
 
 
 def _delete_item(self: Table, hash_key: DynamoType, range_key: DynamoType | None) -> Any:
@@ -520,6 +568,8 @@ def install() -> None:
     Table.query = _query  # type: ignore[method-assign]
     Table.put_item = _put_item  # type: ignore[method-assign]
     Table.delete_item = _delete_item  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = _update_item  # type: ignore[method-assign]
+    StreamShard.add = _stream_add  # type: ignore[method-assign]
 
 
 def uninstall() -> None:
@@ -536,3 +586,5 @@ def uninstall() -> None:
     Table.query = _ORIGINALS["query"]  # type: ignore[method-assign]
     Table.put_item = _ORIGINALS["put_item"]  # type: ignore[method-assign]
     Table.delete_item = _ORIGINALS["delete_item"]  # type: ignore[method-assign]
+    DynamoDBBackend.update_item = _ORIGINALS["update_item"]  # type: ignore[method-assign]
+    StreamShard.add = _ORIGINALS["stream_add"]  # type: ignore[method-assign]

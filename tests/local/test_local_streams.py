@@ -70,6 +70,89 @@ def test_a_record_is_given_as_lambda_documents_it(stack):
     assert int(modified.dynamodb.sequence_number) > int(inserted.dynamodb.sequence_number)
 
 
+def test_an_update_that_creates_its_item_streams_one_insert_of_the_whole_item_as_dynamodb_does(stack):
+    """moto puts a new item's key first and streams that too: two INSERTs, the first of the key alone. DynamoDB
+    streams one record a write."""
+    ddb, name, shard = _streamed_table(stack)
+    before = len(shard.items)
+    key = {"pk": {"S": "a#c"}, "rcpt": {"S": "new@y.org"}}
+    ddb.update_item(
+        TableName=name,
+        Key=key,
+        UpdateExpression="SET #s = :s",
+        ConditionExpression="attribute_not_exists(#s)",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":s": {"S": "queued"}},
+    )
+    with pytest.raises(ClientError):  # refused: no record
+        ddb.update_item(
+            TableName=name,
+            Key={"pk": {"S": "a#c"}, "rcpt": {"S": "other@y.org"}},
+            UpdateExpression="SET #s = :s",
+            ConditionExpression="attribute_exists(#s)",
+            ExpressionAttributeNames={"#s": "state"},
+            ExpressionAttributeValues={":s": {"S": "queued"}},
+        )
+    ddb.update_item(
+        TableName=name,
+        Key=key,
+        UpdateExpression="SET #s = :s",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":s": {"S": "sent"}},
+    )
+    ddb.put_item(TableName=name, Item={"pk": {"S": "a#c"}, "rcpt": {"S": "put@y.org"}})  # streamed as ever
+    records = [r.record for r in shard.items[before:]]
+    assert [r["eventName"] for r in records] == ["INSERT", "MODIFY", "INSERT"]
+    assert records[0]["dynamodb"]["NewImage"]["state"] == {"S": "queued"}
+    assert "OldImage" not in records[0]["dynamodb"]
+    assert records[1]["dynamodb"]["OldImage"]["state"] == {"S": "queued"}
+    assert records[2]["dynamodb"]["Keys"]["rcpt"] == {"S": "put@y.org"}
+
+
+def test_an_update_that_fails_after_moto_made_its_item_leaves_no_item_and_streams_nothing(stack):
+    """moto puts a new item's key before applying the update; an update that then fails (the item past 400 KB)
+    left the key in the table. DynamoDB makes nothing of a failed write."""
+    ddb, name, shard = _streamed_table(stack)
+    before = len(shard.items)
+    key = {"pk": {"S": "a#c"}, "rcpt": {"S": "big@y.org"}}
+    with pytest.raises(ClientError, match="ValidationException"):
+        ddb.update_item(
+            TableName=name,
+            Key=key,
+            UpdateExpression="SET body = :b",
+            ExpressionAttributeValues={":b": {"S": "x" * (400 * 1024)}},
+        )
+    assert "Item" not in ddb.get_item(TableName=name, Key=key)
+    assert len(shard.items) == before
+
+
+def test_a_transactions_update_that_creates_its_item_streams_one_insert_and_nothing_once_cancelled(stack):
+    ddb, name, shard = _streamed_table(stack)
+    ddb.put_item(TableName=name, Item={"pk": {"S": "a#c"}, "rcpt": {"S": "old@y.org"}})
+    before = len(shard.items)
+
+    def create(rcpt: str) -> dict[str, Any]:
+        return {
+            "Update": {
+                "TableName": name,
+                "Key": {"pk": {"S": "a#c"}, "rcpt": {"S": rcpt}},
+                "UpdateExpression": "SET #s = :s",
+                "ExpressionAttributeNames": {"#s": "state"},
+                "ExpressionAttributeValues": {":s": {"S": "queued"}},
+            }
+        }
+
+    refused = {"ConditionCheck": {"TableName": name, "Key": {"pk": {"S": "a#c"}, "rcpt": {"S": "old@y.org"}}}}
+    refused["ConditionCheck"]["ConditionExpression"] = "attribute_not_exists(pk)"
+    with pytest.raises(ClientError, match="TransactionCanceled"):
+        ddb.transact_write_items(TransactItems=[create("n1@y.org"), refused])
+    assert len(shard.items) == before
+    assert "Item" not in ddb.get_item(TableName=name, Key={"pk": {"S": "a#c"}, "rcpt": {"S": "n1@y.org"}})
+    ddb.transact_write_items(TransactItems=[create("n2@y.org")])
+    (record,) = [r.record for r in shard.items[before:]]
+    assert record["eventName"] == "INSERT" and record["dynamodb"]["NewImage"]["state"] == {"S": "queued"}
+
+
 def test_a_cancelled_transaction_streams_nothing_and_one_that_went_through_streams_each_write(stack):
     ddb, name, shard = _streamed_table(stack)
     ddb.put_item(TableName=name, Item={"pk": {"S": "a#c"}, "rcpt": {"S": "old@y.org"}, "n": {"N": "1"}})

@@ -6,7 +6,7 @@ records through here, so no stage can write a state and forget its count (or cou
 write). The counter of a state has the state's name (`sent`, `failed`, ...: chalicelib.stores.campaign_stats).
 
 `counts` is the campaign counters' writer: CampaignStats writes each call, BufferedStats gathers them
-(the drainer's, one write per second per campaign; precompile's, one write per message).
+(the drainer's, one write per campaign every two seconds; precompile's, one write per message).
 
 One Recorder is built, in chalicelib.wiring, over the container's ledger and counters, and handed to every
 stage that records; a stage that gathers its counts (one write per message, per batch) asks it for its

@@ -131,9 +131,11 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
         return batch.record(record.body)
 
     processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False, logger=log.stdlib_logger())
+    raw = event.to_dict()
+    batch.read_ahead(str(r.get("body", "")) for r in raw.get("Records", []))
     try:
         # No Lambda context handed on: Powertools gives it only to a record handler that takes one.
-        return dict(process_partial_response(event.to_dict(), record, processor))
+        return dict(process_partial_response(raw, record, processor))
     finally:
         batch.flush()
 

@@ -576,7 +576,7 @@ def _time_send_events() -> list[float]:
     lags: list[float] = []
     real = SesEvents.record
 
-    def timed(self: Any, raw: str, rec: Any) -> str:
+    def timed(self: Any, raw: str, rec: Any, *ahead: Any) -> str:
         try:
             d = json.loads(raw)
             if d.get("eventType") == "Send":
@@ -584,7 +584,7 @@ def _time_send_events() -> list[float]:
                 lags.append(time.time() - at)
         except (ValueError, KeyError, TypeError, AttributeError):
             pass
-        return real(self, raw, rec)
+        return real(self, raw, rec, *ahead)
 
     SesEvents.record = timed  # type: ignore[method-assign]
     return lags

@@ -241,7 +241,8 @@ def policies(r: Resources, console_from: str | None = None) -> dict[str, dict[st
         _stmt("Registry", [*_READ, "dynamodb:UpdateItem"], [tables["TenantsTable"]]),
         _stmt("ReputationWindow", [*_READ, "dynamodb:UpdateItem", "dynamodb:Query"], [tables["UsageTable"]]),
         _stmt("Suppressions", ["dynamodb:PutItem", "dynamodb:DescribeTable"], [suppressions]),
-        _stmt("Ledger", _READ + _WRITE, [tables["LedgerTable"]]),
+        # A batch's Send events read the ledger in one BatchGetItem (chalicelib.feedback.ses_events.read_ahead).
+        _stmt("Ledger", [*_READ, *_WRITE, "dynamodb:BatchGetItem"], [tables["LedgerTable"]]),
         _stmt("Counters", _READ + _WRITE, [tables["CampaignsTable"]]),
         timeline_adds,
         ses_tenant_status,

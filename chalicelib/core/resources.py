@@ -55,14 +55,16 @@ FUNCTION_IDS = {
 # to the queue's DLQ), webhook_events the ledger's stream by Lambda's stream poller (it retries a batch).
 POLLED_FUNCTION_IDS = ("SesEvents", "WebhookEvents", "DeliverWebhooks")
 ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler" and k not in POLLED_FUNCTION_IDS)
-# SES's events are read off their queue in batches: a batch costs one invocation and one counter write (and
-# one timeline write) per campaign it touches, however many of its events (two per email: Send, then
-# Delivery or Bounce) are that campaign's; the poller waits up to the window to fill it. Batches of 100 cost
-# 0.2 counter writes an email where batches of 10 cost 0.7 (measured, issue 53); but in the soak, whose
-# runtime lets a function run past its timeout, a batch of 100 on a starved machine outlasted the queue's
-# visibility timeout: its events were handled again and again, SES's Send events came 640 s late, past the
-# soak's claims, and 23 emails went twice. Ten, until that runtime stops a batch at its timeout.
-EVENTS_BATCH_SIZE = 10
+# SES's events are read off their queue in batches: a batch costs one invocation, one request reading the
+# ledger for its Send events (billed by the item, as one read each was), and one counter write (and one
+# timeline write) per campaign it touches, however many of its events (two per email: Send, then Delivery or
+# Bounce) are that campaign's; the poller waits up to the window to fill it. Batches of 100 cost 0.2 counter
+# writes an email where batches of 10 cost 0.7 (measured, issue 53). A batch begins no event with under
+# STOP_WITH_MS of its 30 s left (chalicelib.feedback.ses_events), so even on a starved machine whose runtime
+# lets a function run past its timeout, a batch ends long before the queue's visibility timeout gives its
+# events to another; the events it did not begin come back after that timeout (a receive each, of the five
+# before the dead-letter queue). On Lambda, 100 events of one or two DynamoDB round trips each take seconds.
+EVENTS_BATCH_SIZE = 100
 EVENTS_BATCH_WINDOW_S = 5
 # At least six times ses_events' timeout (AWS's advice for an SQS event source), so that a batch still
 # being handled is not given to a second invocation.

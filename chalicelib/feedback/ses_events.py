@@ -19,9 +19,12 @@ The events topic accepts SES events from any account through a configuration set
 so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
 
 SES publishes to the events topic, whose one subscriber is an SQS queue (raw delivery: each message is
-one event); Lambda's poller gives ses_events up to ten at a time (5 s to gather them). One batch costs
-one invocation and one counter write per campaign, against two invocations and two counter writes per
-email when each event invoked the function through SNS. A record that raises is reported back alone
+one event); Lambda's poller gives ses_events up to a hundred at a time (5 s to gather them). One batch
+costs one invocation, one request reading the ledger for all its Send events (`read_ahead`; billed by the
+item as reads one by one are, but one round trip and one request's CPU: nearly always the drainer recorded
+the outcome first, and the event writes nothing), and one counter write per campaign,
+against two invocations and two counter writes per email when each event invoked the function through
+SNS. A record that raises is reported back alone
 (`batchItemFailures`), so the rest of its batch is not handled again; it returns after the queue's
 visibility timeout and goes to the events' dead-letter queue after five tries.
 
@@ -33,12 +36,13 @@ change that.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
+from chalicelib.core.fields import is_email, is_id
 from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.pauses import GUARD, SES
 from chalicelib.stores.ports import (
@@ -57,6 +61,22 @@ STOP_WITH_MS = 8_000
 
 class NotBegun(Exception):
     """An event left for later: its batch's time is nearly up (answered as failed, it comes back)."""
+
+
+@dataclass(frozen=True)
+class ReadAhead:
+    """What one read told a batch of the ledger: the Send events' recipients it read (`read`), and those of
+    them with an outcome recorded (`with_outcome`), keyed (tenant, campaign, address)."""
+
+    read: frozenset[tuple[str, str, str]] = frozenset()
+    with_outcome: frozenset[tuple[str, str, str]] = frozenset()
+
+    def outcome_known(self, key: tuple[str, str, str]) -> bool | None:
+        """True: an outcome was recorded; False: none was when read; None: not read."""
+        return None if key not in self.read else key in self.with_outcome
+
+
+NOTHING_READ = ReadAhead()
 
 
 @dataclass(frozen=True)
@@ -116,14 +136,15 @@ class SesEvents:
         self._ses_tenants = ses_tenants
         self._region = region  # the platform's
 
-    def _trusted(self, event: SesEvent) -> bool:
+    def _trusted(self, event: SesEvent, *, read_again: bool = True) -> bool:
         """Whether the event comes from an SES account that sends this tenant's email: the platform's (the
-        free plan's), or one its registered keys belong to (learned when each key version was registered)."""
+        free plan's), or one its registered keys belong to (learned when each key version was registered).
+        `read_again`: an account the cached tenant does not list is looked for in a fresh read too."""
         if not event.sending_account:
             return False
         if event.sending_account == self._platform_account:
             return self._tenants.get(event.user_id or "") is not None
-        for fresh in (False, True):  # a version registered after this container's cached read
+        for fresh in (False, True) if read_again else (False,):  # a key version registered since the cached read
             tenant = self._tenants.get(event.user_id or "", fresh=fresh)
             if tenant is None:
                 return False
@@ -140,17 +161,46 @@ class SesEvents:
         begun with less than STOP_WITH_MS of the invocation's time left (`remaining_ms`)."""
         return EventBatch(self, self._recorder.gathering(), remaining_ms)
 
-    def record(self, raw: str, rec: Recorder) -> str:
+    def read_ahead(self, bodies: Iterable[str], rec: Recorder) -> ReadAhead:
+        """The ledger read once for a batch's Send events, not once each (their recipients a hundred to a
+        request): nearly always the drainer recorded the outcome before SES's event came, and the event then
+        writes nothing. Only keys moonsend could have written (ids and an address as the contract takes them)
+        of events trusted by the cached tenant are read, so that no event another account forged, nor a key
+        DynamoDB refuses, fails the read for the batch's others; a read that fails leaves each event to read
+        its own."""
+        keys: set[tuple[str, str, str]] = set()
+        try:
+            for raw in bodies:
+                key = self._send_key(raw)
+                if key is not None:
+                    keys.add(key)
+            return ReadAhead(frozenset(keys), frozenset(rec.with_outcome(keys))) if keys else NOTHING_READ
+        except Exception as exc:
+            log.warning("SES's Send events not read ahead; each reads its own", error=repr(exc))
+            return NOTHING_READ
+
+    def _send_key(self, raw: str) -> tuple[str, str, str] | None:
+        try:
+            event = parse_event(raw)
+        except Exception:  # whatever an unreadable record raises, record() answers it alone
+            return None
+        email = _email_of(event) if event.event_type == "Send" else None
+        if email is None or not (is_id(email[0]) and is_id(email[1]) and is_email(email[2])):
+            return None
+        return email if self._trusted(event, read_again=False) else None
+
+    def record(self, raw: str, rec: Recorder, ahead: ReadAhead = NOTHING_READ) -> str:
         """Record one event through `rec`; raises only when a store does (the event is then retried)."""
         try:
             event = parse_event(raw)
         except (ValueError, TypeError, AttributeError) as exc:
             log.warning("SES event unreadable, dropped", reason=str(exc))
             return "unreadable"
-        if not event.user_id or not event.campaign_id or len(event.recipients) != 1:
+        email = _email_of(event)
+        if email is None:
             log.info("SES event not about a moonsend email", event=event.event_type, message_id=event.message_id)
             return "ignored"
-        user, campaign, to = event.user_id, event.campaign_id, event.recipients[0]
+        user, campaign, to = email
         if not self._trusted(event):
             log.warning(
                 "SES event from an account that did not send this tenant's email, dropped",
@@ -159,8 +209,9 @@ class SesEvents:
                 event=event.event_type,
             )
             return "untrusted"
+        if event.event_type == "Send":
+            return self._on_send(rec, event, user, campaign, to, ahead.outcome_known(email))
         on = {
-            "Send": self._on_send,
             "Reject": self._on_reject,
             "Delivery": self._on_delivery,
             "Bounce": self._on_bounce,
@@ -171,8 +222,11 @@ class SesEvents:
             return "logged"
         return on(rec, event, user, campaign, to)
 
-    def _on_send(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
-        return "recorded sent" if rec.sent_event(user, campaign, to, event.message_id) else "already recorded"
+    def _on_send(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str, known: bool | None) -> str:
+        if known:  # read ahead: the outcome is recorded, and the conditional write would only be refused
+            return "already recorded"
+        recorded = rec.sent_event(user, campaign, to, event.message_id, read_first=known is None)
+        return "recorded sent" if recorded else "already recorded"
 
     def _on_reject(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
         reason = f"rejected by SES: {event.detail.get('reason', 'unknown reason')}"
@@ -248,17 +302,32 @@ class EventBatch:
         self._events = events
         self._recorder = recorder  # its counts gathered
         self._remaining_ms = remaining_ms
+        self._ahead = NOTHING_READ
+
+    def read_ahead(self, bodies: Iterable[str]) -> None:
+        """Read the ledger for the batch's Send events at once (SesEvents.read_ahead), before recording any;
+        not with too little time left to begin an event."""
+        if self._remaining_ms() >= STOP_WITH_MS:
+            self._ahead = self._events.read_ahead(bodies, self._recorder)
 
     def record(self, body: str) -> str:
         if self._remaining_ms() < STOP_WITH_MS:
             raise NotBegun("too little of the invocation's time left: the event comes back")
-        return self._events.record(body, self._recorder)
+        return self._events.record(body, self._recorder, self._ahead)
 
     def flush(self) -> None:
         try:
             self._recorder.flush()
         except Exception as exc:
             log.error("SES events recorded, their campaign counters not written", error=repr(exc))
+
+
+def _email_of(event: SesEvent) -> tuple[str, str, str] | None:
+    """The moonsend email the event is about, (tenant, campaign, recipient), from its headers and its one
+    recipient; None for other mail."""
+    if not event.user_id or not event.campaign_id or len(event.recipients) != 1:
+        return None
+    return (event.user_id, event.campaign_id, event.recipients[0])
 
 
 def _feedback(rec: Recorder, user: str, campaign: str, to: str, kind: str, detail: str, message_id: str) -> str:

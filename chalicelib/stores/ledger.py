@@ -56,6 +56,7 @@ from chalicelib.stores.write_batch import Write, apply_all, apply_one
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
 RETENTION_S = 180 * 24 * 3600
 T = TypeVar("T")
+Recipient = tuple[str, str, str]  # (tenant, campaign, address)
 
 
 def _mark(m: type[LedgerModel], name: str, now: int) -> Action:
@@ -249,7 +250,21 @@ class Ledger:
             and (message_id is None or item.message_id == message_id)
         )
 
-    def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool:
+    def with_outcome(self, recipients: Iterable[Recipient]) -> set[Recipient]:
+        """Of these (tenant, campaign, address), the ones whose outcome the ledger shows, read eventually
+        consistent, a hundred to a request: what a batch of SES's Send events need not write."""
+        wanted = list(recipients)
+        keys = {(pk_of(u, c), e.lower()) for u, c, e in wanted}
+        final = {
+            (item.pk, item.rcpt)
+            for item in self._model.batch_get(keys, attributes_to_get=["pk", "rcpt", "state"])
+            if item.state in FINAL
+        }
+        return {r for r in wanted if (pk_of(r[0], r[1]), r[2].lower()) in final}
+
+    def record_sent_event(
+        self, user_id: str, campaign_id: str, email: str, message_id: str, *, read_first: bool = True
+    ) -> bool:
         """SES says it accepted this email (its Send event): record `sent` unless an outcome is recorded.
 
         This closes the ambiguous window of a send: if the drainer died after SES accepted the email and
@@ -257,15 +272,17 @@ class Ledger:
         recipient sent, is dropped instead of sent again. True if this call recorded it.
 
         Nearly always the drainer has recorded the outcome already, and a conditional write that fails still
-        costs a write unit: a read (eventually consistent, a tenth of the price) comes first, and the
-        conditional write, which alone decides, only when the read does not show an outcome."""
+        costs a write unit: a read (eventually consistent, a tenth of the price) comes first, unless the
+        caller read it already (`read_first=False`: `with_outcome`), and the conditional write, which alone
+        decides, only when the read does not show an outcome."""
         m = self._model
-        try:
-            seen = m.get(pk_of(user_id, campaign_id), email.lower(), attributes_to_get=["state"])
-            if seen.state in FINAL:
-                return False
-        except DoesNotExist:
-            pass
+        if read_first:
+            try:
+                seen = m.get(pk_of(user_id, campaign_id), email.lower(), attributes_to_get=["state"])
+                if seen.state in FINAL:
+                    return False
+            except DoesNotExist:
+                pass
         now = int(time.time() * 1000)
         try:
             m(pk_of(user_id, campaign_id), email.lower()).update(

@@ -48,7 +48,8 @@ if TYPE_CHECKING:  # the registry takes SecretSeal from here: imported at run ti
 
 
 class LedgerRecords(Protocol):
-    """Every transition of a recipient's state: what chalicelib.stores.recorder.Recorder writes.
+    """Every transition of a recipient's state: what chalicelib.stores.recorder.Recorder writes; and the one
+    read that spares a batch of SES's Send events a read each (`with_outcome`).
 
     One port, not one per transition: the recorder is the one consumer, and it is the one place every stage
     records through (so that no stage writes a state and forgets its counter)."""
@@ -69,7 +70,11 @@ class LedgerRecords(Protocol):
 
     def finish(self, claim: Claim, state: str, *, message_id: str | None = None, reason: str | None = None) -> bool: ...
 
-    def record_sent_event(self, user_id: str, campaign_id: str, email: str, message_id: str) -> bool: ...
+    def with_outcome(self, recipients: Iterable[tuple[str, str, str]]) -> set[tuple[str, str, str]]: ...
+
+    def record_sent_event(
+        self, user_id: str, campaign_id: str, email: str, message_id: str, *, read_first: bool = True
+    ) -> bool: ...
 
     def record_failed_event(
         self, user_id: str, campaign_id: str, email: str, message_id: str, reason: str

@@ -16,6 +16,7 @@ stage that records; a stage that gathers its counts (one write per message, per 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from chalicelib.core import log
 from chalicelib.stores.campaign_stats import BufferedStats
@@ -137,10 +138,17 @@ class Recorder:
             self._counts.add(user_id, campaign_id, suppressed=n)
         return n
 
-    def sent_event(self, user_id: str, campaign_id: str, address: str, message_id: str) -> bool:
+    def with_outcome(self, recipients: Iterable[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        """Of these (tenant, campaign, address), those with an outcome recorded: read for a batch of SES's
+        Send events at once, so that each need not read its own (`sent_event(read_first=False)`)."""
+        return self._ledger.with_outcome(recipients)
+
+    def sent_event(
+        self, user_id: str, campaign_id: str, address: str, message_id: str, *, read_first: bool = True
+    ) -> bool:
         """SES's Send event: `sent`, if the drainer has not recorded it (it died, or is not there yet).
         SES's event often beats the drainer's own record: expected, so DEBUG, not a warning."""
-        if not self._ledger.record_sent_event(user_id, campaign_id, address, message_id):
+        if not self._ledger.record_sent_event(user_id, campaign_id, address, message_id, read_first=read_first):
             return False
         self._counts.add(user_id, campaign_id, sent=1)
         log.debug("sent, from SES's Send event", user=user_id, campaign=campaign_id, recipient=address)

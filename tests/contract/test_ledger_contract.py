@@ -162,3 +162,29 @@ class TestLedgerContract:
         assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1") is True
         assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1") is False
         assert ledger.recorded(user, "c1", ["a@example.org"]) == {"a@example.org": "sent"}
+
+    def test_outcomes_are_read_for_many_campaigns_at_once_past_a_requests_hundred_keys(
+        self, ledger: LedgerPort, uid: str
+    ) -> None:
+        """A batch of SES's Send events reads its recipients together: across tenants and campaigns, more than
+        one BatchGetItem's hundred keys, the same recipient twice, an address in another case."""
+        user, other = f"u{uid}", f"v{uid}"
+        people = [f"p{i}@example.org" for i in range(130)]
+        ledger.record_queued(user, "c1", people)
+        for person in people[:120]:
+            claim = ledger.claim(user, "c1", person, 300)
+            assert isinstance(claim, Claim) and ledger.finish(claim, "sent", message_id=f"m-{person}")
+        claim = ledger.claim(other, "c2", "q@example.org", 300)
+        assert isinstance(claim, Claim) and ledger.finish(claim, "failed", reason="refused")
+        ledger.claim(other, "c2", "held@example.org", 300)  # claimed, no outcome yet
+        asked = [(user, "c1", p) for p in people]
+        asked += [(user, "c1", "P0@Example.org"), (user, "c1", people[0]), (other, "c2", "q@example.org")]
+        asked += [(other, "c2", "held@example.org"), (other, "c2", "nobody@example.org")]
+        found = ledger.with_outcome(asked)
+        # What the read found decides nothing alone: the write after it does (`read_first=False`).
+        assert ledger.record_sent_event(user, "c1", people[0], "m-late", read_first=False) is False
+        assert ledger.record_sent_event(user, "c1", people[125], "m-125", read_first=False) is True
+        expected = {(user, "c1", p) for p in people[:120]}
+        expected |= {(user, "c1", "P0@Example.org"), (other, "c2", "q@example.org")}
+        assert found == expected
+        assert ledger.with_outcome([]) == set()

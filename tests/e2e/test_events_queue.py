@@ -13,6 +13,7 @@ from moto.sqs.models import sqs_backends
 
 from chalicelib import wiring
 from chalicelib.feedback.ses_events import SesEvents
+from chalicelib.stores.ledger import Ledger
 from infra.local.sqs_poller import sqs_record
 from tests.e2e.test_feedback_e2e import OK, _campaign
 from tests.e2e.test_pipeline_e2e import _tenant
@@ -41,9 +42,26 @@ def test_the_events_topic_delivers_raw_events_to_the_queue_ses_events_reads(stac
     assert statement["Condition"] == {"ArnEquals": {"aws:SourceArn": topic}}
 
 
-def test_a_campaigns_events_are_recorded_in_batches_far_fewer_than_the_events(stack, uid):
+def test_a_campaigns_events_are_recorded_in_batches_far_fewer_than_the_events(stack, uid, monkeypatch):
+    """Each batch reads the ledger once for its Send events (under the function's own role), so that no Send
+    event reads its recipient alone."""
     sender = _tenant(stack, uid, rate=50, ses_rate=50)
     user = f"tenant-{uid}"
+    read_ahead, read_alone = [], []
+    real_with_outcome, real_sent_event = Ledger.with_outcome, Ledger.record_sent_event
+
+    def with_outcome(self, recipients):
+        recipients = list(recipients)
+        read_ahead.extend(r for r in recipients if r[0] == user)
+        return real_with_outcome(self, recipients)
+
+    def record_sent_event(self, user_id, campaign_id, email, message_id, *, read_first=True):
+        if user_id == user and read_first:
+            read_alone.append(email)
+        return real_sent_event(self, user_id, campaign_id, email, message_id, read_first=read_first)
+
+    monkeypatch.setattr(Ledger, "with_outcome", with_outcome)
+    monkeypatch.setattr(Ledger, "record_sent_event", record_sent_event)
     (poller,) = [p for p in stack.pollers if p.handler_name == "ses_events"]
     batches, records = poller.batches, poller.records
     _campaign(stack, user, sender, "batched", [OK.replace("success@", f"success+{i}@") for i in range(30)])
@@ -56,6 +74,7 @@ def test_a_campaigns_events_are_recorded_in_batches_far_fewer_than_the_events(st
     handled, invocations = poller.records - records, poller.batches - batches
     assert handled >= 60  # a Send and a Delivery per email
     assert invocations <= handled / 4, (invocations, handled)
+    assert len(read_ahead) >= 30 and read_alone == []
 
 
 def test_a_record_that_fails_stays_on_the_queue_alone_and_the_rest_of_its_batch_is_done(stack, monkeypatch, uid):
@@ -64,10 +83,10 @@ def test_a_record_that_fails_stays_on_the_queue_alone_and_the_rest_of_its_batch_
     url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
     real = SesEvents.record
 
-    def failing(self, raw, rec):
+    def failing(self, raw, rec, *ahead):
         if f"boom-{uid}" in raw:
             raise RuntimeError("the ledger is unreachable")
-        return real(self, raw, rec)
+        return real(self, raw, rec, *ahead)
 
     # The events queue is the stack's: another test's SES events still coming in would be counted with ours.
     assert stack.wait_until_drained(60)
@@ -100,10 +119,10 @@ def test_the_deployed_handler_answers_with_the_records_that_raised_and_no_others
     unreadable (logged and dropped: a retry would not make it readable), one is about mail not ours."""
     real = SesEvents.record
 
-    def failing(self, raw, rec):
+    def failing(self, raw, rec, *ahead):
         if "boom" in raw:
             raise RuntimeError("the ledger is unreachable")
-        return real(self, raw, rec)
+        return real(self, raw, rec, *ahead)
 
     monkeypatch.setattr(SesEvents, "record", failing)
     foreign = {"eventType": "Send", "mail": {"messageId": "x", "destination": ["a@x.io"], "headers": []}}

@@ -22,6 +22,8 @@ class FakeLedger:
     def __init__(self) -> None:
         self.rows: dict[tuple[str, str], dict[str, Any]] = {}
         self.lock = threading.Lock()
+        self.batch_reads = 0  # with_outcome's calls: one per batch of SES's events that read ahead
+        self.event_reads = 0  # record_sent_event's own reads (those the batch did not read ahead)
 
     @staticmethod
     def _key(user: str, campaign: str, email: str) -> tuple[str, str]:
@@ -139,7 +141,15 @@ class FakeLedger:
             row.update(state=state, message_id=message_id, reason=reason, claimed_until=0)
             return True
 
-    def record_sent_event(self, user: str, campaign: str, email: str, message_id: str) -> bool:
+    def with_outcome(self, recipients: Iterable[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
+        self.batch_reads += 1
+        with self.lock:
+            return {(u, c, e) for u, c, e in recipients if self.rows.get(self._key(u, c, e), {}).get("state") in FINAL}
+
+    def record_sent_event(
+        self, user: str, campaign: str, email: str, message_id: str, *, read_first: bool = True
+    ) -> bool:
+        self.event_reads += read_first  # the read the DynamoDB ledger makes before its conditional write
         with self.lock:
             row = self._row(user, campaign, email)
             if row.get("state") not in OPEN:

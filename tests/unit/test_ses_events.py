@@ -320,3 +320,96 @@ def test_a_bounce_from_the_platforms_account_has_the_guard_read_ses_status_and_p
         "us-east-1",
     )
     assert events.handle(_record(BOUNCE)) == "recorded bounced" and own.paused_now == []
+
+
+def _send_of(person: str, i: int) -> str:
+    record = json.loads(_event())
+    record["mail"]["destination"] = [person]
+    record["mail"]["messageId"] = f"ses-msg-{i}"
+    return json.dumps(record)
+
+
+def test_a_batchs_send_events_read_the_ledger_once_and_write_only_where_no_outcome_is_recorded():
+    """Nearly always the drainer recorded `sent` before SES's event came: one read for the batch answers
+    those, and only the recipient whose drainer died (no outcome) is written, without a read of its own."""
+    ledger, stats = FakeLedger(), FakeStats()
+    people = ["ann@x.io", "bob@x.io", "cy@x.io"]
+    ledger.record_queued("acme", "spring", people)
+    for i, person in enumerate(people[:2]):
+        claim = ledger.claim("acme", "spring", person, 300)
+        assert ledger.finish(claim, "sent", message_id=f"ses-msg-{i}")
+    batch = _recording(ledger, stats).batch()
+    bodies = [_send_of(p, i) for i, p in enumerate(people)] + ["{not json", json.dumps({"eventType": "Send"})]
+    batch.read_ahead(bodies)
+    assert [batch.record(b) for b in bodies] == [
+        "already recorded",
+        "already recorded",
+        "recorded sent",
+        "unreadable",
+        "unreadable",
+    ]
+    batch.flush()
+    assert (ledger.batch_reads, ledger.event_reads) == (1, 0)
+    assert stats.adds == [("acme", "spring", {"sent": 1}, None)]
+    assert ledger.rows[("acme#spring", "cy@x.io")]["message_id"] == "ses-msg-2"
+
+
+def test_a_send_event_read_ahead_as_open_is_still_decided_by_the_conditional_write():
+    """The read is eventually consistent and old by the time the event is handled: the drainer's record may
+    land in between, and the event must then neither overwrite it nor count it."""
+    ledger, stats = FakeLedger(), FakeStats()
+    ledger.record_queued("acme", "spring", ["ann@x.io"])
+    batch = _recording(ledger, stats).batch()
+    batch.read_ahead([_event()])
+    claim = ledger.claim("acme", "spring", "ann@x.io", 300)
+    assert ledger.finish(claim, "sent", message_id="ses-msg-1")  # after the read, before the event's write
+    assert batch.record(_event()) == "already recorded"
+    batch.flush()
+    assert stats.adds == []
+    assert ledger.event_reads == 0  # decided by the write alone, not by a read of its own
+
+
+def test_a_send_event_with_a_key_dynamodb_would_refuse_does_not_keep_the_batch_from_reading_ahead():
+    """The tenant's own SES account can put any campaign header on its mail: a campaign id past DynamoDB's key
+    size would fail the batch's read, and every other event would read its own."""
+    ledger, stats = FakeLedger(), FakeStats()
+    ledger.record_queued("acme", "spring", ["ann@x.io"])
+    claim = ledger.claim("acme", "spring", "ann@x.io", 300)
+    assert ledger.finish(claim, "sent", message_id="ses-msg-1")
+    forged = json.loads(_event())
+    for header in forged["mail"]["headers"]:
+        if header["name"] == "X-Moonsend-Campaign":
+            header["value"] = "c" * 3000
+    batch = _recording(ledger, stats).batch()
+    batch.read_ahead([json.dumps(forged), _event()])
+    assert batch.record(_event()) == "already recorded"
+    assert (ledger.batch_reads, ledger.event_reads) == (1, 0)
+    with pytest.raises(Exception, match="ValidationException"):  # its own read refused: it alone is retried
+        batch.record(json.dumps(forged))
+
+
+def test_send_events_whose_read_ahead_fails_each_read_their_own_and_are_recorded_as_before():
+    class Throttled(FakeLedger):
+        def with_outcome(self, recipients):
+            raise RuntimeError("ProvisionedThroughputExceededException")
+
+    ledger, stats = Throttled(), FakeStats()
+    people = ["ann@x.io", "bob@x.io"]
+    ledger.record_queued("acme", "spring", people)
+    claim = ledger.claim("acme", "spring", "ann@x.io", 300)
+    assert ledger.finish(claim, "sent", message_id="ses-msg-0")
+    batch = _recording(ledger, stats).batch()
+    bodies = [_send_of(p, i) for i, p in enumerate(people)]
+    batch.read_ahead(bodies)
+    assert [batch.record(b) for b in bodies] == ["already recorded", "recorded sent"]
+    assert ledger.event_reads == 2
+
+
+def test_send_events_from_an_account_that_does_not_send_the_tenants_email_are_not_read_ahead():
+    ledger = FakeLedger()
+    ledger.record_queued("acme", "spring", ["ann@x.io"])
+    batch = _recording(ledger, FakeStats(), account="999999999999").batch()
+    batch.read_ahead([_event()])
+    assert ledger.batch_reads == 0
+    assert batch.record(_event()) == "untrusted"
+    assert ledger.state("acme", "spring", "ann@x.io") == "queued"

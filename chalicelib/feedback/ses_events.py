@@ -19,7 +19,7 @@ The events topic accepts SES events from any account through a configuration set
 so an account that is not the tenant's could otherwise mark the tenant's recipients sent or suppressed.
 
 SES publishes to the events topic, whose one subscriber is an SQS queue (raw delivery: each message is
-one event); Lambda's poller gives ses_events up to a hundred at a time (5 s to gather them). One batch
+one event); Lambda's poller gives ses_events up to ten at a time (5 s to gather them). One batch
 costs one invocation, one request reading the ledger for all its Send events (`read_ahead`; billed by the
 item as reads one by one are, but one round trip and one request's CPU: nearly always the drainer recorded
 the outcome first, and the event writes nothing), and one counter write per campaign,

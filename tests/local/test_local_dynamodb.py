@@ -68,6 +68,25 @@ def _scenario(ddb: Any, table: str) -> list[Any]:
 
     key = {"pk": {"S": "u#c"}, "sk": {"S": "a@x.example"}}
     call("get_item", Key=key)
+    # updates that would create their item: refused by each kind of check (none leaves an item), then made
+    new = {"pk": {"S": "u#c"}, "sk": {"S": "new@x.example"}}
+    one = {":one": {"N": "1"}}
+    call("update_item", Key=new, UpdateExpression="SET x = nothere + :one", ExpressionAttributeValues=one)
+    call("update_item", Key=new, UpdateExpression="SET n = :nope")
+    call("update_item", Key=new, UpdateExpression="SET a = :one, a = :one", ExpressionAttributeValues=one)
+    call("update_item", Key=new, UpdateExpression="SET sk = :one", ExpressionAttributeValues=one)
+    call("update_item", Key=new, UpdateExpression="SET a = :one ADD a :one", ExpressionAttributeValues=one)
+    call("get_item", Key=new, ConsistentRead=True)
+    call(
+        "update_item",
+        Key=new,
+        UpdateExpression="SET #s = :q, seen = if_not_exists(seen, :one) ADD tries :one",
+        ConditionExpression="attribute_not_exists(#s)",
+        ExpressionAttributeNames={"#s": "state"},
+        ExpressionAttributeValues={":q": {"S": "queued"}, ":one": {"N": "1"}},
+        ReturnValues="ALL_NEW",
+    )
+    call("get_item", Key=new, ConsistentRead=True)
     call(
         "put_item",
         Item={**key, "state": {"S": "queued"}, "n": {"N": "1"}},

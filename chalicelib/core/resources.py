@@ -60,7 +60,7 @@ ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler" and k no
 # timeline write) per campaign it touches, however many of its events (two per email: Send, then Delivery or
 # Bounce) are that campaign's; the poller waits up to the window to fill it. Batches of 100 would cost 0.2
 # counter writes an email where batches of 10 cost 0.7 (measured, issue 53), but one invocation handles its
-# batch's events one after another: on the local stack, whose one process shares its CPU among every
+# batch's events one after another: where one process shares its CPU among every
 # function, a batch of 100 met STOP_WITH_MS (chalicelib.feedback.ses_events) with a third of its events not
 # begun, even with the machine otherwise idle, and they came back only after the visibility timeout
 # (bench/throughput.py: 214 s against 83); in the soak, 23 emails went twice. Ten.

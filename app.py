@@ -126,14 +126,14 @@ def ses_events(event: SQSEvent) -> dict[str, Any]:
 
     context: Any = event.context  # Lambda's context object, though Chalice annotates it `dict | None`
     batch = wiring.container().ses_events.batch(context.get_remaining_time_in_millis)
+    raw = event.to_dict()
 
     def record(record: SQSRecord) -> str:
-        return batch.record(record.body)
+        return batch.outcome(record.message_id)
 
     processor = BatchProcessor(EventType.SQS, raise_on_entire_batch_failure=False, logger=log.stdlib_logger())
-    raw = event.to_dict()
-    batch.read_ahead(str(r.get("body", "")) for r in raw.get("Records", []))
     try:
+        batch.record_all(raw.get("Records", []))  # several at once; Powertools then answers each record's outcome
         # No Lambda context handed on: Powertools gives it only to a record handler that takes one.
         return dict(process_partial_response(raw, record, processor))
     finally:

@@ -74,6 +74,7 @@ import botocore.handlers  # noqa: E402
 
 from chalicelib.core.config import DRAINER_MAX_RATE  # noqa: E402
 from chalicelib.core.drainer_shares import drainers_for  # noqa: E402
+from chalicelib.feedback.ses_events import LANE_PREFIX, LANES, EventBatch  # noqa: E402
 from chalicelib.jobs.sweeper import DAILY_WINDOW  # noqa: E402
 
 # USD per unit.
@@ -129,8 +130,9 @@ def who_called() -> str:
     name = threading.current_thread().name
     if name == "MainThread":
         return "producer" if _publishing.is_set() else "stand-in"
-    # A handler's own threads (the drainer's sends, the ledger's writes) run only inside an invocation.
-    if getattr(_in_function, "depth", 0) or name.startswith(("send", "writes", "ThreadPoolExecutor")):
+    # A handler's own threads (the drainer's sends, the ledger's writes, SES events' lanes) run only inside an
+    # invocation.
+    if getattr(_in_function, "depth", 0) or name.startswith(("send", "writes", LANE_PREFIX, "ThreadPoolExecutor")):
         return "functions"
     if name.startswith("ses-events"):
         return "ses"
@@ -227,6 +229,8 @@ def _function_name() -> str:
     thread = threading.current_thread().name
     if thread.startswith("send"):
         return "send_emails"
+    if thread.startswith(LANE_PREFIX):
+        return "(event lanes)"
     return "(write pool)" if thread.startswith("writes") else "(a pool thread)"
 
 
@@ -268,9 +272,21 @@ def _stand_in_meter() -> None:
 
     write_batch._alone = timed
 
+    def lane_timed(self: Any, body: str) -> Any:
+        cpu = time.thread_time()
+        try:
+            return lane(self, body)
+        finally:
+            if _on.is_set():
+                with _lock:
+                    _cpu_s["(event lanes)"] += time.thread_time() - cpu
+
+    lane = EventBatch._outcome_of
+    EventBatch._outcome_of = lane_timed  # type: ignore[method-assign]
+
 
 def _pool_thread() -> bool:
-    return threading.current_thread().name.startswith(("send", "writes"))
+    return threading.current_thread().name.startswith(("send", "writes", LANE_PREFIX))
 
 
 def _lambda_meter(runner: Any) -> tuple[Counter[str], Counter[str]]:
@@ -509,10 +525,10 @@ def model(
 # What a request to DynamoDB, SQS or SES costs the function that waits for it on AWS (a round trip in the
 # region: a few milliseconds; here the stand-ins answer in-process, and their time is taken out).
 AWS_REQUEST_S = 0.008
-# Requests made from the write pool (chalicelib.stores.write_batch) are waited for this many at a time.
-POOL_IN_FLIGHT = 16
-# The write pool's requests are precompile's records in this mix (the API's suppression lists are not in it).
-POOL_OWNER = "precompile_email"
+# Requests made from a pool's threads are waited for several at a time, and the pool is one function's: the
+# write pool (chalicelib.stores.write_batch) is precompile's records in this mix (the API's suppression lists
+# are not in it); the event lanes are ses_events' (chalicelib.feedback.ses_events.LANES).
+POOLS = {"(write pool)": ("precompile_email", 16), "(event lanes)": ("ses_events", LANES)}
 
 
 # Lambda gives a function a full vCPU at 1,769 MB and a share in proportion below: CPU-bound code takes
@@ -522,9 +538,9 @@ FULL_VCPU_MB = 1769
 
 def aws_gb_s(m: dict[str, Any], sizes: dict[str, int]) -> dict[str, float]:
     """Each function's GB-seconds on AWS, at the stage's memory, from what it did here: the CPU time of its
-    own threads (its invocation's, and for precompile the write pool's), less what the stand-ins spent
-    answering its requests on them, run at the memory's share of a vCPU; plus a round trip on AWS for each
-    request it waited for (the pool's sixteen at a time). Its local duration is no measure: here every
+    own threads (its invocation's, and its pool's: precompile's write pool, ses_events' lanes), less what the
+    stand-ins spent answering its requests on them, run at the memory's share of a vCPU; plus a round trip on
+    AWS for each request it waited for (a pool's several at a time: POOLS). Its local duration is no measure: here every
     function and stand-in shares one process's CPU, and a wait for it is no wait on AWS."""
     stand_in, requests, cpu = m.get("stand_in_s", {}), m.get("requests_of", {}), m.get("cpu_s", {})
     out: dict[str, float] = {}
@@ -532,9 +548,10 @@ def aws_gb_s(m: dict[str, Any], sizes: dict[str, int]) -> dict[str, float]:
         memory = sizes.get(fn, m["memory_mb"].get(fn, 128))
         own_cpu = cpu.get(fn, 0.0) - stand_in.get(fn, 0.0)
         waits = requests.get(fn, 0) * AWS_REQUEST_S
-        if fn == POOL_OWNER:
-            own_cpu += cpu.get("(write pool)", 0.0) - stand_in.get("(write pool)", 0.0)
-            waits += requests.get("(write pool)", 0) * AWS_REQUEST_S / POOL_IN_FLIGHT
+        for pool, (owner, in_flight) in POOLS.items():
+            if fn == owner:
+                own_cpu += cpu.get(pool, 0.0) - stand_in.get(pool, 0.0)
+                waits += requests.get(pool, 0) * AWS_REQUEST_S / in_flight
         seconds = max(0.0, own_cpu) * max(1.0, FULL_VCPU_MB / memory) + waits
         out[fn] = seconds * memory / 1024
     return out
@@ -596,9 +613,9 @@ def markdown(m: dict[str, Any], priced: list[dict[str, Any]]) -> str:
             f"| {fn} | {m['invocations'].get(fn, 0) / n:.4f} | {gb_s / n:.6f} | {cpu / n:.6f} | {stand_in / n:.6f} "
             f"| {asked / n:.3f} | {on_aws[fn] / n:.6f} |"
         )
-    for pool in ("(write pool)",):
+    for pool, (owner, _) in POOLS.items():
         cpu, stand_in, asked = m["cpu_s"].get(pool, 0.0), m["stand_in_s"].get(pool, 0.0), m["requests_of"].get(pool, 0)
-        out.append(f"| {pool} ({POOL_OWNER}'s) | | | {cpu / n:.6f} | {stand_in / n:.6f} | {asked / n:.3f} | |")
+        out.append(f"| {pool} ({owner}'s) | | | {cpu / n:.6f} | {stand_in / n:.6f} | {asked / n:.3f} | |")
     out += ["", "DynamoDB's units per email, by the function that asked:", ""]
     out += ["| function | operation | units per email |", "| --- | --- | ---: |"]
     for (fn, service, op), units in sorted(m["by_function"].items()):

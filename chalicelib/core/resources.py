@@ -58,13 +58,12 @@ ASYNC_FUNCTION_IDS = tuple(k for k in FUNCTION_IDS if k != "APIHandler" and k no
 # SES's events are read off their queue in batches: a batch costs one invocation, one request reading the
 # ledger for its Send events (billed by the item, as one read each was), and one counter write (and one
 # timeline write) per campaign it touches, however many of its events (two per email: Send, then Delivery or
-# Bounce) are that campaign's; the poller waits up to the window to fill it. Batches of 100 would cost 0.2
-# counter writes an email where batches of 10 cost 0.7 (measured, issue 53), but one invocation handles its
-# batch's events one after another: where one process shares its CPU among every
-# function, a batch of 100 met STOP_WITH_MS (chalicelib.feedback.ses_events) with a third of its events not
-# begun, even with the machine otherwise idle, and they came back only after the visibility timeout
-# (bench/throughput.py: 214 s against 83); in the soak, 23 emails went twice. Ten.
-EVENTS_BATCH_SIZE = 10
+# Bounce) are that campaign's; the poller waits up to the window to fill it. Batches of 100 cost 0.2 counter
+# writes an email where batches of 10 cost 0.7 (measured, issue 53). A batch's events are handled ten at a
+# time (chalicelib.feedback.ses_events.LANES): one after another, a batch of 100 met STOP_WITH_MS with a
+# third of its events not begun where one process's CPU is shared by every function (bench/throughput.py,
+# the machine otherwise idle: they came back only after the visibility timeout, 214 s against 83).
+EVENTS_BATCH_SIZE = 100
 EVENTS_BATCH_WINDOW_S = 5
 # At least six times ses_events' timeout (AWS's advice for an SQS event source), so that a batch still
 # being handled is not given to a second invocation.

@@ -143,7 +143,7 @@ def test_environment_timeout_and_event_sources_come_from_the_template(stack):
     deliveries, source = sorted(stack.created.event_sources, key=lambda s: s.function_name)
     assert source.queue_arn.endswith(f":{r.events_queue.name}")
     assert source.function_name == r.function_name("ses_events")
-    assert (source.batch_size, source.window_s, source.reports_failures) == (10, 5, True)
+    assert (source.batch_size, source.window_s, source.reports_failures) == (100, 5, True)
     assert deliveries.queue_arn.endswith(f":{r.webhooks_queue.name}")
     assert (deliveries.function_name, deliveries.reports_failures) == (r.function_name("deliver_webhooks"), True)
     # The ledger's stream, by the ARN CloudFormation's GetAtt gave (the table's LatestStreamArn).

@@ -413,3 +413,77 @@ def test_send_events_from_an_account_that_does_not_send_the_tenants_email_are_no
     assert ledger.batch_reads == 0
     assert batch.record(_event()) == "untrusted"
     assert ledger.state("acme", "spring", "ann@x.io") == "queued"
+
+
+def _sqs_records(bodies):
+    return [{"messageId": f"m-{i}", "body": b} for i, b in enumerate(bodies)]
+
+
+def test_a_batch_of_a_hundred_is_recorded_several_at_once_and_each_records_outcome_answered_by_its_id():
+    """One after another, a hundred events outlast the batch's margin on a starved machine: they are handled
+    LANES at a time, each record's outcome (or its error) answered for it alone, the counters written once."""
+    import threading
+
+    from chalicelib.feedback.ses_events import LANES
+
+    class Overlapping(FakeLedger):
+        """Holds each Send event's write until a second is in flight, so a batch in turn would time out."""
+
+        def __init__(self):
+            super().__init__()
+            self.in_flight, self.most = 0, 0
+            self.gate = threading.Condition()
+
+        def record_sent_event(self, *args, **kwargs):
+            with self.gate:
+                self.in_flight += 1
+                self.most = max(self.most, self.in_flight)
+                self.gate.notify_all()
+                self.gate.wait_for(lambda: self.most > 1, timeout=5)
+            try:
+                return super().record_sent_event(*args, **kwargs)
+            finally:
+                with self.gate:
+                    self.in_flight -= 1
+
+    ledger, stats = Overlapping(), FakeStats()
+    people = [f"p{i}@x.io" for i in range(100)]
+    ledger.record_queued("acme", "spring", people)
+    bodies = [_send_of(p, i) for i, p in enumerate(people)] + ["{not json"]
+    bodies[7] = _event("Bounce", bounce={"bounceType": "Permanent"})  # no message id match needed to count
+    batch = _recording(ledger, stats).batch()
+    batch.record_all([*_sqs_records(bodies), {"messageId": "m-boom", "body": "boom"}])
+    assert 1 < ledger.most <= LANES
+    assert batch.outcome("m-0") == "recorded sent" and batch.outcome("m-100") == "unreadable"
+    batch.flush()
+    assert [a[2].get("sent") for a in stats.adds] == [99]  # the hundred less the bounce, in one write
+    assert {ledger.state("acme", "spring", p) for p in people if p != "p7@x.io"} == {"sent"}
+
+
+def test_a_record_that_raises_in_a_lane_is_answered_as_its_own_failure_and_the_rest_are_recorded():
+    class Unreachable(FakeLedger):
+        def record_sent_event(self, user, campaign, email, message_id, *, read_first=True):
+            if email == "bob@x.io":
+                raise RuntimeError("the ledger is unreachable")
+            return super().record_sent_event(user, campaign, email, message_id, read_first=read_first)
+
+    ledger, stats = Unreachable(), FakeStats()
+    ledger.record_queued("acme", "spring", ["ann@x.io", "bob@x.io"])
+    batch = _recording(ledger, stats).batch()
+    batch.record_all(_sqs_records([_send_of("ann@x.io", 0), _send_of("bob@x.io", 1)]))
+    assert batch.outcome("m-0") == "recorded sent"
+    with pytest.raises(RuntimeError, match="unreachable"):
+        batch.outcome("m-1")
+
+
+def test_no_event_of_a_batch_is_begun_with_too_little_time_left_whichever_lane_takes_it():
+    from chalicelib.feedback.ses_events import STOP_WITH_MS, NotBegun
+
+    ledger = FakeLedger()
+    ledger.record_queued("acme", "spring", ["ann@x.io", "bob@x.io"])
+    batch = _recording(ledger, FakeStats()).batch(lambda: STOP_WITH_MS - 1)
+    batch.record_all(_sqs_records([_send_of("ann@x.io", 0), _send_of("bob@x.io", 1)]))
+    for message_id in ("m-0", "m-1"):
+        with pytest.raises(NotBegun):
+            batch.outcome(message_id)
+    assert ledger.batch_reads == 0 and ledger.state("acme", "spring", "ann@x.io") == "queued"

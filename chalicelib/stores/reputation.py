@@ -14,13 +14,13 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pynamodb.exceptions import TransactWriteError
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.stores.daily_cap import USAGE_RETENTION_S, UsageModel
 from chalicelib.stores.ledger_model import LedgerModel, pk_of
 from chalicelib.stores.tables import bound
+from chalicelib.stores.transactions import first_reason, transact
 
 DAY_S = 86400
 
@@ -68,21 +68,23 @@ class Reputation:
         pk, rcpt = pk_of(user_id, campaign_id), address.lower()
         day = m(user_id, time.strftime("%Y-%m-%d", time.gmtime(now)))
         counted = m.bounced if kind == "bounced" else m.complained
-        tx = TransactWrite(connection=m._get_connection().connection)
-        try:
-            with tx:
-                tx.update(
-                    lg(pk, rcpt),
-                    actions=[lg.guarded.add({kind})],
-                    condition=lg.pk.exists() & (lg.guarded.does_not_exist() | ~lg.guarded.contains(kind)),
-                )
-                tx.update(day, actions=[m.expires_at.set(int(now) + USAGE_RETENTION_S), counted.add(1)])
-        except TransactWriteError as exc:
-            reasons = getattr(exc, "cancellation_reasons", None) or []
-            if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
-                return False
-            raise
-        return True
+
+        def write(tx: TransactWrite) -> None:
+            tx.update(
+                lg(pk, rcpt),
+                actions=[lg.guarded.add({kind})],
+                condition=lg.pk.exists() & (lg.guarded.does_not_exist() | ~lg.guarded.contains(kind)),
+            )
+            tx.update(day, actions=[m.expires_at.set(int(now) + USAGE_RETENTION_S), counted.add(1)])
+
+        # Every bounce of a tenant's day is counted on one item: a batch's events, handled several at a time,
+        # meet each other there (StillConflicting, after CONFLICT_ATTEMPTS: the event comes back, and counts then).
+        cancelled = transact(m._get_connection().connection, write)
+        if cancelled is None:
+            return True
+        if first_reason(cancelled) == "ConditionalCheckFailed":
+            return False
+        raise cancelled
 
     def add(
         self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None

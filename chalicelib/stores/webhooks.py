@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import builtins
 import json
-import random
 import secrets
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -37,13 +35,10 @@ from pynamodb.transactions import TransactWrite
 
 from chalicelib.core.webhook_contract import HELD_DAYS, MAX_ENDPOINTS_PER_TENANT, EndpointRequest
 from chalicelib.stores.tables import bound, condition_failed, response_code
+from chalicelib.stores.transactions import StillConflicting, first_reason, transact
 
 ENDPOINT_PREFIX = "ep_"
 COUNT_ROW = "#count"  # the count's sort key ('#' begins no endpoint id)
-# A transaction DynamoDB cancels for meeting another on one of its items (TransactionConflict: two adds of a
-# tenant at once) is tried again after a short, jittered backoff: this many times in all, then EndpointsBusy.
-CONFLICT_ATTEMPTS = 4
-CONFLICT_BACKOFF_S = 0.05  # doubled at each attempt
 CAP_DECISIONS = 3  # an add refused, the count repaired and the add tried again: at most this many times
 
 
@@ -204,33 +199,19 @@ class WebhookEndpoints:
         if cancelled is None:
             return True
         # pynamodb sends deletes before updates, in the order given: the endpoint's reason is the first.
-        reasons = cancelled.cancellation_reasons
-        if reasons and reasons[0] is not None and reasons[0].code == "ConditionalCheckFailed":
+        if first_reason(cancelled) == "ConditionalCheckFailed":
             return False  # removed meanwhile, by another request
         raise cancelled
 
     def _transact(self, write: Callable[[TransactWrite], None]) -> TransactWriteError | None:
-        """Run the transaction `write` makes: None if it went through, else DynamoDB's cancellation (a
-        condition that did not hold). One cancelled for a conflict with another transaction on one of its
-        items (TransactionConflict, which AWS documents for concurrent transactions on an item) is tried
-        again after a short jittered backoff, up to CONFLICT_ATTEMPTS in all; then EndpointsBusy."""
-        for attempt in range(CONFLICT_ATTEMPTS):
-            if attempt:
-                self._sleep(CONFLICT_BACKOFF_S * 2 ** (attempt - 1) * random.uniform(0.5, 1.5))
-            try:
-                with self._transaction() as tx:
-                    write(tx)
-                return None
-            except TransactWriteError as exc:
-                if response_code(exc) != "TransactionCanceledException":
-                    raise
-                if not any(r is not None and r.code == "TransactionConflict" for r in exc.cancellation_reasons):
-                    return exc
-        raise EndpointsBusy("the tenant's endpoints are being changed by other requests at the same time: try again")
-
-    def _transaction(self) -> TransactWrite:
-        # A token per transaction: botocore's retry of one that went through is not taken for a conflict.
-        return TransactWrite(connection=self._model._get_connection().connection, client_request_token=uuid.uuid4().hex)
+        """Run the transaction `write` makes (chalicelib.stores.transactions: a conflict with another on one of
+        its items is tried again); one that kept meeting others is EndpointsBusy."""
+        try:
+            return transact(self._model._get_connection().connection, write, self._sleep)
+        except StillConflicting:
+            raise EndpointsBusy(
+                "the tenant's endpoints are being changed by other requests at the same time: try again"
+            ) from None
 
     def _start_count(self, user_id: str) -> None:
         """The count's row, made from the endpoints there the first time it is needed (tenants whose endpoints

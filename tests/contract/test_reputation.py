@@ -1,6 +1,9 @@
 """The reputation guard: too many bounces or complaints pause a tenant; its email is held, not lost."""
 
 import contextlib
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
@@ -8,6 +11,8 @@ from chalicelib.core.errors import SendFailed
 from chalicelib.feedback.reputation import verdict
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.reputation import Limits, Window
+from chalicelib.stores.transactions import CONFLICT_ATTEMPTS, StillConflicting
+from tests.conflicts import Conflicts
 from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts
 from tests.unit.test_drainer import SETTINGS, queued, tenant
 from tests.unit.test_ses_events import bounce_of, complaint_of
@@ -139,3 +144,23 @@ def test_a_complaint_whose_first_try_failed_after_its_record_still_reaches_the_g
     assert c.reputation.window(user).complained == 5  # each once
     reason = c.tenants.get(user, fresh=True).paused_reason
     assert reason is not None and reason.startswith("reputation guard: complaint rate 0.20%")  # at the 2nd
+
+
+def test_a_bounce_that_meets_another_transaction_on_its_day_is_counted_once_when_tried_again(stack, uid):
+    # A batch's events are handled ten at a time: a tenant's bounces meet each other on its day's count,
+    # and DynamoDB cancels all but one (TransactionConflict). Each is tried again, and counted once.
+    c = wiring.container()
+    user = f"bouncing-together-{uid}"
+    people = [f"gone{i}@x.io" for i in range(3)]
+    c.ledger.record_queued(user, "spring", people)
+    with Conflicts(c.settings.resources.usage_table.name, user, 2) as conflicts:
+        assert c.reputation.count_feedback(user, "spring", people[0], "bounced")
+    assert conflicts.calls == 2  # two cancelled, the third went through
+    assert not c.reputation.count_feedback(user, "spring", people[0], "bounced")  # counted already
+    with Conflicts(c.settings.resources.usage_table.name, user, 1000) as conflicts, pytest.raises(StillConflicting):
+        c.reputation.count_feedback(user, "spring", people[1], "bounced")  # the event comes back, and counts then
+    assert conflicts.calls == CONFLICT_ATTEMPTS
+    with ThreadPoolExecutor(10) as lanes:
+        counted = list(lanes.map(lambda a: c.reputation.count_feedback(user, "spring", a, "bounced"), people * 4))
+    assert counted.count(True) == 2  # the two not counted yet, once each
+    assert c.reputation.window(user).bounced == 3

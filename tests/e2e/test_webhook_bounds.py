@@ -15,6 +15,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.core.webhook_contract import MAX_ENDPOINTS_PER_TENANT
+from tests.conflicts import Conflicts
 from tests.conftest import eventually
 from tests.fakes.answered import answered
 
@@ -357,47 +358,19 @@ def test_a_count_left_high_by_the_previous_releases_removal_is_repaired_when_it_
     assert len(wiring.container().webhook_registration.list(user)["endpoints"]) == MAX_ENDPOINTS_PER_TENANT
 
 
-class _Conflicts:
-    """DynamoDB's answer to a transaction that met another on one of its items (TransactionCanceledException,
-    reason TransactionConflict), given to the tenant's first `times` TransactWriteItems: moto never gives it."""
-
-    def __init__(self, user, times):
-        from chalicelib.core import aws
-
-        settings = wiring.container().settings
-        self._client = aws.table_client(settings.region, settings.resources.webhooks_table.name)
-        self._user, self._left, self.calls = user, times, 0
-
-    def __enter__(self):
-        self._client.meta.events.register("before-call.dynamodb.TransactWriteItems", self._answer)
-        return self
-
-    def __exit__(self, *exc):
-        self._client.meta.events.unregister("before-call.dynamodb.TransactWriteItems", self._answer)
-
-    def _answer(self, params, **_):
-        from types import SimpleNamespace
-
-        body = json.loads(params["body"])  # the request as it will be sent
-        if self._user not in json.dumps(body) or self._left == 0:
-            return None
-        self._left -= 1
-        self.calls += 1
-        items = body["TransactItems"]
-        reasons = [{"Code": "None"}] * (len(items) - 1) + [{"Code": "TransactionConflict"}]
-        error = {"Code": "TransactionCanceledException", "Message": "Transaction cancelled: [TransactionConflict]"}
-        return SimpleNamespace(status_code=400, headers={}), {"Error": error, "CancellationReasons": reasons}
+def _conflicts(user, times):
+    return Conflicts(wiring.container().settings.resources.webhooks_table.name, user, times)
 
 
 def test_a_transaction_conflict_is_retried_and_a_lasting_one_answered_409_never_500(stack, uid):
     user = f"conflict-{uid}"
-    with _Conflicts(user, 2) as conflicts:
+    with _conflicts(user, 2) as conflicts:
         added = _add(user, 0)
     assert added.status == 201 and conflicts.calls == 2  # two cancelled, the third went through
-    with _Conflicts(user, 2) as conflicts:
+    with _conflicts(user, 2) as conflicts:
         assert wiring.container().webhook_registration.remove(user, added.body["id"])["removed"] == added.body["id"]
     assert conflicts.calls == 2
-    with _Conflicts(user, 1000) as conflicts:
+    with _conflicts(user, 1000) as conflicts:
         busy = _add(user, 1)
     assert busy.status == 409 and "try again" in busy.body["error"] and conflicts.calls < 10
     assert wiring.container().webhook_registration.list(user)["endpoints"] == []

@@ -60,9 +60,14 @@ from chalicelib.stores.suppression import BOUNCE, COMPLAINT
 # the time of ten in turn, and its counters are written once for the hundred.
 LANES = 10
 
-# No event is begun with less of the invocation's time left (ses_events' timeout is 30 s; an event with a
-# bounce's side effects under a throttled table may take several seconds, the counters' flush a few more).
+# No event is begun with less of the invocation's time left than this, and FLUSH_MS_A_CAMPAIGN more for each
+# campaign the batch's events are about (ses_events' timeout is 30 s). An event with a bounce's side effects
+# under a throttled table may take several seconds; the counters' flush then writes each campaign's counts
+# and its minute, one after another: two requests, about 40 ms at 256 MB (a sixth of a vCPU signing them), so
+# up to 4 s more for a batch of 100 campaigns. Lambda stopping a batch before its flush would give every event
+# back, the handled ones too, and their counts would be left to the recount.
 STOP_WITH_MS = 8_000
+FLUSH_MS_A_CAMPAIGN = 40
 
 
 LANE_PREFIX = "event-lane"  # the lanes' thread names (bench/cost.py attributes their requests to ses_events)
@@ -79,6 +84,7 @@ class ReadAhead:
 
     read: frozenset[tuple[str, str, str]] = frozenset()
     with_outcome: frozenset[tuple[str, str, str]] = frozenset()
+    campaigns: int = 0  # the campaigns the batch's trusted events are about: each a counter write at its flush
 
     def outcome_known(self, key: tuple[str, str, str]) -> bool | None:
         """True: an outcome was recorded; False: none was when read; None: not read."""
@@ -166,8 +172,8 @@ class SesEvents:
         return self.record(raw, self._recorder)
 
     def batch(self, remaining_ms: Callable[[], int] = lambda: 10**9) -> EventBatch:
-        """A batch of events from the queue, recorded one by one, their counters written at its end, no event
-        begun with less than STOP_WITH_MS of the invocation's time left (`remaining_ms`)."""
+        """A batch of events from the queue, recorded LANES at a time, their counters written at its end, no
+        event begun with too little of the invocation's time left (`remaining_ms`: EventBatch)."""
         return EventBatch(self, self._recorder.gathering(), remaining_ms)
 
     def read_ahead(self, bodies: Iterable[str], rec: Recorder) -> ReadAhead:
@@ -178,25 +184,32 @@ class SesEvents:
         DynamoDB refuses, fails the read for the batch's others; a read that fails leaves each event to read
         its own."""
         keys: set[tuple[str, str, str]] = set()
+        campaigns: set[tuple[str, str]] = set()
         try:
             for raw in bodies:
-                key = self._send_key(raw)
-                if key is not None:
-                    keys.add(key)
-            return ReadAhead(frozenset(keys), frozenset(rec.with_outcome(keys))) if keys else NOTHING_READ
+                email = self._trusted_email(raw)
+                if email is None:
+                    continue
+                campaigns.add(email[:2])
+                if email[3] == "Send" and is_email(email[2]):
+                    keys.add(email[:3])
+            with_outcome = frozenset(rec.with_outcome(keys)) if keys else frozenset()
+            return ReadAhead(frozenset(keys), with_outcome, len(campaigns))
         except Exception as exc:
             log.warning("SES's Send events not read ahead; each reads its own", error=repr(exc))
-            return NOTHING_READ
+            return ReadAhead(campaigns=len(campaigns))
 
-    def _send_key(self, raw: str) -> tuple[str, str, str] | None:
+    def _trusted_email(self, raw: str) -> tuple[str, str, str, str] | None:
+        """(tenant, campaign, recipient, event type) of an event the cached tenant trusts; None for others."""
         try:
             event = parse_event(raw)
         except Exception:  # whatever an unreadable record raises, record() answers it alone
             return None
-        email = _email_of(event) if event.event_type == "Send" else None
-        if email is None or not (is_id(email[0]) and is_id(email[1]) and is_email(email[2])):
+        email = _email_of(event)
+        # Ids as moonsend writes them first: a forged one past DynamoDB's key size would fail the tenant's read.
+        if email is None or not (is_id(email[0]) and is_id(email[1])) or not self._trusted(event, read_again=False):
             return None
-        return email if self._trusted(event, read_again=False) else None
+        return (*email, event.event_type)
 
     def record(self, raw: str, rec: Recorder, ahead: ReadAhead = NOTHING_READ) -> str:
         """Record one event through `rec`; raises only when a store does (the event is then retried)."""
@@ -304,8 +317,8 @@ class EventBatch:
     under a storm of them and a throttled table, a batch (chalicelib.core.resources.EVENTS_BATCH_SIZE) could
     outlast the function's time, and Lambda would stop it before
     its counters were written and give every event back, the handled ones too. So an event is begun only
-    with STOP_WITH_MS left; those not begun are answered as failed and come back after the queue's
-    visibility timeout."""
+    with STOP_WITH_MS left, and FLUSH_MS_A_CAMPAIGN more for each campaign the batch is about; those not
+    begun are answered as failed and come back after the queue's visibility timeout."""
 
     def __init__(self, events: SesEvents, recorder: Recorder, remaining_ms: Callable[[], int]) -> None:
         self._events = events
@@ -343,7 +356,7 @@ class EventBatch:
             self._ahead = self._events.read_ahead(bodies, self._recorder)
 
     def record(self, body: str) -> str:
-        if self._remaining_ms() < STOP_WITH_MS:
+        if self._remaining_ms() < STOP_WITH_MS + FLUSH_MS_A_CAMPAIGN * self._ahead.campaigns:
             raise NotBegun("too little of the invocation's time left: the event comes back")
         return self._events.record(body, self._recorder, self._ahead)
 

@@ -487,3 +487,31 @@ def test_no_event_of_a_batch_is_begun_with_too_little_time_left_whichever_lane_t
         with pytest.raises(NotBegun):
             batch.outcome(message_id)
     assert ledger.batch_reads == 0 and ledger.state("acme", "spring", "ann@x.io") == "queued"
+
+
+def _send_in(campaign: str, i: int) -> str:
+    record = json.loads(_send_of(f"p{i}@x.io", i))
+    for header in record["mail"]["headers"]:
+        if header["name"].lower() == "x-moonsend-campaign":
+            header["value"] = campaign
+    return json.dumps(record)
+
+
+def test_a_batch_about_many_campaigns_stops_beginning_events_earlier_to_leave_time_for_their_counts():
+    """The flush writes each campaign's counts one after another: a batch of a hundred campaigns needs seconds
+    more at its end than a batch of one, and Lambda stopping it first would give back every handled event."""
+    from chalicelib.feedback.ses_events import FLUSH_MS_A_CAMPAIGN, STOP_WITH_MS, NotBegun
+
+    left = STOP_WITH_MS + 10 * FLUSH_MS_A_CAMPAIGN  # enough for ten campaigns' counts, not for fifty
+    for campaigns, begun in ((1, True), (10, True), (50, False)):
+        ledger = FakeLedger()
+        bodies = [_send_in(f"c{i % campaigns}", i) for i in range(50)]
+        for i in range(50):
+            ledger.record_queued("acme", f"c{i % campaigns}", [f"p{i}@x.io"])
+        batch = _recording(ledger, FakeStats()).batch(lambda: left)
+        batch.record_all(_sqs_records(bodies))
+        if begun:
+            assert {batch.outcome(f"m-{i}") for i in range(50)} == {"recorded sent"}, campaigns
+        else:
+            with pytest.raises(NotBegun):
+                batch.outcome("m-0")

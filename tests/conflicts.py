@@ -16,9 +16,10 @@ from chalicelib.core import aws
 
 
 class Conflicts:
-    def __init__(self, table_name: str, marker: str, times: int) -> None:
+    def __init__(self, table_name: str, marker: str, times: int, first: str = "None") -> None:
+        """`first`: the reason given for the transaction's first item (its last meets the other transaction)."""
         self._client = aws.table_client(wiring.container().settings.region, table_name)
-        self._marker, self._left, self.calls = marker, times, 0
+        self._marker, self._left, self.calls, self._first = marker, times, 0, first
 
     def __enter__(self) -> Conflicts:
         self._client.meta.events.register("before-call.dynamodb.TransactWriteItems", self._answer)
@@ -34,6 +35,9 @@ class Conflicts:
         self._left -= 1
         self.calls += 1
         items = body["TransactItems"]
-        reasons = [{"Code": "None"}] * (len(items) - 1) + [{"Code": "TransactionConflict"}]
+        reasons = [{"Code": "None"} for _ in items]
+        reasons[-1] = {"Code": "TransactionConflict"}
+        if self._first != "None":
+            reasons[0] = {"Code": self._first}
         error = {"Code": "TransactionCanceledException", "Message": "Transaction cancelled: [TransactionConflict]"}
         return SimpleNamespace(status_code=400, headers={}), {"Error": error, "CancellationReasons": reasons}

@@ -47,7 +47,9 @@ def transact(
         except TransactWriteError as exc:
             if response_code(exc) != "TransactionCanceledException":
                 raise
-            if not any(r is not None and r.code == "TransactionConflict" for r in exc.cancellation_reasons or []):
+            codes = {r.code for r in exc.cancellation_reasons or [] if r is not None}
+            # A condition that did not hold is the answer, even where another item met a transaction too.
+            if "ConditionalCheckFailed" in codes or "TransactionConflict" not in codes:
                 return exc
     raise StillConflicting(f"the transaction met another on one of its items {CONFLICT_ATTEMPTS} times")
 

@@ -157,6 +157,10 @@ def test_a_bounce_that_meets_another_transaction_on_its_day_is_counted_once_when
         assert c.reputation.count_feedback(user, "spring", people[0], "bounced")
     assert conflicts.calls == 2  # two cancelled, the third went through
     assert not c.reputation.count_feedback(user, "spring", people[0], "bounced")  # counted already
+    usage = c.settings.resources.usage_table.name
+    with Conflicts(usage, user, 1000, first="ConditionalCheckFailed") as conflicts:  # counted, and met another
+        assert not c.reputation.count_feedback(user, "spring", people[0], "bounced")
+    assert conflicts.calls == 1  # the condition is the answer: not tried again
     with Conflicts(c.settings.resources.usage_table.name, user, 1000) as conflicts, pytest.raises(StillConflicting):
         c.reputation.count_feedback(user, "spring", people[1], "bounced")  # the event comes back, and counts then
     assert conflicts.calls == CONFLICT_ATTEMPTS

@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
+from pynamodb.constants import ALL_OLD
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.expressions.condition import Condition
 from pynamodb.expressions.update import Action
@@ -309,18 +310,23 @@ class Ledger:
 
         Returns the state it replaced (None: nothing recorded, the entry has another outcome)."""
         m = self._model
-        before = self.get(user_id, campaign_id, email)
         now = int(time.time() * 1000)
         try:
-            m(pk_of(user_id, campaign_id), email.lower()).update(
+            # The state replaced, from the write itself (ALL_OLD): read first, a Send event recorded between
+            # the read and the write (the same batch's, in another lane) would be replaced uncounted.
+            answer = m._get_connection().update_item(
+                pk_of(user_id, campaign_id),
+                email.lower(),
                 actions=[m.state.set(FAILED), m.reason.set(reason[:1000]), m.updated_at.set(now)],
                 condition=open_condition(m) | ((m.state == SENT) & (m.message_id == message_id)),
+                return_values=ALL_OLD,
             )
         except UpdateError as exc:
             if condition_failed(exc):
                 return None
             raise
-        return (before.state if before else None) or QUEUED
+        old = answer.get("Attributes", {}).get("state", {}).get("S")
+        return str(old) if old else QUEUED
 
     def record_feedback(
         self, user_id: str, campaign_id: str, email: str, kind: str, detail: str, message_id: str | None = None

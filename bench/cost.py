@@ -72,6 +72,7 @@ sys.path.insert(0, str(ROOT))
 
 import botocore.handlers  # noqa: E402
 
+from chalicelib.control.retry import LANE_PREFIX as RETRY_LANE_PREFIX  # noqa: E402
 from chalicelib.core.config import DRAINER_MAX_RATE  # noqa: E402
 from chalicelib.core.drainer_shares import drainers_for  # noqa: E402
 from chalicelib.feedback.ses_events import LANE_PREFIX, LANES, EventBatch  # noqa: E402
@@ -132,7 +133,8 @@ def who_called() -> str:
         return "producer" if _publishing.is_set() else "stand-in"
     # A handler's own threads (the drainer's sends, the ledger's writes, SES events' lanes) run only inside an
     # invocation.
-    if getattr(_in_function, "depth", 0) or name.startswith(("send", "writes", LANE_PREFIX, "ThreadPoolExecutor")):
+    pools = ("send", "writes", LANE_PREFIX, RETRY_LANE_PREFIX, "ThreadPoolExecutor")
+    if getattr(_in_function, "depth", 0) or name.startswith(pools):
         return "functions"
     if name.startswith("ses-events"):
         return "ses"

@@ -34,6 +34,7 @@ from chalicelib.stores.ports import LedgerEntries
 from chalicelib.stores.recorder import Recorder
 
 LANES = 16  # recipients read and reopened at once
+LANE_PREFIX = "retry-lane"  # the lanes' thread names (bench/cost.py counts their requests as the functions')
 
 
 @dataclass
@@ -99,11 +100,16 @@ class RetryFailed:
         # Each recipient is a read of its copy and a conditional write, two round trips: one after another,
         # the API's answer for a thousand failed would come after API Gateway stops waiting (29 s), and in the
         # soak 30 of them, beside a stack's whole load, did. LANES at a time.
-        with ThreadPoolExecutor(max(1, min(LANES, len(taking))), thread_name_prefix="retry-lane") as lanes:
+        with ThreadPoolExecutor(max(1, min(LANES, len(taking))), thread_name_prefix=LANE_PREFIX) as lanes:
             reopened = list(lanes.map(lambda e: self._reopen(user_id, campaign_id, e.email, recorder), taking))
         by_queue: dict[str, list[Outgoing]] = {}
         again: set[str] = set()  # the recipients taken from `queued`, not from `failed`
-        for entry, (before, body) in zip(taking, reopened, strict=True):
+        error: Exception | None = None
+        for entry, got in zip(taking, reopened, strict=True):
+            if isinstance(got, Exception):
+                error = error or got  # raised once the others are queued: they are reopened already
+                continue
+            before, body = got
             if body is None:
                 result.no_copy.append(entry.email)
                 continue
@@ -122,11 +128,19 @@ class RetryFailed:
             result.requeued += sum(key not in again for key in taken)
             if taken:
                 self._drains.ensure(queue)
+        if error is not None:
+            raise error
 
-    def _reopen(self, user_id: str, campaign_id: str, email: str, recorder: Recorder) -> tuple[str | None, str | None]:
+    def _reopen(
+        self, user_id: str, campaign_id: str, email: str, recorder: Recorder
+    ) -> tuple[str | None, str | None] | Exception:
         """The recipient's copy and the state it was moved back to `queued` from: (None, None) when no copy
-        was kept (nothing reopened), (None, copy) when another retry or a drainer has it."""
-        body = self._copies.load(user_id, campaign_id, email)
-        if body is None:
-            return None, None
-        return recorder.reopened(user_id, campaign_id, email), body
+        was kept (nothing reopened), (None, copy) when another retry or a drainer has it; or what the read or
+        the write raised (this recipient's alone: the others are queued all the same)."""
+        try:
+            body = self._copies.load(user_id, campaign_id, email)
+            if body is None:
+                return None, None
+            return recorder.reopened(user_id, campaign_id, email), body
+        except Exception as exc:
+            return exc

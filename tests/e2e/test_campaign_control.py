@@ -15,6 +15,7 @@ from chalicelib.stores.campaign_control import CANCELLED, PAUSED, CampaignContro
 from chalicelib.stores.campaign_stats import CampaignStatsModel
 from chalicelib.stores.ledger_model import FAILED, QUEUED, SENT
 from chalicelib.stores.tables import bound
+from infra.local.lambda_context import FunctionCrashed
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import eventually, read_sends
 
@@ -186,14 +187,14 @@ def test_a_retry_that_died_half_way_is_finished_by_asking_again_at_once(stack, u
             with self._lock:
                 self.loads += 1
                 if self.loads == 2:
-                    raise RuntimeError("the function died here")
+                    raise FunctionCrashed("the function died here")  # no `except Exception` runs
             body = c.failed_copies.load(user_id, campaign_id, email)
             self.read.append(email)
             return body
 
     copies = DiesAtTheSecondCopy()
     dying = RetryFailed(c.settings, c.ledger, c.recorder, copies, c.email_queue, c.drains)
-    with pytest.raises(RuntimeError):
+    with pytest.raises(FunctionCrashed):
         dying.run(user, "news")
     reopened = len(copies.read)
     assert reopened in (1, 2)
@@ -226,6 +227,30 @@ def test_a_retry_reads_and_reopens_its_recipients_several_at_once(stack, uid):
     assert (result.matched, result.requeued) == (4, 4)
     assert eventually(lambda: _states(user, "news") == {SENT: 4}, 30) and stack.wait_until_drained(30, poll_s=0.1)
     assert sorted(_sent(stack, user)) == [f"r{i}@example.org" for i in range(4)]
+
+
+def test_a_recipient_whose_copy_cannot_be_read_fails_the_retry_after_the_others_are_queued(stack, uid):
+    # Read sixteen at a time, the others are reopened whatever one of them raises: they are queued before the
+    # error is answered, not left `queued` with nothing on the queue until the tenant asks again.
+    sender, user = _tenant(stack, uid, verified=False), f"one-bad-{uid}"
+    _publish(stack, user, sender, "news", _recipients(3))
+    assert eventually(lambda: _states(user, "news").get(FAILED) == 3, 30, poll_s=0.1)
+    _verify(stack, sender)
+    c = wiring.container()
+
+    class ThrottledOnce:
+        def load(self, user_id, campaign_id, email):
+            if email == "r1@example.org":
+                raise ConnectionError("S3 throttled the read past the SDK's retries")
+            return c.failed_copies.load(user_id, campaign_id, email)
+
+    with pytest.raises(ConnectionError):
+        RetryFailed(c.settings, c.ledger, c.recorder, ThrottledOnce(), c.email_queue, c.drains).run(user, "news")
+    assert eventually(lambda: _states(user, "news") == {SENT: 2, FAILED: 1}, 30), _states(user, "news")
+    again = c.actions.retry_failed(user, "news")
+    assert (again.matched, again.requeued) == (1, 1)
+    assert eventually(lambda: _states(user, "news") == {SENT: 3}, 30) and stack.wait_until_drained(30, poll_s=0.1)
+    assert sorted(_sent(stack, user)) == [f"r{i}@example.org" for i in range(3)]
 
 
 def _call(method, url, key=None, body=None):

@@ -66,7 +66,7 @@ class Scenario:
         """After the fault plan is installed: faults of its own."""
 
     def script(self, stack: Any) -> None:
-        """Run in a thread from the campaigns' publishing on; returns when its part is done."""
+        """Run in a thread started just before the campaigns are published; returns when its part is done."""
 
     def check(self, stack: Any, sends: list[dict[str, Any]]) -> Outcome:
         raise NotImplementedError
@@ -110,20 +110,27 @@ def _rate_failures(sends: list[dict[str, Any]], user: str, rate: float) -> list[
 def _failed_or_dead_lettered(stack: Any, user: str, campaign: str, n: int) -> bool:
     """Whether each of the campaign's `n` recipients is recorded failed, or its message is in the stage's
     dead-letter queue (moved there by SQS with no outcome recorded, as when its drain died at that receive)."""
+    states = _states(user, campaign)
+    dead = _dead_lettered(stack, user, campaign)
+    return len(states) >= n and all(state == "failed" or address in dead for address, state in states.items())
+
+
+def _dead_lettered(stack: Any, user: str, campaign: str) -> set[str]:
+    """The campaign's recipients whose message is in the stage's dead-letter queue (read off the stand-in's
+    queue, without receiving: a receive would hide them from the reconciler)."""
     from moto.sqs.models import sqs_backends
 
-    states = _states(user, campaign)
     dlq = stack.settings.resources.dead_letter_queue.name
     queue = sqs_backends[stack.config.account_id][stack.config.region].queues.get(dlq)
     dead = set()
-    for m in queue._messages if queue is not None else []:
+    for m in list(queue._messages) if queue is not None else []:
         try:
             d = json.loads(m.body)
             if d.get("userId") == user and d.get("campaign", {}).get("id") == campaign:
                 dead.add(str(d.get("recipient", {}).get("email", "")).lower())
         except (ValueError, AttributeError):
             continue
-    return len(states) >= n and all(state == "failed" or address in dead for address, state in states.items())
+    return dead
 
 
 def _counted(user: str, campaign: str, state: str, n: int) -> bool:
@@ -344,6 +351,7 @@ class RetryDuringBacklog(Scenario):
         self.requeued: int | None = None
         self.reconciled_before: dict[str, int] = {}  # the outage's dead letters, before the retry
         self.reconciled: dict[str, int] = {}  # the same, while the retried copies wait behind the backlog
+        self.phases_s: dict[str, int] = {}  # when each phase ended, from the outage's start
 
     def prepare(self, stack: Any) -> None:
         self.sender = _paid(stack, self.USER, self.RATE)
@@ -374,21 +382,30 @@ class RetryDuringBacklog(Scenario):
         # there with no outcome recorded: the reconciler's, an hour on, to record).
         # Five receives backed off 2, 4, 8 and 16 s, each drain started by the alarm's minute: 2 minutes on an
         # idle stack, over 7 under the soak's load (a 400 s wait ran out at 10,000 recipients).
+        t0 = time.monotonic()
         if not _until(partial(_failed_or_dead_lettered, stack, self.USER, "first", self.FAILING), 900, poll_s=2.0):
             states = _states(self.USER, "first")
             raise TimeoutError(f"the outage's recipients were not all failed or dead-lettered in 900 s: {states}")
         self.outage = False
-        time.sleep(15)  # the failed ones' last receive: into the dead-letter queue
+        self.phases_s["failed"] = round(time.monotonic() - t0)
+        # Each failed one's message was made visible at its last try; the next receive moves it to the dead-letter
+        # queue: its drain's, or, if that drain has ended, the next one the sweeper starts (a minute or more).
+        dead = partial(_dead_lettered, stack, self.USER, "first")
+        if not _until(lambda: len(dead()) >= self.FAILING, 300, poll_s=2.0):
+            raise TimeoutError(f"{len(dead())} of the outage's messages in the dead-letter queue after 300 s")
+        self.phases_s["dead-lettered"] = round(time.monotonic() - t0)
         self.reconciled_before = self._reconcile_an_hour_on(stack)
         self._publish(sns, topic, "second", self.BACKLOG)  # the backlog: 120 s at its rate
         if not _until(lambda: len(_states(self.USER, "second")) >= self.BACKLOG // 2, 120):
             raise TimeoutError("the backlog campaign was not taken in within 120 s")
         key = c.api_keys.replace_all(self.USER)
         self.requeued = self._retry_failed(stack.api_url, key)
+        self.phases_s["retried"] = round(time.monotonic() - t0)
         self.reconciled = self._reconcile_an_hour_on(stack)
-        sent = partial(_counted, self.USER, "first", "sent", self.FAILING)
-        if not _until(sent, 600, poll_s=2.0):
-            raise TimeoutError("the retried recipients were not all sent within 600 s")
+        # Sent behind the backlog, at the tenant's rate: as long as the stack takes (check() reports what was not
+        # sent when the soak's time ran out as unfinished); no promise says how soon.
+        _until(partial(_counted, self.USER, "first", "sent", self.FAILING), 3600, poll_s=2.0)
+        self.phases_s["sent"] = round(time.monotonic() - t0)
 
     def _publish(self, sns: Any, topic: str, cid: str, n: int) -> None:
         from infra.producer import CampaignSpec, messages, publish
@@ -436,6 +453,7 @@ class RetryDuringBacklog(Scenario):
         states = Counter(_states(self.USER, "first").values())
         out.report = {
             "requeued": self.requeued,
+            "phases_s": self.phases_s,
             "reconciler_an_hour_on_before_the_retry": self.reconciled_before,
             "reconciler_an_hour_on": self.reconciled,
             "first_campaign_states": dict(states),

@@ -123,7 +123,7 @@ from chalicelib.webhooks.delivery_queue import DeliveryQueue
 from chalicelib.webhooks.fanout import WebhookFanout
 from chalicelib.webhooks.jobs import WebhookJobRunner, job_event
 from chalicelib.webhooks.queue_messages import QueueMessages
-from chalicelib.webhooks.test_delivery import WebhookTester
+from chalicelib.webhooks.trial_request import WebhookTester
 from chalicelib.webhooks.url_policy import AddressPolicy
 
 
@@ -185,7 +185,7 @@ class Container:
             SenderChecks(self.tenants, self.free_addresses, self.ses.account_of, self.campaign_senders),
             RecipientChecks(self.ledger, self.suppressions, self.daily_cap),
             Rendering(TemplateCache(), self.links),
-            Outlets(self.email_queue, self.drains, self.schedule),
+            Outlets(self.email_queue, self.drain_starter, self.schedule),
             self.recorder,
             self.stats,
         )
@@ -230,7 +230,7 @@ class Container:
         return EmailQueue(self.queues, Enqueuer(aws.client("sqs", self.settings.region)), self.payloads)
 
     @cached_property
-    def drains(self) -> DrainStarter:
+    def drain_starter(self) -> DrainStarter:
         return DrainStarter(self.leases, self.start_drain, trusted_s=trusted_for_s(self.settings.long_poll_seconds))
 
     @cached_property
@@ -341,7 +341,7 @@ class Container:
                 self.recorder,
                 self.ledger,
                 self.suppressions,
-                self.control,
+                self.campaign_control,
                 self.reputation,
                 self.failed_copies,
                 self.free_addresses,
@@ -349,7 +349,7 @@ class Container:
             SesParts(self.ses, self.ses_tenants),
             Content(self.payloads, self.links),
             self.parked,
-            self.drains,
+            self.drain_starter,
         )
 
     @cached_property
@@ -361,7 +361,7 @@ class Container:
     def actions(self) -> CampaignActions:
         return CampaignActions(
             self.settings,
-            self.control,
+            self.campaign_control,
             self.releaser,
             self.parked,
             self.retry,
@@ -507,7 +507,7 @@ class Container:
         return Publication(
             self.uploads,
             self.upload_files,
-            lambda user, campaign: self.control.state(user, campaign, fresh=True),
+            lambda user, campaign: self.campaign_control.state(user, campaign, fresh=True),
             publish,
             self.links.sender_proof,
             self.invoke_async,
@@ -533,10 +533,10 @@ class Container:
     @cached_property
     def retry(self) -> RetryFailed:
         s = self.settings
-        return RetryFailed(s, self.ledger, self.recorder, self.failed_copies, self.email_queue, self.drains)
+        return RetryFailed(s, self.ledger, self.recorder, self.failed_copies, self.email_queue, self.drain_starter)
 
     @cached_property
-    def control(self) -> CampaignControl:
+    def campaign_control(self) -> CampaignControl:
         return CampaignControl(self.settings.resources.campaigns_table.name, self.settings.region)
 
     @cached_property
@@ -651,7 +651,7 @@ class Container:
             self.schedule,
             self.recorder,
             self.stats,
-            self.control,
+            self.campaign_control,
             self.email_queue,
             self.start_drain,
         )

@@ -1,6 +1,7 @@
 """The console's settings page: the tenant's standing as GET /tenant answers it (plan, rate, Sender and From
 addresses, every pause with who set it, why and who may lift it, SES's status of its SES tenant, the daily
-cap and today's use), and the tenant's own pause of all its sending, set and lifted by its senders and admins.
+cap and today's use), and the tenant's own pause of all its sending, set and lifted by its users whose role
+is sender or admin.
 
 A tenant whose first message has not come yet sees what it will see then, and how it begins.
 """

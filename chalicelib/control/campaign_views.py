@@ -49,7 +49,7 @@ def state_of(c: CampaignCounts, now_ms: int) -> str:
     if c.control == "paused":
         return "paused"
     if accepted_count(c) == 0 and c.created_ms and now_ms - c.created_ms < STARTING_MS:
-        return "sending"  # begun (its sender fixed), its first recipients not yet counted: not done with none
+        return "sending"  # begun (its Sender fixed), its first recipients not yet counted: not done with none
     waiting = final_count(c) < accepted_count(c)  # a campaign whose every recipient was refused waits for nothing
     if c.scheduled_at_ms and c.scheduled_at_ms > now_ms and c["sent"] == 0 and waiting:
         return "scheduled"

@@ -21,7 +21,7 @@ from chalicelib.stores.webhooks import (
 )
 from chalicelib.webhooks import url_policy
 from chalicelib.webhooks.signing import new_secret
-from chalicelib.webhooks.test_delivery import WebhookTester
+from chalicelib.webhooks.trial_request import WebhookTester
 
 NO_ENDPOINT = "no such webhook endpoint"
 TEST_INTERVAL_S = 10.0

@@ -121,7 +121,7 @@ class SendingStatus:
         self._resume_ses = resume_ses  # lift SES's pause of a tenant: (whether lifted, what it answered)
         self._every_tenant = every_tenant  # every tenant's id (a scan: for a digest name only)
         self._prefix = prefix
-        self._region = region  # the stage's: a tenant's email goes out there unless its sender names another
+        self._region = region  # the stage's: a tenant's email goes out there unless its Sender names another
 
     def follow(self, event: Mapping[str, Any]) -> Followed:
         try:

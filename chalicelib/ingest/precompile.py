@@ -1,7 +1,7 @@
 """precompile_email: validate a recipient event, render it, and queue it for its tenant.
 
 One SNS message goes through named steps, each on the message's `_Job`: the recipients the ledger does
-not know yet (a redelivered event finds its recipients recorded and queues nothing again) → the drainer
+not know yet (a redelivered event finds its recipients recorded and queues nothing again) → the Sender
 fixed for the campaign → the suppressed taken out → the expired taken out → the templates compiled
 (once per container) → each recipient rendered → the free plan's daily cap → into the schedule store or
 onto the queue → everything recorded (queued, or rejected with the reason) and counted. A crash anywhere

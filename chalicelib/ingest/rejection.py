@@ -69,7 +69,7 @@ def rejection_records(rejected: list[RejectedRecipient], raw: str) -> list[tuple
 
 
 def _given_ids(raw: str | bytes | dict[str, Any]) -> str:
-    """` (userId given: '../x')`: the ids a rejected message carried, shortened, so its sender can find it.
+    """` (userId given: '../x')`: the ids a rejected message carried, shortened, so its producer can find it.
 
     Ids are not secrets; the Sender's keys are never echoed."""
     try:

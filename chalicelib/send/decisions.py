@@ -20,8 +20,8 @@ from chalicelib.send.outcomes import (
     Effect,
     ForgetSesTenant,
     GiveBackCount,
-    Ledger,
     Log,
+    OnClaim,
     Outcome,
     PauseTenant,
     RecordUnattributed,
@@ -59,7 +59,7 @@ def claimed(
 
 def unclaimed(outcome: Outcome, *effects: Effect, claim_until_ms: int | None = None) -> Decision:
     """A message with no claim of this delivery's (unread, unreadable, or another copy's): the ledger left as is."""
-    return Decision(outcome, Ledger.LEAVE, effects=effects, claim_until_ms=claim_until_ms)
+    return Decision(outcome, OnClaim.LEAVE, effects=effects, claim_until_ms=claim_until_ms)
 
 
 def payload_unavailable(queue_name: str, error: str) -> Decision:
@@ -81,7 +81,7 @@ def unreadable(queue_name: str, body: str, error: str) -> Decision:
 def claimed_elsewhere(
     email: QueuedEmail, state: str | None, *, final: bool, orphaned: bool, claimed_until: int | None
 ) -> Decision:
-    """The recipient's claim is not this delivery's: it has its outcome (a duplicate, dropped), its sender
+    """The recipient's claim is not this delivery's: it has its outcome (a duplicate, dropped), its drainer
     died (claimed longer ago than a send takes: its claim expires in claim_hold_s, and SES's Send event may
     come first), or another copy is being sent right now."""
     if final:

@@ -210,7 +210,7 @@ class Delivery:
                 return self._do(stopped, claim, email)
             self._state.sent_ahead.take(email.user_id, share_of_rate)
             started_s = time.time()  # the second it counts in: the rate's slot, not when the ledger was written
-            message_id = self._ses.ses.send(sender, email.recipient_email, mime, platform=queue.free, tenant=ses_tenant)
+            message_id = self._ses.api.send(sender, email.recipient_email, mime, platform=queue.free, tenant=ses_tenant)
         except NOT_SENT_ERRORS as exc:
             return self._do(self._refused(exc, queue, email, sender, message), claim, email)
         finally:
@@ -255,7 +255,7 @@ class Delivery:
             status = None
         if status is not None and status.paused:
             return status.reason
-        if not self._ses.ses.sending_enabled(sender, platform=True):
+        if not self._ses.api.sending_enabled(sender, platform=True):
             return None
         # SES's status lags its refusal, or could not be read: the refusal named this tenant.
         return f"SES refused sending for SES tenant {ses_tenants.name_of(email.user_id)}: {exc}"

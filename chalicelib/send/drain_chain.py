@@ -40,7 +40,7 @@ class LambdaContext(Protocol):
     def get_remaining_time_in_millis(self) -> int: ...
 
 
-class Drains(Protocol):
+class SlotDrainer(Protocol):
     """The drainer (chalicelib.send.drainer.Drainer): drain one queue's slot until told to stop."""
 
     def drain(self, queue_name: str, remaining_ms: Callable[[], int], slot: int = 0) -> DrainResult: ...
@@ -66,7 +66,7 @@ class DrainChain:
     """What one link of the chain uses (chalicelib.wiring builds it)."""
 
     leases: DrainLeases
-    drainer: Drains
+    drainer: SlotDrainer
     hand_on: HandOn
     deadline_margin_ms: int
 

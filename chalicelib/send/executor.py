@@ -17,8 +17,8 @@ from chalicelib.send.outcomes import (
     Effect,
     ForgetSesTenant,
     GiveBackCount,
-    Ledger,
     Log,
+    OnClaim,
     Outcome,
     PauseTenant,
     RecordUnattributed,
@@ -69,9 +69,9 @@ class Executor:
         return decision.outcome
 
     def _on_ledger(self, decision: Decision, claim: Claim, email: QueuedEmail) -> None:
-        if decision.ledger is Ledger.UNCLAIM:
+        if decision.ledger is OnClaim.UNCLAIM:
             self._ledger.claims.unclaim(claim)
-        elif decision.ledger is Ledger.RECORD and decision.recorded is not None:
+        elif decision.ledger is OnClaim.RECORD and decision.recorded is not None:
             self._ledger.recorder.finished(
                 claim,
                 email.user_id,

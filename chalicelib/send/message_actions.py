@@ -76,7 +76,7 @@ class MessageActions:
                 QueueUrl=url, ReceiptHandle=message["ReceiptHandle"], VisibilityTimeout=delay
             )
         except ClientError as exc:
-            # SQS delivered this message twice and the other copy's sender has deleted it: nothing to
+            # SQS delivered this message twice and the other copy's drainer has deleted it: nothing to
             # back off. (Any other refusal leaves the message to come back after its visibility timeout.)
             log.info("back-off not applied", queue=url.rsplit("/", 1)[-1], code=exc.response["Error"]["Code"])
             return None
@@ -95,7 +95,7 @@ class MessageActions:
         send_copy(self._sqs, url, message["Body"], delay)
         try:
             self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        except ClientError as exc:  # deleted already by the other copy's sender: the new copy finds it sent
+        except ClientError as exc:  # deleted already by the other copy's drainer: the new copy finds it sent
             log.info("requeued copy's original already gone", code=exc.response["Error"]["Code"])
         return delay
 
@@ -111,7 +111,7 @@ class MessageActions:
         send_copy(self._sqs, url, message["Body"], 0)
         try:
             self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        except ClientError as exc:  # deleted already by the other copy's sender: the fresh copy finds it sent
+        except ClientError as exc:  # deleted already by the other copy's drainer: the fresh copy finds it sent
             log.info("handed-back original already gone", code=exc.response["Error"]["Code"])
 
     def keep_on_queue(self, url: str, message: dict[str, Any]) -> None:

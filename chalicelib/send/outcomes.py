@@ -45,7 +45,7 @@ class Outcome(enum.Enum):
     DEAD_LETTER = "dead-letter"  # its last try failed: recorded failed, SQS moves it to the dead-letter queue
     QUOTA_REACHED = "quota-reached"  # the SES account can send no more today: the drain stops
     IN_FLIGHT = "in-flight"  # another copy of it is being sent right now: look again in a moment
-    ORPHANED = "orphaned"  # claimed longer ago than a send takes: its sender died; wait for SES's Send event
+    ORPHANED = "orphaned"  # claimed longer ago than a send takes: its drainer died; wait for SES's Send event
     TENANT_PAUSED = "tenant-paused"  # its tenant is paused: parked, not sent, nothing recorded against it
     CAMPAIGN_PAUSED = "campaign-paused"  # its campaign is paused: parked until resumed, the queue goes on
     # Its rate needs fewer drainers than this one's slot (chalicelib.core.drainer_shares): handed back, this
@@ -65,7 +65,7 @@ class Action(enum.Enum):
     HAND_BACK = "hand-back"  # a fresh copy on the queue at once (its receive count afresh), and the drain stops
 
 
-class Ledger(enum.Enum):
+class OnClaim(enum.Enum):
     """What an outcome does to the recipient's claim in the ledger (chalicelib.stores.ledger)."""
 
     RECORD = "record"  # its outcome recorded (a final state): the message may be deleted
@@ -77,26 +77,26 @@ class Ledger(enum.Enum):
 class Disposition:
     count: str | None  # the DrainResult count it adds to
     action: Action
-    ledger: Ledger  # its effect on a claimed recipient
+    ledger: OnClaim  # its effect on a claimed recipient
     recorded: str | None = None  # RECORD: the ledger state it is recorded as
 
 
 DISPOSITIONS: dict[Outcome, Disposition] = {
-    Outcome.SENT: Disposition("sent", Action.DELETE, Ledger.RECORD, SENT),
-    Outcome.FAILED: Disposition("failed", Action.DELETE, Ledger.RECORD, FAILED),
-    Outcome.SUPPRESSED: Disposition("suppressed", Action.DELETE, Ledger.RECORD, SUPPRESSED),
-    Outcome.CANCELLED: Disposition("cancelled", Action.DELETE, Ledger.RECORD, CANCELLED),
-    Outcome.EXPIRED: Disposition("expired", Action.DELETE, Ledger.RECORD, EXPIRED),
-    Outcome.DUPLICATE: Disposition("duplicates", Action.DELETE, Ledger.LEAVE),
-    Outcome.THROTTLED: Disposition("throttled", Action.REQUEUE_LATER, Ledger.UNCLAIM),
-    Outcome.RETRY: Disposition("retried", Action.BACK_OFF, Ledger.UNCLAIM),
-    Outcome.IN_FLIGHT: Disposition("retried", Action.WAIT_FOR_CLAIM, Ledger.LEAVE),
-    Outcome.ORPHANED: Disposition("retried", Action.WAIT_FOR_CLAIM, Ledger.LEAVE),
-    Outcome.DEAD_LETTER: Disposition("dead_lettered", Action.TO_DEAD_LETTER, Ledger.RECORD, FAILED),
-    Outcome.CAMPAIGN_PAUSED: Disposition("retried", Action.PARK, Ledger.UNCLAIM),
-    Outcome.TENANT_PAUSED: Disposition("retried", Action.PARK_OR_STOP, Ledger.UNCLAIM),
-    Outcome.QUOTA_REACHED: Disposition(None, Action.STOP, Ledger.UNCLAIM),
-    Outcome.FEWER_DRAINERS: Disposition("handed_back", Action.HAND_BACK, Ledger.UNCLAIM),
+    Outcome.SENT: Disposition("sent", Action.DELETE, OnClaim.RECORD, SENT),
+    Outcome.FAILED: Disposition("failed", Action.DELETE, OnClaim.RECORD, FAILED),
+    Outcome.SUPPRESSED: Disposition("suppressed", Action.DELETE, OnClaim.RECORD, SUPPRESSED),
+    Outcome.CANCELLED: Disposition("cancelled", Action.DELETE, OnClaim.RECORD, CANCELLED),
+    Outcome.EXPIRED: Disposition("expired", Action.DELETE, OnClaim.RECORD, EXPIRED),
+    Outcome.DUPLICATE: Disposition("duplicates", Action.DELETE, OnClaim.LEAVE),
+    Outcome.THROTTLED: Disposition("throttled", Action.REQUEUE_LATER, OnClaim.UNCLAIM),
+    Outcome.RETRY: Disposition("retried", Action.BACK_OFF, OnClaim.UNCLAIM),
+    Outcome.IN_FLIGHT: Disposition("retried", Action.WAIT_FOR_CLAIM, OnClaim.LEAVE),
+    Outcome.ORPHANED: Disposition("retried", Action.WAIT_FOR_CLAIM, OnClaim.LEAVE),
+    Outcome.DEAD_LETTER: Disposition("dead_lettered", Action.TO_DEAD_LETTER, OnClaim.RECORD, FAILED),
+    Outcome.CAMPAIGN_PAUSED: Disposition("retried", Action.PARK, OnClaim.UNCLAIM),
+    Outcome.TENANT_PAUSED: Disposition("retried", Action.PARK_OR_STOP, OnClaim.UNCLAIM),
+    Outcome.QUOTA_REACHED: Disposition(None, Action.STOP, OnClaim.UNCLAIM),
+    Outcome.FEWER_DRAINERS: Disposition("handed_back", Action.HAND_BACK, OnClaim.UNCLAIM),
 }
 
 # Why a drain stopped early, by the action that stops it.
@@ -116,7 +116,7 @@ class Verdict:
     body: str | None = None  # the email as queued, fetched from S3 if the message was a pointer
     claim_until_ms: int | None = None  # ORPHANED: when the dead drainer's claim expires
     lag_ms: int | None = None  # SENT: from queueing to sending
-    drainers: int = 1  # how many drainers its rate needs (known once its sender is: sent or not, after the gate)
+    drainers: int = 1  # how many drainers its rate needs (known once its Sender is: sent or not, after the gate)
 
 
 # --- side effects, as data (chalicelib.send.executor applies them, by type) ------------------------------------
@@ -192,7 +192,7 @@ class Decision:
     """What a delivery decided for one message: its outcome, its ledger effect, its side effects in order."""
 
     outcome: Outcome
-    ledger: Ledger
+    ledger: OnClaim
     recorded: str | None = None  # RECORD: the state
     reason: str | None = None  # RECORD: why (a failure's, a suppression's, ...)
     message_id: str | None = None  # SENT: SES's id
@@ -225,7 +225,7 @@ NOT_SENT: dict[type[Exception], NotSent] = {
     QuotaExhausted: NotSent(Outcome.QUOTA_REACHED),
     TransientSendError: NotSent(Outcome.RETRY, on_last_try=Outcome.DEAD_LETTER),
     TenantNotReady: NotSent(Outcome.RETRY, forgets_ses_tenant=True, on_last_try=Outcome.DEAD_LETTER),
-    # SES may have accepted it: it stays counted and its claim is kept (Ledger.LEAVE).
+    # SES may have accepted it: it stays counted and its claim is kept (OnClaim.LEAVE).
     SendOutcomeUnknown: NotSent(Outcome.IN_FLIGHT, gives_back_count=False),
     # The tenant paused by SES (PauseTenant), or QUOTA_REACHED when the whole account's sending is paused.
     TenantSendingPaused: NotSent(Outcome.TENANT_PAUSED),

@@ -36,7 +36,7 @@ class LedgerSide:
 class SesSide:
     """SES: the send, a free tenant's SES tenant, and who an email is sent as (and at what rate)."""
 
-    ses: SesSend
+    api: SesSend  # SES's own: the send, and whether an account may send
     ses_tenants: SesTenantSetup
     identity: SendingIdentity
 

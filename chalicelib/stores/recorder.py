@@ -62,7 +62,7 @@ class Recorder:
         sent_at_s: float | None = None,
     ) -> bool:
         """A claimed recipient's outcome (sent, failed, suppressed, cancelled, expired). False when it had one:
-        SES's Send event was faster, or the claim expired and another copy's sender recorded it. A send is
+        SES's Send event was faster, or the claim expired and another copy's drainer recorded it. A send is
         counted in the second SES was asked (`sent_at_s`), not the later one its ledger write ended in: the
         timeline's busiest second is then what the rate allowed."""
         if not self._ledger.finish(claim, state, message_id=message_id, reason=reason):

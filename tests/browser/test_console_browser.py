@@ -161,7 +161,7 @@ def test_a_person_watches_a_campaign_send_pauses_resumes_and_finds_a_recipient(s
 
     browser.find_element(By.CSS_SELECTOR, "form[action$='/pause'] button").click()
     settled(browser).until(lambda b: "Paused" in b.find_element(By.CSS_SELECTOR, ".notice").text)
-    assert _live_state(browser) == "paused" and c.control.state(user, "winter-launch", fresh=True) == "paused"
+    assert _live_state(browser) == "paused" and c.campaign_control.state(user, "winter-launch", fresh=True) == "paused"
     held = len([s for s in read_sends(stack.config.outbox) if s["userId"] == user])
     assert held < 300  # paused with at least 100 to go: the bar has a while to move after the resume
     browser.find_element(By.CSS_SELECTOR, "form[action$='/resume'] button").click()

@@ -172,7 +172,7 @@ def test_an_operator_sees_trouble_within_seconds_and_resumes_cancels_and_replays
         browser.find_element(By.XPATH, "//button[contains(., 'Cancel the campaign')]").click()
         said = _confirm_and_act(browser)
         assert "Done" in said and "stuck-camp" in said, said
-        assert c.control.state(stuck, "stuck-camp", fresh=True) == "cancelled"
+        assert c.campaign_control.state(stuck, "stuck-camp", fresh=True) == "cancelled"
         c.leases.drop(dead_drain)
         c.start_drain(queue)  # what the sweeper does within a minute of a lease that ended
 

@@ -120,7 +120,7 @@ class TestSuppressionContract:
 def control_of(side: str, request: pytest.FixtureRequest) -> ControlSwitch:
     if side == "fake":
         return FakeControl()
-    store: CampaignControl = real_container(request).control
+    store: CampaignControl = real_container(request).campaign_control
     return store
 
 

@@ -136,7 +136,7 @@ def test_a_tenants_pause_then_resume_never_undoes_an_operators_cancel(stack, uid
     for action in ("pause", "resume"):
         status, body = _call("POST", f"{base}/{action}", key)
         assert status == 409 and "cancel is final" in json.dumps(body), (action, status, body)
-    assert c.control.state(user, "gone", fresh=True) == CANCELLED
+    assert c.campaign_control.state(user, "gone", fresh=True) == CANCELLED
     time.sleep(1.5)  # past the drainers' one-second cache of the state (chalicelib.stores.campaign_control)
     _publish(stack, user, sender, "gone", [{"email": f"late{i}@example.org"} for i in range(3)])
     assert eventually(lambda: _states(user, "gone").get(CANCELLED) == 3, 30, poll_s=0.1), _states(user, "gone")
@@ -193,7 +193,7 @@ def test_a_retry_that_died_half_way_is_finished_by_asking_again_at_once(stack, u
             return body
 
     copies = DiesAtTheSecondCopy()
-    dying = RetryFailed(c.settings, c.ledger, c.recorder, copies, c.email_queue, c.drains)
+    dying = RetryFailed(c.settings, c.ledger, c.recorder, copies, c.email_queue, c.drain_starter)
     with pytest.raises(FunctionCrashed):
         dying.run(user, "news")
     reopened = len(copies.read)
@@ -223,7 +223,9 @@ def test_a_retry_reads_and_reopens_its_recipients_several_at_once(stack, uid):
             together.wait()
             return c.failed_copies.load(user_id, campaign_id, email)
 
-    result = RetryFailed(c.settings, c.ledger, c.recorder, MeetingCopies(), c.email_queue, c.drains).run(user, "news")
+    result = RetryFailed(c.settings, c.ledger, c.recorder, MeetingCopies(), c.email_queue, c.drain_starter).run(
+        user, "news"
+    )
     assert (result.matched, result.requeued) == (4, 4)
     assert eventually(lambda: _states(user, "news") == {SENT: 4}, 30) and stack.wait_until_drained(30, poll_s=0.1)
     assert sorted(_sent(stack, user)) == [f"r{i}@example.org" for i in range(4)]
@@ -245,7 +247,7 @@ def test_a_recipient_whose_copy_cannot_be_read_fails_the_retry_after_the_others_
             return c.failed_copies.load(user_id, campaign_id, email)
 
     with pytest.raises(ConnectionError):
-        RetryFailed(c.settings, c.ledger, c.recorder, ThrottledOnce(), c.email_queue, c.drains).run(user, "news")
+        RetryFailed(c.settings, c.ledger, c.recorder, ThrottledOnce(), c.email_queue, c.drain_starter).run(user, "news")
     assert eventually(lambda: _states(user, "news") == {SENT: 2, FAILED: 1}, 30), _states(user, "news")
     again = c.actions.retry_failed(user, "news")
     assert (again.matched, again.requeued) == (1, 1)
@@ -281,8 +283,8 @@ def test_a_tenant_controls_its_campaigns_and_pages_its_recipients_over_http_with
     assert _call("POST", f"{base}/pause", other_key)[0] == 404  # another tenant's campaign: not found
     assert _call("POST", f"{stack.api_url}/campaigns/nope/pause", key)[0] == 404
     status, body = _call("POST", f"{base}/pause", key)
-    assert status == 200 and body["ok"] and c.control.state(user, "web", fresh=True) == "paused"
-    assert _call("POST", f"{base}/resume", key)[0] == 200 and c.control.state(user, "web", fresh=True) is None
+    assert status == 200 and body["ok"] and c.campaign_control.state(user, "web", fresh=True) == "paused"
+    assert _call("POST", f"{base}/resume", key)[0] == 200 and c.campaign_control.state(user, "web", fresh=True) is None
     status, body = _call("POST", f"{base}/retry-failed", key, {"reasonContains": "x"})
     assert status == 200 and body["requeued"] == 0
 
@@ -327,6 +329,6 @@ def test_many_send_threads_asking_when_the_cache_expires_make_one_read(stack, ui
     with ThreadPoolExecutor(16) as pool:
         states = list(pool.map(lambda _: control.state(f"u{uid}", "c1"), range(32)))
     assert states == [PAUSED] * 32 and len(reads) == 1
-    c.control.resume(f"u{uid}", "c1")  # by another container (the API's)
+    c.campaign_control.resume(f"u{uid}", "c1")  # by another container (the API's)
     assert control.state(f"u{uid}", "c1") == PAUSED  # cached for a minute here
     assert control.state(f"u{uid}", "c1", fresh=True) is None  # a fresh read is its own

@@ -239,7 +239,9 @@ def test_another_tenants_campaign_or_none_is_a_404_page_and_no_session_goes_to_s
         assert (status, headers["content-type"]) == (404, "text/html; charset=utf-8") and "Spring news of b" not in page
     token = _csrf(browser.ask("GET", "/console")[2])
     status, _headers, _page = browser.ask("POST", "/console/campaigns/b-plain/pause", {"csrf": token})
-    assert status == 404 and wiring.container().control.state(tenants["b"]["user"], "b-plain", fresh=True) is None
+    assert (
+        status == 404 and wiring.container().campaign_control.state(tenants["b"]["user"], "b-plain", fresh=True) is None
+    )
     nobody = Browser(stack.api_url)
     status, headers, _page = nobody.ask("GET", "/console/campaigns/a-plain")
     assert (status, headers["location"]) == (303, "/console/sign-in")
@@ -260,20 +262,20 @@ def test_a_sender_pauses_resumes_and_cancels_after_a_confirmation_each_said_on_t
     status, headers, _ = browser.ask("POST", "/console/campaigns/act/pause", {"csrf": _csrf(page)})
     assert status == 303 and headers["location"].startswith("/console/campaigns/act?done=paused&sig=")
     page = browser.ask("GET", headers["location"])[2]
-    assert "Paused: its unsent email is held" in page and c.control.state(user, "act", fresh=True) == "paused"
+    assert "Paused: its unsent email is held" in page and c.campaign_control.state(user, "act", fresh=True) == "paused"
     for spoofed in ("done=cancelled", "done=paused&sig=0", f"done=cancelled&{headers['location'].split('&')[1]}"):
         assert "Cancelled:" not in browser.ask("GET", f"/console/campaigns/act?{spoofed}")[2]  # a link cannot say it
         assert "Paused:" not in browser.ask("GET", f"/console/campaigns/act?{spoofed}")[2]
     status, headers, _ = browser.ask("POST", "/console/campaigns/act/resume", {"csrf": _csrf(page)})
-    assert status == 303 and c.control.state(user, "act", fresh=True) is None
+    assert status == 303 and c.campaign_control.state(user, "act", fresh=True) is None
 
     status, _headers, page = browser.ask("GET", "/console/campaigns/act/cancel")
     assert status == 200 and "Its 25 recipients not sent yet will be recorded cancelled" in page
-    assert c.control.state(user, "act", fresh=True) is None  # a confirmation page changes nothing
+    assert c.campaign_control.state(user, "act", fresh=True) is None  # a confirmation page changes nothing
     status, headers, _ = browser.ask("POST", "/console/campaigns/act/cancel", {"csrf": _csrf(page)})
     assert status == 303 and headers["location"].startswith("/console/campaigns/act?done=cancelled&sig=")
     assert "Cancelled: nothing more goes out" in browser.ask("GET", headers["location"])[2]
-    assert c.control.state(user, "act", fresh=True) == "cancelled"
+    assert c.campaign_control.state(user, "act", fresh=True) == "cancelled"
     status, _headers, page = browser.ask("POST", "/console/campaigns/act/pause", {"csrf": _csrf(page)})
     assert status == 409 and "Not done" in page  # a cancelled campaign stays cancelled, and the page says so
     status, _headers, page = browser.ask("GET", "/console/campaigns/act?part=live")
@@ -297,7 +299,7 @@ def test_a_viewer_reads_a_campaign_but_the_server_refuses_every_action_to_it(sta
         status, _headers, page = viewer.ask("POST", f"/console/campaigns/a-plain/{action}", {"csrf": token})
         assert status == 403 and "you are signed in as a viewer" in page, action
     assert viewer.ask("GET", "/console/campaigns/a-plain/cancel")[0] == 403
-    assert c.control.state(user, "a-plain", fresh=True) is None
+    assert c.campaign_control.state(user, "a-plain", fresh=True) is None
 
 
 def test_an_action_without_the_sessions_token_or_from_another_site_is_refused(stack, tenants):
@@ -306,7 +308,7 @@ def test_an_action_without_the_sessions_token_or_from_another_site_is_refused(st
     for form, headers in (({}, {}), ({"csrf": "forged"}, {}), ({"csrf": token}, {"Origin": "https://evil.example"})):
         status, _headers, _page = browser.ask("POST", "/console/campaigns/a-plain/pause", form, headers)
         assert status == 403
-    assert wiring.container().control.state(tenants["a"]["user"], "a-plain", fresh=True) is None
+    assert wiring.container().campaign_control.state(tenants["a"]["user"], "a-plain", fresh=True) is None
 
 
 def test_an_asset_named_by_its_hash_is_kept_a_year_and_by_another_name_five_minutes(stack, tenants):

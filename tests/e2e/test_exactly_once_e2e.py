@@ -46,7 +46,7 @@ def test_duplicate_queue_messages_for_one_recipient_send_once(stack, uid):
     stack.client("sqs").send_message_batch(
         QueueUrl=url, Entries=[{"Id": str(i), "MessageBody": copy} for i in range(5)]
     )
-    c.drains.ensure(f"moonsend-local-t-{user}")  # as the writer does once email is on the queue
+    c.drain_starter.ensure(f"moonsend-local-t-{user}")  # as the writer does once email is on the queue
     assert stack.wait_until_drained(60)
     assert _sent_to(stack, user) == ["dup@example.org"]
     assert c.ledger.get(user, "c1", "dup@example.org").state == "sent"

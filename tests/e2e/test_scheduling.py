@@ -153,7 +153,7 @@ def _releaser(store, enqueuer=None, lead_s=90.0):
     settings = dataclasses.replace(c.settings, schedule_lead_s=lead_s)
     starts = parts.Starts()
     email_queue = EmailQueue(c.queues, enqueuer or Enqueuer(aws.client("sqs", c.settings.region)), c.payloads)
-    return Releaser(settings, store, c.recorder, c.stats, c.control, email_queue, starts), starts
+    return Releaser(settings, store, c.recorder, c.stats, c.campaign_control, email_queue, starts), starts
 
 
 def _batch(store, user, campaign, due_ms, deadline_ms=None, n=3):
@@ -254,7 +254,9 @@ def _actions(store, releaser):
     settings = dataclasses.replace(c.settings, schedule_lead_s=90)
     parked = ParkedEmail(store, c.email_queue, parts.Starts())
     pausing = TenantPausing(c.tenants, c.ses_tenants)
-    return CampaignActions(settings, c.control, releaser, parked, c.retry, pausing, Rescheduling(store, c.stats))
+    return CampaignActions(
+        settings, c.campaign_control, releaser, parked, c.retry, pausing, Rescheduling(store, c.stats)
+    )
 
 
 @e2e

@@ -32,8 +32,8 @@ from chalicelib.send.outcomes import (
     Decision,
     ForgetSesTenant,
     GiveBackCount,
-    Ledger,
     Log,
+    OnClaim,
     Outcome,
     PauseTenant,
     RecordUnattributed,
@@ -66,11 +66,11 @@ def test_a_message_is_deleted_only_when_its_recipients_outcome_is_in_the_ledger(
     d = DISPOSITIONS[outcome]
     if d.action is Action.DELETE:
         # recorded by this delivery, or (a duplicate) recorded already
-        assert d.ledger is Ledger.RECORD or outcome is Outcome.DUPLICATE
-    assert (d.ledger is Ledger.RECORD) == (d.recorded in FINAL)
+        assert d.ledger is OnClaim.RECORD or outcome is Outcome.DUPLICATE
+    assert (d.ledger is OnClaim.RECORD) == (d.recorded in FINAL)
 
 
-@pytest.mark.parametrize("outcome", [o for o in Outcome if DISPOSITIONS[o].ledger is Ledger.RECORD])
+@pytest.mark.parametrize("outcome", [o for o in Outcome if DISPOSITIONS[o].ledger is OnClaim.RECORD])
 def test_a_recorded_outcome_deletes_its_message_or_lets_sqs_dead_letter_it(outcome):
     assert DISPOSITIONS[outcome].action in (Action.DELETE, Action.TO_DEAD_LETTER)
 
@@ -84,7 +84,7 @@ REFUSALS = [
         1,
         False,
         Outcome.FAILED,
-        Ledger.RECORD,
+        OnClaim.RECORD,
         FAILED,
         [GiveBackCount, SaveFailedCopy],
     ),
@@ -93,7 +93,7 @@ REFUSALS = [
         LAST,
         False,
         Outcome.FAILED,
-        Ledger.RECORD,
+        OnClaim.RECORD,
         FAILED,
         [GiveBackCount, SaveFailedCopy],
     ),
@@ -102,22 +102,22 @@ REFUSALS = [
         1,
         False,
         Outcome.FAILED,
-        Ledger.RECORD,
+        OnClaim.RECORD,
         FAILED,
         [GiveBackCount, SaveFailedCopy],
     ),
-    (KeysRejected("InvalidClientTokenId"), 1, True, Outcome.RETRY, Ledger.UNCLAIM, None, [GiveBackCount]),
-    (SendThrottled("Throttling"), 1, False, Outcome.THROTTLED, Ledger.UNCLAIM, None, [GiveBackCount, SlowPacing]),
-    (SendThrottled("Throttling"), LAST, False, Outcome.THROTTLED, Ledger.UNCLAIM, None, [GiveBackCount, SlowPacing]),
-    (QuotaExhausted("daily quota"), 1, False, Outcome.QUOTA_REACHED, Ledger.UNCLAIM, None, [GiveBackCount]),
-    (TransientSendError("500"), 1, False, Outcome.RETRY, Ledger.UNCLAIM, None, [GiveBackCount]),
-    (TransientSendError("500"), LAST - 1, False, Outcome.RETRY, Ledger.UNCLAIM, None, [GiveBackCount]),
+    (KeysRejected("InvalidClientTokenId"), 1, True, Outcome.RETRY, OnClaim.UNCLAIM, None, [GiveBackCount]),
+    (SendThrottled("Throttling"), 1, False, Outcome.THROTTLED, OnClaim.UNCLAIM, None, [GiveBackCount, SlowPacing]),
+    (SendThrottled("Throttling"), LAST, False, Outcome.THROTTLED, OnClaim.UNCLAIM, None, [GiveBackCount, SlowPacing]),
+    (QuotaExhausted("daily quota"), 1, False, Outcome.QUOTA_REACHED, OnClaim.UNCLAIM, None, [GiveBackCount]),
+    (TransientSendError("500"), 1, False, Outcome.RETRY, OnClaim.UNCLAIM, None, [GiveBackCount]),
+    (TransientSendError("500"), LAST - 1, False, Outcome.RETRY, OnClaim.UNCLAIM, None, [GiveBackCount]),
     (
         TransientSendError("500"),
         LAST,
         False,
         Outcome.DEAD_LETTER,
-        Ledger.RECORD,
+        OnClaim.RECORD,
         FAILED,
         [GiveBackCount, SaveFailedCopy],
     ),
@@ -126,7 +126,7 @@ REFUSALS = [
         1,
         False,
         Outcome.RETRY,
-        Ledger.UNCLAIM,
+        OnClaim.UNCLAIM,
         None,
         [GiveBackCount, ForgetSesTenant],
     ),
@@ -135,12 +135,12 @@ REFUSALS = [
         LAST,
         False,
         Outcome.DEAD_LETTER,
-        Ledger.RECORD,
+        OnClaim.RECORD,
         FAILED,
         [GiveBackCount, ForgetSesTenant, SaveFailedCopy],
     ),
-    (SendOutcomeUnknown("ReadTimeout"), 1, False, Outcome.IN_FLIGHT, Ledger.LEAVE, None, []),
-    (SendOutcomeUnknown("ReadTimeout"), LAST, False, Outcome.IN_FLIGHT, Ledger.LEAVE, None, []),
+    (SendOutcomeUnknown("ReadTimeout"), 1, False, Outcome.IN_FLIGHT, OnClaim.LEAVE, None, []),
+    (SendOutcomeUnknown("ReadTimeout"), LAST, False, Outcome.IN_FLIGHT, OnClaim.LEAVE, None, []),
 ]
 
 
@@ -193,7 +193,7 @@ SES_PAUSES = [
 @pytest.mark.parametrize(("reason", "outcome", "effects"), SES_PAUSES)
 def test_ses_pausing_a_tenant_pauses_it_here_and_the_accounts_pause_stops_the_drain(reason, outcome, effects):
     decision = decisions.ses_paused(TenantSendingPaused("SendingPausedException"), EMAIL, QUEUE, reason)
-    assert decision.outcome is outcome and decision.ledger is Ledger.UNCLAIM
+    assert decision.outcome is outcome and decision.ledger is OnClaim.UNCLAIM
     assert [e for e in decision.effects if not isinstance(e, Log)] == effects
 
 
@@ -260,7 +260,7 @@ CLAIMS = [
 @pytest.mark.parametrize(("final", "orphaned", "outcome"), CLAIMS)
 def test_a_recipient_claimed_elsewhere_is_left_to_its_claim(final, orphaned, outcome):
     decision = decisions.claimed_elsewhere(EMAIL, SENT, final=final, orphaned=orphaned, claimed_until=42)
-    assert decision.outcome is outcome and decision.ledger is Ledger.LEAVE
+    assert decision.outcome is outcome and decision.ledger is OnClaim.LEAVE
     assert decision.claim_until_ms == (42 if outcome is Outcome.ORPHANED else None)
 
 
@@ -268,7 +268,7 @@ def test_a_sent_email_is_recorded_sent_with_ses_message_id():
     decision = decisions.sent(EMAIL, "ses-1")
     assert (decision.outcome, decision.ledger, decision.recorded, decision.message_id) == (
         Outcome.SENT,
-        Ledger.RECORD,
+        OnClaim.RECORD,
         SENT,
         "ses-1",
     )
@@ -277,7 +277,7 @@ def test_a_sent_email_is_recorded_sent_with_ses_message_id():
 
 def test_an_unreadable_message_is_recorded_unattributed_and_an_unfetched_one_only_retried():
     unreadable = decisions.unreadable(QUEUE, "{not json", "bad")
-    assert unreadable.outcome is Outcome.RETRY and unreadable.ledger is Ledger.LEAVE
+    assert unreadable.outcome is Outcome.RETRY and unreadable.ledger is OnClaim.LEAVE
     assert RecordUnattributed("{not json", f"unreadable queued message in {QUEUE}: bad") in unreadable.effects
     unfetched = decisions.payload_unavailable(QUEUE, "EndpointConnectionError")
     assert unfetched.outcome is Outcome.RETRY and _kinds(unfetched) == []

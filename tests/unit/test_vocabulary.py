@@ -67,8 +67,8 @@ RETIRED = [
     Retired(
         "the drainer called the sender",
         # Lower-case "sender" after an article was the drainer; the From identity is written `Sender`.
-        r"\b([Tt]he|[Aa]|[Ee]ach|[Ee]very|[Oo]ne|[Nn]o|[Dd]ead) sender'?s?\b(?! (identity|settings|address))"
-        r"|\bsender (invocations?|threads?|containers?|functions?|loop)\b",
+        r"\b([Tt]he|[Aa]|[Ee]ach|[Ee]very|[Oo]ne|[Nn]o|[Dd]ead|[Ii]ts) sender'?s?\b(?! (identity|settings|address))"
+        r"|\bcopy's sender\b|\bsender (invocations?|threads?|containers?|functions?|loop|died|dies)\b",
         "the drainer (a Sender, capitalised, is the From identity only)",
         flags=0,
     ),

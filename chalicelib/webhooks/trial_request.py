@@ -24,7 +24,7 @@ from chalicelib.webhooks.signing import signed_headers
 
 
 @dataclass(frozen=True)
-class TestResult:
+class TrialResult:
     message_id: str
     status: int | None
     error: str | None
@@ -63,7 +63,7 @@ class WebhookTester:
         self._clock = clock
         self._resolver = resolver
 
-    def send(self, user_id: str, endpoint_id: str) -> TestResult | None:
+    def send(self, user_id: str, endpoint_id: str) -> TrialResult | None:
         """None if the tenant has no such endpoint."""
         endpoint = self._endpoints.get(user_id, endpoint_id)
         if endpoint is None:
@@ -72,7 +72,7 @@ class WebhookTester:
         try:
             target = url_policy.check(endpoint.url, allow_loopback=self._allow_loopback, resolver=self._resolver)
         except ValueError as exc:  # the name resolves elsewhere now than when it was registered
-            return TestResult(message_id, None, str(exc), 0)
+            return TrialResult(message_id, None, str(exc), 0)
         now = self._clock()
         body = json.dumps(
             {"type": "moonsend.test", "timestamp": iso_ms(int(now * 1000)), "data": {"endpoint": endpoint.id}},
@@ -81,6 +81,6 @@ class WebhookTester:
         headers = signed_headers(endpoint.secret, message_id, int(now), body)
         answer = client.post(target, headers, body)
         sent = {"method": "POST", "url": endpoint.url, "headers": {**headers, "user-agent": client.USER_AGENT}}
-        return TestResult(
+        return TrialResult(
             message_id, answer.status, answer.error, answer.took_ms, {**sent, "body": body}, answer.excerpt
         )

@@ -10,6 +10,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import Any
 
 import requests
@@ -231,7 +232,9 @@ def _queued_with_no_drain(stack: Any, user: str) -> Campaign:
         stack.client("cloudwatch").disable_alarm_actions(AlarmNames=[alarm_name(queue)])
     stack.alarms.evaluate_once(force=True)  # the alarms' definitions read again now, not when their cache lapses
     c = Container(stack.settings)
-    c.__dict__["drains"] = _NoDrain()  # before the precompiler is made, which takes it
+    # Put in place of the container's cached property of that name (a rename must not leave this a no-op).
+    assert isinstance(type(c).__dict__.get("drain_starter"), cached_property)
+    c.__dict__["drain_starter"] = _NoDrain()  # before the precompiler is made, which takes it
     recipients = [f"success+{user}-{i}@{SIMULATOR}" for i in range(2)]
     spec = CampaignSpec(user, sender, "Hi {{ name }}", "<p>Dear {{ name }}</p>", "c2")
     for message in messages(spec, [{"email": e, "metadata": {"name": "N"}} for e in recipients]):

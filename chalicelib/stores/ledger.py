@@ -343,9 +343,13 @@ class Ledger:
         m = self._model
         attr = getattr(m, f"{kind}_at")
         now = int(time.time() * 1000)
+        line = f"{kind}: {detail}"[:1000]
+        # Delivery comes before anything else the receiving side says; handled after it (a batch's events run
+        # several at once), it must not hide a bounce or complaint already shown: it is the line only if none is.
+        feedback = m.feedback.set(m.feedback | line) if kind == "delivered" else m.feedback.set(line)
         try:
             m(pk_of(user_id, campaign_id), email.lower()).update(
-                actions=[attr.set(now), m.feedback.set(f"{kind}: {detail}"[:1000]), m.updated_at.set(now)],
+                actions=[attr.set(now), feedback, m.updated_at.set(now)],
                 condition=(
                     attr.does_not_exist() & (m.message_id.does_not_exist() | (m.message_id == message_id))
                     if message_id

@@ -163,6 +163,17 @@ class TestLedgerContract:
         assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1") is False
         assert ledger.recorded(user, "c1", ["a@example.org"]) == {"a@example.org": "sent"}
 
+    def test_a_delivery_handled_after_a_complaint_leaves_the_complaint_shown(
+        self, ledger: LedgerPort, uid: str
+    ) -> None:
+        """A batch's events run several at once: SES's Delivery may be recorded after its Complaint."""
+        user = f"u{uid}"
+        claim = ledger.claim(user, "c1", "a@example.org", 300)
+        assert isinstance(claim, Claim) and ledger.finish(claim, "sent", message_id="m-1")
+        assert ledger.record_feedback(user, "c1", "a@example.org", "complained", "abuse", "m-1") is True
+        assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1") is True
+        assert [e.feedback for e in ledger.entries(user, "c1")] == ["complained: abuse"]
+
     def test_outcomes_are_read_for_many_campaigns_at_once_past_a_requests_hundred_keys(
         self, ledger: LedgerPort, uid: str
     ) -> None:

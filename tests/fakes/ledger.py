@@ -112,7 +112,8 @@ class FakeLedger:
             if message_id and row.get("message_id") not in (None, message_id):
                 return False
             row[f"{kind}_at"] = 1
-            row["feedback"] = f"{kind}: {detail}"
+            if kind != "delivered" or not row.get("feedback"):  # a late Delivery hides nothing said after it
+                row["feedback"] = f"{kind}: {detail}"
             return True
 
     def claim(self, user: str, campaign: str, email: str, hold_s: float) -> Claim | Entry:
@@ -179,6 +180,7 @@ class FakeLedger:
                     row.get("reason"),
                     row.get("message_id"),
                     row.get("updated_at"),
+                    feedback=row.get("feedback"),
                     claimed_until=int(until * 1000) if until else None,
                     retried_at=row.get("retried_at"),
                     retries=row.get("retries", 0),

@@ -15,7 +15,6 @@ from typing import Any
 from chalicelib.core.contract import QueuedEmail, expired_reason
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.send.outcomes import (
-    DISPOSITIONS,
     Decision,
     Effect,
     ForgetSesTenant,
@@ -49,12 +48,11 @@ def claimed(
     message_id: str | None = None,
     effects: tuple[Effect, ...] = (),
 ) -> Decision:
-    """A claimed recipient's decision, its ledger effect as DISPOSITIONS has it. A failure's email is kept
-    for retry-failed before it is recorded."""
-    d = DISPOSITIONS[outcome]
-    if d.recorded == FAILED:
+    """A claimed recipient's decision, its ledger effect as its outcome's row has it. A failure's email is
+    kept for retry-failed before it is recorded."""
+    if outcome.recorded == FAILED:
         effects = (*effects, SaveFailedCopy(email))
-    return Decision(outcome, d.ledger, d.recorded, reason, message_id, effects)
+    return Decision(outcome, outcome.on_claim, outcome.recorded, reason, message_id, effects)
 
 
 def unclaimed(outcome: Outcome, *effects: Effect, claim_until_ms: int | None = None) -> Decision:
@@ -152,8 +150,7 @@ def not_sent(
         effects.append(log("warning", "sending stopped", queue=queue_name, user=user, reason=reason))
     elif outcome is Outcome.RETRY:
         effects.append(log("warning", "send not made, will retry", user=user, queue=queue_name, reason=reason))
-    recorded = DISPOSITIONS[outcome].recorded
-    return claimed(outcome, email, reason=reason if recorded else None, effects=tuple(effects))
+    return claimed(outcome, email, reason=reason if outcome.recorded else None, effects=tuple(effects))
 
 
 def ses_paused(exc: Exception, email: QueuedEmail, queue_name: str, reason: str | None) -> Decision:

@@ -1,19 +1,20 @@
-"""One received message, from its body to its outcome: read → claim → gate → pace → SES → record.
+"""One received message, from its body to its outcome: read → claim → gate → pace → SES, then apply.
 
-Decide, then do: each step reads what it must and decides (chalicelib.send.decisions, pure); the decision
-names the outcome, its ledger effect and its side effects, and the executor (chalicelib.send.executor)
-applies it. What the drain does with the SQS message afterwards is the outcome table's business
-(chalicelib.send.outcomes), not this module's. The order is the exactly-once contract (docs/exactly-once.md):
-the recipient is claimed in the ledger before anything is sent, the campaign and the tenant's pauses are
-asked again after the wait for the rate slot (a cancel or a pause wins over every send not yet on its way
-to SES), and the outcome is recorded
-before the message may be deleted.
+Decide, then do: each step reads what it must and decides (chalicelib.send.decisions, pure); the first
+step that settles the message returns its Decision (the outcome, its ledger effect, its side effects, its
+message's Action), and `deliver` hands it once to the executor (chalicelib.send.executor). What the drain
+does with the SQS message afterwards is the Action's business (chalicelib.send.drainer), not this module's.
+The order is the exactly-once contract (docs/exactly-once.md): the recipient is claimed in the ledger before
+anything is sent, the campaign and the tenant's pauses are asked again after the wait for the rate slot (a
+cancel or a pause wins over every send not yet on its way to SES), and the outcome is recorded before the
+message may be deleted.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from chalicelib.core import log
@@ -26,7 +27,8 @@ from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.send import decisions
 from chalicelib.send.executor import Executor
 from chalicelib.send.identity import NO_KEYS_REASON
-from chalicelib.send.outcomes import NOT_SENT_ERRORS, Decision, Outcome, Verdict
+from chalicelib.send.outcomes import NOT_SENT_ERRORS, Decision, Outcome
+from chalicelib.send.rate_limiter import QueuePacing
 from chalicelib.send.sides import Content, GateReads, QueueRef, SendState, SesSide
 from chalicelib.stores.ledger_model import FINAL, Claim, Entry
 from chalicelib.stores.ports import LedgerClaims
@@ -42,6 +44,25 @@ PAUSE_STATUS_MAX_AGE_S = 5.0
 
 # (user, lower-cased address) -> why: recipients of a receive batch found suppressed since they were queued.
 Suppressed = Mapping[tuple[str, str], str]
+
+
+class _Slot:
+    """The rate slot a send took, given back exactly once: before a sent email is recorded (the ledger's write
+    must not hold the pacing's window), after a refusal is applied (a throttle slows the pacing before the
+    next send takes a slot). `asked_ses`: whether SES was asked, so whether an email may have gone."""
+
+    def __init__(self) -> None:
+        self._pacing: QueuePacing | None = None
+        self._held: list[Any] | None = None
+        self.asked_ses = False
+
+    def take(self, pacing: QueuePacing, share_of_rate: float) -> None:
+        self._pacing, self._held = pacing, pacing.acquire(share_of_rate)
+
+    def free(self) -> None:
+        if self._pacing is not None and self._held is not None:
+            held, self._held = self._held, None
+            self._pacing.done(held)
 
 
 class Delivery:
@@ -63,39 +84,66 @@ class Delivery:
         self._content = content
         self._executor = executor
 
-    def deliver(self, queue: QueueRef, message: dict[str, Any], suppressed: Suppressed) -> Verdict:
-        """Take one message of `queue` (its drainer's slot) to its outcome."""
+    def deliver(self, queue: QueueRef, message: dict[str, Any], suppressed: Suppressed) -> Decision:
+        """Take one message of `queue` (its drainer's slot) to its outcome: decided by the steps below, then
+        applied once, here, by the executor. The drain acts on the SQS message after."""
+        slot = _Slot()
+        try:
+            decision = self._decide(queue, message, suppressed, slot)
+            if decision.outcome is Outcome.SENT:
+                slot.free()
+            decision = self._apply(decision, slot)
+        finally:
+            slot.free()
+        return decision
+
+    def _apply(self, decision: Decision, slot: _Slot) -> Decision:
+        """The decision carried out. One that cannot be (its ledger write throttled past the SDK's retries)
+        before SES was asked sent nothing: the claim is given back and the message tried again after a
+        back-off, rather than the drain failing and the recipient waiting out the claim (30 minutes)."""
+        try:
+            self._executor.apply(decision)
+            return decision
+        except Exception as exc:
+            if slot.asked_ses or decision.claim is None or decision.email is None or decision.outcome is Outcome.RETRY:
+                raise
+            retry = self._not_now(decision.email, f"its {decision.outcome.value} outcome's write", exc)
+            retry = replace(retry, email=decision.email, body=decision.body, claim=decision.claim)
+            self._executor.apply(retry)
+            return retry
+
+    def _decide(self, queue: QueueRef, message: dict[str, Any], suppressed: Suppressed, slot: _Slot) -> Decision:
         read = self._read(queue.name, message)
-        if isinstance(read, Verdict):
+        if isinstance(read, Decision):
             return read
         email, body = read
         claim = self._claim(email)
-        if isinstance(claim, Decision):
-            return Verdict(self._executor.apply(claim), email, body, claim.claim_until_ms)
+        if isinstance(claim, Decision):  # another copy's claim: this delivery holds none
+            return replace(claim, email=email, body=body)
         try:
             tenant = self._gate_reads.tenants.get(email.user_id)
             why = self._suppression(email, suppressed, via_s3=body is not message["Body"])
-            gate = self._gate(email, claim, tenant, why)
+            gate = self._gate(email, tenant, why)
         except Exception as exc:
-            return Verdict(self._not_now(email, claim, "its gate", exc), email, body)
+            gate = self._not_now(email, "its gate", exc)
         if isinstance(gate, Tenant):
-            outcome, drainers = self._send(queue, email, claim, gate, message)
+            decision, drainers = self._send(queue, email, gate, message, slot)
         else:
-            outcome, drainers = gate, 1
+            decision, drainers = gate, 1
         sent_at = message.get("Attributes", {}).get("SentTimestamp")
-        lag = int(time.time() * 1000) - int(sent_at) if outcome is Outcome.SENT and sent_at else None
-        return Verdict(outcome, email, body, lag_ms=lag, drainers=drainers)
+        lag = int(time.time() * 1000) - int(sent_at) if decision.outcome is Outcome.SENT and sent_at else None
+        return replace(decision, email=email, body=body, claim=claim, lag_ms=lag, drainers=drainers)
 
-    def _read(self, queue_name: str, message: dict[str, Any]) -> tuple[QueuedEmail, str] | Verdict:
+    def _read(self, queue_name: str, message: dict[str, Any]) -> tuple[QueuedEmail, str] | Decision:
         """The queued email, fetched from S3 when the message is a pointer to it."""
         try:
             body = self._content.payloads.unwrap(message["Body"])
         except Exception as exc:  # S3 unreachable: try again later
-            return Verdict(self._executor.apply(decisions.payload_unavailable(queue_name, type(exc).__name__)))
+            return decisions.payload_unavailable(queue_name, type(exc).__name__)
         try:
             return QueuedEmail.from_json(body), body
         except MessageInvalid as exc:
-            return Verdict(self._executor.apply(decisions.unreadable(queue_name, body, str(exc))), body=body)
+            return replace(decisions.unreadable(queue_name, body, str(exc)), body=body)
 
     def _claim(self, email: QueuedEmail) -> Claim | Decision:
         """The recipient, claimed for this send; or why another copy has it (sent, being sent, orphaned)."""
@@ -115,17 +163,15 @@ class Delivery:
             return self._gate_reads.suppressions.check(email.user_id, [email.recipient_email]).get(key[1])
         return None
 
-    def _gate(
-        self, email: QueuedEmail, claim: Claim, tenant: Tenant | None, suppressed: str | None
-    ) -> Outcome | Tenant:
+    def _gate(self, email: QueuedEmail, tenant: Tenant | None, suppressed: str | None) -> Decision | Tenant:
         """Whether it may be sent at all: not suppressed, its tenant known and not paused, its campaign going.
-        The outcome when it may not (a tenant the registry does not know is failed); else the tenant to send as."""
+        The decision when it may not (a tenant the registry does not know is failed); else the tenant to send as."""
         paused = tenant is not None and self._gate_reads.tenants.pause_of(email.user_id) is not None
         decision = decisions.gate(email, suppressed, tenant is not None, paused) or self._campaign_says(email)
         if decision is None and tenant is not None:
             return tenant
         assert decision is not None  # the gate decides every tenant the registry does not know (failed)
-        return self._do(decision, claim, email)
+        return decision
 
     def _campaign_says(self, email: QueuedEmail) -> Decision | None:
         """EXPIRED, CANCELLED or CAMPAIGN_PAUSED if the campaign is stopped (its state read if not expired)."""
@@ -142,7 +188,7 @@ class Delivery:
             stopped = decisions.claimed(Outcome.TENANT_PAUSED, email)
         return stopped
 
-    def _not_now(self, email: QueuedEmail, claim: Claim, step: str, exc: Exception) -> Outcome:
+    def _not_now(self, email: QueuedEmail, step: str, exc: Exception) -> Decision:
         """A read before SES's call failed (a dependency throttled past the SDK's retries, or unavailable):
         nothing was sent, so the claim is given back and the message tried again after a back-off, rather
         than the invocation failing and every email it had claimed waiting out the claim (30 minutes)."""
@@ -153,69 +199,64 @@ class Delivery:
             step=step,
             error=f"{type(exc).__name__}: {exc}"[:300],
         )
-        return self._do(decisions.claimed(Outcome.RETRY, email), claim, email)
-
-    def _do(self, decision: Decision, claim: Claim, email: QueuedEmail) -> Outcome:
-        return self._executor.apply(decision, claim, email)
+        return decisions.claimed(Outcome.RETRY, email)
 
     def _send(
-        self, queue: QueueRef, email: QueuedEmail, claim: Claim, tenant: Tenant, message: dict[str, Any]
-    ) -> tuple[Outcome, int]:
-        """The outcome, and how many drainers the email's rate needs (slot 0 starts the others)."""
+        self, queue: QueueRef, email: QueuedEmail, tenant: Tenant, message: dict[str, Any], slot: _Slot
+    ) -> tuple[Decision, int]:
+        """The decision, and how many drainers the email's rate needs (slot 0 starts the others)."""
         identity = self._ses.identity
         try:
             sender = identity.sender_for(email, tenant, queue.free)
         except Exception as exc:  # KMS throttled or unavailable: the keys are read again at the next try
-            return self._not_now(email, claim, "its SES keys", exc), 1
+            return self._not_now(email, "its SES keys", exc), 1
         if sender is None:
-            return self._do(decisions.claimed(Outcome.FAILED, email, reason=NO_KEYS_REASON), claim, email), 1
+            return decisions.claimed(Outcome.FAILED, email, reason=NO_KEYS_REASON), 1
         try:
             withdrawn = identity.from_withdrawn(email, sender) if queue.free else None
         except Exception as exc:  # the claim could not be read: not sent now, asked again at the next try
-            return self._not_now(email, claim, "its From address's owner", exc), 1
+            return self._not_now(email, "its From address's owner", exc), 1
         if withdrawn is not None:
-            return self._do(decisions.claimed(Outcome.FAILED, email, reason=withdrawn), claim, email), 1
+            return decisions.claimed(Outcome.FAILED, email, reason=withdrawn), 1
         rate = identity.rate_for(queue.name, sender)
         max_rate = self._settings.drainer_max_rate
         mine, drainers = share(rate, queue.slot, max_rate), drainers_for(rate, max_rate)
         if mine <= 0:  # this drainer's band of the rate is empty: the drainers below it send this email
-            return self._do(decisions.claimed(Outcome.FEWER_DRAINERS, email), claim, email), drainers
-        return self._paced_send(queue, mine, email, claim, sender, message), drainers
+            return decisions.claimed(Outcome.FEWER_DRAINERS, email), drainers
+        return self._paced_send(queue, mine, email, sender, message, slot), drainers
 
     def _paced_send(
         self,
         queue: QueueRef,
         share_of_rate: float,
         email: QueuedEmail,
-        claim: Claim,
         sender: Sender,
         message: dict[str, Any],
-    ) -> Outcome:
-        """Wait for a turn within this drainer's share of the rate, ask the campaign once more, send, record.
+        slot: _Slot,
+    ) -> Decision:
+        """Wait for a turn within this drainer's share of the rate, ask the campaign once more, send.
 
-        A refusal is decided and applied before the slot is done with (as SES's answer is part of the send);
-        a sent email is recorded after, so that the ledger's write does not hold the pacing's window."""
+        The slot is held until `deliver` has applied a refusal (SES's answer is part of the send), and freed
+        before a sent email is recorded."""
         ses_tenant = self._ses_tenant(email, sender) if queue.free else None
         if queue.free and ses_tenant is None:  # its SES tenant is not set up: tried again later
-            return self._do(decisions.claimed(Outcome.RETRY, email), claim, email)
-        pacing = self._state.pacings.of(queue.name, queue.slot)
+            return decisions.claimed(Outcome.RETRY, email)
         mime = self._mime(email, sender)
-        slots = pacing.acquire(share_of_rate)
+        slot.take(self._state.pacings.of(queue.name, queue.slot), share_of_rate)
         try:
-            try:
-                stopped = self._stopped_now(email)
-            except Exception as exc:
-                return self._not_now(email, claim, "its pauses, after the rate's wait", exc)
-            if stopped is not None:
-                return self._do(stopped, claim, email)
-            self._state.sent_ahead.take(email.user_id, share_of_rate)
-            started_s = time.time()  # the second it counts in: the rate's slot, not when the ledger was written
+            stopped = self._stopped_now(email)
+        except Exception as exc:
+            return self._not_now(email, "its pauses, after the rate's wait", exc)
+        if stopped is not None:
+            return stopped
+        self._state.sent_ahead.take(email.user_id, share_of_rate)
+        started_s = time.time()  # the second it counts in: the rate's slot, not when the ledger was written
+        slot.asked_ses = True
+        try:
             message_id = self._ses.api.send(sender, email.recipient_email, mime, platform=queue.free, tenant=ses_tenant)
         except NOT_SENT_ERRORS as exc:
-            return self._do(self._refused(exc, queue, email, sender, message), claim, email)
-        finally:
-            pacing.done(slots)
-        return self._do(decisions.sent(email, message_id, started_s), claim, email)
+            return self._refused(exc, queue, email, sender, message)
+        return decisions.sent(email, message_id, started_s)
 
     def _refused(
         self,

@@ -2,8 +2,8 @@
 
 The loop: receive up to 10 messages at a time, running ahead of sending so that the rate limiter, not
 the receive-send-delete round trip, sets the pace; hand each message to a Delivery (read → claim → gate
-→ pace → SES → record, in a pool of workers); collect the verdicts as they finish and act on each by the
-outcome table (chalicelib.send.outcomes); delete recorded messages in batches. It stops before the
+→ pace → SES → record, in a pool of workers); collect the decisions as they finish and carry out each one's
+Action on its message (chalicelib.send.outcomes); delete recorded messages in batches. It stops before the
 Lambda's time runs out and says so, so the handler can hand on to a fresh invocation; two empty long
 polls in a row mean the queue is drained.
 """
@@ -31,7 +31,7 @@ from chalicelib.queueing.drain_starter import EMPTY_POLLS_TO_FINISH, RECENTLY_S,
 from chalicelib.send.delivery import Delivery, Suppressed
 from chalicelib.send.drain_report import DrainResult, report_drain
 from chalicelib.send.message_actions import THROTTLES_ATTRIBUTE
-from chalicelib.send.outcomes import DISPOSITIONS, STOP_REASONS, Action, Outcome, Verdict
+from chalicelib.send.outcomes import STOP_REASONS, Action, Decision, Outcome
 from chalicelib.send.sides import DrainQueues, GateReads, QueueRef, SendState
 
 # Past its due time, email put back is looked for this long before the drain takes it as taken elsewhere.
@@ -51,7 +51,7 @@ CLAIM_HOLD_S = 6 * SEND_VISIBILITY_TIMEOUT_S
 SEND_WORKERS = 48
 MAX_AHEAD = 200
 RECEIVE_BATCH = 10  # SQS's most per ReceiveMessage
-_ToPark = tuple[dict[str, Any], Verdict]  # a paused email's message and verdict, parked once per collect
+_ToPark = tuple[dict[str, Any], Decision]  # a paused email's message and decision, parked once per collect
 
 
 @dataclass
@@ -61,8 +61,8 @@ class _Drain:
 
     ref: QueueRef
     result: DrainResult
-    inflight: dict[Future[Verdict], dict[str, Any]] = field(default_factory=dict)
-    finished: queue.SimpleQueue[Future[Verdict]] = field(default_factory=queue.SimpleQueue)
+    inflight: dict[Future[Decision], dict[str, Any]] = field(default_factory=dict)
+    finished: queue.SimpleQueue[Future[Decision]] = field(default_factory=queue.SimpleQueue)
     to_delete: list[dict[str, Any]] = field(default_factory=list)
     backlog_read_at: float = float("-inf")  # slot 0: when it last read the queue's depth for helpers
     short_receive_at: float = float("-inf")  # when a receive last found less than a batch
@@ -102,18 +102,6 @@ class Drainer:
         self._gate = gate
         self._drains = drains
         self._owners: dict[str, str] = {}  # tenant queue -> its tenant (the queue's tag)
-        # One message's action, by the outcome table's Action (chalicelib.send.outcomes).
-        self._on: dict[Action, Callable[[_Drain, dict[str, Any], Verdict, list[_ToPark]], None]] = {
-            Action.DELETE: self._delete,
-            Action.REQUEUE_LATER: lambda d, m, _v, _p: d.put_back(self._actions.requeue_later(d.ref.url, m)),
-            Action.BACK_OFF: lambda d, m, _v, _p: d.put_back(self._actions.back_off(d.ref.url, m)),
-            Action.WAIT_FOR_CLAIM: lambda d, m, v, _p: d.put_back(self._actions.wait_for_claim(d.ref.url, m, v)),
-            Action.TO_DEAD_LETTER: lambda d, m, _v, _p: self._actions.visible_now(d.ref.url, m),
-            Action.HAND_BACK: self._hand_back,
-            Action.PARK: self._park,
-            Action.PARK_OR_STOP: self._park_or_stop,
-            Action.STOP: self._stop,
-        }
 
     def drain(self, queue_name: str, remaining_ms: Callable[[], int], slot: int = 0) -> DrainResult:
         """Drain until the queue is empty, the deadline nears, or SES says stop for today.
@@ -246,10 +234,10 @@ class Drainer:
         return self._state.pacings.rate(d.ref.name, d.ref.slot) or 10.0
 
     def _collect(self, d: _Drain, *, wait: bool) -> None:
-        """Act on every verdict that has come in (waiting up to 0.2 s for the first, if asked to)."""
+        """Act on every decision that has come in (waiting up to 0.2 s for the first, if asked to)."""
         if not d.inflight:
             return
-        done: list[Future[Verdict]] = []
+        done: list[Future[Decision]] = []
         try:
             # Finished sends announce themselves on a queue, so collecting costs nothing per send still
             # running (scanning up to MAX_AHEAD futures after every receive cost a third of a core at 500/s).
@@ -263,16 +251,10 @@ class Drainer:
         for i, future in enumerate(done):
             m = d.inflight.pop(future)
             try:
-                verdict = future.result()
-                disposition = DISPOSITIONS[verdict.outcome]
-                if disposition.count:
-                    setattr(d.result, disposition.count, getattr(d.result, disposition.count) + 1)
-                if verdict.email is not None and verdict.outcome not in _NOT_CLAIMED:
-                    d.result.tenants.add(verdict.email.user_id)  # the tenants whose email this drain handled
-                if verdict.lag_ms is not None:
-                    d.result.lag.add(verdict.lag_ms)
-                drainers = max(drainers, verdict.drainers)
-                self._on[disposition.action](d, m, verdict, to_park)
+                decision = future.result()
+                self._count(d.result, decision)
+                drainers = max(drainers, decision.drainers)
+                self._act(d, m, decision, to_park)
             except Exception:
                 # Taken off the queue with it, still to be acted on: left off it, `_finish_inflight` would
                 # wait for them until the Lambda is killed (an action's SQS call throttled past the SDK's
@@ -311,30 +293,44 @@ class Drainer:
         for slot in range(1, drainers):
             self._drains.ensure(d.ref.name, slot=slot)
 
-    # --- the actions (the outcome table's; parking is gathered, to store one batch per paused campaign) ----
+    @staticmethod
+    def _count(result: DrainResult, decision: Decision) -> None:
+        count = decision.outcome.count
+        if count:
+            setattr(result, count, getattr(result, count) + 1)
+        if decision.email is not None and decision.outcome not in _NOT_CLAIMED:
+            result.tenants.add(decision.email.user_id)  # the tenants whose email this drain handled
+        if decision.lag_ms is not None:
+            result.lag.add(decision.lag_ms)
 
-    def _delete(self, d: _Drain, m: dict[str, Any], _verdict: Verdict, _to_park: list[_ToPark]) -> None:
-        d.to_delete.append(m)
-
-    def _hand_back(self, d: _Drain, m: dict[str, Any], _verdict: Verdict, _to_park: list[_ToPark]) -> None:
-        self._actions.hand_back(d.ref.url, m)
-        self._drains.ensure(d.ref.name)  # slot 0 may have ended while this one held the email
-        d.result.stopped_reason = STOP_REASONS[Action.HAND_BACK]
-
-    def _park(self, _d: _Drain, m: dict[str, Any], verdict: Verdict, to_park: list[_ToPark]) -> None:
-        to_park.append((m, verdict))
-
-    def _park_or_stop(self, d: _Drain, m: dict[str, Any], verdict: Verdict, to_park: list[_ToPark]) -> None:
-        """The shared queue goes on for the other free tenants; a paused tenant's own queue stops (later drains
-        check the pause before receiving)."""
-        if d.ref.free:
-            to_park.append((m, verdict))
-            return
-        self._actions.visible_now(d.ref.url, m)
-        d.result.stopped_reason = STOP_REASONS[Action.PARK_OR_STOP]
-
-    def _stop(self, d: _Drain, _m: dict[str, Any], _verdict: Verdict, _to_park: list[_ToPark]) -> None:
-        d.result.stopped_reason = STOP_REASONS[Action.STOP]
+    def _act(self, d: _Drain, m: dict[str, Any], decision: Decision, to_park: list[_ToPark]) -> None:
+        """The decision's Action on its SQS message: the one part of a decision the drain carries out, on its
+        own thread, because deletes go ten to a request and parked email one batch per paused campaign."""
+        url = d.ref.url
+        match decision.action:
+            case Action.DELETE:
+                d.to_delete.append(m)
+            case Action.REQUEUE_LATER:
+                d.put_back(self._actions.requeue_later(url, m))
+            case Action.BACK_OFF:
+                d.put_back(self._actions.back_off(url, m))
+            case Action.WAIT_FOR_CLAIM:
+                d.put_back(self._actions.wait_for_claim(url, m, decision))
+            case Action.TO_DEAD_LETTER:
+                self._actions.visible_now(url, m)
+            case Action.PARK:
+                to_park.append((m, decision))
+            case Action.PARK_OR_STOP if d.ref.free:  # the shared queue goes on for the other free tenants
+                to_park.append((m, decision))
+            case Action.PARK_OR_STOP:  # a paused tenant's own queue stops (later drains check before receiving)
+                self._actions.visible_now(url, m)
+                d.result.stopped_reason = STOP_REASONS[Action.PARK_OR_STOP]
+            case Action.HAND_BACK:
+                self._actions.hand_back(url, m)
+                self._drains.ensure(d.ref.name)  # slot 0 may have ended while this one held the email
+                d.result.stopped_reason = STOP_REASONS[Action.HAND_BACK]
+            case Action.STOP:
+                d.result.stopped_reason = STOP_REASONS[Action.STOP]
 
     def _suppressed_in(self, messages: list[dict[str, Any]]) -> Suppressed:
         """One look-up per receive batch: which of these recipients were suppressed since queued."""

@@ -1,4 +1,5 @@
-"""The send path's one executor: applies a Decision (chalicelib.send.outcomes), its effects by their type.
+"""The send path's one executor: applies a Decision (chalicelib.send.outcomes), its effects by their type,
+once per delivery, at its end (the drain then acts on the SQS message, chalicelib.send.drainer).
 
 The order is fixed here, for every decision: the side effects that must come first (the guard's count
 given back, the failed copy saved so that retry-failed finds every failed one's email), then the ledger
@@ -19,7 +20,6 @@ from chalicelib.send.outcomes import (
     GiveBackCount,
     Log,
     OnClaim,
-    Outcome,
     PauseTenant,
     RecordUnattributed,
     SaveFailedCopy,
@@ -56,17 +56,17 @@ class Executor:
             Log: self._log,
         }
 
-    def apply(self, decision: Decision, claim: Claim | None = None, email: QueuedEmail | None = None) -> Outcome:
-        """Carry the decision out for `email`, whose recipient `claim` holds (if this delivery claimed it)."""
+    def apply(self, decision: Decision) -> None:
+        """Carry the decision out: its effects, and its ledger effect on the claim it holds (if the delivery
+        claimed the recipient)."""
         for effect in decision.effects:
             if not effect.after_ledger:
                 self._handlers[type(effect)](effect)
-        if claim is not None and email is not None:
-            self._on_ledger(decision, claim, email)
+        if decision.claim is not None and decision.email is not None:
+            self._on_ledger(decision, decision.claim, decision.email)
         for effect in decision.effects:
             if effect.after_ledger:
                 self._handlers[type(effect)](effect)
-        return decision.outcome
 
     def _on_ledger(self, decision: Decision, claim: Claim, email: QueuedEmail) -> None:
         if decision.ledger is OnClaim.UNCLAIM:

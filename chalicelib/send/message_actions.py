@@ -19,7 +19,7 @@ from chalicelib.core.contract import MAX_DELAY_S
 from chalicelib.core.ports import SqsMessageActions
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.queueing.enqueuer import send_copy
-from chalicelib.send.outcomes import Outcome, Verdict
+from chalicelib.send.outcomes import Decision, Outcome
 from chalicelib.stores.payloads import PayloadStore
 
 MAX_BACK_OFF_S = 900
@@ -82,7 +82,7 @@ class MessageActions:
             return None
         return delay
 
-    def wait_for_claim(self, url: str, message: dict[str, Any], verdict: Verdict) -> int | None:
+    def wait_for_claim(self, url: str, message: dict[str, Any], decision: Decision) -> int | None:
         """Another copy's claim is live: look again later (in how many seconds; None: not applied).
 
         On its last receive but one, backing off once more would let SQS dead-letter it with no outcome
@@ -91,7 +91,7 @@ class MessageActions:
         minutes of delay; it waits again if the claim is longer)."""
         if _receives(message) < MAX_RECEIVE_COUNT - 1:
             return self.back_off(url, message)
-        delay = _claim_delay(verdict)
+        delay = _claim_delay(decision)
         send_copy(self._sqs, url, message["Body"], delay)
         try:
             self._sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
@@ -127,14 +127,14 @@ class MessageActions:
             log.warning("payload not deleted", error=type(exc).__name__)
 
 
-def _claim_delay(verdict: Verdict) -> int:
+def _claim_delay(decision: Decision) -> int:
     """Seconds until a waiting copy's fresh twin should be looked at: a live sender's claim ends within
     seconds (32 s); a dead one's when the claim expires (a second after, at most SQS's 15 minutes)."""
-    if verdict.outcome is not Outcome.ORPHANED:
+    if decision.outcome is not Outcome.ORPHANED:
         return 2**MAX_RECEIVE_COUNT
-    if verdict.claim_until_ms is None:
+    if decision.claim_until_ms is None:
         return MAX_DELAY_S
-    return max(2**MAX_RECEIVE_COUNT, min(MAX_DELAY_S, math.ceil(verdict.claim_until_ms / 1000 - time.time()) + 1))
+    return max(2**MAX_RECEIVE_COUNT, min(MAX_DELAY_S, math.ceil(decision.claim_until_ms / 1000 - time.time()) + 1))
 
 
 def _receives(message: dict[str, Any]) -> int:

@@ -2,15 +2,17 @@
 
 Decide, then do (as chalice's deploy planner and executor): a delivery (chalicelib.send.delivery) reads what
 it must (the ledger's claim, the tenant, the campaign, SES's answer) and decides; the decision is a value,
-a Decision naming the outcome, its ledger effect and its side effects as data (chalicelib.send.decisions
-makes them, pure); one executor (chalicelib.send.executor) applies it by dispatch on each effect's type.
+a Decision naming the outcome, its ledger effect, its side effects and its message's Action as data
+(chalicelib.send.decisions makes them, pure). The delivery hands it, once, to the one executor
+(chalicelib.send.executor), which applies the effects by their type and the ledger effect; the drain then
+carries out the Action on the SQS message (chalicelib.send.message_actions), batched with the others'.
 
-DISPOSITIONS says, for each outcome, its ledger effect on a claimed recipient, which count of the drain's
-result it adds to and which Action is taken on the SQS message (chalicelib.send.message_actions carries
-them out). NOT_SENT says, for each refusal SES's answer is classified as (chalicelib.send.ses_sender's
-`classify`), the outcome it decides and its side effects. The rule the tables encode: a message is deleted
-only when its outcome is in the ledger (record before delete); every other message comes back, later or
-as a fresh copy, so nothing is lost; and a claim is given back only when no email went to SES.
+Four nouns, each for a reason: an Outcome (what became of the message, with its row of the table: the count,
+the Action, the ledger effect), a Decision (one message's outcome with everything acting on it needs), an
+Effect (a side effect as data, so that the rules stay pure), and NotSent (SES's refusals, keyed by the error
+SES's adapter raises, `classify` in chalicelib.send.ses_sender). The rule the tables encode: a message is
+deleted only when its outcome is in the ledger (record before delete); every other message comes back,
+later or as a fresh copy, so nothing is lost; and a claim is given back only when no email went to SES.
 """
 
 from __future__ import annotations
@@ -30,30 +32,14 @@ from chalicelib.core.errors import (
     TenantSendingPaused,
     TransientSendError,
 )
-from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, SENT, SUPPRESSED
-
-
-class Outcome(enum.Enum):
-    SENT = "sent"  # recorded
-    FAILED = "failed"  # recorded with its reason
-    SUPPRESSED = "suppressed"  # suppressed since it was queued: recorded, not sent
-    CANCELLED = "cancelled"  # its campaign is cancelled: recorded, not sent
-    EXPIRED = "expired"  # past its campaign's deadline (scheduledAt + expiresAfter): recorded, not sent
-    DUPLICATE = "duplicate"  # the recipient already has its outcome: nothing to send
-    THROTTLED = "throttled"  # SES said slow down: a fresh copy later, and the queue's pace drops
-    RETRY = "retry"  # transient: back on the queue after a growing delay (SQS dead-letters after too many)
-    DEAD_LETTER = "dead-letter"  # its last try failed: recorded failed, SQS moves it to the dead-letter queue
-    QUOTA_REACHED = "quota-reached"  # the SES account can send no more today: the drain stops
-    IN_FLIGHT = "in-flight"  # another copy of it is being sent right now: look again in a moment
-    ORPHANED = "orphaned"  # claimed longer ago than a send takes: its drainer died; wait for SES's Send event
-    TENANT_PAUSED = "tenant-paused"  # its tenant is paused: parked, not sent, nothing recorded against it
-    CAMPAIGN_PAUSED = "campaign-paused"  # its campaign is paused: parked until resumed, the queue goes on
-    # Its rate needs fewer drainers than this one's slot (chalicelib.core.drainer_shares): handed back, this
-    # drainer ends, and the ones its rate needs send it.
-    FEWER_DRAINERS = "fewer-drainers"
+from chalicelib.stores import ledger_model as state  # its names are the members' too: qualified
+from chalicelib.stores.ledger_model import Claim
 
 
 class Action(enum.Enum):
+    """What is done with the SQS message: the drain carries it out (chalicelib.send.drainer), after the delivery
+    has applied the rest of the decision, so a message is deleted only once its outcome is recorded."""
+
     DELETE = "delete"  # its outcome is recorded: the message goes (in batches)
     REQUEUE_LATER = "requeue-later"  # a fresh copy after a growing delay: throttling is not the email's fault
     BACK_OFF = "back-off"  # the same message, invisible for a growing delay
@@ -73,31 +59,54 @@ class OnClaim(enum.Enum):
     LEAVE = "leave"  # the claim left as it is: another copy's, or ours held until SES's Send event records it
 
 
-@dataclass(frozen=True)
-class Disposition:
-    count: str | None  # the DrainResult count it adds to
+class Outcome(enum.Enum):
+    """What became of one received message, each with its row of the table: the DrainResult count it adds
+    to, the Action taken on its SQS message, its effect on a claimed recipient (OnClaim), and the ledger
+    state it is recorded as (RECORD only). One row per outcome, read where a decision is made, and nowhere
+    else: the decision carries what the row says."""
+
+    count: str | None
     action: Action
-    ledger: OnClaim  # its effect on a claimed recipient
-    recorded: str | None = None  # RECORD: the ledger state it is recorded as
+    on_claim: OnClaim
+    recorded: str | None
 
+    def __new__(
+        cls, value: str, count: str | None, action: Action, on_claim: OnClaim, recorded: str | None = None
+    ) -> Outcome:
+        member = object.__new__(cls)
+        member._value_ = value
+        member.count, member.action, member.on_claim, member.recorded = count, action, on_claim, recorded
+        return member
 
-DISPOSITIONS: dict[Outcome, Disposition] = {
-    Outcome.SENT: Disposition("sent", Action.DELETE, OnClaim.RECORD, SENT),
-    Outcome.FAILED: Disposition("failed", Action.DELETE, OnClaim.RECORD, FAILED),
-    Outcome.SUPPRESSED: Disposition("suppressed", Action.DELETE, OnClaim.RECORD, SUPPRESSED),
-    Outcome.CANCELLED: Disposition("cancelled", Action.DELETE, OnClaim.RECORD, CANCELLED),
-    Outcome.EXPIRED: Disposition("expired", Action.DELETE, OnClaim.RECORD, EXPIRED),
-    Outcome.DUPLICATE: Disposition("duplicates", Action.DELETE, OnClaim.LEAVE),
-    Outcome.THROTTLED: Disposition("throttled", Action.REQUEUE_LATER, OnClaim.UNCLAIM),
-    Outcome.RETRY: Disposition("retried", Action.BACK_OFF, OnClaim.UNCLAIM),
-    Outcome.IN_FLIGHT: Disposition("retried", Action.WAIT_FOR_CLAIM, OnClaim.LEAVE),
-    Outcome.ORPHANED: Disposition("retried", Action.WAIT_FOR_CLAIM, OnClaim.LEAVE),
-    Outcome.DEAD_LETTER: Disposition("dead_lettered", Action.TO_DEAD_LETTER, OnClaim.RECORD, FAILED),
-    Outcome.CAMPAIGN_PAUSED: Disposition("retried", Action.PARK, OnClaim.UNCLAIM),
-    Outcome.TENANT_PAUSED: Disposition("retried", Action.PARK_OR_STOP, OnClaim.UNCLAIM),
-    Outcome.QUOTA_REACHED: Disposition(None, Action.STOP, OnClaim.UNCLAIM),
-    Outcome.FEWER_DRAINERS: Disposition("handed_back", Action.HAND_BACK, OnClaim.UNCLAIM),
-}
+    # recorded:
+    SENT = ("sent", "sent", Action.DELETE, OnClaim.RECORD, state.SENT)
+    FAILED = ("failed", "failed", Action.DELETE, OnClaim.RECORD, state.FAILED)  # with its reason
+    SUPPRESSED = ("suppressed", "suppressed", Action.DELETE, OnClaim.RECORD, state.SUPPRESSED)  # since it was queued
+    CANCELLED = ("cancelled", "cancelled", Action.DELETE, OnClaim.RECORD, state.CANCELLED)  # its campaign is cancelled
+    # Past its campaign's deadline (scheduledAt + expiresAfter).
+    EXPIRED = ("expired", "expired", Action.DELETE, OnClaim.RECORD, state.EXPIRED)
+    # Its last try failed: recorded failed, SQS moves it to the dead-letter queue.
+    DEAD_LETTER = ("dead-letter", "dead_lettered", Action.TO_DEAD_LETTER, OnClaim.RECORD, state.FAILED)
+    # The recipient already has its outcome: nothing to send.
+    DUPLICATE = ("duplicate", "duplicates", Action.DELETE, OnClaim.LEAVE)
+    # SES said slow down: a fresh copy later, and the queue's pace drops.
+    THROTTLED = ("throttled", "throttled", Action.REQUEUE_LATER, OnClaim.UNCLAIM)
+    # Transient: back on the queue after a growing delay (SQS dead-letters after too many).
+    RETRY = ("retry", "retried", Action.BACK_OFF, OnClaim.UNCLAIM)
+    # Another copy of it is being sent right now: look again in a moment.
+    IN_FLIGHT = ("in-flight", "retried", Action.WAIT_FOR_CLAIM, OnClaim.LEAVE)
+    # Claimed longer ago than a send takes: its drainer died; wait for SES's Send event.
+    ORPHANED = ("orphaned", "retried", Action.WAIT_FOR_CLAIM, OnClaim.LEAVE)
+    # Its campaign is paused: parked until resumed, the queue goes on.
+    CAMPAIGN_PAUSED = ("campaign-paused", "retried", Action.PARK, OnClaim.UNCLAIM)
+    # Its tenant is paused: parked, not sent, nothing recorded against it.
+    TENANT_PAUSED = ("tenant-paused", "retried", Action.PARK_OR_STOP, OnClaim.UNCLAIM)
+    # The SES account can send no more today: the drain stops.
+    QUOTA_REACHED = ("quota-reached", None, Action.STOP, OnClaim.UNCLAIM)
+    # Its rate needs fewer drainers than this one's slot (chalicelib.core.drainer_shares): handed back, this
+    # drainer ends, and the ones its rate needs send it.
+    FEWER_DRAINERS = ("fewer-drainers", "handed_back", Action.HAND_BACK, OnClaim.UNCLAIM)
+
 
 # Why a drain stopped early, by the action that stops it.
 STOP_REASONS = {
@@ -105,18 +114,6 @@ STOP_REASONS = {
     Action.PARK_OR_STOP: "tenant paused",
     Action.HAND_BACK: "the queue's rate needs fewer drainers",
 }
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """One message's outcome, with what acting on it needs (nothing travels beside it)."""
-
-    outcome: Outcome
-    email: QueuedEmail | None = None  # None when the message could not be read
-    body: str | None = None  # the email as queued, fetched from S3 if the message was a pointer
-    claim_until_ms: int | None = None  # ORPHANED: when the dead drainer's claim expires
-    lag_ms: int | None = None  # SENT: from queueing to sending
-    drainers: int = 1  # how many drainers its rate needs (known once its Sender is: sent or not, after the gate)
 
 
 # --- side effects, as data (chalicelib.send.executor applies them, by type) ------------------------------------
@@ -189,16 +186,31 @@ class Log(Effect):
 
 @dataclass(frozen=True)
 class Decision:
-    """What a delivery decided for one message: its outcome, its ledger effect, its side effects in order."""
+    """What became of one received message and what is done about it, as a value: its outcome, its effect
+    on the recipient's claim, its side effects in order, and (from the outcome's row) its message's Action.
+
+    The rules (chalicelib.send.decisions) fill the first part; the delivery adds what it read (the email, its
+    claim) and applies the whole once (chalicelib.send.executor); the drain then acts on the message."""
 
     outcome: Outcome
-    ledger: OnClaim
+    ledger: OnClaim = OnClaim.LEAVE  # what is done to the claim (LEAVE: this delivery holds none)
     recorded: str | None = None  # RECORD: the state
     reason: str | None = None  # RECORD: why (a failure's, a suppression's, ...)
     message_id: str | None = None  # SENT: SES's id
     effects: tuple[Effect, ...] = ()
     sent_at_s: float | None = None  # SENT: when SES was asked (the second the timeline counts it in)
     claim_until_ms: int | None = None  # ORPHANED: when the dead drainer's claim expires
+    # What the delivery read, added before the decision is applied:
+    email: QueuedEmail | None = None  # None when the message could not be read
+    body: str | None = None  # the email as queued, fetched from S3 if the message was a pointer
+    claim: Claim | None = None  # this delivery's claim on the recipient, if it took one
+    lag_ms: int | None = None  # SENT: from queueing to sending
+    drainers: int = 1  # how many drainers its rate needs (known once its Sender is: sent or not, after the gate)
+
+    @property
+    def action(self) -> Action:
+        """What is done with its SQS message."""
+        return self.outcome.action
 
 
 # --- SES's refusals (chalicelib.send.ses_sender.classify makes them from SES's errors) -------------------------

@@ -14,7 +14,7 @@ from typing import Any
 from chalicelib.core import log
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.send.message_actions import MessageActions
-from chalicelib.send.outcomes import Outcome, Verdict
+from chalicelib.send.outcomes import Decision, Outcome
 from chalicelib.send.queue_ref import QueueRef
 from chalicelib.stores.campaign_control import PAUSED
 from chalicelib.stores.ports import ControlState, TenantPauseRead
@@ -29,16 +29,16 @@ class Parking:
         self._tenants = tenants
         self._actions = actions
 
-    def park(self, queue: QueueRef, items: list[tuple[dict[str, Any], Verdict]]) -> list[dict[str, Any]]:
+    def park(self, queue: QueueRef, items: list[tuple[dict[str, Any], Decision]]) -> list[dict[str, Any]]:
         """Park the paused email of these messages; returns the messages that may now be deleted."""
         url = queue.url
         groups: dict[tuple[str, str | None], list[tuple[dict[str, Any], str, str]]] = {}
-        for m, verdict in items:
-            email, body = verdict.email, verdict.body
+        for m, decision in items:
+            email, body = decision.email, decision.body
             if email is None or body is None:  # cannot happen for a paused outcome; kept safe all the same
                 self._actions.keep_on_queue(url, m)
                 continue
-            campaign = email.campaign_id if verdict.outcome is Outcome.CAMPAIGN_PAUSED else None
+            campaign = email.campaign_id if decision.outcome is Outcome.CAMPAIGN_PAUSED else None
             groups.setdefault((email.user_id, campaign), []).append((m, email.recipient_email, body))
         done: list[dict[str, Any]] = []
         for (user, campaign), group in groups.items():

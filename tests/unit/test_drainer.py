@@ -861,6 +861,27 @@ def test_a_dependency_throttled_before_the_send_gives_the_claims_back_and_retrie
         assert not isinstance(ledger.claim("acme", "c1", address, 300), Entry)
 
 
+class _ThrottledFinish(FakeLedger):
+    """The ledger, with its write of a recipient's outcome throttled past the SDK's retries."""
+
+    def finish(self, claim, state, *, message_id=None, reason=None):
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "UpdateItem")
+
+
+def test_an_outcome_decided_before_the_send_that_cannot_be_written_gives_the_claim_back_and_retries():
+    """Nothing went to SES (a tenant the registry does not know is failed at the gate): when that failure's
+    write is throttled, the claim is given back and the message backed off, as for a read that fails."""
+    ledger = _ThrottledFinish()
+    sqs, ses = FakeSqs([queued("ghost", "a@example.org")]), FakeSes()
+    d, _stats = drainer(sqs, ses, FakeTenants(), ledger=ledger)
+    result = d.drain("moonsend-test-t-ghost", remaining_ms=lambda: 60_000)  # no exception
+    assert (result.failed, result.retried) == (0, 1)
+    assert ses.sent == [] and sqs.deleted == [] and [rh for rh, _ in sqs.visibility] == ["rh0"]
+    assert not isinstance(ledger.claim("ghost", "c1", "a@example.org", 300), Entry)  # given back
+
+
 def test_a_throttled_delete_fails_no_drain_its_email_recorded_and_its_counts_kept():
     from botocore.exceptions import ClientError
 
@@ -976,23 +997,23 @@ class ThrottledSendMessage(FakeSqs):
         raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "Rate exceeded"}}, "SendMessage")
 
 
-def test_verdicts_collected_with_one_whose_action_raises_are_left_to_act_on_not_lost():
-    """Verdicts are collected several at a time. When one's action raises (putting a throttled copy back,
+def test_decisions_collected_with_one_whose_action_raises_are_left_to_act_on_not_lost():
+    """Decisions are collected several at a time. When one's action raises (putting a throttled copy back,
     throttled past the SDK's retries), the ones collected with it go back on the finished queue: dropped,
     `_finish_inflight` waited for them until the Lambda was killed, with no wind-down and no hand-on."""
     from concurrent.futures import Future
 
     from chalicelib.send.drain_report import DrainResult
     from chalicelib.send.drainer import _Drain
-    from chalicelib.send.outcomes import Outcome, Verdict
+    from chalicelib.send.outcomes import Decision, Outcome
     from chalicelib.send.sides import QueueRef
 
     sqs = ThrottledSendMessage([])
     d, _ = drainer(sqs, FakeSes(), FakeTenants(tenant("acme", "AK")))
     drain = _Drain(QueueRef("q", "https://sqs/q", 0, False), DrainResult("q"))
     for outcome in (Outcome.THROTTLED, Outcome.DUPLICATE, Outcome.DUPLICATE):
-        future: Future[Verdict] = Future()
-        future.set_result(Verdict(outcome))
+        future: Future[Decision] = Future()
+        future.set_result(Decision(outcome))
         drain.inflight[future] = {"ReceiptHandle": f"rh-{len(drain.inflight)}", "Body": queued("acme", "a@x.org")}
         drain.finished.put(future)
     with pytest.raises(Exception, match="Rate exceeded"):

@@ -7,6 +7,7 @@ decision, the calls it makes on fakes, in order. The drain's own tests (test_dra
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -26,7 +27,6 @@ from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.send import decisions
 from chalicelib.send.executor import Executor
 from chalicelib.send.outcomes import (
-    DISPOSITIONS,
     NOT_SENT,
     Action,
     Decision,
@@ -58,21 +58,20 @@ def _kinds(decision: Decision) -> list[type]:
 
 
 def test_every_outcome_has_a_row_with_its_ledger_effect_and_its_action():
-    assert set(DISPOSITIONS) == set(Outcome)
+    assert all(isinstance(o.action, Action) and isinstance(o.on_claim, OnClaim) for o in Outcome)
 
 
 @pytest.mark.parametrize("outcome", list(Outcome))
 def test_a_message_is_deleted_only_when_its_recipients_outcome_is_in_the_ledger(outcome):
-    d = DISPOSITIONS[outcome]
-    if d.action is Action.DELETE:
+    if outcome.action is Action.DELETE:
         # recorded by this delivery, or (a duplicate) recorded already
-        assert d.ledger is OnClaim.RECORD or outcome is Outcome.DUPLICATE
-    assert (d.ledger is OnClaim.RECORD) == (d.recorded in FINAL)
+        assert outcome.on_claim is OnClaim.RECORD or outcome is Outcome.DUPLICATE
+    assert (outcome.on_claim is OnClaim.RECORD) == (outcome.recorded in FINAL)
 
 
-@pytest.mark.parametrize("outcome", [o for o in Outcome if DISPOSITIONS[o].ledger is OnClaim.RECORD])
+@pytest.mark.parametrize("outcome", [o for o in Outcome if o.on_claim is OnClaim.RECORD])
 def test_a_recorded_outcome_deletes_its_message_or_lets_sqs_dead_letter_it(outcome):
-    assert DISPOSITIONS[outcome].action in (Action.DELETE, Action.TO_DEAD_LETTER)
+    assert outcome.action in (Action.DELETE, Action.TO_DEAD_LETTER)
 
 
 # --- SES's refusals: NOT_SENT, row by row -------------------------------------------------------------------
@@ -157,7 +156,7 @@ def test_each_refusal_of_ses_decides_its_outcome_ledger_effect_and_side_effects(
     decision = decisions.not_sent(exc, EMAIL, QUEUE, SLOT, receives, newer_keys)
     assert (decision.outcome, decision.ledger, decision.recorded) == (outcome, ledger, recorded)
     assert _kinds(decision) == effects
-    assert decision.ledger is DISPOSITIONS[outcome].ledger  # the table's column, for a claimed recipient
+    assert decision.ledger is outcome.on_claim  # the table's column, for a claimed recipient
     assert bool(asked) == isinstance(exc, KeysRejected)  # newer keys are looked up for a keys refusal only
 
 
@@ -218,7 +217,7 @@ def test_the_gate_decides_suppressed_unknown_and_paused_tenants_before_any_send(
         assert decision is None
         return
     assert (decision.outcome, decision.recorded, decision.reason) == (outcome, recorded, reason)
-    assert decision.ledger is DISPOSITIONS[outcome].ledger
+    assert decision.ledger is outcome.on_claim
     assert (SaveFailedCopy(EMAIL) in decision.effects) == (recorded == FAILED)
 
 
@@ -371,14 +370,15 @@ APPLIED = [
 @pytest.mark.parametrize(("decision", "calls"), APPLIED)
 def test_the_executor_applies_side_effects_first_then_the_ledger_then_what_tells_others(decision, calls):
     journal = Journal()
-    assert _executor(journal).apply(decision, CLAIM, EMAIL) is decision.outcome
+    _executor(journal).apply(replace(decision, claim=CLAIM, email=EMAIL))
     assert journal.calls == calls
 
 
 def test_a_failed_copy_that_cannot_be_saved_does_not_keep_the_failure_from_the_ledger():
     journal = Journal(save_fails=True)
     decision = decisions.gate(EMAIL, None, False, False)
-    assert _executor(journal).apply(decision, CLAIM, EMAIL) is Outcome.FAILED
+    assert decision.outcome is Outcome.FAILED
+    _executor(journal).apply(replace(decision, claim=CLAIM, email=EMAIL))
     assert journal.calls[-1] == ("record", FAILED, decisions.UNKNOWN_TENANT_REASON, None)
 
 

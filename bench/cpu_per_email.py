@@ -91,7 +91,7 @@ def _queued_template(composed: bool) -> str:
     """The queued email the stub serves: composed, as precompile queues it, or HTML only (queued before)."""
     from bench.queued import queued_email
     from chalicelib.core.contract import Sender
-    from chalicelib.stores.campaign_sender import SenderSnapshot
+    from chalicelib.stores.campaign_model import SenderSnapshot
     from chalicelib.stores.tenant_model import KeyVersion
 
     sender = Sender("news@bench.example", "Bench", "us-east-1", "AKIABENCH", "secret", 100_000.0)

@@ -28,9 +28,8 @@ from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign
 from chalicelib.stores.digests import DigestStore
-from chalicelib.stores.ports import FromClaim, TenantRegistration
+from chalicelib.stores.ports import AccountOf, FromClaim, TenantRegistration
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.tenants import AccountOf
 
 # What a retraction applies to, whatever recipients its event names (docs/digests.md).
 RETRACT_SCOPE = "every recipient"

@@ -37,10 +37,11 @@ from chalicelib.ingest.tracking import add_tracking
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.campaign_sender import SenderSnapshot
+from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.daily_cap import batch_id, cap_reason
 from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
 from chalicelib.stores.ports import (
+    AccountOf,
     DailyShare,
     FromClaim,
     RecordedLookup,
@@ -52,7 +53,6 @@ from chalicelib.stores.ports import (
 )
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenant_model import KeyVersion
-from chalicelib.stores.tenants import AccountOf
 
 # Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
 # queued under it). A recipient expired by the drainer did take one: counted as not, the cap errs by one.

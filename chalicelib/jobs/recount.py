@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chalicelib.core import log
-from chalicelib.stores.campaign_stats import CampaignCounts
+from chalicelib.stores.campaign_model import CampaignCounts
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
 from chalicelib.stores.ports import CounterCorrections, LedgerTallies, RecountNotes
 from chalicelib.stores.recounts import RecountNote

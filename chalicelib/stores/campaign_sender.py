@@ -13,87 +13,16 @@ changes afterwards, so each container remembers the ones it has seen and writes 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from dataclasses import asdict, dataclass
 from typing import Any
 
-from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
+from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.campaign_stats import CampaignStatsModel
 from chalicelib.stores.tables import bound, update_if
-from chalicelib.stores.tenant_model import KeyVersion
 
 _CACHE_MAX = 10_000
-
-# Field -> its name in the PrecompileEmail message, for the reasons a user reads.
-_NAMES = {
-    "plan": "userPlan",
-    "email_address": "sender.emailAddress",
-    "from_name": "sender.fromName",
-    "region": "sender.region",
-    "rate_per_second": "sender.ratePerSecond",
-    "key_account": "sender.apiKey (the keys' AWS account)",
-}
-
-
-@dataclass(frozen=True)
-class SenderSnapshot:
-    plan: str
-    email_address: str
-    from_name: str
-    region: str | None
-    rate_per_second: float
-    key_version: int | None  # None: the platform's account (free plan)
-    # The account the keys belong to: what a later message must match (new keys of the same account, a
-    # rotation during the campaign, are the same sender; the queued email keeps the first version, and the
-    # sender takes the newest keys of its account).
-    key_account: str | None = None
-
-    @classmethod
-    def of(cls, plan: str, sender: Sender, keys: KeyVersion | None) -> SenderSnapshot:
-        version, account = (keys.version, keys.account) if keys is not None else (None, None)
-        return cls(
-            plan, sender.email_address, sender.from_name, sender.region, sender.rate_per_second, version, account
-        )
-
-    def queued_sender(self) -> dict[str, Any]:
-        """The queued email's `sender`: what the drainer needs, without keys."""
-        d: dict[str, Any] = {
-            "region": self.region,
-            "ratePerSecond": self.rate_per_second,
-            "emailAddress": self.email_address,
-            "fromName": self.from_name,
-        }
-        if self.key_version is not None:
-            d["keyVersion"] = self.key_version
-        return d
-
-    def differences(self, fixed: SenderSnapshot) -> list[str]:
-        """What this message says differently from the campaign's fixed sender, field by field."""
-        out = []
-        for name, shown in _NAMES.items():
-            mine, theirs = getattr(self, name), getattr(fixed, name)
-            if mine != theirs:
-                out.append(f"{shown} is {theirs!r} for this campaign, {mine!r} in this message")
-        return out
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), separators=(",", ":"), sort_keys=True)
-
-    @classmethod
-    def from_json(cls, text: str) -> SenderSnapshot:
-        d = json.loads(text)
-        return cls(
-            str(d["plan"]),
-            str(d["email_address"]),
-            str(d["from_name"]),
-            d["region"],
-            float(d["rate_per_second"]),
-            None if d["key_version"] is None else int(d["key_version"]),
-            d.get("key_account"),
-        )
 
 
 class CampaignSenders:

@@ -10,7 +10,6 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pynamodb.attributes import BooleanAttribute, NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
@@ -19,6 +18,7 @@ from pynamodb.models import Model
 
 from chalicelib.core import log
 from chalicelib.core.resources import CAMPAIGNS_BY_CREATED
+from chalicelib.stores.campaign_model import CampaignCounts
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.timeline import KINDS as TIMELINE_KINDS
 from chalicelib.stores.timeline import Busiest, Timeline
@@ -103,37 +103,6 @@ class CampaignStatsModel(Model):
     subject = UnicodeAttribute(null=True)
     busiest_sent = NumberAttribute(null=True)  # the most sends of one second (chalicelib.stores.timeline)
     busiest_at_ms = NumberAttribute(null=True)
-
-
-@dataclass(frozen=True)
-class CampaignCounts:
-    user_id: str
-    campaign_id: str
-    counts: Mapping[str, int] = field(default_factory=dict)
-    first_sent_ms: int | None = None
-    last_sent_ms: int | None = None
-    last_error: str | None = None
-    scheduled_at_ms: int | None = None
-    deadline_ms: int | None = None
-    control: str | None = None  # paused | cancelled
-    created_ms: int | None = None
-    subject: str | None = None
-    sender_snapshot: str | None = None  # JSON (chalicelib.stores.campaign_sender.SenderSnapshot)
-    busiest_sent: int | None = None
-    busiest_at_ms: int | None = None
-    counts_releases: bool = False  # `released` counts every release (else: begun before releases were counted)
-    entries_marked: bool = False  # its ledger rows say when each entered the queue (else: begun before they did)
-
-    def __getitem__(self, name: str) -> int:
-        return int(self.counts.get(name, 0))
-
-    @property
-    def achieved_rate(self) -> float | None:
-        """Sends per second between the first and the last send of the campaign."""
-        if not self.first_sent_ms or not self.last_sent_ms or self["sent"] < 2:
-            return None
-        span = (self.last_sent_ms - self.first_sent_ms) / 1000.0
-        return (self["sent"] - 1) / span if span > 0 else None
 
 
 class CampaignStats:

@@ -16,13 +16,12 @@ takes a port that joins theirs.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from chalicelib.core.contract import Sender
 from chalicelib.stores.api_keys import StoredKey
-from chalicelib.stores.campaign_sender import SenderSnapshot
-from chalicelib.stores.campaign_stats import CampaignCounts
+from chalicelib.stores.campaign_model import CampaignCounts, SenderSnapshot
 from chalicelib.stores.daily_cap import Share
 from chalicelib.stores.lease import Lease
 from chalicelib.stores.ledger_model import Claim, Entry
@@ -41,8 +40,10 @@ from chalicelib.stores.tenant_model import KeyVersion, Tenant
 if TYPE_CHECKING:  # the registry takes SecretSeal from here: imported at run time, it would be a cycle
     from chalicelib.stores.event_log import EventPage, KeptEvent
     from chalicelib.stores.suppression import Suppression
-    from chalicelib.stores.tenants import AccountOf
     from chalicelib.stores.timeline import Minute
+
+# The AWS account a Sender's keys belong to (STS GetCallerIdentity with those keys).
+AccountOf = Callable[[Sender], str]
 
 # --- the ledger (chalicelib.stores.ledger) ---------------------------------------------------------------
 

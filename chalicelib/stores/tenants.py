@@ -22,7 +22,7 @@ import hmac
 import json
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -33,7 +33,7 @@ from chalicelib.core import log
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
 from chalicelib.stores.pauses import MAX_REASON, OWNERS, Pause, pauses_of, summary
-from chalicelib.stores.ports import SecretSeal
+from chalicelib.stores.ports import AccountOf, SecretSeal
 from chalicelib.stores.short_cache import ShortCache
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_sealed, read_keys, tenant_of
@@ -48,9 +48,6 @@ _WRITE_TRIES = 5
 # and keys) is kept `cache_ttl_s`: it changes only with the tenant's own messages.
 PAUSE_READ_S = 1.0
 _PAUSE_ATTRIBUTES = ["paused_reason", "paused_at", *(f"pause_{o}" for o in OWNERS), *(f"pause_{o}_at" for o in OWNERS)]
-
-# The AWS account a Sender's keys belong to (STS GetCallerIdentity with those keys).
-AccountOf = Callable[[Sender], str]
 
 
 @dataclass(frozen=True)

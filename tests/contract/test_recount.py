@@ -52,7 +52,7 @@ def _counters(user: str, campaign: str) -> dict[str, int]:
 
 def _fix_sender(user: str, campaign: str) -> None:
     """The campaign's first message: its sender fixed, which marks it as one whose rows carry entry times."""
-    from chalicelib.stores.campaign_sender import SenderSnapshot
+    from chalicelib.stores.campaign_model import SenderSnapshot
 
     c = wiring.container()
     snapshot = SenderSnapshot("paid", "news@example.org", "News", "us-east-1", 10.0, None, None)

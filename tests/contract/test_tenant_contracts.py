@@ -10,7 +10,8 @@ import pytest
 
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
-from chalicelib.stores.campaign_sender import CampaignSenders, SenderSnapshot
+from chalicelib.stores.campaign_model import SenderSnapshot
+from chalicelib.stores.campaign_sender import CampaignSenders
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.pauses import GUARD, OPERATOR, TENANT
 from chalicelib.stores.platform_identities import PlatformIdentities

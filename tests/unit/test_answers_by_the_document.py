@@ -21,8 +21,7 @@ from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.control.tenant_view import PlatformTerms, TenantView
 from chalicelib.core.contract import Sender
-from chalicelib.stores.campaign_sender import SenderSnapshot
-from chalicelib.stores.campaign_stats import CampaignCounts
+from chalicelib.stores.campaign_model import CampaignCounts, SenderSnapshot
 from chalicelib.stores.pauses import Pause
 from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.tenant_model import Tenant

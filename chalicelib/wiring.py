@@ -94,13 +94,13 @@ from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.people import PeopleStore
 from chalicelib.stores.platform_identities import PlatformIdentities
 from chalicelib.stores.ports import (
-    AddressOwner,
-    ControlState,
+    ControlSwitch,
+    FreeAddressRecords,
     LedgerClaims,
-    ReputationAdd,
-    SenderTenants,
-    SesTenantSetup,
-    SuppressionCheck,
+    ReputationCounts,
+    SesTenantRecords,
+    SuppressionList,
+    TenantRecords,
 )
 from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.recorder import Recorder
@@ -694,14 +694,14 @@ class Container:
 class SendStores:
     """The stores the send path reads and writes (the container's, or a test's fakes)."""
 
-    tenants: SenderTenants
+    tenants: TenantRecords
     recorder: Recorder  # the container's one (chalicelib.stores.recorder)
     ledger: LedgerClaims
-    suppressions: SuppressionCheck
-    control: ControlState
-    reputation: ReputationAdd
+    suppressions: SuppressionList
+    control: ControlSwitch
+    reputation: ReputationCounts
     failed_copies: FailedCopies
-    addresses: AddressOwner  # whose each free-plan From address is, checked again at each send
+    addresses: FreeAddressRecords  # whose each free-plan From address is, checked again at each send
 
 
 @dataclass(frozen=True)
@@ -709,7 +709,7 @@ class SesParts:
     """SES as the send path uses it: the sends, and the free tenants' SES tenants."""
 
     ses: SesSending
-    ses_tenants: SesTenantSetup
+    ses_tenants: SesTenantRecords
 
 
 def send_path(

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chalicelib.stores.people import Person
-from chalicelib.stores.ports import KeyDigests, MembershipRecords, SessionRecords
+from chalicelib.stores.ports import KeyDigests, PeopleRecords, SessionRecords
 from chalicelib.stores.sessions import StoredSession
 
 IDLE_S = 8 * 3600
@@ -75,7 +75,7 @@ class Sessions:
     def __init__(
         self,
         store: SessionRecords,
-        people: MembershipRecords,
+        people: PeopleRecords,
         keys: KeyDigests,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -25,7 +25,7 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
-from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, RescheduleStore, SesTenantStatus, TenantPauses
+from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, ReleaseStore, SesTenantRecords, TenantRecords
 from chalicelib.stores.schedule import BatchMoved, StoredBatch, minute_of
 from chalicelib.stores.tenant_model import Tenant
 
@@ -49,7 +49,7 @@ class Done:
 class Rescheduling:
     """A campaign's stored batches and the schedule-store minutes that hold them (kept beside its counters)."""
 
-    batches: RescheduleStore
+    batches: ReleaseStore
     minutes: CampaignSchedule
 
 
@@ -57,8 +57,8 @@ class Rescheduling:
 class TenantPausing:
     """A tenant's pauses, each by its owner, and SES's status of its SES tenant (a resume SES would refuse)."""
 
-    tenants: TenantPauses
-    ses_tenants: SesTenantStatus
+    tenants: TenantRecords
+    ses_tenants: SesTenantRecords
 
 
 class CampaignActions:

@@ -20,7 +20,7 @@ from chalicelib.control.params import BadParam
 from chalicelib.core.fields import is_id
 from chalicelib.core.webhook_contract import EVENT_TYPES
 from chalicelib.stores.event_log import CURSOR, INSTANT, position_at
-from chalicelib.stores.ports import EventPages
+from chalicelib.stores.ports import EventRecords
 
 MAX_PAGE = 1000
 ORDERS = ("oldest", "newest")
@@ -29,7 +29,7 @@ _SINCE = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[
 
 
 class EventReads:
-    def __init__(self, events: EventPages) -> None:
+    def __init__(self, events: EventRecords) -> None:
         self._events = events
 
     def list_for(self, user: str, query: Mapping[str, str] | None) -> dict[str, Any]:

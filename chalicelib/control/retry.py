@@ -30,7 +30,7 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, QUEUED, Entry
-from chalicelib.stores.ports import LedgerEntries
+from chalicelib.stores.ports import LedgerReads
 from chalicelib.stores.recorder import Recorder
 
 LANES = 16  # recipients read and reopened at once
@@ -59,7 +59,7 @@ class RetryFailed:
     def __init__(
         self,
         settings: Settings,
-        ledger: LedgerEntries,
+        ledger: LedgerReads,
         recorder: Recorder,
         copies: FailedCopies,
         email_queue: EmailQueue,

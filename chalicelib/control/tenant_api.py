@@ -33,7 +33,7 @@ from chalicelib.digest.assembly import campaign_id as digest_campaign
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.status import DigestStatusReader
 from chalicelib.stores.ledger_model import STATES, Entry, feedback_parts
-from chalicelib.stores.ports import CountsReader, LedgerPages
+from chalicelib.stores.ports import CampaignPages, LedgerPages
 
 BAD_CURSOR = "after: not a cursor of this list (give the `next` of the page before)"
 MAX_PAGE = 1000
@@ -66,7 +66,7 @@ class TenantApi:
         self,
         actions: CampaignActions,
         ledger: LedgerPages,
-        stats: CountsReader,
+        stats: CampaignPages,
         digests: DigestRuns,
         publish_again: Callable[[str, str], None],
         clock: Callable[[], float] = time.time,

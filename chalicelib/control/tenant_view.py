@@ -16,7 +16,7 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import iso_ms
-from chalicelib.stores.ports import AddressOwner, DailyUse, SesTenantStatus, TenantLookup
+from chalicelib.stores.ports import DailyUse, FreeAddressRecords, SesTenantRecords, TenantRecords
 from chalicelib.stores.ses_tenants import TenantStatus
 
 SES_STATUS_MAX_AGE_S = 300.0
@@ -38,10 +38,10 @@ class PlatformTerms:
 class TenantView:
     def __init__(
         self,
-        tenants: TenantLookup,
+        tenants: TenantRecords,
         usage: DailyUse,
-        ses: SesTenantStatus,
-        addresses: AddressOwner,
+        ses: SesTenantRecords,
+        addresses: FreeAddressRecords,
         terms: PlatformTerms,
         clock: Callable[[], float] = time.time,
     ) -> None:

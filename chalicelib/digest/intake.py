@@ -28,7 +28,7 @@ from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign
 from chalicelib.stores.digests import DigestStore
-from chalicelib.stores.ports import AccountOf, FromClaim, TenantRegistration
+from chalicelib.stores.ports import AccountOf, FreeAddressRecords, TenantRecords
 from chalicelib.stores.recorder import Recorder
 
 # What a retraction applies to, whatever recipients its event names (docs/digests.md).
@@ -54,8 +54,8 @@ class DigestIntake:
         self,
         store: DigestStore,
         schedules: DigestSchedules,
-        tenants: TenantRegistration,
-        free_addresses: FromClaim,
+        tenants: TenantRecords,
+        free_addresses: FreeAddressRecords,
         account_of: AccountOf,
         recorder: Callable[[], Recorder],
         clock: Callable[[], float] = time.time,

@@ -9,11 +9,11 @@ from typing import Any
 from chalicelib.core.errors import NotFound
 from chalicelib.core.fields import is_id
 from chalicelib.stores.campaign_stats import COUNTERS
-from chalicelib.stores.ports import CountsReader
+from chalicelib.stores.ports import CampaignPages
 
 
 class Reports:
-    def __init__(self, stats: CountsReader) -> None:
+    def __init__(self, stats: CampaignPages) -> None:
         self._stats = stats
 
     def report_for(self, user_id: str, campaign_id: str) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.stores.pauses import SES
-from chalicelib.stores.ports import SesTenantStatus, TenantPauses
+from chalicelib.stores.ports import SesTenantRecords, TenantRecords
 from chalicelib.stores.ses_tenants import tenant_name
 
 SOURCE = "aws.ses"
@@ -109,8 +109,8 @@ def _text(value: Any) -> str | None:
 class SendingStatus:
     def __init__(
         self,
-        tenants: TenantPauses,
-        ses_tenants: SesTenantStatus,
+        tenants: TenantRecords,
+        ses_tenants: SesTenantRecords,
         resume_ses: Callable[[str], tuple[bool, str]],
         every_tenant: Callable[[], Iterable[str]],
         prefix: str,

@@ -49,9 +49,9 @@ from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.pauses import GUARD, SES
 from chalicelib.stores.ports import (
     ReputationCounts,
-    SesTenantStatus,
-    SuppressionAdd,
-    TenantGuard,
+    SesTenantRecords,
+    SuppressionList,
+    TenantRecords,
 )
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT
@@ -136,11 +136,11 @@ class SesEvents:
     def __init__(
         self,
         recorder: Recorder,
-        suppressions: SuppressionAdd,
-        tenants: TenantGuard,
+        suppressions: SuppressionList,
+        tenants: TenantRecords,
         platform_account: str,
         reputation: ReputationCounts,
-        ses_tenants: SesTenantStatus,
+        ses_tenants: SesTenantRecords,
         region: str,
     ) -> None:
         self._recorder = recorder

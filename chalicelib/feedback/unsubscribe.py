@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from chalicelib.core import log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.stores.ports import SuppressionAdd
+from chalicelib.stores.ports import SuppressionList
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.suppression import UNSUBSCRIBE
 
@@ -40,7 +40,7 @@ NOT_FOUND = _page(404, "Link not found", "<p>This link is not valid.</p>")
 
 
 class Unsubscribes:
-    def __init__(self, links: LinkSigner, suppressions: SuppressionAdd, recorder: Recorder) -> None:
+    def __init__(self, links: LinkSigner, suppressions: SuppressionList, recorder: Recorder) -> None:
         self._links = links
         self._suppressions = suppressions
         self._recorder = recorder

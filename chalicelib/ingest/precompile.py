@@ -42,14 +42,14 @@ from chalicelib.stores.daily_cap import batch_id, cap_reason
 from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
 from chalicelib.stores.ports import (
     AccountOf,
+    CampaignSchedule,
     DailyShare,
-    FromClaim,
-    RecordedLookup,
-    ScheduleNotes,
-    SchedulePut,
+    FreeAddressRecords,
+    LedgerReads,
+    ParkingStore,
     SenderFix,
-    SuppressionCheck,
-    TenantRegistration,
+    SuppressionList,
+    TenantRecords,
 )
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.tenant_model import KeyVersion
@@ -103,8 +103,8 @@ class SenderChecks:
     """Who may send as a message's sender (the step that fixes it): the tenant registered with its keys, a free
     tenant's claim of its From, and the campaign's first sender held to."""
 
-    tenants: TenantRegistration
-    free_addresses: FromClaim
+    tenants: TenantRecords
+    free_addresses: FreeAddressRecords
     account_of: AccountOf
     campaign_senders: SenderFix
 
@@ -113,8 +113,8 @@ class SenderChecks:
 class RecipientChecks:
     """Which recipients go on: not recorded already, not suppressed, within the free plan's daily cap."""
 
-    recorded: RecordedLookup
-    suppressions: SuppressionCheck
+    recorded: LedgerReads
+    suppressions: SuppressionList
     daily_cap: DailyShare
 
 
@@ -132,7 +132,7 @@ class Outlets:
 
     email_queue: EmailQueue
     drains: DrainStarter
-    schedule: SchedulePut
+    schedule: ParkingStore
 
 
 class Precompiler:
@@ -144,7 +144,7 @@ class Precompiler:
         rendering: Rendering,
         outlets: Outlets,
         recorder: Recorder,
-        schedule_notes: ScheduleNotes,
+        schedule_notes: CampaignSchedule,
     ) -> None:
         self._settings = settings
         self._tenants = senders.tenants

@@ -33,7 +33,7 @@ from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import FAILED, FINAL, Entry
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import LedgerClaim
+from chalicelib.stores.ports import LedgerClaims
 from chalicelib.stores.recorder import Recorder
 
 RECHECK_S = 6 * 3600  # a dead letter already looked at is looked at again after this
@@ -71,7 +71,7 @@ class DeadLetters:
         self,
         settings: Settings,
         queue: DeadLetterQueue,
-        ledger: LedgerClaim,
+        ledger: LedgerClaims,
         recorder: Recorder,
         payloads: PayloadStore,
         failed_copies: FailedCopies,

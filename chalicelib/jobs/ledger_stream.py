@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from chalicelib.core import log
-from chalicelib.stores.ports import RecountNoting
+from chalicelib.stores.ports import RecountNotes
 
 
 class StreamBatches(Protocol):
@@ -22,7 +22,7 @@ class StreamBatches(Protocol):
 
 
 class LedgerStream:
-    def __init__(self, fanout: StreamBatches, notes: RecountNoting) -> None:
+    def __init__(self, fanout: StreamBatches, notes: RecountNotes) -> None:
         self._fanout = fanout
         self._notes = notes
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from chalicelib.core import log
 from chalicelib.stores.campaign_model import CampaignCounts
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
-from chalicelib.stores.ports import CounterCorrections, LedgerTallies, RecountNotes
+from chalicelib.stores.ports import CounterCorrections, LedgerPages, RecountNotes
 from chalicelib.stores.recounts import RecountNote
 
 # Stop taking campaigns with this much of the invocation left (a tally of a large campaign takes seconds).
@@ -45,7 +45,7 @@ class Recount:
     def __init__(
         self,
         notes: RecountNotes,
-        ledger: LedgerTallies,
+        ledger: LedgerPages,
         counters: CounterCorrections,
         settle_s: float,
         clock: Callable[[], float] = time.time,

@@ -27,7 +27,7 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
-from chalicelib.stores.ports import ControlState, ReleaseStore, ScheduleBuckets
+from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, ReleaseStore
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.schedule import BodyGone, StoredBatch, minute_of
 
@@ -51,8 +51,8 @@ class Releaser:
         settings: Settings,
         store: ReleaseStore,
         recorder: Recorder,
-        buckets: ScheduleBuckets,
-        control: ControlState,
+        buckets: CampaignSchedule,
+        control: ControlSwitch,
         email_queue: EmailQueue,
         start_drain: Callable[[str, int | None], None],
     ) -> None:

@@ -29,14 +29,14 @@ from chalicelib.send.ports import SesTenantForget
 from chalicelib.send.sides import LedgerSide, SendState
 from chalicelib.stores.failed_copies import FailedCopies
 from chalicelib.stores.ledger_model import Claim
-from chalicelib.stores.ports import TenantPause
+from chalicelib.stores.ports import TenantRecords
 
 
 class Executor:
     def __init__(
         self,
         ledger: LedgerSide,
-        tenants: TenantPause,
+        tenants: TenantRecords,
         ses_tenants: SesTenantForget,
         state: SendState,
         failed_copies: FailedCopies,

@@ -16,7 +16,7 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.routing import is_free_queue
 from chalicelib.send.ports import SesQuota
-from chalicelib.stores.ports import AddressOwner, TenantKeys
+from chalicelib.stores.ports import FreeAddressRecords, TenantRecords
 from chalicelib.stores.short_cache import ShortCache
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenant_secrets import SecretUnreadable
@@ -35,7 +35,9 @@ FROM_OWNER_READ_S = 5.0
 
 
 class SendingIdentity:
-    def __init__(self, settings: Settings, tenants: TenantKeys, ses: SesQuota, addresses: AddressOwner) -> None:
+    def __init__(
+        self, settings: Settings, tenants: TenantRecords, ses: SesQuota, addresses: FreeAddressRecords
+    ) -> None:
         self._settings = settings
         self._tenants = tenants
         self._ses = ses

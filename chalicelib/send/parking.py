@@ -17,12 +17,12 @@ from chalicelib.send.message_actions import MessageActions
 from chalicelib.send.outcomes import Decision, Outcome
 from chalicelib.send.queue_ref import QueueRef
 from chalicelib.stores.campaign_control import PAUSED
-from chalicelib.stores.ports import ControlState, TenantPauseRead
+from chalicelib.stores.ports import ControlSwitch, TenantRecords
 
 
 class Parking:
     def __init__(
-        self, parked: ParkedEmail, control: ControlState, tenants: TenantPauseRead, actions: MessageActions
+        self, parked: ParkedEmail, control: ControlSwitch, tenants: TenantRecords, actions: MessageActions
     ) -> None:
         self._parked = parked
         self._control = control

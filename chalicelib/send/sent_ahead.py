@@ -6,7 +6,7 @@ import math
 import threading
 
 from chalicelib.core import log
-from chalicelib.stores.ports import ReputationAdd
+from chalicelib.stores.ports import ReputationCounts
 
 # A block is about a second of the drainer's sends, within these bounds: a slow tenant's crash leaves
 # few sends counted that were not made; a fast one writes its count about once a second, not 10 times.
@@ -22,7 +22,7 @@ class SentAhead:
     remainder counted (the guard is a little late); `settle()`, when a drain ends, gives it back.
     """
 
-    def __init__(self, reputation: ReputationAdd) -> None:
+    def __init__(self, reputation: ReputationCounts) -> None:
         self._reputation = reputation
         self._left: dict[str, int] = {}  # per tenant: sends already counted, not yet made
         self._owed: dict[str, int] = {}  # per tenant: sends made while the count could not be written

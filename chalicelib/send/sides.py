@@ -18,7 +18,7 @@ from chalicelib.send.queue_ref import QueueRef
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import ControlState, LedgerClaims, SesTenantSetup, SuppressionCheck, TenantGate
+from chalicelib.stores.ports import ControlSwitch, LedgerClaims, SesTenantRecords, SuppressionList, TenantRecords
 from chalicelib.stores.recorder import Recorder
 
 __all__ = ["Content", "DrainQueues", "GateReads", "LedgerSide", "QueueRef", "SendState", "SesSide"]
@@ -37,7 +37,7 @@ class SesSide:
     """SES: the send, a free tenant's SES tenant, and who an email is sent as (and at what rate)."""
 
     api: SesSend  # SES's own: the send, and whether an account may send
-    ses_tenants: SesTenantSetup
+    ses_tenants: SesTenantRecords
     identity: SendingIdentity
 
 
@@ -45,9 +45,9 @@ class SesSide:
 class GateReads:
     """What says whether an email may go at all: its tenant, its recipient's suppression, its campaign."""
 
-    tenants: TenantGate
-    suppressions: SuppressionCheck
-    control: ControlState
+    tenants: TenantRecords
+    suppressions: SuppressionList
+    control: ControlSwitch
 
 
 @dataclass(frozen=True)

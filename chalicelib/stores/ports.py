@@ -87,49 +87,30 @@ class LedgerRecords(Protocol):
 
 
 class LedgerClaims(Protocol):
-    """The right to send to one recipient (chalicelib.send.delivery.Delivery)."""
+    """The right to send to one recipient: the delivery claims it and gives it back; the dead-letter job reads
+    a recipient and takes its claim (its outcome then goes through the recorder)."""
+
+    def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None: ...
 
     def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry: ...
 
     def unclaim(self, claim: Claim) -> None: ...
 
 
-class SenderLedger(LedgerClaims, LedgerRecords, Protocol):
-    """The drainer's and the dead-letter job's: claim a recipient, record its outcome."""
-
-
-class LedgerClaim(Protocol):
-    """The dead-letter job's: read a recipient, take its claim (its outcome then goes through the recorder)."""
-
-    def get(self, user_id: str, campaign_id: str, email: str) -> Entry | None: ...
-
-    def claim(self, user_id: str, campaign_id: str, email: str, hold_s: float) -> Claim | Entry: ...
-
-
-class RecordedLookup(Protocol):
-    """Precompile's: which recipients are already recorded (a redelivered message queues none again)."""
+class LedgerReads(Protocol):
+    """The pipeline's reads of recipients: which are recorded already (precompile: a redelivered message queues
+    none again), and a campaign's failed and stale retried ones (retry-failed)."""
 
     def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]: ...
-
-
-class IntakeLedger(LedgerRecords, RecordedLookup, Protocol):
-    """The ledger as the recorder's writes and precompile's lookup (tests/fakes' one ledger is both)."""
-
-
-class LedgerEntries(Protocol):
-    """Retry-failed's: the failed (and stale retried) recipients of a campaign."""
 
     def entries(
         self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
     ) -> Iterator[Entry]: ...
 
 
-class RetryLedger(LedgerRecords, LedgerEntries, Protocol):
-    """The ledger as the recorder's writes and retry-failed's read."""
-
-
 class LedgerPages(Protocol):
-    """The tenant API's recipient listing, a page at a time."""
+    """Reads of a whole campaign's rows, apart from the pipeline's: the tenant API's listing, a page at a time,
+    and the recount's tally of every row (a Query of the partition: a job's, never a request's)."""
 
     def page(
         self,
@@ -141,6 +122,8 @@ class LedgerPages(Protocol):
         after: str | None = None,
         prefix: str | None = None,
     ) -> tuple[list[Entry], str | None]: ...
+
+    def tally(self, user_id: str, campaign_id: str) -> Tally: ...
 
 
 # --- sign-in attempts (chalicelib.stores.attempts) ----------------------------------------------------------
@@ -193,14 +176,26 @@ class DrainLeases(LeaseHolders, Protocol):
 # --- the suppression list (chalicelib.stores.suppression) --------------------------------------------------
 
 
-class SuppressionCheck(Protocol):
-    """Precompile's and the drainer's: which of these addresses may not be sent to, and why."""
+class SuppressionList(Protocol):
+    """The tenant API's: the tenant's suppression list, read a page at a time, added to, lifted from."""
+
+    def page(
+        self,
+        user_id: str,
+        *,
+        reason: str | None = None,
+        prefix: str | None = None,
+        after: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[Suppression], str | None]: ...
+
+    def add_many(self, user_id: str, emails: Iterable[str], reason: str) -> tuple[int, int]: ...
+
+    def entry(self, user_id: str, email: str) -> Suppression | None: ...
+
+    def lift(self, user_id: str, email: str) -> bool: ...
 
     def check(self, user_id: str, emails: Iterable[str]) -> dict[str, str]: ...
-
-
-class SuppressionAdd(Protocol):
-    """SES's events and unsubscribes: suppress an address (for one tenant, or with None for all)."""
 
     def add(self, user_id: str | None, email: str, source: str, reason: str) -> bool: ...
 
@@ -208,14 +203,12 @@ class SuppressionAdd(Protocol):
 # --- campaign control (chalicelib.stores.campaign_control) -------------------------------------------------
 
 
-class ControlState(Protocol):
-    """Whether a campaign is paused or cancelled: the drainer, the parking and the releaser read only this."""
+class ControlSwitch(Protocol):
+    """A campaign's pause and cancel: the drainer, the parking and the releaser read its state (cached unless
+    `fresh`); the campaign actions pause, resume and cancel (final: pause and resume answer False once
+    cancelled)."""
 
     def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None: ...
-
-
-class ControlSwitch(ControlState, Protocol):
-    """The campaign actions': pause, resume, cancel (final: pause and resume answer False once cancelled)."""
 
     def pause(self, user_id: str, campaign_id: str) -> bool: ...
 
@@ -257,8 +250,9 @@ class Counts(Protocol):
     def flush(self) -> None: ...
 
 
-class ScheduleNotes(Protocol):
-    """A campaign's time, deadline and schedule-store minutes, kept beside its counters."""
+class CampaignSchedule(Protocol):
+    """A campaign's time, deadline and schedule-store minutes, kept beside its counters: noted by precompile,
+    read by the releaser (a cancelled campaign's minutes), both by the campaign actions (reschedule)."""
 
     def note_schedule(
         self,
@@ -269,47 +263,22 @@ class ScheduleNotes(Protocol):
         bucket: str | None = None,
     ) -> None: ...
 
-
-class ScheduleBuckets(Protocol):
-    """The schedule-store minutes holding a campaign's batches."""
-
     def schedule_buckets(self, user_id: str, campaign_id: str) -> list[str]: ...
-
-
-class IntakeCounts(Counts, ScheduleNotes, Protocol):
-    """Precompile's: counts, and the send time of a scheduled campaign."""
-
-
-class ReleaserCounts(Counts, ScheduleBuckets, Protocol):
-    """The releaser's: counts, and a cancelled campaign's minutes."""
-
-
-class CampaignSchedule(ScheduleNotes, ScheduleBuckets, Protocol):
-    """The campaign actions' (reschedule): a campaign's minutes, read and written."""
-
-
-class CountsReader(Protocol):
-    """Reports and the tenant API: a campaign's counters."""
-
-    def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None: ...
 
 
 # --- reputation (chalicelib.stores.reputation) --------------------------------------------------------------
 
 
-class ReputationAdd(Protocol):
-    """The drainer's (chalicelib.send.sent_ahead): count sends ahead of them."""
+class ReputationCounts(Protocol):
+    """The reputation guard's counts: the drainer counts sends ahead of them (chalicelib.send.sent_ahead); SES's
+    events count bounces and complaints and read the window against the limits."""
+
+    @property
+    def limits(self) -> Limits: ...
 
     def add(
         self, user_id: str, *, sent: int = 0, bounced: int = 0, complained: int = 0, now: float | None = None
     ) -> None: ...
-
-
-class ReputationCounts(ReputationAdd, Protocol):
-    """SES's events' (the guard): count bounces and complaints, and read the window against the limits."""
-
-    @property
-    def limits(self) -> Limits: ...
 
     def window(self, user_id: str, now: float | None = None) -> Window: ...
 
@@ -321,8 +290,9 @@ class ReputationCounts(ReputationAdd, Protocol):
 # --- the schedule store (chalicelib.stores.schedule) --------------------------------------------------------
 
 
-class SchedulePut(Protocol):
-    """Precompile's: keep a batch until it is due."""
+class ParkingStore(Protocol):
+    """Email kept until a moment comes: precompile keeps a scheduled batch until it is due, the parking
+    (chalicelib.queueing.parked_email) a paused campaign's email in a partition until it is resumed."""
 
     def put(
         self,
@@ -337,23 +307,17 @@ class SchedulePut(Protocol):
         bucket: str | None = None,
     ) -> StoredBatch: ...
 
-
-class ScheduleBodies(Protocol):
-    """A stored batch's emails, and forgetting the batch once they are on their queue."""
-
     def emails(self, batch: StoredBatch) -> list[tuple[str, str]]: ...
 
     def remove(self, batch: StoredBatch, *, keep_body: bool = False) -> None: ...
 
-
-class ParkingStore(SchedulePut, ScheduleBodies, Protocol):
-    """Parked email's (chalicelib.queueing.parked_email): a paused campaign's email, kept in a partition."""
-
     def parked(self, bucket: str) -> list[StoredBatch]: ...
 
 
-class ReleaseStore(ScheduleBodies, Protocol):
-    """The releaser's: what is due, and how far it has released."""
+class ReleaseStore(Protocol):
+    """Scheduled email's way out: the releaser's (what is due, and how far it has released; a batch's emails,
+    and the batch forgotten once they are on their queue) and the campaign actions' (reschedule: a campaign's
+    batches, moved to another time)."""
 
     def due(self, up_to_ms: int) -> Iterator[StoredBatch]: ...
 
@@ -361,11 +325,9 @@ class ReleaseStore(ScheduleBodies, Protocol):
 
     def set_aside(self, batch: StoredBatch) -> None: ...
 
-    def of_campaign(self, user_id: str, campaign_id: str, buckets: list[str]) -> list[StoredBatch]: ...
+    def emails(self, batch: StoredBatch) -> list[tuple[str, str]]: ...
 
-
-class RescheduleStore(Protocol):
-    """The campaign actions' (reschedule): a campaign's batches, moved to another time."""
+    def remove(self, batch: StoredBatch, *, keep_body: bool = False) -> None: ...
 
     def of_campaign(self, user_id: str, campaign_id: str, buckets: list[str]) -> list[StoredBatch]: ...
 
@@ -401,54 +363,25 @@ class QueueRetirement(Protocol):
 # --- the tenant registry (chalicelib.stores.tenants) -------------------------------------------------------
 
 
-class TenantLookup(Protocol):
-    """A tenant's settings, keys and pauses (cached unless `fresh`): the parking, the digests' runs, reports."""
+class TenantRecords(Protocol):
+    """The tenant registry (chalicelib.stores.tenants.TenantRegistry) as every stage uses it: a tenant's settings
+    and keys (cached unless `fresh`), the secret of one of its key versions, decrypted (the sending
+    identity), a message's sender registered (precompile, the digests' intake), and its pauses: why its email
+    is held now (the drainer, before each send: at most a second old), held by one owner's pause
+    (chalicelib.stores.pauses: False if that owner holds it already or there is no such tenant), and some
+    owners' pauses lifted (the others' stand)."""
 
     def get(self, user_id: str, *, fresh: bool = False) -> Tenant | None: ...
 
+    def secret_of(self, user_id: str, keys: KeyVersion) -> str: ...
 
-class TenantPauseRead(Protocol):
-    """The drainer's, before each send: why the tenant's email is held now (None: it is not), at most a second
-    old (a `fresh` answer is read after the ask)."""
+    def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> KeyVersion | None: ...
 
     def pause_of(self, user_id: str, *, fresh: bool = False) -> str | None: ...
 
-
-class TenantGate(TenantLookup, TenantPauseRead, Protocol):
-    """The drainer's gate and parking: the tenant (its settings, cached) and its pauses (at once)."""
-
-
-class TenantPause(Protocol):
-    """Hold a tenant's email by one owner's pause (chalicelib.stores.pauses); False if that owner holds it already
-    or there is no such tenant."""
-
     def pause(self, user_id: str, owner: str, reason: str) -> bool: ...
 
-
-class TenantGuard(TenantLookup, TenantPause, Protocol):
-    """SES's events (the reputation guard) and the delivery (SES's pause): read a tenant, pause it as one owner."""
-
-
-class TenantPauses(TenantGuard, Protocol):
-    """The campaign actions': pause, and lift the pauses of some owners (the others' stand)."""
-
     def resume(self, user_id: str, owners: Collection[str] = ...) -> tuple[Pause, ...]: ...
-
-
-class TenantKeys(TenantLookup, Protocol):
-    """The sending identity's: the secret of one of a tenant's key versions, decrypted."""
-
-    def secret_of(self, user_id: str, keys: KeyVersion) -> str: ...
-
-
-class SenderTenants(TenantKeys, TenantGuard, TenantPauseRead, Protocol):
-    """The drainer's, which hands the registry to the parking, the sending identity and the delivery."""
-
-
-class TenantRegistration(TenantLookup, Protocol):
-    """Precompile's and the digests' intake: register a message's sender; the key version its email goes with."""
-
-    def accept(self, user_id: str, plan: str, sender: Sender, account_of: AccountOf) -> KeyVersion | None: ...
 
 
 class ApiKeyRecords(Protocol):
@@ -484,14 +417,12 @@ class SecretSeal(Protocol):
 # --- the free plan's From addresses (chalicelib.stores.free_senders, platform_identities) ------------------
 
 
-class FromClaim(Protocol):
-    """Precompile's and the digests' intake: the address is this free tenant's (SenderRefused when it is not)."""
+class FreeAddressRecords(Protocol):
+    """The free plan's From addresses (chalicelib.stores.free_senders.FreeAddresses): claimed by a free tenant
+    with its message (precompile, the digests' intake: SenderRefused when another tenant's), and whose one
+    is now (GET /tenant, the drainer: None for nobody's)."""
 
     def claim(self, user_id: str, address: str, now_ms: int) -> None: ...
-
-
-class AddressOwner(Protocol):
-    """GET /tenant's and the drainer's: which tenant a free-plan From address is now (None: nobody's)."""
 
     def owner(self, address: str) -> str | None: ...
 
@@ -514,14 +445,10 @@ class SenderFix(Protocol):
 # --- SES tenants of the platform's account (chalicelib.stores.ses_tenants) ---------------------------------
 
 
-class SesTenantStatus(Protocol):
-    """SES's events' (the guard) and the campaign actions': SES's view of a tenant's SES tenant (None: none)."""
-
-    def status(self, user_id: str, region: str, *, max_age_s: float = ...) -> TenantStatus | None: ...
-
-
-class SesTenantSetup(SesTenantStatus, Protocol):
-    """The delivery's (and the drainer's, which hands it on): a free tenant's SES tenant, set up for its sends."""
+class SesTenantRecords(Protocol):
+    """The free tenants' SES tenants in the platform's account (chalicelib.stores.ses_tenants.SesTenants): set up
+    for a tenant's sends and forgotten when SES no longer knows it (the delivery), and SES's view of one
+    (None: none; the guard, the campaign actions, GET /tenant)."""
 
     def ensure(self, user_id: str, from_address: str, region: str) -> str: ...
 
@@ -529,18 +456,17 @@ class SesTenantSetup(SesTenantStatus, Protocol):
 
     def name_of(self, user_id: str) -> str: ...
 
+    def status(self, user_id: str, region: str, *, max_age_s: float = ...) -> TenantStatus | None: ...
+
 
 # --- the tenants' event log (chalicelib.stores.event_log) ---------------------------------------------------
 
 
-class EventKeeping(Protocol):
-    """webhook_events': keep every event (with the epoch ms it was recorded at) for GET /events."""
+class EventRecords(Protocol):
+    """The tenants' event log (chalicelib.stores.event_log.EventLog): every event kept (with the epoch ms it was
+    recorded at) by webhook_events, and a page of a tenant's events read by the tenant API."""
 
     def keep(self, events: Iterable[tuple[KeptEvent, int]]) -> int: ...
-
-
-class EventPages(Protocol):
-    """The tenant API's: a page of a tenant's events."""
 
     def page(
         self,
@@ -557,12 +483,14 @@ class EventPages(Protocol):
 # --- the tenant API's reads of campaigns (chalicelib.stores.campaign_stats, chalicelib.stores.timeline) -----
 
 
-class CampaignPages(CountsReader, Protocol):
+class CampaignPages(Protocol):
     """GET /campaigns: the tenant's campaigns newest first, a page at a time; and one of them."""
 
     def newest(
         self, user_id: str, *, before: tuple[int, str] | None = None, limit: int = 50
     ) -> tuple[list[CampaignCounts], tuple[int, str] | None]: ...
+
+    def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None: ...
 
 
 class TimelineReads(Protocol):
@@ -573,38 +501,10 @@ class TimelineReads(Protocol):
     ) -> tuple[list[Minute], str | None]: ...
 
 
-class SuppressionList(Protocol):
-    """The tenant API's: the tenant's suppression list, read a page at a time, added to, lifted from."""
-
-    def page(
-        self,
-        user_id: str,
-        *,
-        reason: str | None = None,
-        prefix: str | None = None,
-        after: str | None = None,
-        limit: int = 100,
-    ) -> tuple[list[Suppression], str | None]: ...
-
-    def add_many(self, user_id: str, emails: Iterable[str], reason: str) -> tuple[int, int]: ...
-
-    def entry(self, user_id: str, email: str) -> Suppression | None: ...
-
-    def lift(self, user_id: str, email: str) -> bool: ...
-
-    def check(self, user_id: str, emails: Iterable[str]) -> dict[str, str]: ...
-
-
 class DailyUse(Protocol):
     """GET /tenant's: the emails a free-plan tenant queued on the UTC day of `now` (chalicelib.stores.daily_cap)."""
 
     def used(self, user_id: str, now: float | None = None) -> int: ...
-
-
-class LedgerTallies(Protocol):
-    """A campaign's counters as its ledger rows say them (chalicelib.jobs.recount)."""
-
-    def tally(self, user_id: str, campaign_id: str) -> Tally: ...
 
 
 class CounterCorrections(Protocol):
@@ -616,15 +516,14 @@ class CounterCorrections(Protocol):
 
 
 class RecountNotes(Protocol):
-    """The campaigns whose ledger changed since they were recounted (chalicelib.stores.recounts)."""
+    """The campaigns whose ledger changed since they were recounted (chalicelib.stores.recounts): noted by the
+    ledger's stream, read and done by the recount."""
+
+    def note(self, pks: Iterable[str], now_ms: int | None = None) -> None: ...
 
     def settled(self, before_ms: int) -> Iterator[RecountNote]: ...
 
     def done(self, note: RecountNote) -> bool: ...
-
-
-class RecountNoting(Protocol):
-    def note(self, pks: Iterable[str], now_ms: int | None = None) -> None: ...
 
 
 class SessionRecords(Protocol):
@@ -655,12 +554,6 @@ class PeopleRecords(Protocol):
     def signed_out(self, tenant_id: str, address: str, at: float) -> bool: ...
 
     def remove(self, tenant_id: str, address: str) -> None: ...
-
-
-class MembershipRecords(Protocol):
-    """What a session asks of the people table at each request (chalicelib.console.sessions)."""
-
-    def get(self, tenant_id: str, address: str) -> Person | None: ...
 
 
 class KeyDigests(Protocol):

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
-from chalicelib.stores.ports import EventKeeping
+from chalicelib.stores.ports import EventRecords
 from chalicelib.stores.webhooks import Endpoint, HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliveries import WebhookRequest, deliveries
 from chalicelib.webhooks.delivery_queue import DeliveryQueue
@@ -57,7 +57,7 @@ class WebhookFanout:
         endpoints: WebhookEndpoints,
         queue: DeliveryQueue,
         held: HeldRequests,
-        event_log: EventKeeping,
+        event_log: EventRecords,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._endpoints = endpoints

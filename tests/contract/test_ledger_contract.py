@@ -1,4 +1,4 @@
-"""The ledger's contract (chalicelib.stores.ports: SenderLedger, IntakeLedger, RetryLedger), on FakeLedger and on
+"""The ledger's contract (chalicelib.stores.ports: LedgerRecords, LedgerClaims, LedgerReads), on FakeLedger and on
 the DynamoDB ledger: the conditions that make sending exactly-once."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ import pytest
 
 from chalicelib.stores.ledger import Ledger
 from chalicelib.stores.ledger_model import Claim, Entry
-from chalicelib.stores.ports import IntakeLedger, RetryLedger, SenderLedger
+from chalicelib.stores.ports import LedgerClaims, LedgerReads, LedgerRecords
 from tests.contract.conftest import real_container
 from tests.fakes.ledger import FakeLedger
 
 
-class LedgerPort(SenderLedger, IntakeLedger, RetryLedger, Protocol):
+class LedgerPort(LedgerClaims, LedgerRecords, LedgerReads, Protocol):
     """Every ledger port at once: what both sides must be."""
 
 

@@ -20,8 +20,6 @@ from chalicelib.stores.ports import (
     ParkingStore,
     QueueTouch,
     ReputationCounts,
-    SuppressionAdd,
-    SuppressionCheck,
     SuppressionList,
 )
 from chalicelib.stores.queue_activity import QueueActivity
@@ -45,7 +43,7 @@ def _settings(request: pytest.FixtureRequest) -> Any:
 # --- suppressions ------------------------------------------------------------------------------------------
 
 
-class SuppressionPorts(SuppressionCheck, SuppressionAdd, SuppressionList, Protocol):
+class SuppressionPorts(SuppressionList, Protocol):
     """Every suppression port."""
 
 

@@ -12,13 +12,13 @@ from typing import Protocol
 
 import pytest
 
-from chalicelib.stores.ports import SuppressionAdd, SuppressionCheck, SuppressionList
+from chalicelib.stores.ports import SuppressionList
 from chalicelib.stores.suppression import BOUNCE, COMPLAINT, MANUAL, UNSUBSCRIBE, Suppressions
 from tests.contract.conftest import real_container
 from tests.fakes.suppressions import FakeSuppressions
 
 
-class _Ports(SuppressionCheck, SuppressionAdd, SuppressionList, Protocol):
+class _Ports(SuppressionList, Protocol):
     """Every suppression port."""
 
 

@@ -15,14 +15,7 @@ from chalicelib.stores.campaign_sender import CampaignSenders
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.pauses import GUARD, OPERATOR, TENANT
 from chalicelib.stores.platform_identities import PlatformIdentities
-from chalicelib.stores.ports import (
-    FromClaim,
-    SenderFix,
-    SenderTenants,
-    SesTenantSetup,
-    TenantPauses,
-    TenantRegistration,
-)
+from chalicelib.stores.ports import FreeAddressRecords, SenderFix, SesTenantRecords, TenantRecords
 from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenants import TenantRegistry
@@ -36,7 +29,7 @@ ACCOUNT, OTHER_ACCOUNT = "111111111111", "222222222222"
 # --- the tenant registry -----------------------------------------------------------------------------------
 
 
-class TenantPort(TenantRegistration, TenantPauses, SenderTenants, Protocol):
+class TenantPort(TenantRecords, Protocol):
     """Every tenant port at once: what FakeTenants stands in for."""
 
 
@@ -137,7 +130,7 @@ class TestTenantRegistryContract:
 # --- the free plan's From addresses ------------------------------------------------------------------------
 
 
-def free_addresses_of(side: str, request: pytest.FixtureRequest, own: str, domain: str) -> FromClaim:
+def free_addresses_of(side: str, request: pytest.FixtureRequest, own: str, domain: str) -> FreeAddressRecords:
     """The claims, with `own` verified as an identity of its own and `domain` as a domain identity."""
     if side == "fake":
         return FakeFreeAddresses(own=[own], domains=[domain])
@@ -200,7 +193,7 @@ class TestCampaignSenderContract:
 # --- SES tenants of the platform's account -----------------------------------------------------------------
 
 
-def ses_tenants_of(side: str, request: pytest.FixtureRequest) -> tuple[SesTenantSetup, str]:
+def ses_tenants_of(side: str, request: pytest.FixtureRequest) -> tuple[SesTenantRecords, str]:
     """SES tenants, and the region they are in."""
     if side == "fake":
         return FakeSesTenants(), "us-east-1"

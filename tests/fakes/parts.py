@@ -23,20 +23,20 @@ from chalicelib.send.ports import SesSending
 from chalicelib.send.sides import Content
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.ports import (
-    AddressOwner,
-    ControlState,
+    CampaignSchedule,
+    ControlSwitch,
     Counts,
     DailyShare,
-    IntakeCounts,
-    IntakeLedger,
+    FreeAddressRecords,
+    LedgerClaims,
+    LedgerReads,
+    LedgerRecords,
     ParkingStore,
-    ReputationAdd,
+    ReputationCounts,
     SenderFix,
-    SenderLedger,
-    SenderTenants,
-    SesTenantSetup,
-    SuppressionCheck,
-    TenantRegistration,
+    SesTenantRecords,
+    SuppressionList,
+    TenantRecords,
 )
 from chalicelib.stores.recorder import Recorder
 from chalicelib.wiring import SendStores, SesParts, send_path
@@ -57,6 +57,20 @@ from tests.fakes.tenants import FakeTenants
 
 class UnitSqs(SqsDrain, SqsBatchSend, Protocol):
     """A unit drainer's one SQS: the queue it drains, and the one its parked email goes back to."""
+
+
+# One fake stands in for a store that several collaborators take by their own ports: its parameter is the
+# join of theirs (chalicelib has no use for a join: each consumer names the port it uses).
+class DrainLedger(LedgerClaims, LedgerRecords, Protocol):
+    """The drainer's ledger: claimed by its delivery, written by its recorder."""
+
+
+class IntakeLedger(LedgerRecords, LedgerReads, Protocol):
+    """Precompile's ledger: written by its recorder, read for what is recorded already."""
+
+
+class IntakeCounts(Counts, CampaignSchedule, Protocol):
+    """Precompile's counters: written by its recorder, and a scheduled campaign's time noted."""
 
 
 def links() -> LinkSigner:
@@ -80,19 +94,19 @@ def drainer(
     settings: Settings,
     sqs: UnitSqs,
     ses: SesSending,
-    tenants: SenderTenants,
+    tenants: TenantRecords,
     *,
     stats: Counts | None = None,
-    ledger: SenderLedger | None = None,
+    ledger: DrainLedger | None = None,
     payload_store: PayloadStore | None = None,
-    suppressions: SuppressionCheck | None = None,
-    control: ControlState | None = None,
+    suppressions: SuppressionList | None = None,
+    control: ControlSwitch | None = None,
     schedule: ParkingStore | None = None,
-    reputation: ReputationAdd | None = None,
+    reputation: ReputationCounts | None = None,
     queues: QueueRegistry | None = None,
     drains: DrainStarter | None = None,
-    ses_tenants: SesTenantSetup | None = None,
-    addresses: AddressOwner | None = None,
+    ses_tenants: SesTenantRecords | None = None,
+    addresses: FreeAddressRecords | None = None,
 ) -> Drainer:
     payload_store = payload_store or payloads()
     parked = ParkedEmail(schedule or FakeSchedule(), email_queue(sqs, payload_store, queues), Starts())
@@ -118,7 +132,7 @@ def drainer(
     )
 
 
-def _their_own_addresses(tenants: SenderTenants) -> FakeFreeAddresses:
+def _their_own_addresses(tenants: TenantRecords) -> FakeFreeAddresses:
     """Each known tenant holds the From address it registered (what its accepted messages claimed)."""
     addresses = FakeFreeAddresses()
     for t in getattr(tenants, "by_id", {}).values():
@@ -130,13 +144,13 @@ def precompiler(
     settings: Settings,
     sqs: SqsBatchSend,
     *,
-    tenants: TenantRegistration | None = None,
+    tenants: TenantRecords | None = None,
     queues: QueueRegistry | None = None,
     stats: IntakeCounts | None = None,
     ledger: IntakeLedger | None = None,
     payload_store: PayloadStore | None = None,
     daily_cap: DailyShare | None = None,
-    suppressions: SuppressionCheck | None = None,
+    suppressions: SuppressionList | None = None,
     schedule: ParkingStore | None = None,
     campaign_senders: SenderFix | None = None,
     drains: DrainStarter | None = None,

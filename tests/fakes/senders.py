@@ -1,5 +1,5 @@
 """The campaign sender snapshots, free-plan From addresses and STS in memory (chalicelib.stores.ports:
-SenderFix, FromClaim)."""
+SenderFix, FreeAddressRecords)."""
 
 from __future__ import annotations
 

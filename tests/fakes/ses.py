@@ -37,7 +37,7 @@ class FakeSes:
 
 
 class FakeSesTenants:
-    """SES tenants of the platform's account (chalicelib.stores.ports.SesTenantSetup): each user's is
+    """SES tenants of the platform's account (chalicelib.stores.ports.SesTenantRecords): each user's is
     `ses-<user>`; `statuses` says SES's view (a user with none is no SES tenant)."""
 
     def __init__(self, statuses: Mapping[str, TenantStatus] | None = None) -> None:

@@ -110,7 +110,7 @@ def run(recipients: int, requests: int) -> dict[str, Any]:
     from chalicelib import wiring
     from chalicelib.api.principal import Role
     from chalicelib.core.message_parser import parse_sender
-    from chalicelib.stores.campaign_model import SenderSnapshot
+    from chalicelib.stores.ports.campaigns import SenderSnapshot
     from infra.local.stack import LocalStack, StackConfig
 
     results: dict[str, Any] = {"recipients": recipients, "requests": requests, "pages": []}

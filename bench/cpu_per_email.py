@@ -77,7 +77,7 @@ def _part(filename: str) -> str:
 def _drainer(settings: Any) -> Any:
     from chalicelib import wiring
     from chalicelib.core.contract import Sender
-    from chalicelib.stores.tenant_model import KeyVersion, Tenant
+    from chalicelib.stores.ports.tenants import KeyVersion, Tenant
     from tests.fakes import FakeTenants
 
     c = wiring.Container(settings)
@@ -91,8 +91,8 @@ def _queued_template(composed: bool) -> str:
     """The queued email the stub serves: composed, as precompile queues it, or HTML only (queued before)."""
     from bench.queued import queued_email
     from chalicelib.core.contract import Sender
-    from chalicelib.stores.campaign_model import SenderSnapshot
-    from chalicelib.stores.tenant_model import KeyVersion
+    from chalicelib.stores.ports.campaigns import SenderSnapshot
+    from chalicelib.stores.ports.tenants import KeyVersion
 
     sender = Sender("news@bench.example", "Bench", "us-east-1", "AKIABENCH", "secret", 100_000.0)
     snapshot = SenderSnapshot.of("paid", sender, KeyVersion(1, "AKIABENCH", "secret", "111111111111"))

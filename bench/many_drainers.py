@@ -41,8 +41,8 @@ from bench.send_rate import InProcessSes
 from chalicelib.core.config import DRAINER_MAX_RATE, Settings
 from chalicelib.core.contract import Sender
 from chalicelib.core.drainer_shares import drainers_for, share
-from chalicelib.stores.campaign_model import SenderSnapshot
-from chalicelib.stores.tenant_model import KeyVersion, Tenant
+from chalicelib.stores.ports.campaigns import SenderSnapshot
+from chalicelib.stores.ports.tenants import KeyVersion, Tenant
 from infra.local.ses import SesStandIn
 from tests.fakes import FakeTenants, parts
 from tests.fakes.shared_queue import SharedSqs

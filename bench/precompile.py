@@ -24,7 +24,7 @@ from liquid import Environment
 
 from chalicelib.core.config import Settings
 from chalicelib.ingest.renderer import template_variables
-from chalicelib.stores.tenant_model import KeyVersion
+from chalicelib.stores.ports.tenants import KeyVersion
 from infra.producer import CampaignSpec, messages
 from tests.fakes import parts
 

@@ -33,8 +33,8 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import QuotaExhausted, SendThrottled
 from chalicelib.send.ses_sender import SendQuota
-from chalicelib.stores.campaign_model import SenderSnapshot
-from chalicelib.stores.tenant_model import KeyVersion, Tenant
+from chalicelib.stores.ports.campaigns import SenderSnapshot
+from chalicelib.stores.ports.tenants import KeyVersion, Tenant
 from infra.local.ses import Refused, SesStandIn
 from infra.status import max_in_window
 from tests.fakes import FakeTenants, parts

@@ -290,7 +290,7 @@ def run(campaigns: int, requests: int) -> dict[str, Any]:
     os.environ.setdefault("MOONSEND_LOG_LEVEL", "WARNING")
     from chalicelib import wiring
     from chalicelib.core.message_parser import parse_sender
-    from chalicelib.stores.campaign_model import SenderSnapshot
+    from chalicelib.stores.ports.campaigns import SenderSnapshot
     from infra.local.stack import LocalStack, StackConfig
 
     results: dict[str, Any] = {"campaigns": campaigns, "requests": requests, "kinds": []}

@@ -5,7 +5,7 @@ that verifies every request with the Standard Webhooks library: one takes one ev
 other up to 100. Each sends a campaign to SES's mailbox simulator, so every recipient makes two events
 (sent, delivered). The AWS requests webhooks make are counted where they are made (the delivery queue's
 sends and visibility changes, with their bytes, as SQS bills by 64 KB chunk; the endpoints' reads; the
-parked rows), with Lambda's invocations of the two functions and its SQS poller's receives and deletes
+held rows), with Lambda's invocations of the two functions and its SQS poller's receives and deletes
 of the delivery queue (cost.py's meters), and priced with cost.py's prices.
 
 Also measured: a campaign's cost in stream invocations for a tenant with no endpoint (what webhooks add
@@ -51,16 +51,16 @@ class Meter:
                 self.counts[what] = self.counts.get(what, 0) + n
 
     def install(self) -> None:
-        from chalicelib.stores.webhooks import ParkedDeliveries, WebhookEndpoints
+        from chalicelib.stores.webhooks import HeldRequests, WebhookEndpoints
         from chalicelib.webhooks.delivery_queue import SQS_BATCH, DeliveryQueue
 
         meter = self
-        put, retry, listed, got, park = (
+        put, retry, listed, got, hold = (
             DeliveryQueue.put_messages,
             DeliveryQueue.retry_later,
             WebhookEndpoints.list,
             WebhookEndpoints.get,
-            ParkedDeliveries.park,
+            HeldRequests.hold,
         )
 
         def put_messages(self: Any, messages: list[tuple[str, str]]) -> None:
@@ -84,15 +84,15 @@ class Meter:
             meter.add("dynamodb:GetItem (endpoint)")
             return got(self, user_id, endpoint_id)
 
-        def park_(self: Any, *a: Any) -> None:
-            meter.add("dynamodb:PutItem (parked)")
-            park(self, *a)
+        def hold_(self: Any, *a: Any) -> None:
+            meter.add("dynamodb:PutItem (held)")
+            hold(self, *a)
 
         DeliveryQueue.put_messages = put_messages  # type: ignore[method-assign]
         DeliveryQueue.retry_later = retry_later  # type: ignore[method-assign]
         WebhookEndpoints.list = list_  # type: ignore[method-assign]
         WebhookEndpoints.get = get  # type: ignore[method-assign]
-        ParkedDeliveries.park = park_  # type: ignore[method-assign]
+        HeldRequests.hold = hold_  # type: ignore[method-assign]
 
 
 def run(recipients: int) -> dict[str, Any]:
@@ -201,7 +201,7 @@ def priced(per_event: dict[str, Any], gb_s_per_event: float) -> float:
     sqs = chunks + chunks + r.get("sqs:DeleteMessageBatch (Lambda's poller)", 0)
     reads = r.get("dynamodb:Query (endpoints)", 0) + r.get("dynamodb:GetItem (endpoint)", 0)
     usd = sqs * cost.PRICE["sqs_request"] + reads * cost.PRICE["dynamodb_rru"]
-    usd += r.get("dynamodb:PutItem (parked)", 0) * cost.PRICE["dynamodb_wru"]
+    usd += r.get("dynamodb:PutItem (held)", 0) * cost.PRICE["dynamodb_wru"]
     webhooks = ("webhook_events", "deliver_webhooks")
     usd += sum(per_event["invocations_per_event"].get(f, 0) for f in webhooks) * cost.PRICE["lambda_request"]
     usd += gb_s_per_event * cost.PRICE["lambda_gb_s"]

@@ -93,19 +93,15 @@ from chalicelib.stores.pauses import SES
 from chalicelib.stores.payloads import PayloadStore
 from chalicelib.stores.people import PeopleStore
 from chalicelib.stores.platform_identities import PlatformIdentities
-from chalicelib.stores.ports import (
-    ControlSwitch,
-    FreeAddressRecords,
-    LedgerClaims,
-    ReputationCounts,
-    SesTenantRecords,
-    SuppressionList,
-    TenantRecords,
-)
+from chalicelib.stores.ports.campaigns import ControlSwitch
+from chalicelib.stores.ports.ledger import LedgerClaims
+from chalicelib.stores.ports.sending import FreeAddressRecords, Limits, ReputationCounts, SesTenantRecords
+from chalicelib.stores.ports.suppression import SuppressionList
+from chalicelib.stores.ports.tenants import TenantRecords
 from chalicelib.stores.queue_activity import QueueActivity
 from chalicelib.stores.recorder import Recorder
 from chalicelib.stores.recounts import Recounts
-from chalicelib.stores.reputation import Limits, Reputation
+from chalicelib.stores.reputation import Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.ses_tenants import SesTenants
 from chalicelib.stores.sessions import SessionStore

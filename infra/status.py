@@ -14,9 +14,9 @@ from rich.table import Table
 
 from chalicelib.core.config import Settings
 from chalicelib.core.queue_listing import queue_urls
-from chalicelib.stores.campaign_model import CampaignCounts
 from chalicelib.stores.campaign_stats import CampaignStats
 from chalicelib.stores.pauses import LIFTED_BY, OWNER_NAMES, Pause
+from chalicelib.stores.ports.campaigns import CampaignCounts
 from chalicelib.stores.tenant_secrets import TenantSecrets
 from chalicelib.stores.tenants import TenantRegistry
 from infra.terminal import cell, plain

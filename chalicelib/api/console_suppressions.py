@@ -31,7 +31,7 @@ from chalicelib.console.sessions import Session
 from chalicelib.control.suppression_api import DEFAULT_REASON, MAX_ADD, MAX_REASON
 from chalicelib.core.contract import MAX_ADDRESS_LENGTH
 from chalicelib.core.errors import Invalid, NotFound, Refused
-from chalicelib.stores.suppression import BOUNCE, COMPLAINT, KEPT_BECAUSE, MANUAL, REASONS, UNSUBSCRIBE
+from chalicelib.stores.ports.suppression import BOUNCE, COMPLAINT, KEPT_BECAUSE, MANUAL, REASONS, UNSUBSCRIBE
 
 PAGE = 50
 ASKED = ("reason", "prefix", "after")  # what the page's filters and paging carry

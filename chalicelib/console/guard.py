@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from chalicelib.stores.ports import AttemptCounts
+from chalicelib.stores.ports.console import AttemptCounts
 
 WRONG_KEYS = 10
 LINK_REQUESTS = 10

@@ -18,9 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chalicelib.console.people import People, address_of
-from chalicelib.stores.people import Person
-from chalicelib.stores.ports import SignInLinkRecords
-from chalicelib.stores.sign_in_links import StoredLink
+from chalicelib.stores.ports.console import Person, SignInLinkRecords, StoredLink
 
 LINK_S = 15 * 60
 TOKEN_CHARS = 43  # secrets.token_urlsafe(32): a token of any other length is not one of ours

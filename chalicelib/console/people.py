@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from chalicelib.core.fields import is_email
-from chalicelib.stores.people import MAX_PEOPLE, Person
-from chalicelib.stores.ports import PeopleRecords
+from chalicelib.stores.people import MAX_PEOPLE
+from chalicelib.stores.ports.console import PeopleRecords, Person
 
 
 class PersonRefused(Exception):

@@ -21,9 +21,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from chalicelib.stores.people import Person
-from chalicelib.stores.ports import KeyDigests, PeopleRecords, SessionRecords
-from chalicelib.stores.sessions import StoredSession
+from chalicelib.stores.ports.console import KeyDigests, PeopleRecords, Person, SessionRecords, StoredSession
 
 IDLE_S = 8 * 3600
 ABSOLUTE_S = 7 * 24 * 3600

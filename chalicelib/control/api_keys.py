@@ -25,8 +25,7 @@ from typing import Any
 from chalicelib.core.contract import MAX_ID_LENGTH, iso_ms
 from chalicelib.core.errors import Invalid, NotFound
 from chalicelib.core.fields import is_id
-from chalicelib.stores.api_keys import StoredKey
-from chalicelib.stores.ports import ApiKeyRecords, LegacyKeyHash
+from chalicelib.stores.ports.tenants import ApiKeyRecords, LegacyKeyHash, StoredKey
 
 PREFIX = "msk_"
 MAX_KEYS = 10

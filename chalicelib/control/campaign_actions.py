@@ -25,9 +25,11 @@ from chalicelib.core.contract import iso_ms
 from chalicelib.jobs.releaser import Releaser
 from chalicelib.queueing.parked_email import ParkedEmail
 from chalicelib.stores.pauses import OPERATOR, OWNER_NAMES, OWNERS, SES, TENANT, Pause, held_by
-from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, ReleaseStore, SesTenantRecords, TenantRecords
-from chalicelib.stores.schedule import BatchMoved, StoredBatch, minute_of
-from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.ports.campaigns import CampaignSchedule, ControlSwitch
+from chalicelib.stores.ports.schedule import ReleaseStore, StoredBatch
+from chalicelib.stores.ports.sending import SesTenantRecords
+from chalicelib.stores.ports.tenants import Tenant, TenantRecords
+from chalicelib.stores.schedule import BatchMoved, minute_of
 
 TENANT_PAUSE_PREFIX = "paused by the tenant"
 # A reschedule that finds its campaign's batches moved by another request reads them again (this many more

@@ -18,7 +18,7 @@ from chalicelib.control.campaign_views import STATES, campaign_json, state_of
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.errors import NotFound
 from chalicelib.core.fields import is_id
-from chalicelib.stores.ports import CampaignPages, TimelineReads
+from chalicelib.stores.ports.campaigns import CampaignPages, TimelineReads
 from chalicelib.stores.timeline import KINDS
 
 MAX_PAGE = 200

@@ -46,7 +46,7 @@ from chalicelib.produce.reading import address_digest, recipient_lines
 from chalicelib.produce.rows import FORMATS
 from chalicelib.stores.campaign_stats import COUNTERS
 from chalicelib.stores.daily_cap import DailyCap
-from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.ports.tenants import Tenant
 from chalicelib.stores.upload_files import (
     CONTENT_TYPES,
     RECIPIENTS,

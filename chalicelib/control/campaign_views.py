@@ -17,8 +17,8 @@ import json
 from typing import Any
 
 from chalicelib.core.contract import iso_ms
-from chalicelib.stores.campaign_model import CampaignCounts
 from chalicelib.stores.campaign_stats import COUNTERS
+from chalicelib.stores.ports.campaigns import CampaignCounts
 
 STATES = ("scheduled", "sending", "paused", "done", "cancelled")
 # A campaign with no recipient counted yet is starting for this long after its first message, then done with

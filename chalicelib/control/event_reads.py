@@ -20,7 +20,7 @@ from chalicelib.control.params import BadParam
 from chalicelib.core.fields import is_id
 from chalicelib.core.webhook_contract import EVENT_TYPES
 from chalicelib.stores.event_log import CURSOR, INSTANT, position_at
-from chalicelib.stores.ports import EventRecords
+from chalicelib.stores.ports.events import EventRecords
 
 MAX_PAGE = 1000
 ORDERS = ("oldest", "newest")

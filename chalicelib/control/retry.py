@@ -29,8 +29,8 @@ from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger_model import FAILED, QUEUED, Entry
-from chalicelib.stores.ports import LedgerReads
+from chalicelib.stores.ledger_model import FAILED, QUEUED
+from chalicelib.stores.ports.ledger import Entry, LedgerReads
 from chalicelib.stores.recorder import Recorder
 
 LANES = 16  # recipients read and reopened at once

@@ -16,8 +16,7 @@ from chalicelib.control import params
 from chalicelib.core.contract import MAX_ADDRESS_LENGTH, iso_ms
 from chalicelib.core.errors import Conflict, Invalid, NotFound
 from chalicelib.core.fields import is_email
-from chalicelib.stores.ports import SuppressionList
-from chalicelib.stores.suppression import KEPT_BECAUSE, MANUAL, REASONS, Suppression
+from chalicelib.stores.ports.suppression import KEPT_BECAUSE, MANUAL, REASONS, Suppression, SuppressionList
 
 MAX_ADD = 1000
 MAX_PAGE = 1000

@@ -32,8 +32,9 @@ from chalicelib.core.fields import is_id
 from chalicelib.digest.assembly import campaign_id as digest_campaign
 from chalicelib.digest.assembly import period_of
 from chalicelib.digest.status import DigestStatusReader
-from chalicelib.stores.ledger_model import STATES, Entry, feedback_parts
-from chalicelib.stores.ports import CampaignPages, LedgerPages
+from chalicelib.stores.ledger_model import STATES, feedback_parts
+from chalicelib.stores.ports.campaigns import CampaignPages
+from chalicelib.stores.ports.ledger import Entry, LedgerPages
 
 BAD_CURSOR = "after: not a cursor of this list (give the `next` of the page before)"
 MAX_PAGE = 1000

@@ -16,8 +16,8 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.core.contract import iso_ms
-from chalicelib.stores.ports import DailyUse, FreeAddressRecords, SesTenantRecords, TenantRecords
-from chalicelib.stores.ses_tenants import TenantStatus
+from chalicelib.stores.ports.sending import DailyUse, FreeAddressRecords, SesTenantRecords, TenantStatus
+from chalicelib.stores.ports.tenants import TenantRecords
 
 SES_STATUS_MAX_AGE_S = 300.0
 # SES's non-send calls are limited to about one a second for the platform's account, which the reputation

@@ -1,9 +1,10 @@
 """The ports of the AWS clients the domain calls directly (S3's objects, SQS's queues), as `typing.Protocol`.
 
-Declared beside chalicelib.core.aws, which builds the real clients, as the stores' ports are beside the
-stores (chalicelib.stores.ports says why). A boto3 client is typed `Any` and so satisfies any port; the
-in-memory fakes (tests/fakes/s3.py, sqs.py, shared_queue.py) are checked against these by mypy where they
-are handed to a store or a consumer.
+Declared beside chalicelib.core.aws, which builds the real clients. Unlike a store's one port, a client has
+a port per consumer: a boto3 client has hundreds of calls, and each consumer's port names the few it makes,
+so that its in-memory fake needs only those (chalicelib.stores.ports says how ports are kept). A boto3
+client is typed `Any` and so satisfies any port; the in-memory fakes (tests/fakes/s3.py, sqs.py,
+shared_queue.py) are checked against these by mypy where they are handed to a store or a consumer.
 """
 
 from __future__ import annotations

@@ -28,7 +28,8 @@ from chalicelib.digest.schedules import DigestSchedules
 from chalicelib.ingest.rejection import rejection_records, rejects_of_message
 from chalicelib.ingest.renderer import CompiledCampaign
 from chalicelib.stores.digests import DigestStore
-from chalicelib.stores.ports import AccountOf, FreeAddressRecords, TenantRecords
+from chalicelib.stores.ports.sending import FreeAddressRecords
+from chalicelib.stores.ports.tenants import AccountOf, TenantRecords
 from chalicelib.stores.recorder import Recorder
 
 # What a retraction applies to, whatever recipients its event names (docs/digests.md).

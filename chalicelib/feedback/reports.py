@@ -9,7 +9,7 @@ from typing import Any
 from chalicelib.core.errors import NotFound
 from chalicelib.core.fields import is_id
 from chalicelib.stores.campaign_stats import COUNTERS
-from chalicelib.stores.ports import CampaignPages
+from chalicelib.stores.ports.campaigns import CampaignPages
 
 
 class Reports:

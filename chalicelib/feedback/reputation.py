@@ -15,7 +15,7 @@ would pause a tenant whose rates are fine.
 
 from __future__ import annotations
 
-from chalicelib.stores.reputation import Limits, Window
+from chalicelib.stores.ports.sending import Limits, Window
 
 
 def verdict(window: Window, limits: Limits) -> str | None:

@@ -33,7 +33,8 @@ from typing import Any
 
 from chalicelib.core import log
 from chalicelib.stores.pauses import SES
-from chalicelib.stores.ports import SesTenantRecords, TenantRecords
+from chalicelib.stores.ports.sending import SesTenantRecords
+from chalicelib.stores.ports.tenants import TenantRecords
 from chalicelib.stores.ses_tenants import tenant_name
 
 SOURCE = "aws.ses"

@@ -47,14 +47,10 @@ from chalicelib.core.contract import CAMPAIGN_HEADER, TENANT_HEADER
 from chalicelib.core.fields import is_email, is_id
 from chalicelib.feedback.reputation import verdict
 from chalicelib.stores.pauses import GUARD, SES
-from chalicelib.stores.ports import (
-    ReputationCounts,
-    SesTenantRecords,
-    SuppressionList,
-    TenantRecords,
-)
+from chalicelib.stores.ports.sending import ReputationCounts, SesTenantRecords
+from chalicelib.stores.ports.suppression import BOUNCE, COMPLAINT, SuppressionList
+from chalicelib.stores.ports.tenants import TenantRecords
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.suppression import BOUNCE, COMPLAINT
 
 # A batch's events in flight at once: each is one or two DynamoDB round trips, so that a batch of 100 takes
 # the time of ten in turn, and its counters are written once for the hundred.

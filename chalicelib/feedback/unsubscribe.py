@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from chalicelib.core import log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
-from chalicelib.stores.ports import SuppressionList
+from chalicelib.stores.ports.suppression import UNSUBSCRIBE, SuppressionList
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.suppression import UNSUBSCRIBE
 
 _PAGE = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width">

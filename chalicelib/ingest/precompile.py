@@ -37,22 +37,15 @@ from chalicelib.ingest.tracking import add_tracking
 from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.daily_cap import batch_id, cap_reason
 from chalicelib.stores.ledger_model import EXPIRED, REJECTED, SUPPRESSED
-from chalicelib.stores.ports import (
-    AccountOf,
-    CampaignSchedule,
-    DailyShare,
-    FreeAddressRecords,
-    LedgerReads,
-    ParkingStore,
-    SenderFix,
-    SuppressionList,
-    TenantRecords,
-)
+from chalicelib.stores.ports.campaigns import CampaignSchedule, SenderFix, SenderSnapshot
+from chalicelib.stores.ports.ledger import LedgerReads
+from chalicelib.stores.ports.schedule import ParkingStore
+from chalicelib.stores.ports.sending import DailyShare, FreeAddressRecords
+from chalicelib.stores.ports.suppression import SuppressionList
+from chalicelib.stores.ports.tenants import AccountOf, KeyVersion, TenantRecords
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.tenant_model import KeyVersion
 
 # Recorded states of a recipient that did not take a share of the free plan's daily cap (the others were
 # queued under it). A recipient expired by the drainer did take one: counted as not, the cap errs by one.

@@ -31,9 +31,9 @@ from chalicelib.core.errors import MessageInvalid
 from chalicelib.core.ports import SqsDeadLetters
 from chalicelib.core.resources import MAX_RECEIVE_COUNT
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger_model import FAILED, FINAL, Entry
+from chalicelib.stores.ledger_model import FAILED, FINAL
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import LedgerClaims
+from chalicelib.stores.ports.ledger import Entry, LedgerClaims
 from chalicelib.stores.recorder import Recorder
 
 RECHECK_S = 6 * 3600  # a dead letter already looked at is looked at again after this

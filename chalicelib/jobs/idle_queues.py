@@ -37,7 +37,7 @@ from chalicelib.core.aws import NO_SUCH_QUEUE
 from chalicelib.core.config import Settings
 from chalicelib.core.ports import SqsQueueRemoval
 from chalicelib.core.routing import alarm_name, tenant_queue_name
-from chalicelib.stores.ports import LeaseHolders, QueueRetirement
+from chalicelib.stores.ports.queues import LeaseHolders, QueueRetirement
 from chalicelib.stores.queue_activity import DAY_S, REMOVE_WITHIN_MS, utc_day
 
 

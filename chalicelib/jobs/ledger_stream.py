@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from chalicelib.core import log
-from chalicelib.stores.ports import RecountNotes
+from chalicelib.stores.ports.events import RecountNotes
 
 
 class StreamBatches(Protocol):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from chalicelib.core.resources import Resources
 from chalicelib.core.routing import is_free_queue, tenant_queue_name
-from chalicelib.stores.ports import QueuesDrained, QueuesUsedIn
+from chalicelib.stores.ports.queues import QueuesDrained, QueuesUsedIn
 from chalicelib.stores.queue_activity import utc_hour
 
 HOUR_S = 3600

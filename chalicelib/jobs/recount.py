@@ -23,10 +23,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chalicelib.core import log
-from chalicelib.stores.campaign_model import CampaignCounts
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
-from chalicelib.stores.ports import CounterCorrections, LedgerPages, RecountNotes
-from chalicelib.stores.recounts import RecountNote
+from chalicelib.stores.ports.campaigns import CampaignCounts, CounterCorrections
+from chalicelib.stores.ports.events import RecountNote, RecountNotes
+from chalicelib.stores.ports.ledger import LedgerPages
 
 # Stop taking campaigns with this much of the invocation left (a tally of a large campaign takes seconds).
 STOP_WITH_MS = 30_000

@@ -27,9 +27,10 @@ from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
 from chalicelib.stores.campaign_control import CANCELLED as CAMPAIGN_CANCELLED
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED
-from chalicelib.stores.ports import CampaignSchedule, ControlSwitch, ReleaseStore
+from chalicelib.stores.ports.campaigns import CampaignSchedule, ControlSwitch
+from chalicelib.stores.ports.schedule import ReleaseStore, StoredBatch
 from chalicelib.stores.recorder import Recorder
-from chalicelib.stores.schedule import BodyGone, StoredBatch, minute_of
+from chalicelib.stores.schedule import BodyGone, minute_of
 
 CANCELLED_REASON = "campaign cancelled before its scheduled time"
 

@@ -45,7 +45,7 @@ from chalicelib.core.config import Settings
 from chalicelib.core.ports import SqsQueueListing
 from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.routing import is_free_queue, is_our_queue
-from chalicelib.stores.ports import LeaseHolders
+from chalicelib.stores.ports.queues import LeaseHolders
 
 # Checks at once: each mostly waits on its round trip, and boto3's clients are thread-safe with a pool
 # of 64 connections (chalicelib.core.aws), more than these and their drain starts use. More would not

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from chalicelib.core import log
 from chalicelib.core.drainer_shares import lease_key
-from chalicelib.stores.ports import LeaseHolders
+from chalicelib.stores.ports.queues import LeaseHolders
 
 # How long a queue seen with a drainer (or given one) is taken to still have it, at most. A drain ends only
 # after EMPTY_POLLS_TO_FINISH empty long polls, so email put on its queue within those is received by it.

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from chalicelib.core import log
 from chalicelib.queueing.email_queue import EmailQueue
 from chalicelib.queueing.enqueuer import Outgoing
-from chalicelib.stores.ports import ParkingStore
-from chalicelib.stores.schedule import BatchMoved, BodyGone, ScheduleStore, StoredBatch
+from chalicelib.stores.ports.schedule import ParkingStore, StoredBatch
+from chalicelib.stores.schedule import BatchMoved, BodyGone, ScheduleStore
 
 # The campaign id of a paused free-plan tenant's parked batches, which mix campaigns (ids may not start with `_`).
 PARKED_TENANT_CAMPAIGN = "_held"

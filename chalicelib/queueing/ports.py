@@ -1,6 +1,6 @@
 """The queueing stage's port on the tenant queues' registry (chalicelib.queueing.tenant_queues), as a Protocol.
 
-Beside its adapter, as the stores' ports are beside the stores (chalicelib.stores.ports says why)."""
+Beside its adapter (chalicelib.stores.ports says how ports are kept)."""
 
 from __future__ import annotations
 

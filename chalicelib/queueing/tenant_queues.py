@@ -22,7 +22,7 @@ from chalicelib.core.errors import QueueRecentlyRetired
 from chalicelib.core.ports import SqsQueueCreation
 from chalicelib.core.resources import MAX_RECEIVE_COUNT, SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.core.routing import alarm_name, is_free_queue
-from chalicelib.stores.ports import QueueTouch
+from chalicelib.stores.ports.queues import QueueTouch
 from chalicelib.stores.queue_activity import utc_hour
 
 ALARM_PERIOD_S = 60

@@ -30,9 +30,9 @@ from chalicelib.send.identity import NO_KEYS_REASON
 from chalicelib.send.outcomes import NOT_SENT_ERRORS, Decision, Outcome
 from chalicelib.send.rate_limiter import QueuePacing
 from chalicelib.send.sides import Content, GateReads, QueueRef, SendState, SesSide
-from chalicelib.stores.ledger_model import FINAL, Claim, Entry
-from chalicelib.stores.ports import LedgerClaims
-from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.ledger_model import FINAL
+from chalicelib.stores.ports.ledger import Claim, Entry, LedgerClaims
+from chalicelib.stores.ports.tenants import Tenant
 
 # A claim older than this whose message came back belongs to a drainer that died (a send takes seconds;
 # the message is back only after its visibility timeout).

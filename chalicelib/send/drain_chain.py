@@ -18,8 +18,7 @@ from chalicelib.core import log
 from chalicelib.core.drainer_shares import lease_key
 from chalicelib.send.drain_report import DrainResult
 from chalicelib.send.triggers import DrainRequest
-from chalicelib.stores.lease import Lease
-from chalicelib.stores.ports import DrainLeases
+from chalicelib.stores.ports.queues import DrainLeases, Lease
 
 # A lease outlives its holder's Lambda time by this much, so that a re-invocation can renew it.
 LEASE_GRACE_MS = 60_000

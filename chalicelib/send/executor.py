@@ -28,8 +28,8 @@ from chalicelib.send.outcomes import (
 from chalicelib.send.ports import SesTenantForget
 from chalicelib.send.sides import LedgerSide, SendState
 from chalicelib.stores.failed_copies import FailedCopies
-from chalicelib.stores.ledger_model import Claim
-from chalicelib.stores.ports import TenantRecords
+from chalicelib.stores.ports.ledger import Claim
+from chalicelib.stores.ports.tenants import TenantRecords
 
 
 class Executor:

@@ -16,9 +16,9 @@ from chalicelib.core.config import Settings
 from chalicelib.core.contract import QueuedEmail, Sender
 from chalicelib.core.routing import is_free_queue
 from chalicelib.send.ports import SesQuota
-from chalicelib.stores.ports import FreeAddressRecords, TenantRecords
+from chalicelib.stores.ports.sending import FreeAddressRecords
+from chalicelib.stores.ports.tenants import Tenant, TenantRecords
 from chalicelib.stores.short_cache import ShortCache
-from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenant_secrets import SecretUnreadable
 
 # Why email on a tenant's own queue without keys fails rather than going out through the platform's account.

@@ -33,7 +33,7 @@ from chalicelib.core.errors import (
     TransientSendError,
 )
 from chalicelib.stores import ledger_model as state  # its names are the members' too: qualified
-from chalicelib.stores.ledger_model import Claim
+from chalicelib.stores.ports.ledger import Claim
 
 
 class Action(enum.Enum):

@@ -17,7 +17,8 @@ from chalicelib.send.message_actions import MessageActions
 from chalicelib.send.outcomes import Decision, Outcome
 from chalicelib.send.queue_ref import QueueRef
 from chalicelib.stores.campaign_control import PAUSED
-from chalicelib.stores.ports import ControlSwitch, TenantRecords
+from chalicelib.stores.ports.campaigns import ControlSwitch
+from chalicelib.stores.ports.tenants import TenantRecords
 
 
 class Parking:

@@ -1,6 +1,6 @@
 """The drainer's port on SES (chalicelib.send.ses_sender.SesSender), as Protocols sized to each consumer.
 
-Beside its adapter, as the stores' ports are beside the stores (chalicelib.stores.ports says why)."""
+Beside its adapter (chalicelib.stores.ports says how ports are kept)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import math
 import threading
 
 from chalicelib.core import log
-from chalicelib.stores.ports import ReputationCounts
+from chalicelib.stores.ports.sending import ReputationCounts
 
 # A block is about a second of the drainer's sends, within these bounds: a slow tenant's crash leaves
 # few sends counted that were not made; a fast one writes its count about once a second, not 10 times.

@@ -18,7 +18,11 @@ from chalicelib.send.queue_ref import QueueRef
 from chalicelib.send.rate_limiter import Pacings
 from chalicelib.send.sent_ahead import SentAhead
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import ControlSwitch, LedgerClaims, SesTenantRecords, SuppressionList, TenantRecords
+from chalicelib.stores.ports.campaigns import ControlSwitch
+from chalicelib.stores.ports.ledger import LedgerClaims
+from chalicelib.stores.ports.sending import SesTenantRecords
+from chalicelib.stores.ports.suppression import SuppressionList
+from chalicelib.stores.ports.tenants import TenantRecords
 from chalicelib.stores.recorder import Recorder
 
 __all__ = ["Content", "DrainQueues", "GateReads", "LedgerSide", "QueueRef", "SendState", "SesSide"]

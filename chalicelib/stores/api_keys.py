@@ -7,12 +7,11 @@ so a key revoked a moment ago is refused at its next request.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, DoesNotExist
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.tenants import StoredKey
 from chalicelib.stores.tables import bound, condition_failed
 
 # The most keys a tenant lists (all of them: more are refused when made).
@@ -30,17 +29,6 @@ class ApiKeyModel(Model):
     label = UnicodeAttribute(null=True)  # what it is for, in the tenant's words
     created_at = NumberAttribute()  # epoch seconds
     created_by = UnicodeAttribute()  # a person's address, `api-key`, or `operator`
-
-
-@dataclass(frozen=True)
-class StoredKey:
-    user_id: str
-    digest: str
-    key_id: str
-    shown: str
-    label: str | None
-    created_at: float
-    created_by: str
 
 
 class ApiKeyStore:

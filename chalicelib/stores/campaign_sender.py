@@ -18,8 +18,8 @@ import time
 from typing import Any
 
 from chalicelib.core.errors import SenderRefused
-from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.campaign_stats import CampaignStatsModel
+from chalicelib.stores.ports.campaigns import SenderSnapshot
 from chalicelib.stores.tables import bound, update_if
 
 _CACHE_MAX = 10_000

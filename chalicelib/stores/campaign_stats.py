@@ -18,13 +18,13 @@ from pynamodb.models import Model
 
 from chalicelib.core import log
 from chalicelib.core.resources import CAMPAIGNS_BY_CREATED
-from chalicelib.stores.campaign_model import CampaignCounts
+from chalicelib.stores.ports.campaigns import CampaignCounts
 from chalicelib.stores.tables import bound, update_if, warm
 from chalicelib.stores.timeline import KINDS as TIMELINE_KINDS
 from chalicelib.stores.timeline import Busiest, Timeline
 
 if TYPE_CHECKING:  # the ports module reads this one's CampaignCounts
-    from chalicelib.stores.ports import Counts
+    from chalicelib.stores.ports.campaigns import Counts
 
 # What happened to a campaign's recipients (queued ... suppressed), then what the mailbox providers said
 # about the sent ones (delivered, bounced, complained: from SES's events, counted once per recipient).

@@ -26,13 +26,13 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 from pynamodb.expressions.operand import Path
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.sending import Share
 from chalicelib.stores.tables import bound, condition_failed, warm
 
 # Kept longer than the reputation guard's window (chalicelib.feedback.reputation), which reads the same items.
@@ -50,14 +50,6 @@ class UsageModel(Model):
     bounced = NumberAttribute(null=True)
     complained = NumberAttribute(null=True)
     expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
-
-
-@dataclass(frozen=True)
-class Share:
-    """A batch's share of the day's cap: how many of its emails may be queued."""
-
-    allowed: int
-    repeated: bool = False  # the batch was reserved before (a redelivery or retry): the same share
 
 
 def cap_reason(cap: int) -> str:

@@ -23,11 +23,12 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.events import EventPage, KeptEvent
 from chalicelib.stores.tables import bound, warm
 
 CURSOR = re.compile(r"^[0-9]{13}#evt_[0-9a-f]{32}\Z")
@@ -64,28 +65,6 @@ class EventModel(Model):
     campaign = UnicodeAttribute()
     data = UnicodeAttribute()  # the event as webhooks carry it, JSON
     expires_at = NumberAttribute()  # epoch seconds (DynamoDB's TTL)
-
-
-class KeptEvent(Protocol):
-    """What the log keeps of an event (chalicelib.webhooks.events.WebhookEvent is one)."""
-
-    @property
-    def user_id(self) -> str: ...
-
-    @property
-    def type(self) -> str: ...
-
-    @property
-    def id(self) -> str: ...
-
-    @property
-    def data(self) -> dict[str, Any]: ...
-
-
-@dataclass(frozen=True)
-class EventPage:
-    events: list[dict[str, Any]]
-    next: str | None  # where the next page starts (`after`), None when the log has no more now
 
 
 def sort_key(event: KeptEvent, recorded_ms: int) -> str:

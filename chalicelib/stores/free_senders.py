@@ -30,8 +30,7 @@ from pynamodb.expressions.operand import Path, Value
 from pynamodb.models import Model
 
 from chalicelib.core.errors import SenderRefused
-from chalicelib.stores.platform_identities import Coverage
-from chalicelib.stores.ports import IdentityCoverage
+from chalicelib.stores.ports.sending import Coverage, IdentityCoverage
 from chalicelib.stores.tables import bound, condition_failed
 
 KEY_PREFIX = "_from:"

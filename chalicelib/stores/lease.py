@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
 from chalicelib.core.drainer_shares import queue_of_lease
+from chalicelib.stores.ports.queues import Lease
 from chalicelib.stores.tables import bound, condition_failed
 
 
@@ -39,14 +39,6 @@ class LeaseModel(Model):
 
 # The token of a lease given up with a quiet time: no continuation carries it, so none renews the lease.
 RELEASED = "released"
-
-
-@dataclass(frozen=True)
-class Lease:
-    queue: str
-    token: str
-    expires_ms: int
-    quiet_from_ms: int | None = None  # when taken: wait until then before sending (the last drain's window)
 
 
 class Leases:

@@ -42,14 +42,13 @@ from chalicelib.stores.ledger_model import (
     SCHEDULED,
     SENT,
     SUPPRESSED,
-    Claim,
-    Entry,
     LedgerModel,
     entry_of,
     open_condition,
     pk_of,
 )
-from chalicelib.stores.ledger_tally import READ, Tally, tally
+from chalicelib.stores.ledger_tally import READ, tally
+from chalicelib.stores.ports.ledger import Claim, Entry, Tally
 from chalicelib.stores.tables import bound, condition_failed, warm
 from chalicelib.stores.write_batch import Write, apply_all, apply_one
 

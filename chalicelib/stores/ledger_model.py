@@ -8,12 +8,13 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.expressions.condition import Condition
 from pynamodb.models import Model
+
+from chalicelib.stores.ports.ledger import Entry
 
 QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "rejected", "suppressed"
 CANCELLED, SCHEDULED, EXPIRED = "cancelled", "scheduled", "expired"
@@ -64,26 +65,6 @@ class LedgerModel(Model):
     # The kinds of feedback (bounced, complained) counted for the reputation guard, in the same transaction
     # as the count (chalicelib.stores.reputation): counted once, whatever redelivery or crash came between.
     guarded = UnicodeSetAttribute(null=True)
-
-
-@dataclass(frozen=True)
-class Entry:
-    email: str
-    state: str | None
-    reason: str | None
-    message_id: str | None
-    updated_at: int | None
-    feedback: str | None = None  # delivered / bounced / complained, from SES's events
-    retries: int = 0  # times retry-failed queued it again
-    claimed_until: int | None = None  # epoch ms: a send's claim holds the recipient until then
-    retried_at: int | None = None  # epoch ms: when retry-failed last queued it again
-
-
-@dataclass(frozen=True)
-class Claim:
-    pk: str
-    rcpt: str
-    token: str
 
 
 # Where messages with no usable tenant or campaign id are recorded, under the UTC day as the campaign:

@@ -20,10 +20,10 @@ Pure: chalicelib.stores.ledger reads the rows, chalicelib.jobs.recount compares 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, FEEDBACK, REJECTED, SENT, SUPPRESSED
+from chalicelib.stores.ports.ledger import Tally
 
 OUTCOMES = (SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED)
 ENTRIES = {"queued": "queued_at", "scheduled": "kept_at", "released": "released_at"}
@@ -31,16 +31,6 @@ ENTRIES = {"queued": "queued_at", "scheduled": "kept_at", "released": "released_
 STATED = (*OUTCOMES, *FEEDBACK, "retried", *ENTRIES)
 # The attributes a tally reads of each row (`updated_at`: every write that moves a counter sets it).
 READ = ("state", "retries", "updated_at", *(f"{k}_at" for k in FEEDBACK), *ENTRIES.values())
-
-
-@dataclass(frozen=True)
-class Tally:
-    counts: Mapping[str, int] = field(default_factory=dict)  # every counter in STATED
-    rows: int = 0
-    latest_ms: int = 0  # the latest change of any row (its `updated_at`): none is newer
-
-    def __getitem__(self, name: str) -> int:
-        return int(self.counts.get(name, 0))
 
 
 def tally(rows: Iterable[Mapping[str, Any]]) -> Tally:

@@ -7,14 +7,13 @@ so a role is read from the item itself, consistently, when it matters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from chalicelib.core.resources import PEOPLE_BY_ADDRESS
+from chalicelib.stores.ports.console import Person
 from chalicelib.stores.tables import bound, condition_failed
 
 # The most people one tenant lists (a page of the console); more are refused at invitation.
@@ -44,16 +43,6 @@ class PersonModel(Model):
     # Sessions started before this (epoch seconds) are over: an admin signed the person out everywhere.
     signed_out_at = NumberAttribute(null=True)
     by_address = _ByAddress()
-
-
-@dataclass(frozen=True)
-class Person:
-    tenant_id: str
-    address: str
-    role: int
-    invited_by: str
-    invited_at: float
-    signed_out_at: float | None = None
 
 
 class PeopleStore:

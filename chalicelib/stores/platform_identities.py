@@ -16,33 +16,13 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from chalicelib.stores.ports.sending import Coverage
+
 CACHE_S = 60.0
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """What covers `address` in the platform's SES account."""
-
-    address: str
-    own: bool  # an email-address identity of its own, verified for sending
-    domain: bool  # its domain's identity verified (read only when `own` is not)
-
-    @property
-    def domain_name(self) -> str:
-        return self.address.rpartition("@")[2].lower()
-
-    def describe(self) -> str:
-        """For an operator: which identity covers it."""
-        if self.own:
-            return f"its own verified identity {self.address.lower()}"
-        if self.domain:
-            return f"only the domain identity {self.domain_name}"
-        return "no verified identity (neither the address nor its domain)"
 
 
 def verified(found: dict[str, Any]) -> bool:

@@ -27,11 +27,11 @@ from chalicelib.stores.ledger_model import (
     SENT,
     SUPPRESSED,
     UNATTRIBUTED,
-    Claim,
     message_key,
     unattributed_day,
 )
-from chalicelib.stores.ports import Counts, LedgerRecords
+from chalicelib.stores.ports.campaigns import Counts
+from chalicelib.stores.ports.ledger import Claim, LedgerRecords
 
 # The states whose reason becomes the campaign's `lastError` (what went wrong): a cancel, a suppression found
 # when queueing, a send, are not errors.

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.events import RecountNote
 from chalicelib.stores.tables import bound, condition_failed, warm
 
 NOTE_RETENTION_S = 31 * 24 * 3600
@@ -43,13 +43,6 @@ class RecountModel(Model):
     pk = UnicodeAttribute(hash_key=True)  # "<userId>#<campaignId>", as the ledger's
     changed_ms = NumberAttribute()  # when a stream batch last saw its ledger change (epoch ms)
     expires_at = NumberAttribute(null=True)  # epoch seconds, DynamoDB TTL
-
-
-@dataclass(frozen=True)
-class RecountNote:
-    user_id: str
-    campaign_id: str
-    changed_ms: int
 
 
 class Recounts:

@@ -12,41 +12,17 @@ recorded it, a complaint whose first try failed after its record was never count
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from pynamodb.expressions.update import Action
 from pynamodb.transactions import TransactWrite
 
 from chalicelib.stores.daily_cap import USAGE_RETENTION_S, UsageModel
 from chalicelib.stores.ledger_model import LedgerModel, pk_of
+from chalicelib.stores.ports.sending import Limits, Window
 from chalicelib.stores.tables import bound
 from chalicelib.stores.transactions import first_reason, transact
 
 DAY_S = 86400
-
-
-@dataclass(frozen=True)
-class Window:
-    days: int
-    sent: int
-    bounced: int
-    complained: int
-
-    @property
-    def bounce_rate(self) -> float:
-        return self.bounced / self.sent if self.sent else 0.0
-
-    @property
-    def complaint_rate(self) -> float:
-        return self.complained / self.sent if self.sent else 0.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    bounce_rate: float = 0.05
-    complaint_rate: float = 0.001
-    window_days: int = 7
-    min_sent: int = 200  # below this, one bounce is not a rate
 
 
 FEEDBACK_COUNTED = ("bounced", "complained")

@@ -23,7 +23,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from urllib.parse import quote
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -34,6 +34,7 @@ from pynamodb.transactions import TransactWrite
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.ports import S3Objects
 from chalicelib.core.resources import PARKED_PREFIX, SCHEDULED_PREFIX
+from chalicelib.stores.ports.schedule import StoredBatch
 from chalicelib.stores.tables import bound, warm
 
 CURSOR_BUCKET, CURSOR_ITEM = "cursor", "releaser"
@@ -70,20 +71,6 @@ class BodyGone(Exception):
 
 class BatchMoved(Exception):
     """A batch was moved (or released) by someone else between its read and a move of it."""
-
-
-@dataclass(frozen=True)
-class StoredBatch:
-    bucket: str
-    item: str
-    user_id: str
-    campaign_id: str
-    plan: str
-    queue: str
-    due_ms: int
-    deadline_ms: int | None
-    count: int
-    body_key: str
 
 
 def minute_of(epoch_ms: int) -> str:

@@ -26,32 +26,16 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from botocore.exceptions import ClientError
+
+from chalicelib.stores.ports.sending import TenantStatus
 
 POLICIES = ("none", "standard", "strict")
 MAX_TENANT_NAME = 64
 STATUS_CACHE_S = 60.0
 _NAME_RE = re.compile(r"^[A-Za-z0-9_-]+\Z")
-
-
-@dataclass(frozen=True)
-class TenantStatus:
-    name: str
-    sending: str  # ENABLED, REINSTATED or DISABLED (SES's aggregate)
-    cause: str | None  # why, when it may not send
-    policy: str | None  # the reputation policy's ARN
-
-    @property
-    def paused(self) -> bool:
-        return self.sending == "DISABLED"
-
-    @property
-    def reason(self) -> str:
-        """The moonsend tenant's pause reason when SES paused it."""
-        return f"SES paused sending for SES tenant {self.name}: {self.cause or 'no cause given'}"
 
 
 def tenant_name(prefix: str, user_id: str) -> str:

@@ -8,14 +8,13 @@ tenant's sessions, newest first, for its admins to see and end.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
 from pynamodb.models import Model
 
 from chalicelib.core.resources import SESSIONS_BY_TENANT
+from chalicelib.stores.ports.console import StoredSession
 from chalicelib.stores.tables import bound, condition_failed
 
 # The most sessions a tenant's admins see (the newest): a sign-in is a session, and each lasts up to 7 days.
@@ -47,21 +46,6 @@ class SessionModel(Model):
     agent = UnicodeAttribute(null=True)  # the browser's User-Agent at sign-in (its first AGENT_CHARS)
     client = UnicodeAttribute(null=True)  # the address it signed in from, as API Gateway saw it
     by_tenant = _ByTenant()
-
-
-@dataclass(frozen=True)
-class StoredSession:
-    sid: str
-    tenant_id: str
-    person: str | None
-    role: int
-    csrf: str
-    created_at: float
-    seen_at: float
-    expires_at: float
-    key_digest: str | None = None
-    agent: str | None = None
-    client: str | None = None
 
 
 AGENT_CHARS = 200

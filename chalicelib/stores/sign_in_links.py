@@ -8,12 +8,11 @@ item after its expiry; a read checks the time itself, as TTL deletes late.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, UpdateError
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.console import StoredLink
 from chalicelib.stores.tables import bound, condition_failed
 
 
@@ -26,15 +25,6 @@ class SignInLinkModel(Model):
     created_at = NumberAttribute()  # epoch seconds
     expires_at = NumberAttribute()  # epoch seconds; DynamoDB TTL
     used_at = NumberAttribute(null=True)
-
-
-@dataclass(frozen=True)
-class StoredLink:
-    token: str
-    address: str
-    created_at: float
-    expires_at: float
-    used_at: float | None = None
 
 
 class SignInLinkStore:

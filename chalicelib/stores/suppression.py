@@ -18,28 +18,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DeleteError, PutError
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.suppression import BOUNCE, MANUAL, Suppression
 from chalicelib.stores.tables import bound, condition_failed, warm
 from chalicelib.stores.write_batch import Write, apply_all
 
 PLATFORM = "platform"
-BOUNCE, COMPLAINT, UNSUBSCRIBE, MANUAL = "bounce", "complaint", "unsubscribe", "manual"
-REASONS = (BOUNCE, COMPLAINT, UNSUBSCRIBE, MANUAL)
-# Why each reason but `manual` stays when a tenant asks to lift it.
-KEPT_BECAUSE = {
-    BOUNCE: "the address bounced permanently: it does not exist, and every send to it costs the sending "
-    "account's reputation; it stays suppressed for every tenant",
-    COMPLAINT: "the recipient marked this tenant's email as spam: sending to it again would harm the tenant's "
-    "reputation and may be unlawful; it stays",
-    UNSUBSCRIBE: "the recipient unsubscribed from this tenant's email: only the recipient can undo that, by "
-    "subscribing again through the tenant",
-}
 
 
 class SuppressionModel(Model):
@@ -60,19 +49,6 @@ def tenant_scope(user_id: str) -> str:
 
 # A page filtered by reason reads at most this many of the tenant's entries.
 MAX_READ = 5000
-
-
-@dataclass(frozen=True)
-class Suppression:
-    rcpt: str  # the address lower-cased: the list's order and its cursor
-    email: str
-    reason: str  # bounce | complaint | unsubscribe | manual
-    detail: str
-    at_ms: int | None
-
-    @property
-    def platform_wide(self) -> bool:
-        return self.reason == BOUNCE
 
 
 def _entry(item: SuppressionModel) -> Suppression:

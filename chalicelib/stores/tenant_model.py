@@ -8,7 +8,6 @@ encrypted at the tenant's next write (or by `moonsend tenant seal-keys`)."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute, UnicodeSetAttribute
 from pynamodb.indexes import GlobalSecondaryIndex, KeysOnlyProjection
@@ -16,7 +15,8 @@ from pynamodb.models import Model
 
 from chalicelib.core.contract import Sender
 from chalicelib.core.resources import TENANTS_BY_QUEUE_HOUR
-from chalicelib.stores.pauses import Pause, pauses_of, summary
+from chalicelib.stores.pauses import pauses_of
+from chalicelib.stores.ports.tenants import KeyVersion, Tenant
 
 
 class _ByQueueHour(GlobalSecondaryIndex["TenantModel"]):
@@ -72,71 +72,6 @@ class TenantModel(Model):
     queue_state_at = NumberAttribute(null=True)
     # The free-plan From addresses the tenant has (chalicelib.stores.free_senders), lower-cased.
     from_addresses = UnicodeSetAttribute(null=True)
-
-
-@dataclass(frozen=True)
-class KeyVersion:
-    """One registered pair of SES keys and the AWS account STS said they belong to.
-
-    The secret is `sealed` (KMS's ciphertext, bound to the tenant), or `plain` in a row written before
-    secrets were encrypted, until its next write seals it."""
-
-    version: int
-    api_key: str
-    sealed: str | None
-    account: str | None
-    plain: str | None = None
-
-    def __repr__(self) -> str:  # the secret never reaches a log line through repr()
-        return f"KeyVersion(version={self.version}, account={self.account!r}, ...)"
-
-    def as_dict(self) -> dict[str, object]:
-        """As stored: never the secret in the clear (a version is sealed before it is written)."""
-        assert self.sealed is not None, "a key version is sealed before it is written"
-        return {"version": self.version, "apiKey": self.api_key, "sealedSecret": self.sealed, "account": self.account}
-
-
-@dataclass(frozen=True)
-class Tenant:
-    user_id: str
-    plan: str
-    sender: Sender  # the latest registered settings, with the current key id (no secret)
-    keys: tuple[KeyVersion, ...] = ()
-    pauses: tuple[Pause, ...] = ()  # each owner's standing pause (chalicelib.stores.pauses)
-    from_addresses: tuple[str, ...] = ()  # the free-plan From addresses it has (claimed or assigned)
-
-    @property
-    def paused_reason(self) -> str | None:
-        """Why its email is held (every owner's reason), or None when no pause stands."""
-        return summary(self.pauses)
-
-    @property
-    def current_keys(self) -> KeyVersion | None:
-        return self.keys[-1] if self.keys else None
-
-    @property
-    def ses_account_id(self) -> str | None:
-        """The AWS account of the tenant's current keys."""
-        current = self.current_keys
-        return current.account if current else None
-
-    @property
-    def accounts(self) -> frozenset[str]:
-        """Every account the tenant's registered keys belong to: its SES events are trusted from these."""
-        return frozenset(k.account for k in self.keys if k.account)
-
-    def sending_keys(self, version: int | None) -> KeyVersion | None:
-        """The keys to send an email queued with key version `version` (None: queued before versions).
-
-        The newest keys of the same AWS account: a rotation within the account applies to email already
-        queued (the old keys may be deactivated by now), a move to another account does not."""
-        if version is None:
-            return self.current_keys
-        named = next((k for k in self.keys if k.version == version), None)
-        if named is None:
-            return None
-        same = [k for k in self.keys if k.account == named.account] if named.account else [named]
-        return same[-1]
 
 
 def read_keys(item: TenantModel) -> tuple[KeyVersion, ...]:

@@ -33,10 +33,10 @@ from chalicelib.core import log
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import RegistryConflict, SenderRefused
 from chalicelib.stores.pauses import MAX_REASON, OWNERS, Pause, pauses_of, summary
-from chalicelib.stores.ports import AccountOf, SecretSeal
+from chalicelib.stores.ports.tenants import AccountOf, KeyVersion, SecretSeal, Tenant
 from chalicelib.stores.short_cache import ShortCache
 from chalicelib.stores.tables import bound, update_if, warm
-from chalicelib.stores.tenant_model import KeyVersion, Tenant, TenantModel, all_sealed, read_keys, tenant_of
+from chalicelib.stores.tenant_model import TenantModel, all_sealed, read_keys, tenant_of
 
 # Older key versions are kept for email queued with them (and for their accounts' SES events), up to this
 # many (a version, its secret sealed, is about 400 bytes of the entry's 400 KB).

@@ -26,6 +26,7 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.expressions.operand import Path, Value
 from pynamodb.models import Model
 
+from chalicelib.stores.ports.campaigns import Minute
 from chalicelib.stores.tables import bound, warm
 
 KINDS = ("sent", "delivered", "bounced", "complained", "opened", "clicked")
@@ -47,12 +48,6 @@ def minute_key(epoch_s: float) -> str:
 def minute_epoch(key: str) -> int:
     """The epoch second a minute key starts at (ValueError for anything else)."""
     return calendar.timegm(time.strptime(key, "%Y-%m-%dT%H:%M"))
-
-
-@dataclass(frozen=True)
-class Minute:
-    start_s: int
-    counts: Mapping[str, int]
 
 
 @dataclass(frozen=True)

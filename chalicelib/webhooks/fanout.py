@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from chalicelib.core import log
-from chalicelib.stores.ports import EventRecords
+from chalicelib.stores.ports.events import EventRecords
 from chalicelib.stores.webhooks import Endpoint, HeldRequests, WebhookEndpoints
 from chalicelib.webhooks.deliveries import WebhookRequest, deliveries
 from chalicelib.webhooks.delivery_queue import DeliveryQueue

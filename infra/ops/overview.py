@@ -51,9 +51,8 @@ from chalicelib.core.queue_listing import queue_urls
 from chalicelib.core.routing import tenant_queue_name
 from chalicelib.jobs.queue_age import QueueAge
 from chalicelib.stores.pauses import Pause
+from chalicelib.stores.ports.sending import Limits, TenantStatus, Window
 from chalicelib.stores.queue_activity import utc_day
-from chalicelib.stores.reputation import Limits, Window
-from chalicelib.stores.ses_tenants import TenantStatus
 from chalicelib.stores.timeline import minute_key
 
 READERS = 8

@@ -21,7 +21,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 from chalicelib import wiring
 from chalicelib.api.principal import Role
 from chalicelib.core.contract import Sender
-from chalicelib.stores.campaign_model import SenderSnapshot
+from chalicelib.stores.ports.campaigns import SenderSnapshot
 from tests.browser.axe import serious_violations
 from tests.browser.looks import SIZES, dark, look_at_every_size, shoot
 

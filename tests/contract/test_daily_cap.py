@@ -3,7 +3,8 @@
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from chalicelib.stores.daily_cap import DailyCap, Share, batch_id
+from chalicelib.stores.daily_cap import DailyCap, batch_id
+from chalicelib.stores.ports.sending import Share
 from tests.conftest import canonical
 from tests.fakes import FakeCap, FakeLedger
 from tests.unit.test_precompile import _precompiler

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from chalicelib.stores.lease import Leases
-from chalicelib.stores.ports import DrainLeases
+from chalicelib.stores.ports.queues import DrainLeases
 from tests.contract.conftest import real_container
 from tests.fakes.leases import MemoryLeases
 

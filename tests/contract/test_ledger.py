@@ -1,7 +1,8 @@
 """The DynamoDB ledger's own costs. Its behaviour, the same for FakeLedger: tests/contract/test_ledger_contract.py."""
 
 from chalicelib import wiring
-from chalicelib.stores.ledger_model import Claim, LedgerModel
+from chalicelib.stores.ledger_model import LedgerModel
+from chalicelib.stores.ports.ledger import Claim
 from chalicelib.stores.tables import bound
 
 

@@ -1,5 +1,5 @@
-"""The ledger's contract (chalicelib.stores.ports: LedgerRecords, LedgerClaims, LedgerReads), on FakeLedger and on
-the DynamoDB ledger: the conditions that make sending exactly-once."""
+"""The ledger's contract (chalicelib.stores.ports.ledger: LedgerRecords, LedgerClaims, LedgerReads), on FakeLedger
+and on the DynamoDB ledger: the conditions that make sending exactly-once."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from typing import Protocol
 import pytest
 
 from chalicelib.stores.ledger import Ledger
-from chalicelib.stores.ledger_model import Claim, Entry
-from chalicelib.stores.ports import LedgerClaims, LedgerReads, LedgerRecords
+from chalicelib.stores.ports.ledger import Claim, Entry, LedgerClaims, LedgerReads, LedgerRecords
 from tests.contract.conftest import real_container
 from tests.fakes.ledger import FakeLedger
 

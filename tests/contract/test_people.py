@@ -12,7 +12,8 @@ import pytest
 
 from chalicelib.console.links import LINK_S, SignInLinks
 from chalicelib.console.people import People
-from chalicelib.stores.people import PeopleStore, Person
+from chalicelib.stores.people import PeopleStore
+from chalicelib.stores.ports.console import Person
 from chalicelib.stores.sign_in_links import SignInLinkStore
 from tests.contract.conftest import real_container
 from tests.fakes.people import FakePeople, FakeSignInLinks

@@ -14,9 +14,11 @@ from chalicelib import wiring
 from chalicelib.core import aws
 from chalicelib.jobs.recount import Recount
 from chalicelib.stores.campaign_stats import COUNTERS
-from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, FEEDBACK, SENT, Claim
+from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, FEEDBACK, SENT
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
-from chalicelib.stores.recounts import NOTE_AGAIN_AFTER_S, RecountNote, Recounts
+from chalicelib.stores.ports.events import RecountNote
+from chalicelib.stores.ports.ledger import Claim
+from chalicelib.stores.recounts import NOTE_AGAIN_AFTER_S, Recounts
 
 SETTLE_S = 900.0
 pytestmark = pytest.mark.usefixtures("stack")
@@ -52,7 +54,7 @@ def _counters(user: str, campaign: str) -> dict[str, int]:
 
 def _fix_sender(user: str, campaign: str) -> None:
     """The campaign's first message: its sender fixed, which marks it as one whose rows carry entry times."""
-    from chalicelib.stores.campaign_model import SenderSnapshot
+    from chalicelib.stores.ports.campaigns import SenderSnapshot
 
     c = wiring.container()
     snapshot = SenderSnapshot("paid", "news@example.org", "News", "us-east-1", 10.0, None, None)

@@ -10,7 +10,7 @@ from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SendFailed
 from chalicelib.feedback.reputation import verdict
 from chalicelib.send.sent_ahead import SentAhead
-from chalicelib.stores.reputation import Limits, Window
+from chalicelib.stores.ports.sending import Limits, Window
 from chalicelib.stores.transactions import CONFLICT_ATTEMPTS, StillConflicting
 from tests.conflicts import Conflicts
 from tests.fakes import FakeReputation, FakeSes, FakeSqs, FakeTenants, parts

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from chalicelib.console.sessions import ABSOLUTE_S, IDLE_S, SEEN_EVERY_S, Sessions, sid_of
-from chalicelib.stores.people import PeopleStore, Person
+from chalicelib.stores.people import PeopleStore
+from chalicelib.stores.ports.console import Person
 from chalicelib.stores.sessions import SessionStore
 from tests.contract.conftest import real_container
 from tests.fakes.people import FakeKeyDigests, FakePeople
@@ -47,7 +48,7 @@ class RegisteredKeys:
         self.c = container
 
     def add(self, user_id: str, digest: str) -> None:
-        from chalicelib.stores.api_keys import StoredKey
+        from chalicelib.stores.ports.tenants import StoredKey
 
         if self.c.api_key_store.get(user_id, digest) is None:  # a second session of the same key
             self.c.api_key_store.put(StoredKey(user_id, digest, f"key_{digest[-6:]}", "msk_…", None, 0.0, "operator"))

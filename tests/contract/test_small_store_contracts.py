@@ -11,19 +11,14 @@ import pytest
 
 from chalicelib.stores.campaign_control import CampaignControl
 from chalicelib.stores.campaign_stats import CampaignStats
-from chalicelib.stores.daily_cap import DailyCap, Share
-from chalicelib.stores.ports import (
-    CampaignSchedule,
-    ControlSwitch,
-    Counts,
-    DailyShare,
-    ParkingStore,
-    QueueTouch,
-    ReputationCounts,
-    SuppressionList,
-)
+from chalicelib.stores.daily_cap import DailyCap
+from chalicelib.stores.ports.campaigns import CampaignSchedule, ControlSwitch, Counts
+from chalicelib.stores.ports.queues import QueueTouch
+from chalicelib.stores.ports.schedule import ParkingStore
+from chalicelib.stores.ports.sending import DailyShare, Limits, ReputationCounts, Share, Window
+from chalicelib.stores.ports.suppression import SuppressionList
 from chalicelib.stores.queue_activity import QueueActivity
-from chalicelib.stores.reputation import DAY_S, Limits, Reputation, Window
+from chalicelib.stores.reputation import DAY_S, Reputation
 from chalicelib.stores.schedule import ScheduleStore
 from chalicelib.stores.suppression import Suppressions
 from tests.contract.conftest import real_container

@@ -12,8 +12,8 @@ from typing import Protocol
 
 import pytest
 
-from chalicelib.stores.ports import SuppressionList
-from chalicelib.stores.suppression import BOUNCE, COMPLAINT, MANUAL, UNSUBSCRIBE, Suppressions
+from chalicelib.stores.ports.suppression import BOUNCE, COMPLAINT, MANUAL, UNSUBSCRIBE, SuppressionList
+from chalicelib.stores.suppression import Suppressions
 from tests.contract.conftest import real_container
 from tests.fakes.suppressions import FakeSuppressions
 

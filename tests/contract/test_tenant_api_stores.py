@@ -9,8 +9,8 @@ import time
 
 from chalicelib import wiring
 from chalicelib.stores import event_log as event_log_module
-from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.event_log import position_at, sort_key
+from chalicelib.stores.ports.campaigns import SenderSnapshot
 from chalicelib.webhooks.events import WebhookEvent
 
 

@@ -10,14 +10,14 @@ import pytest
 
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
-from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.campaign_sender import CampaignSenders
 from chalicelib.stores.free_senders import FreeAddresses
 from chalicelib.stores.pauses import GUARD, OPERATOR, TENANT
 from chalicelib.stores.platform_identities import PlatformIdentities
-from chalicelib.stores.ports import FreeAddressRecords, SenderFix, SesTenantRecords, TenantRecords
+from chalicelib.stores.ports.campaigns import SenderFix, SenderSnapshot
+from chalicelib.stores.ports.sending import FreeAddressRecords, SesTenantRecords
+from chalicelib.stores.ports.tenants import Tenant, TenantRecords
 from chalicelib.stores.ses_tenants import SesTenants
-from chalicelib.stores.tenant_model import Tenant
 from chalicelib.stores.tenants import TenantRegistry
 from tests.contract.conftest import real_container
 from tests.fakes.senders import FakeCampaignSenders, FakeFreeAddresses

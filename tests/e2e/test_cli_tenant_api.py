@@ -17,7 +17,7 @@ import pytest
 
 from chalicelib import wiring
 from chalicelib.core.contract import Sender
-from chalicelib.stores.campaign_model import SenderSnapshot
+from chalicelib.stores.ports.campaigns import SenderSnapshot
 
 pytestmark = pytest.mark.e2e
 HOSTILE = "[/] [bold]x\x1b[2J\x1b]0;owned\x07\x9b31m\u202e"

@@ -21,7 +21,7 @@ from chalicelib.api.console_http import MAX_FORM_FIELDS
 from chalicelib.api.principal import Role
 from chalicelib.console.guard import WINDOW_S, WRONG_KEYS
 from chalicelib.core.contract import Sender
-from chalicelib.stores.campaign_model import SenderSnapshot
+from chalicelib.stores.ports.campaigns import SenderSnapshot
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,7 @@ import pytest
 from chalicelib import wiring
 from chalicelib.control.recipient_export import COLUMNS
 from chalicelib.core.contract import Sender
-from chalicelib.stores.campaign_model import SenderSnapshot
+from chalicelib.stores.ports.campaigns import SenderSnapshot
 from tests.e2e.console_forms import csrf as _csrf
 from tests.e2e.test_console import Browser
 

@@ -8,7 +8,7 @@ import pytest
 from chalicelib import wiring
 from chalicelib.core import aws
 from chalicelib.core.contract import QueuedEmail
-from chalicelib.stores.ledger_model import Entry
+from chalicelib.stores.ports.ledger import Entry
 from infra.local.scheduler import scheduled_event
 from infra.producer import CampaignSpec, messages, publish
 from tests.conftest import container_of, read_sends

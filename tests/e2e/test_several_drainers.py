@@ -26,7 +26,7 @@ from chalicelib.queueing.drain_starter import DrainStarter
 from chalicelib.send import drain_chain
 from chalicelib.send.ses_sender import SendQuota
 from chalicelib.send.triggers import DrainRequest
-from chalicelib.stores.tenant_model import KeyVersion, Tenant
+from chalicelib.stores.ports.tenants import KeyVersion, Tenant
 from tests.fakes import FakeLedger, FakeTenants, parts
 from tests.fakes.leases import MemoryLeases
 from tests.fakes.shared_queue import SharedSqs

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chalicelib.stores.daily_cap import Share
+from chalicelib.stores.ports.sending import Share
 
 
 class FakeCap:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from chalicelib.stores.event_log import EventPage, sort_key
+from chalicelib.stores.event_log import sort_key
+from chalicelib.stores.ports.events import EventPage
 from chalicelib.webhooks.events import WebhookEvent
 
 

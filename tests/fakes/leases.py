@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Iterable
 
-from chalicelib.stores.lease import Lease
+from chalicelib.stores.ports.queues import Lease
 
 
 class FakeLeases:

@@ -12,7 +12,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from chalicelib.stores.ledger_model import FAILED, FINAL, QUEUED, REJECTED, SCHEDULED, Claim, Entry
+from chalicelib.stores.ledger_model import FAILED, FINAL, QUEUED, REJECTED, SCHEDULED
+from chalicelib.stores.ports.ledger import Claim, Entry
 from infra.local.dynamodb_limits import HASH_KEY_MAX_BYTES, HASH_TOO_LONG, RANGE_KEY_MAX_BYTES, RANGE_TOO_LONG
 
 OPEN = (None, QUEUED, SCHEDULED)

@@ -22,22 +22,12 @@ from chalicelib.send.drainer import Drainer
 from chalicelib.send.ports import SesSending
 from chalicelib.send.sides import Content
 from chalicelib.stores.payloads import PayloadStore
-from chalicelib.stores.ports import (
-    CampaignSchedule,
-    ControlSwitch,
-    Counts,
-    DailyShare,
-    FreeAddressRecords,
-    LedgerClaims,
-    LedgerReads,
-    LedgerRecords,
-    ParkingStore,
-    ReputationCounts,
-    SenderFix,
-    SesTenantRecords,
-    SuppressionList,
-    TenantRecords,
-)
+from chalicelib.stores.ports.campaigns import CampaignSchedule, ControlSwitch, Counts, SenderFix
+from chalicelib.stores.ports.ledger import LedgerClaims, LedgerReads, LedgerRecords
+from chalicelib.stores.ports.schedule import ParkingStore
+from chalicelib.stores.ports.sending import DailyShare, FreeAddressRecords, ReputationCounts, SesTenantRecords
+from chalicelib.stores.ports.suppression import SuppressionList
+from chalicelib.stores.ports.tenants import TenantRecords
 from chalicelib.stores.recorder import Recorder
 from chalicelib.wiring import SendStores, SesParts, send_path
 from tests.fakes.control import FakeControl

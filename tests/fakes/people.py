@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from chalicelib.stores.people import MAX_PEOPLE, MAX_TENANTS_PER_ADDRESS, Person
-from chalicelib.stores.sign_in_links import StoredLink
+from chalicelib.stores.people import MAX_PEOPLE, MAX_TENANTS_PER_ADDRESS
+from chalicelib.stores.ports.console import Person, StoredLink
 
 
 class FakePeople:

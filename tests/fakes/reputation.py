@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from chalicelib.stores.reputation import DAY_S, Limits, Window
+from chalicelib.stores.ports.sending import Limits, Window
+from chalicelib.stores.reputation import DAY_S
 
 
 class FakeReputation:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import hashlib
 
-from chalicelib.stores.schedule import StoredBatch, minute_of
+from chalicelib.stores.ports.schedule import StoredBatch
+from chalicelib.stores.schedule import minute_of
 
 
 class FakeSchedule:

@@ -7,9 +7,9 @@ from collections.abc import Iterable
 
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
-from chalicelib.stores.campaign_model import SenderSnapshot
 from chalicelib.stores.free_senders import unclaimable
-from chalicelib.stores.platform_identities import Coverage
+from chalicelib.stores.ports.campaigns import SenderSnapshot
+from chalicelib.stores.ports.sending import Coverage
 
 
 class FakeCampaignSenders:

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 
 from chalicelib.core.contract import Sender
 from chalicelib.send.ses_sender import SendQuota
-from chalicelib.stores.ses_tenants import STATUS_CACHE_S, TenantStatus
+from chalicelib.stores.ports.sending import TenantStatus
+from chalicelib.stores.ses_tenants import STATUS_CACHE_S
 
 
 class FakeSes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from chalicelib.stores.sessions import StoredSession
+from chalicelib.stores.ports.console import StoredSession
 
 
 class FakeSessions:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 
-from chalicelib.stores.suppression import BOUNCE, MANUAL, Suppression
+from chalicelib.stores.ports.suppression import BOUNCE, MANUAL, Suppression
 
 PLATFORM = "platform"
 

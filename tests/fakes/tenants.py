@@ -13,8 +13,7 @@ from dataclasses import replace
 from chalicelib.core.contract import Sender
 from chalicelib.core.errors import SenderRefused
 from chalicelib.stores.pauses import MAX_REASON, OWNERS, Pause
-from chalicelib.stores.ports import AccountOf
-from chalicelib.stores.tenant_model import KeyVersion, Tenant
+from chalicelib.stores.ports.tenants import AccountOf, KeyVersion, Tenant
 
 
 class FakeTenants:

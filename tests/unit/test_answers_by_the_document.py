@@ -21,11 +21,10 @@ from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.control.tenant_view import PlatformTerms, TenantView
 from chalicelib.core.contract import Sender
-from chalicelib.stores.campaign_model import CampaignCounts, SenderSnapshot
 from chalicelib.stores.pauses import Pause
-from chalicelib.stores.ses_tenants import TenantStatus
-from chalicelib.stores.tenant_model import Tenant
-from chalicelib.stores.timeline import Minute
+from chalicelib.stores.ports.campaigns import CampaignCounts, Minute, SenderSnapshot
+from chalicelib.stores.ports.sending import TenantStatus
+from chalicelib.stores.ports.tenants import Tenant
 from chalicelib.webhooks.events import ledger_events
 from tests.fakes.event_log import FakeEventLog
 from tests.fakes.senders import FakeFreeAddresses
@@ -244,7 +243,7 @@ def test_a_recipient_with_any_feedback_line_is_valid_by_the_document(line: str |
     """Schemathesis found `feedback: "delivered: 250 2.6.0 Message received"` where the document allows the
     bare kinds: the kind is `feedback`, SES's own text `feedbackDetail`."""
     from chalicelib.control.tenant_api import _recipient
-    from chalicelib.stores.ledger_model import Entry
+    from chalicelib.stores.ports.ledger import Entry
 
     entry = Entry("ann@example.org", "sent", None, "0100-abc", 1793000001000, feedback=line)
     body = {"campaign": "c1", "recipients": [_recipient(entry)], "next": None}

@@ -18,10 +18,11 @@ from chalicelib.core.errors import (
 )
 from chalicelib.core.mime import OutgoingEmail, compose
 from chalicelib.send.identity import NO_KEYS_REASON
-from chalicelib.stores.ledger_model import UNATTRIBUTED, Entry, message_key, unattributed_day
+from chalicelib.stores.ledger_model import UNATTRIBUTED, message_key, unattributed_day
 from chalicelib.stores.pauses import GUARD, SES, Pause
-from chalicelib.stores.ses_tenants import TenantStatus
-from chalicelib.stores.tenant_model import KeyVersion, Tenant
+from chalicelib.stores.ports.ledger import Entry
+from chalicelib.stores.ports.sending import TenantStatus
+from chalicelib.stores.ports.tenants import KeyVersion, Tenant
 from tests.fakes import (
     FakeLedger,
     FakeReputation,

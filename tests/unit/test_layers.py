@@ -135,3 +135,37 @@ def test_the_circle_finder_finds_a_circle_through_a_type_only_import():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(graph) == [["a", "b", "c"]]
     assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+# What implements a store: a port, and what it speaks of, never imports these.
+STORE_MACHINERY = ("pynamodb", "boto3", "botocore")
+
+
+def _third_party(module: str) -> set[str]:
+    path = ROOT.parent / (module.replace(".", "/") + ".py")
+    if not path.exists():
+        path = ROOT.parent / module.replace(".", "/") / "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+    return out
+
+
+def test_the_stores_ports_depend_on_no_store_only_on_what_they_define():
+    """Ports define what they speak of (chalicelib/stores/ports/__init__.py): a store depends on its port, never
+    the other way. A port module imports chalicelib.core, the pure chalicelib.stores.pauses and other ports;
+    nothing it reaches, however indirectly, imports pynamodb, boto3 or botocore."""
+    graph = _module_graph()
+    ports = {m for m in graph if m.startswith("chalicelib.stores.ports")}
+    allowed = ("chalicelib.core.", "chalicelib.stores.ports", "chalicelib.stores.pauses")
+    wrong = sorted(f"{p} imports {t}" for p in ports for t in graph[p] if not t.startswith(allowed))
+    reached, todo = set(ports), list(ports)
+    while todo:
+        for target in graph[todo.pop()] - reached:
+            reached.add(target)
+            todo.append(target)
+    wrong += sorted(f"{m} imports {lib}" for m in reached for lib in _third_party(m) & set(STORE_MACHINERY))
+    assert len(ports) > 5 and wrong == []

@@ -42,8 +42,9 @@ from chalicelib.send.outcomes import (
     not_sent_rule,
 )
 from chalicelib.send.sides import LedgerSide, SendState
-from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, FINAL, SENT, SUPPRESSED, Claim
+from chalicelib.stores.ledger_model import CANCELLED, EXPIRED, FAILED, FINAL, SENT, SUPPRESSED
 from chalicelib.stores.pauses import SES
+from chalicelib.stores.ports.ledger import Claim
 
 EMAIL = QueuedEmail("acme", "paid", {"emailAddress": "news@acme.example"}, "c1", "Hi", "<p>Hi</p>", "ann@example.org")
 QUEUE, SLOT = "moonsend-test-t-acme", 2

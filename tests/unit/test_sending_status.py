@@ -21,8 +21,9 @@ from chalicelib.feedback.sending_status import (
     read_event,
 )
 from chalicelib.stores.pauses import GUARD, SES
-from chalicelib.stores.ses_tenants import TenantStatus, tenant_name
-from chalicelib.stores.tenant_model import Tenant
+from chalicelib.stores.ports.sending import TenantStatus
+from chalicelib.stores.ports.tenants import Tenant
+from chalicelib.stores.ses_tenants import tenant_name
 from tests.fakes import FakeTenants
 from tests.fakes.ses import FakeSesTenants
 

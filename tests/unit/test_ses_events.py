@@ -168,7 +168,7 @@ def _feedback_of(kind: dict, detail: str, recipients: str, user: str, address: s
 
 def _acme(account="111122223333"):
     from chalicelib.core.contract import Sender
-    from chalicelib.stores.tenant_model import KeyVersion, Tenant
+    from chalicelib.stores.ports.tenants import KeyVersion, Tenant
 
     keys = (KeyVersion(1, "AKIA", "s", account),)
     return Tenant("acme", "paid", Sender("news@acme.io", "Acme", "us-east-1", "AKIA", "s", 5.0), keys)
@@ -293,7 +293,7 @@ def test_an_event_in_an_sns_envelope_is_read_as_the_event_it_carries():
 
 
 def test_a_bounce_from_the_platforms_account_has_the_guard_read_ses_status_and_pause_a_tenant_ses_paused():
-    from chalicelib.stores.ses_tenants import TenantStatus
+    from chalicelib.stores.ports.sending import TenantStatus
 
     paused = TenantStatus("moonsend-test-acme", "DISABLED", "The bounce rate exceeded 10.0%", None)
     tenants = FakeTenants(_acme(PLATFORM))

@@ -21,8 +21,8 @@ from chalicelib.control.campaign_views import campaign_json, state_of
 from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
 from chalicelib.core.errors import Refused
-from chalicelib.stores.campaign_model import CampaignCounts
-from chalicelib.stores.suppression import Suppression
+from chalicelib.stores.ports.campaigns import CampaignCounts
+from chalicelib.stores.ports.suppression import Suppression
 from tests.fakes.event_log import FakeEventLog
 from tests.fakes.suppressions import FakeSuppressions
 

@@ -13,8 +13,7 @@ from chalicelib.control.campaign_reads import CampaignReads
 from chalicelib.control.campaign_views import accepted_count, campaign_json, final_count, state_of
 from chalicelib.control.event_reads import EventReads
 from chalicelib.control.suppression_api import SuppressionApi
-from chalicelib.stores.campaign_model import CampaignCounts
-from chalicelib.stores.timeline import Minute
+from chalicelib.stores.ports.campaigns import CampaignCounts, Minute
 from tests.fakes.answered import Answered, answered
 from tests.fakes.event_log import FakeEventLog
 from tests.fakes.suppressions import FakeSuppressions

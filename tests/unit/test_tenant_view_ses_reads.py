@@ -7,7 +7,7 @@ from __future__ import annotations
 from botocore.exceptions import ClientError
 
 from chalicelib.control.tenant_view import SES_STATUS_ERROR_RETRY_S, SES_STATUS_MAX_AGE_S, PlatformTerms, TenantView
-from chalicelib.stores.ses_tenants import TenantStatus
+from chalicelib.stores.ports.sending import TenantStatus
 from tests.fakes.senders import FakeFreeAddresses
 from tests.fakes.tenants import FakeTenants
 from tests.unit.test_answers_by_the_document import _FREE, _Usage

@@ -1,19 +1,26 @@
-"""A campaign as its stores give it back: its counters (CampaignCounts, chalicelib.stores.campaign_stats) and the
-Sender it is fixed with (SenderSnapshot, chalicelib.stores.campaign_sender).
-
-Values only: the ports (chalicelib.stores.ports) speak of them, and the stores and their consumers import
-them from here, so that no port depends on a store's implementation.
-"""
+"""A campaign's stores' ports (chalicelib.stores.campaign_stats, campaign_sender, campaign_control, timeline):
+its counters, its schedule's minutes, its pages, its fixed Sender, its pause and cancel, its timeline; and the
+values they speak of."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from chalicelib.core.contract import Sender
-from chalicelib.stores.tenant_model import KeyVersion
+from chalicelib.stores.ports.tenants import KeyVersion
+
+# Field -> its name in the PrecompileEmail message, for the reasons a user reads.
+_NAMES = {
+    "plan": "userPlan",
+    "email_address": "sender.emailAddress",
+    "from_name": "sender.fromName",
+    "region": "sender.region",
+    "rate_per_second": "sender.ratePerSecond",
+    "key_account": "sender.apiKey (the keys' AWS account)",
+}
 
 
 @dataclass(frozen=True)
@@ -45,17 +52,6 @@ class CampaignCounts:
             return None
         span = (self.last_sent_ms - self.first_sent_ms) / 1000.0
         return (self["sent"] - 1) / span if span > 0 else None
-
-
-# Field -> its name in the PrecompileEmail message, for the reasons a user reads.
-_NAMES = {
-    "plan": "userPlan",
-    "email_address": "sender.emailAddress",
-    "from_name": "sender.fromName",
-    "region": "sender.region",
-    "rate_per_second": "sender.ratePerSecond",
-    "key_account": "sender.apiKey (the keys' AWS account)",
-}
 
 
 @dataclass(frozen=True)
@@ -114,3 +110,89 @@ class SenderSnapshot:
             None if d["key_version"] is None else int(d["key_version"]),
             d.get("key_account"),
         )
+
+
+@dataclass(frozen=True)
+class Minute:
+    start_s: int
+    counts: Mapping[str, int]
+
+
+class Counts(Protocol):
+    """The counters' writer: CampaignStats writes each call, BufferedStats gathers them (the recorder's)."""
+
+    def add(self, user_id: str, campaign_id: str, *, error: str | None = None, **deltas: int) -> None: ...
+
+    def add_counts(
+        self,
+        user_id: str,
+        campaign_id: str,
+        deltas: Mapping[str, int],
+        *,
+        error: str | None = None,
+        sent_seconds: Mapping[int, int] | None = None,
+    ) -> None: ...
+
+    def flush(self) -> None: ...
+
+
+class CampaignSchedule(Protocol):
+    """A campaign's time, deadline and schedule-store minutes, kept beside its counters: noted by precompile,
+    read by the releaser (a cancelled campaign's minutes), both by the campaign actions (reschedule)."""
+
+    def note_schedule(
+        self,
+        user_id: str,
+        campaign_id: str,
+        scheduled_at_ms: int | None,
+        deadline_ms: int | None,
+        bucket: str | None = None,
+    ) -> None: ...
+
+    def schedule_buckets(self, user_id: str, campaign_id: str) -> list[str]: ...
+
+
+class CampaignPages(Protocol):
+    """GET /campaigns: the tenant's campaigns newest first, a page at a time; and one of them."""
+
+    def newest(
+        self, user_id: str, *, before: tuple[int, str] | None = None, limit: int = 50
+    ) -> tuple[list[CampaignCounts], tuple[int, str] | None]: ...
+
+    def get(self, user_id: str, campaign_id: str) -> CampaignCounts | None: ...
+
+
+class CounterCorrections(Protocol):
+    """The campaign's counters read, and corrected under the condition that they did not move since."""
+
+    def read(self, user_id: str, campaign_id: str) -> CampaignCounts | None: ...
+
+    def correct(self, read: CampaignCounts, drift: Mapping[str, int]) -> bool: ...
+
+
+class TimelineReads(Protocol):
+    """GET /campaigns/{id}: a campaign's minutes, oldest first."""
+
+    def minutes(
+        self, user_id: str, campaign_id: str, *, after: str | None = None, limit: int = 1440
+    ) -> tuple[list[Minute], str | None]: ...
+
+
+class SenderFix(Protocol):
+    """Precompile's: fix a campaign's sender with its first message (SenderRefused for another one later)."""
+
+    def fix(self, user_id: str, campaign_id: str, snapshot: SenderSnapshot, subject: str | None = None) -> None: ...
+
+
+class ControlSwitch(Protocol):
+    """A campaign's pause and cancel: the drainer, the parking and the releaser read its state (cached unless
+    `fresh`); the campaign actions pause, resume and cancel (final: pause and resume answer False once
+    cancelled)."""
+
+    def state(self, user_id: str, campaign_id: str, *, fresh: bool = False) -> str | None: ...
+
+    def pause(self, user_id: str, campaign_id: str) -> bool: ...
+
+    def resume(self, user_id: str, campaign_id: str) -> bool: ...
+
+    def cancel(self, user_id: str, campaign_id: str) -> None: ...

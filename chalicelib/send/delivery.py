@@ -25,7 +25,7 @@ from chalicelib.core.errors import MessageInvalid, TenantSendingPaused
 from chalicelib.core.mime import OutgoingEmail, compose, dated
 from chalicelib.core.resources import SEND_VISIBILITY_TIMEOUT_S
 from chalicelib.send import decisions
-from chalicelib.send.executor import Executor
+from chalicelib.send.executor import Executor, LedgerNotWritten
 from chalicelib.send.identity import NO_KEYS_REASON
 from chalicelib.send.outcomes import NOT_SENT_ERRORS, Decision, Outcome
 from chalicelib.send.rate_limiter import QueuePacing
@@ -95,20 +95,26 @@ class Delivery:
             decision = self._apply(decision, slot)
         finally:
             slot.free()
+        sent_at = message.get("Attributes", {}).get("SentTimestamp")
+        if decision.outcome is Outcome.SENT and sent_at:  # from queueing to sending and recording
+            decision = replace(decision, lag_ms=int(time.time() * 1000) - int(sent_at))
         return decision
 
     def _apply(self, decision: Decision, slot: _Slot) -> Decision:
-        """The decision carried out. One that cannot be (its ledger write throttled past the SDK's retries)
-        before SES was asked sent nothing: the claim is given back and the message tried again after a
-        back-off, rather than the drain failing and the recipient waiting out the claim (30 minutes)."""
+        """The decision carried out. One whose ledger write fails (throttled past the SDK's retries) before SES
+        was asked sent nothing: its claim is given back and the message tried again after a back-off, rather
+        than the drain failing and the recipient waiting out the claim (30 minutes). After SES was asked, the
+        error stands: the claim is kept, and SES's Send event records what was sent."""
         try:
             self._executor.apply(decision)
             return decision
-        except Exception as exc:
-            if slot.asked_ses or decision.claim is None or decision.email is None or decision.outcome is Outcome.RETRY:
+        except LedgerNotWritten as exc:
+            if slot.asked_ses or decision.email is None or decision.outcome is Outcome.RETRY:
                 raise
             retry = self._not_now(decision.email, f"its {decision.outcome.value} outcome's write", exc)
-            retry = replace(retry, email=decision.email, body=decision.body, claim=decision.claim)
+            retry = replace(
+                retry, email=decision.email, body=decision.body, claim=decision.claim, drainers=decision.drainers
+            )
             self._executor.apply(retry)
             return retry
 
@@ -130,9 +136,7 @@ class Delivery:
             decision, drainers = self._send(queue, email, gate, message, slot)
         else:
             decision, drainers = gate, 1
-        sent_at = message.get("Attributes", {}).get("SentTimestamp")
-        lag = int(time.time() * 1000) - int(sent_at) if decision.outcome is Outcome.SENT and sent_at else None
-        return replace(decision, email=email, body=body, claim=claim, lag_ms=lag, drainers=drainers)
+        return replace(decision, email=email, body=body, claim=claim, drainers=drainers)
 
     def _read(self, queue_name: str, message: dict[str, Any]) -> tuple[QueuedEmail, str] | Decision:
         """The queued email, fetched from S3 when the message is a pointer to it."""

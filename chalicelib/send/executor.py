@@ -32,6 +32,11 @@ from chalicelib.stores.ports.ledger import Claim
 from chalicelib.stores.ports.tenants import TenantRecords
 
 
+class LedgerNotWritten(Exception):
+    """A decision's ledger effect (its outcome recorded, or its claim given back) failed: its side effects before
+    the ledger are applied, none after. The error the store raised is its cause."""
+
+
 class Executor:
     def __init__(
         self,
@@ -58,12 +63,15 @@ class Executor:
 
     def apply(self, decision: Decision) -> None:
         """Carry the decision out: its effects, and its ledger effect on the claim it holds (if the delivery
-        claimed the recipient)."""
+        claimed the recipient); LedgerNotWritten if that failed."""
         for effect in decision.effects:
             if not effect.after_ledger:
                 self._handlers[type(effect)](effect)
         if decision.claim is not None and decision.email is not None:
-            self._on_ledger(decision, decision.claim, decision.email)
+            try:
+                self._on_ledger(decision, decision.claim, decision.email)
+            except Exception as exc:  # throttled past the SDK's retries, or unavailable
+                raise LedgerNotWritten(f"{type(exc).__name__}: {exc}") from exc
         for effect in decision.effects:
             if effect.after_ledger:
                 self._handlers[type(effect)](effect)

@@ -883,6 +883,33 @@ def test_an_outcome_decided_before_the_send_that_cannot_be_written_gives_the_cla
     assert not isinstance(ledger.claim("ghost", "c1", "a@example.org", 300), Entry)  # given back
 
 
+def test_an_outcome_decided_before_ses_was_asked_anywhere_that_cannot_be_written_is_retried_not_failed():
+    """No keys for the email's version (decided after the gate, before the send): the failure's write throttled
+    gives the claim back and backs the message off; the drain goes on."""
+    ledger = _ThrottledFinish()
+    sqs, ses = FakeSqs([_versioned("acme", "a@example.org", 7)]), FakeSes()
+    d, _stats = drainer(sqs, ses, FakeTenants(_rotated_and_moved("acme")), ledger=ledger)
+    result = d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert (result.failed, result.retried) == (0, 1) and ses.sent == []
+    assert not isinstance(ledger.claim("acme", "c1", "a@example.org", 300), Entry)  # given back
+
+
+@pytest.mark.parametrize("refused", [None, SendFailed("MessageRejected: bad")])
+def test_an_outcome_after_ses_was_asked_that_cannot_be_written_keeps_the_claim_and_fails_the_drain(refused):
+    """Sent (or refused for good), then its write throttled: the claim is kept, never given back, so no copy
+    goes out before SES's Send event has had the claim's lifetime to record it (a duplicate otherwise)."""
+    from chalicelib.send.executor import LedgerNotWritten
+
+    ledger = _ThrottledFinish()
+    sqs = FakeSqs([queued("acme", "a@example.org")])
+    ses = FakeSes({"a@example.org": refused} if refused else None)
+    d, _stats = drainer(sqs, ses, FakeTenants(tenant("acme", "AK")), ledger=ledger)
+    with pytest.raises(LedgerNotWritten, match="ThrottlingException"):
+        d.drain("moonsend-test-t-acme", remaining_ms=lambda: 60_000)
+    assert len(ses.sent) == (0 if refused else 1) and sqs.deleted == []
+    assert isinstance(ledger.claim("acme", "c1", "a@example.org", 300), Entry)  # still this drain's claim
+
+
 def test_a_throttled_delete_fails_no_drain_its_email_recorded_and_its_counts_kept():
     from botocore.exceptions import ClientError
 

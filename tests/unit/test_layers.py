@@ -169,3 +169,23 @@ def test_the_stores_ports_depend_on_no_store_only_on_what_they_define():
             todo.append(target)
     wrong += sorted(f"{m} imports {lib}" for m in reached for lib in _third_party(m) & set(STORE_MACHINERY))
     assert len(ports) > 5 and wrong == []
+
+
+def test_every_protocol_in_chalicelib_has_a_consumer_in_chalicelib():
+    """A port no domain code names (one only tests joined, as the ledger's three joins were) is a second
+    description of a store to keep in step for nothing: tests that hand one fake to several collaborators
+    join their ports themselves (tests/fakes/parts.py)."""
+    defined: dict[str, str] = {}
+    named: dict[str, int] = {}
+    for path in ROOT.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(b, ast.Name) and b.id == "Protocol" for b in node.bases
+            ):
+                defined[node.name] = str(path.relative_to(ROOT))
+            if isinstance(node, ast.Name):
+                named[node.id] = named.get(node.id, 0) + 1
+            elif isinstance(node, ast.alias):
+                named[node.name] = named.get(node.name, 0) + 1
+    unused = sorted(f"{where}: {name}" for name, where in defined.items() if named.get(name, 0) == 0)
+    assert len(defined) > 30 and unused == []

@@ -315,7 +315,7 @@ class Container:
 
     @cached_property
     def tracking(self) -> Tracking:
-        return Tracking(self.links, self.recorder)
+        return Tracking(self.links, self.recorder, self.ledger)
 
     @cached_property
     def unsubscribes(self) -> Unsubscribes:

@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 from chalicelib.core.webhook_contract import EVENT_TYPES
-from chalicelib.stores.ledger_model import FEEDBACK
+from chalicelib.stores.ledger_model import FEEDBACK, MACHINE_OF
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
 
 
@@ -26,7 +26,7 @@ def counter_drift(container: Any, user: str, campaign: str) -> dict[str, int]:
 
 def ledger_events(dynamodb: Any, table: str, user: str, campaign: str) -> set[tuple[str, str]]:
     """(recipient, type) of each event the campaign's ledger rows imply: a final state that is an event, and
-    each kind of feedback recorded (its `<kind>_at`)."""
+    each kind of feedback recorded (its `<kind>_at`; a machine's open or click as `opened/machine`, ...)."""
     expected: set[tuple[str, str]] = set()
     pages = dynamodb.get_paginator("query").paginate(
         TableName=table,
@@ -38,12 +38,19 @@ def ledger_events(dynamodb: Any, table: str, user: str, campaign: str) -> set[tu
         state = row.get("state", {}).get("S")
         if state in EVENT_TYPES:
             expected.add((email, state))
-        expected.update((email, kind) for kind in FEEDBACK if f"{kind}_at" in row)
+        expected.update((email, _told_as(kind)) for kind in FEEDBACK if f"{kind}_at" in row)
     return expected
 
 
+def _told_as(kind: str) -> str:
+    """A feedback kind as its event tells it: a machine's open is an `opened` event marked `machine`."""
+    person = next((p for p, machine in MACHINE_OF.items() if machine == kind), None)
+    return f"{person}/machine" if person else kind
+
+
 def events_read(api_url: str, key: str, campaign: str) -> set[tuple[str, str]]:
-    """(recipient, type) of the campaign's events as GET /events gives them, page by page: a page stops at its
+    """(recipient, type) of the campaign's events as GET /events gives them (a machine's open or click as
+    `opened/machine`, ...), page by page: a page stops at its
     read bound with fewer events than asked and more to come, so only an empty page ends (docs/api.md)."""
     seen: set[tuple[str, str]] = set()
     after = None
@@ -52,7 +59,10 @@ def events_read(api_url: str, key: str, campaign: str) -> set[tuple[str, str]]:
         req = urllib.request.Request(f"{api_url}/events?{query}", headers={"Authorization": f"Bearer {key}"})
         with urllib.request.urlopen(req, timeout=60) as resp:
             page = json.loads(resp.read())
-        seen.update((str(e["recipient"]).lower(), str(e["type"])) for e in page["events"])
+        seen.update(
+            (str(e["recipient"]).lower(), str(e["type"]) + ("/machine" if e.get("machine") is True else ""))
+            for e in page["events"]
+        )
         if not page["events"] or not page.get("next"):
             return seen
         after = page["next"]

@@ -132,6 +132,8 @@ def campaign_table(s: Snapshot) -> Table:
         "unsubscribed",
         "opened",
         "clicked",
+        "machines' opens",
+        "machines' clicks",
         "rate/s",
         "last error",
     )
@@ -157,6 +159,8 @@ def campaign_table(s: Snapshot) -> Table:
             str(c["unsubscribed"]),
             str(c["opened"]),
             str(c["clicked"]),
+            str(c["machine_opened"]),
+            str(c["machine_clicked"]),
             f"{rate:.1f}" if rate else "-",
             cell((c.last_error or "")[:60]),
         )

@@ -8,8 +8,8 @@ so there is no open redirect). The unsubscribe link, `mailto:` and `#anchors` ar
 invisible pixel `<api>/o/<token>` goes before `</body>`. A URL that could not be sent back as a
 `Location` header (a control character or white space, once its HTML entities are decoded:
 `&#13;&#10;`) is left as it is, untracked. Schemes are matched in any case (`HTTPS://`), as browsers do.
-Opens and clicks are recorded once per recipient (unique opens and clicks). `campaign.tracking: false`
-turns both off for a campaign.
+Opens and clicks are recorded once per recipient (unique opens and clicks), a person's apart from a
+machine's (chalicelib.ingest.machines). `campaign.tracking: false` turns both off for a campaign.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from chalicelib.core import html_scan, log
 from chalicelib.core.errors import LinkInvalid
 from chalicelib.core.links import LinkSigner
+from chalicelib.ingest.machines import Hit, machine_evidence
+from chalicelib.stores.ledger_model import MACHINE_OF
+from chalicelib.stores.ports.ledger import HitContext, LedgerReads
 from chalicelib.stores.recorder import Recorder
 
 _BODY_END = re.compile(r"</body\s*>", re.I)
@@ -69,20 +72,24 @@ class Redirect:
 
 
 class Tracking:
-    def __init__(self, links: LinkSigner, recorder: Recorder) -> None:
+    """The pixel's and the links' hits recorded: a person's as `opened` and `clicked`, a machine's apart
+    (chalicelib.ingest.machines), each once per recipient."""
+
+    def __init__(self, links: LinkSigner, recorder: Recorder, ledger: LedgerReads) -> None:
         self._links = links
         self._recorder = recorder
+        self._ledger = ledger
 
-    def opened(self, token: str) -> bool:
+    def opened(self, token: str, hit: Hit) -> bool:
         """Record an open (answered with the pixel whatever happens: a pixel never shows an error)."""
         try:
             claims = self._links.verify("open", token)
         except LinkInvalid:
             return False
-        self._record(claims.user_id, claims.campaign_id, claims.email, "opened", "pixel")
+        self._record(claims.user_id, claims.campaign_id, claims.email, "opened", "pixel", hit)
         return True
 
-    def clicked(self, token: str) -> Redirect:
+    def clicked(self, token: str, hit: Hit) -> Redirect:
         try:
             claims = self._links.verify("click", token)
         except LinkInvalid as exc:
@@ -90,11 +97,24 @@ class Tracking:
             return Redirect(404, None)
         if not claims.url or not redirectable(claims.url):
             return Redirect(404, None)
-        self._record(claims.user_id, claims.campaign_id, claims.email, "clicked", claims.url)
+        self._record(claims.user_id, claims.campaign_id, claims.email, "clicked", claims.url, hit)
         return Redirect(302, claims.url)
 
-    def _record(self, user: str, campaign: str, email: str, kind: str, detail: str) -> None:
+    def _record(self, user: str, campaign: str, email: str, kind: str, detail: str, hit: Hit) -> None:
         try:
-            self._recorder.feedback(user, campaign, email, kind, detail)
+            evidence = machine_evidence(hit, self._context(user, campaign, email))
+            if evidence is None:
+                self._recorder.feedback(user, campaign, email, kind, detail)
+            else:
+                self._recorder.feedback(user, campaign, email, MACHINE_OF[kind], detail, evidence=evidence)
         except Exception as exc:  # the reader's redirect matters more than the count
             log.warning("tracking not recorded", user=user, campaign=campaign, error=type(exc).__name__)
+
+    def _context(self, user: str, campaign: str, email: str) -> HitContext | None:
+        """The recipient's send, delivery and first click; None when they cannot be read (the request's own
+        evidence still counts)."""
+        try:
+            return self._ledger.hit_context(user, campaign, email)
+        except Exception as exc:
+            log.warning("tracking context not read", user=user, campaign=campaign, error=type(exc).__name__)
+            return None

@@ -43,8 +43,11 @@ COUNTERS = (
     "cancelled",
     "expired",  # not sent by the campaign's deadline (scheduledAt + expiresAfter)
     "retried",  # failed recipients queued again by retry-failed (and taken off `failed`)
-    "opened",  # unique opens (first open per recipient)
-    "clicked",  # unique clicks
+    "opened",  # unique opens (a person's first open per recipient)
+    "clicked",  # unique clicks (a person's)
+    # Recipients whose email a machine opened (a privacy proxy, a scanner: chalicelib.ingest.machines).
+    "machine_opened",
+    "machine_clicked",  # recipients one of whose links a machine followed
 )
 _CACHE_MAX = 10_000
 _WRITE_TRIES = 5
@@ -94,6 +97,8 @@ class CampaignStatsModel(Model):
     deadline_ms = NumberAttribute(null=True)  # scheduledAt + expiresAfter
     control = UnicodeAttribute(null=True)  # paused | cancelled (chalicelib.stores.campaign_control)
     clicked = NumberAttribute(default=0)
+    machine_opened = NumberAttribute(default=0)
+    machine_clicked = NumberAttribute(default=0)
     first_sent_ms = NumberAttribute(null=True)
     last_sent_ms = NumberAttribute(null=True)
     last_error = UnicodeAttribute(null=True)

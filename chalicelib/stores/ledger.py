@@ -48,12 +48,13 @@ from chalicelib.stores.ledger_model import (
     pk_of,
 )
 from chalicelib.stores.ledger_tally import READ, tally
-from chalicelib.stores.ports.ledger import Claim, Entry, Tally
+from chalicelib.stores.ports.ledger import Claim, Entry, HitContext, Tally
 from chalicelib.stores.tables import bound, condition_failed, warm
 from chalicelib.stores.write_batch import Write, apply_all, apply_one
 
 # A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
+_HIT_CONTEXT = ("sent_at", "delivered_at", "clicked_at", "machine_clicked_at", "first_click")
 RETENTION_S = 180 * 24 * 3600
 T = TypeVar("T")
 Recipient = tuple[str, str, str]  # (tenant, campaign, address)
@@ -232,6 +233,8 @@ class Ledger:
         m = self._model
         now = int(time.time() * 1000)
         actions = [m.state.set(state), m.updated_at.set(now), m.claimed_until.remove()]
+        if state == SENT:
+            actions.append(m.sent_at.set(now))
         if message_id:
             actions.append(m.message_id.set(message_id))
         if reason:
@@ -292,6 +295,7 @@ class Ledger:
                     m.email.set(email),
                     m.reason.set("recorded from SES's Send event"),
                     m.updated_at.set(now),
+                    m.sent_at.set(now),
                     m.expires_at.set(now // 1000 + RETENTION_S),
                 ],
                 condition=open_condition(m),
@@ -328,7 +332,14 @@ class Ledger:
         return str(old) if old else QUEUED
 
     def record_feedback(
-        self, user_id: str, campaign_id: str, email: str, kind: str, detail: str, message_id: str | None = None
+        self,
+        user_id: str,
+        campaign_id: str,
+        email: str,
+        kind: str,
+        detail: str,
+        message_id: str | None = None,
+        evidence: str | None = None,
     ) -> bool:
         """What the receiving side said of a sent email (delivered, bounced, complained), once per kind.
 
@@ -336,7 +347,9 @@ class Ledger:
         `feedback` line. With `message_id` (SES's events), the entry must be that send's: an event is
         found by tenant, campaign and recipient, and matched to the ledger by SES's MessageId (an entry
         whose message id is not yet recorded is taken: the Send event or the drainer's record may still
-        be on its way). True the first time this kind is recorded, so that it is counted once."""
+        be on its way). True the first time this kind is recorded, so that it is counted once. A machine's open or
+        click keeps what marked it (`evidence`); the first click of either keeps its link (`detail`), which the
+        next click's judgement reads (chalicelib.ingest.machines)."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind}")
         m = self._model
@@ -346,9 +359,14 @@ class Ledger:
         # Delivery comes before anything else the receiving side says; handled after it (a batch's events run
         # several at once), it must not hide a bounce or complaint already shown: it is the line only if none is.
         feedback = m.feedback.set(m.feedback | line) if kind == "delivered" else m.feedback.set(line)
+        actions = [attr.set(now), feedback, m.updated_at.set(now)]
+        if kind in ("clicked", "machine_clicked"):
+            actions.append(m.first_click.set(m.first_click | detail[:1000]))
+        if evidence is not None:
+            actions.append(m.machine_evidence.set(evidence[:1000]))
         try:
             m(pk_of(user_id, campaign_id), email.lower()).update(
-                actions=[attr.set(now), feedback, m.updated_at.set(now)],
+                actions=actions,
                 condition=(
                     attr.does_not_exist() & (m.message_id.does_not_exist() | (m.message_id == message_id))
                     if message_id
@@ -371,6 +389,22 @@ class Ledger:
                 raise
 
     # --- reading -------------------------------------------------------------------------------------
+    def hit_context(self, user_id: str, campaign_id: str, email: str) -> HitContext | None:
+        """What an open or click of this recipient is judged against: when its send was recorded and its
+        delivery, and its first click (None: no such recipient). Eventually consistent: half a read unit."""
+        m = self._model
+        try:
+            item = m.get(pk_of(user_id, campaign_id), email.lower(), attributes_to_get=list(_HIT_CONTEXT))
+        except DoesNotExist:
+            return None
+        clicks = [int(t) for t in (item.clicked_at, item.machine_clicked_at) if t is not None]
+        return HitContext(
+            sent_at=int(item.sent_at) if item.sent_at is not None else None,
+            delivered_at=int(item.delivered_at) if item.delivered_at is not None else None,
+            first_click_at=min(clicks, default=None),
+            first_click=item.first_click,
+        )
+
     def _item(self, pk: str, rcpt: str) -> LedgerModel | None:
         try:
             return self._model.get(pk, rcpt, consistent_read=True)

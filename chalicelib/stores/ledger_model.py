@@ -20,7 +20,19 @@ QUEUED, SENT, FAILED, REJECTED, SUPPRESSED = "queued", "sent", "failed", "reject
 CANCELLED, SCHEDULED, EXPIRED = "cancelled", "scheduled", "expired"
 FINAL = frozenset({SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED})
 STATES = (SCHEDULED, QUEUED, SENT, FAILED, REJECTED, SUPPRESSED, CANCELLED, EXPIRED)
-FEEDBACK = ("delivered", "bounced", "complained", "unsubscribed", "opened", "clicked")
+FEEDBACK = (
+    "delivered",
+    "bounced",
+    "complained",
+    "unsubscribed",
+    "opened",
+    "clicked",
+    "machine_opened",
+    "machine_clicked",
+)
+# A person's open or click, and the one a machine made (a privacy proxy, a security scanner): counted apart,
+# each once per recipient (chalicelib.ingest.machines says what marks a machine's).
+MACHINE_OF = {"opened": "machine_opened", "clicked": "machine_clicked"}
 
 
 def feedback_parts(line: str | None) -> tuple[str | None, str | None]:
@@ -53,8 +65,13 @@ class LedgerModel(Model):
     bounced_at = NumberAttribute(null=True)
     complained_at = NumberAttribute(null=True)
     unsubscribed_at = NumberAttribute(null=True)
-    opened_at = NumberAttribute(null=True)
+    opened_at = NumberAttribute(null=True)  # a person's first open
     clicked_at = NumberAttribute(null=True)
+    machine_opened_at = NumberAttribute(null=True)  # a machine's first (chalicelib.ingest.machines)
+    machine_clicked_at = NumberAttribute(null=True)
+    machine_evidence = UnicodeAttribute(null=True)  # what marked the latest machine's open or click
+    first_click = UnicodeAttribute(null=True)  # the link of the first click recorded, a person's or a machine's
+    sent_at = NumberAttribute(null=True)  # epoch ms: when its send was recorded (what a machine's speed is timed by)
     feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
     # When it first entered the queue (precompile's record, a release, or the claim of a drainer that was faster),
     # was kept in the schedule store, was released from it: with the states and `<kind>_at`, what the campaign's

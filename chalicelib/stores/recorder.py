@@ -177,11 +177,18 @@ class Recorder:
         self._counts.flush()
 
     def feedback(
-        self, user_id: str, campaign_id: str, address: str, kind: str, detail: str, message_id: str | None = None
+        self,
+        user_id: str,
+        campaign_id: str,
+        address: str,
+        kind: str,
+        detail: str,
+        message_id: str | None = None,
+        evidence: str | None = None,
     ) -> bool:
-        """What happened after sending (delivered, bounced, complained, opened, clicked, unsubscribed): the
-        first of each kind per recipient."""
-        if not self._ledger.record_feedback(user_id, campaign_id, address, kind, detail, message_id):
+        """What happened after sending (delivered, bounced, complained, opened, clicked, unsubscribed; a
+        machine's open or click, with what marked it): the first of each kind per recipient."""
+        if not self._ledger.record_feedback(user_id, campaign_id, address, kind, detail, message_id, evidence):
             return False
         self._counts.add(user_id, campaign_id, error=None, **{kind: 1})
         log.debug(kind, user=user_id, campaign=campaign_id, recipient=address)

@@ -9,7 +9,8 @@ waits for a webhook.
 An event is one of:
 - a change of `state` into an outcome a tenant subscribes to (sent, failed, rejected, suppressed, expired);
 - feedback recorded for the first time (`<kind>_at` set: delivered, bounced, complained, opened, clicked,
-  unsubscribed).
+  unsubscribed). A machine's open or click is an `opened` or `clicked` event with `machine: true` and its
+  `evidence`; a person's has `machine: false`.
 
 Its id is a digest of the recipient, the type and the time it was recorded, so the stream's redelivery of
 a record makes the same event again (and a receiver drops it by id).
@@ -26,9 +27,10 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.webhook_contract import EVENT_TYPES
-from chalicelib.stores.ledger_model import FEEDBACK, UNATTRIBUTED
+from chalicelib.stores.ledger_model import FEEDBACK, MACHINE_OF, UNATTRIBUTED
 
 _STATE_EVENTS = frozenset(EVENT_TYPES) - frozenset(FEEDBACK)
+_PERSON_OF = {machine: person for person, machine in MACHINE_OF.items()}
 _deserialize = TypeDeserializer().deserialize
 
 
@@ -70,8 +72,26 @@ def ledger_events(record: dict[str, Any]) -> list[WebhookEvent]:
             detail = str(new.get("feedback") or "")
             fields = {"detail": detail.split(": ", 1)[1] if detail.startswith(f"{kind}: ") else None}
             fields["messageId"] = new.get("message_id")
-            out.append(_event(user_id, campaign_id, rcpt, new, kind, _ms(new.get(at_attr)), fields))
+            event = _event(user_id, campaign_id, rcpt, new, kind, _ms(new.get(at_attr)), fields)
+            out.append(_marked(event, kind, new))
     return out
+
+
+def _marked(event: WebhookEvent, kind: str, item: dict[str, Any]) -> WebhookEvent:
+    """An open or click says whose it is: a machine's (a privacy proxy's, a scanner's) is the same type as a
+    person's, with `machine: true` and what marked it, so that a subscriber to `opened` hears both and tells
+    them apart (chalicelib.ingest.machines)."""
+    person = _PERSON_OF.get(kind)
+    if person is None and kind not in MACHINE_OF:
+        return event
+    data = dict(event.data)
+    if person is not None:
+        data["type"] = person
+        data["machine"] = True
+        data["evidence"] = str(item.get("machine_evidence") or "")
+    else:
+        data["machine"] = False
+    return WebhookEvent(event.user_id, str(data["type"]), data, event.at_ms)
 
 
 def _image(image: dict[str, Any] | None) -> dict[str, Any]:

@@ -3,6 +3,7 @@ and on the DynamoDB ledger: the conditions that make sending exactly-once."""
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -172,6 +173,35 @@ class TestLedgerContract:
         assert ledger.record_feedback(user, "c1", "a@example.org", "complained", "abuse", "m-1") is True
         assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1") is True
         assert [e.feedback for e in ledger.entries(user, "c1")] == ["complained: abuse"]
+
+    def test_an_open_or_clicks_context_is_its_send_its_delivery_and_its_first_click(
+        self, ledger: LedgerPort, uid: str
+    ) -> None:
+        """What chalicelib.ingest.machines judges a hit against, as the ledger keeps it on both sides."""
+        user = f"u{uid}"
+        assert ledger.hit_context(user, "c1", "a@example.org") is None  # no such recipient
+        before = int(time.time() * 1000)
+        claim = ledger.claim(user, "c1", "A@example.org", 300)
+        assert isinstance(claim, Claim) and ledger.finish(claim, "sent", message_id="m-1")
+        context = ledger.hit_context(user, "c1", "a@example.org")
+        assert context is not None and context.sent_at is not None and before <= context.sent_at <= before + 60_000
+        assert (context.delivered_at, context.first_click_at, context.first_click) == (None, None, None)
+        assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1")
+        url = "https://shop.example/a"
+        assert ledger.record_feedback(user, "c1", "a@example.org", "machine_clicked", url, evidence="a HEAD request")
+        assert ledger.record_feedback(user, "c1", "a@example.org", "clicked", "https://shop.example/b")
+        context = ledger.hit_context(user, "c1", "a@example.org")
+        assert context is not None and context.delivered_at is not None and context.first_click_at is not None
+        assert context.first_click == url  # the first click's link, whoever's it was
+        # The machine's is recorded once, apart from the person's.
+        assert not ledger.record_feedback(user, "c1", "a@example.org", "machine_clicked", url, evidence="again")
+
+    def test_a_send_recorded_from_ses_s_send_event_is_timed_too(self, ledger: LedgerPort, uid: str) -> None:
+        user = f"u{uid}"
+        ledger.record_queued(user, "c1", ["a@example.org"])
+        assert ledger.record_sent_event(user, "c1", "a@example.org", "m-1")
+        context = ledger.hit_context(user, "c1", "a@example.org")
+        assert context is not None and context.sent_at is not None
 
     def test_outcomes_are_read_for_many_campaigns_at_once_past_a_requests_hundred_keys(
         self, ledger: LedgerPort, uid: str

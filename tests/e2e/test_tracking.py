@@ -1,5 +1,6 @@
 """Open and click tracking: links rewritten after rendering, signed redirects, no open redirect."""
 
+import time
 import urllib.error
 import urllib.request
 from email import message_from_bytes
@@ -8,11 +9,22 @@ from email.policy import default
 import pytest
 
 from chalicelib.core.links import LinkSigner
+from chalicelib.ingest.machines import Hit
 from chalicelib.ingest.tracking import Tracking, add_tracking
+from chalicelib.stores.ports.ledger import HitContext
 from chalicelib.stores.recorder import Recorder
+from tests.conftest import eventually
 from tests.fakes import FakeLedger, FakeStats
 
 LINKS = LinkSigner(b"t" * 32, "https://api.example.com/api")
+# A person's browser (chalicelib.ingest.machines: a machine's hits are tested in tests/unit/test_machine_hits.py).
+BROWSER = "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"
+PERSON = Hit("GET", {"user-agent": BROWSER}, 0)
+
+
+def _tracking(links: LinkSigner) -> Tracking:
+    ledger = FakeLedger()
+    return Tracking(links, Recorder(ledger, FakeStats()), ledger)
 
 
 def _track(body):
@@ -35,19 +47,19 @@ def test_http_links_are_rewritten_others_are_left_and_the_pixel_goes_before_body
 
 def test_a_click_redirects_only_to_the_url_its_token_was_signed_for_and_counts_once():
     ledger, stats = FakeLedger(), FakeStats()
-    t = Tracking(LINKS, Recorder(ledger, stats))
+    t = Tracking(LINKS, Recorder(ledger, stats), ledger)
     token = LINKS.click_url("acme", "spring", "ann@x.io", "https://shop.example/p/42").rsplit("/", 1)[1]
-    assert t.clicked(token).location == "https://shop.example/p/42"
-    assert t.clicked(token).status == 302 and stats.total("clicked") == 1  # unique clicks
+    assert t.clicked(token, PERSON).location == "https://shop.example/p/42"
+    assert t.clicked(token, PERSON).status == 302 and stats.total("clicked") == 1  # unique clicks
     evil = LinkSigner(b"e" * 32, "x").click_url("acme", "spring", "ann@x.io", "https://evil.example").rsplit("/", 1)[1]
-    assert t.clicked(evil).status == 404 and t.clicked(evil).location is None  # no open redirect
-    assert t.clicked(token[:-4] + "AAAA").status == 404
+    assert t.clicked(evil, PERSON).status == 404 and t.clicked(evil, PERSON).location is None  # no open redirect
+    assert t.clicked(token[:-4] + "AAAA", PERSON).status == 404
 
 
 def test_an_uppercase_scheme_is_tracked_and_its_click_redirects():
     out = _track('<a href="HTTPS://Shop.example/P">Buy</a>')
     token = out.split("/c/", 1)[1].split('"', 1)[0]
-    r = Tracking(LINKS, Recorder(FakeLedger(), FakeStats())).clicked(token)
+    r = _tracking(LINKS).clicked(token, PERSON)
     assert (r.status, r.location) == (302, "HTTPS://Shop.example/P")
 
 
@@ -56,16 +68,16 @@ def test_a_url_that_cannot_be_a_location_header_is_left_untracked_and_never_redi
     assert _track(body).startswith(body)  # both links as they were, only the pixel added
     # A token signed for such a URL (by an older version) answers 404, never a broken header.
     token = LINKS.click_url("acme", "spring", "ann@x.io", "https://shop.example/\r\nSet-Cookie: x=1").rsplit("/", 1)[1]
-    assert Tracking(LINKS, Recorder(FakeLedger(), FakeStats())).clicked(token).status == 404
+    assert _tracking(LINKS).clicked(token, PERSON).status == 404
 
 
 def test_opens_are_unique_per_recipient_and_a_bad_pixel_records_nothing():
     ledger, stats = FakeLedger(), FakeStats()
-    t = Tracking(LINKS, Recorder(ledger, stats))
+    t = Tracking(LINKS, Recorder(ledger, stats), ledger)
     token = LINKS.open_url("acme", "spring", "ann@x.io").rsplit("/", 1)[1]
-    assert t.opened(token) and t.opened(token)
+    assert t.opened(token, PERSON) and t.opened(token, PERSON)
     assert stats.total("opened") == 1
-    assert not t.opened("forged.token")
+    assert not t.opened("forged.token", PERSON)
 
 
 def test_tracking_links_signed_under_a_rotated_key_redirect_and_a_dropped_key_is_a_404():
@@ -76,14 +88,14 @@ def test_tracking_links_signed_under_a_rotated_key_redirect_and_a_dropped_key_is
     rotated = keys.rotated(1_800_000_000)
     new = LinkSigner(rotated, "https://x").click_url("acme", "spring", "ann@x.io", "https://shop.example/b")
     assert new.rsplit("/", 1)[1].startswith(f"{rotated.current}.")
-    t = Tracking(LinkSigner(rotated, "https://x"), Recorder(FakeLedger(), FakeStats()))
-    assert [t.clicked(u.rsplit("/", 1)[1]).location for u in (old, new)] == [
+    t = _tracking(LinkSigner(rotated, "https://x"))
+    assert [t.clicked(u.rsplit("/", 1)[1], PERSON).location for u in (old, new)] == [
         "https://shop.example/a",
         "https://shop.example/b",
     ]
-    dropped = Tracking(LinkSigner(rotated.without("k0"), "https://x"), Recorder(FakeLedger(), FakeStats()))
-    assert dropped.clicked(old.rsplit("/", 1)[1]) == t.clicked("forged.token")  # a 404, nothing more
-    assert not dropped.opened(LinkSigner(keys, "https://x").open_url("acme", "s", "ann@x.io").rsplit("/", 1)[1])
+    dropped = _tracking(LinkSigner(rotated.without("k0"), "https://x"))
+    assert dropped.clicked(old.rsplit("/", 1)[1], PERSON) == t.clicked("forged.token", PERSON)  # a 404, nothing more
+    assert not dropped.opened(LinkSigner(keys, "https://x").open_url("acme", "s", "ann@x.io").rsplit("/", 1)[1], PERSON)
 
 
 def test_links_point_at_the_custom_domain_when_one_is_set():
@@ -129,14 +141,50 @@ def test_tracked_email_through_the_local_api_redirects_and_counts_and_tracking_f
             return None
 
     opener = urllib.request.build_opener(NoRedirect)
-    with pytest.raises(urllib.error.HTTPError) as redirect:
-        opener.open(click, timeout=10)
-    assert redirect.value.code == 302 and redirect.value.headers["Location"] == "https://shop.example/ann"
-    as_a_mail_client = urllib.request.Request(pixel, headers={"Accept": "image/webp,image/apng,image/*,*/*;q=0.8"})
-    with urllib.request.urlopen(as_a_mail_client, timeout=10) as resp:
-        assert resp.headers["Content-Type"] == "image/gif" and resp.read().startswith(b"GIF89a")
-    counts = wiring.container().stats.get(user, "tracked")
-    assert (counts["clicked"], counts["opened"]) == (1, 1)
+
+    def follow(agent: str, method: str = "GET") -> urllib.error.HTTPError:
+        with pytest.raises(urllib.error.HTTPError) as redirect:
+            opener.open(urllib.request.Request(click, headers={"User-Agent": agent}, method=method), timeout=10)
+        return redirect.value
+
+    def fetch_pixel(agent: str) -> None:
+        headers = {"User-Agent": agent, "Accept": "image/webp,image/apng,image/*,*/*;q=0.8"}
+        with urllib.request.urlopen(urllib.request.Request(pixel, headers=headers), timeout=10) as resp:
+            assert resp.headers["Content-Type"] == "image/gif" and resp.read().startswith(b"GIF89a")
+
+    # A scanner at delivery: a link checker's HEAD, Apple's proxy fetching the images. Answered as anyone is,
+    # and counted apart, as machines'.
+    scanned = follow(BROWSER, method="HEAD")
+    assert scanned.code == 302 and scanned.headers["Location"] == "https://shop.example/ann"
+    fetch_pixel("Mozilla/5.0")
+    c = wiring.container()
+    counts = c.stats.get(user, "tracked")
+    assert counts is not None
+    assert [counts[k] for k in ("machine_clicked", "machine_opened", "clicked", "opened")] == [1, 1, 0, 0]
+    # The person, an hour later: the ledger's send and SES's delivery moved back an hour, as if it were.
+    assert eventually(lambda: (c.ledger.hit_context(user, "tracked", "ann@example.org") or HitContext()).delivered_at)
+    ledger, an_hour_ago = c.ledger._model, int(time.time() * 1000) - 3_600_000
+    row = ledger(f"{user}#tracked", "ann@example.org")
+    row.update(actions=[ledger.sent_at.set(an_hour_ago), ledger.delivered_at.set(an_hour_ago + 2000)])
+    person = follow(BROWSER)
+    assert person.code == 302 and person.headers["Location"] == "https://shop.example/ann"
+    fetch_pixel(BROWSER)
+    counts = c.stats.get(user, "tracked")
+    assert counts is not None
+    assert [counts[k] for k in ("machine_clicked", "machine_opened", "clicked", "opened")] == [1, 1, 1, 1]
+
+    # Each told as an event, a machine's marked with its evidence.
+    def told() -> list[tuple[str, bool, str]]:
+        got = c.event_log.page(user, campaign="tracked").events
+        return sorted((e["type"], e["machine"], e.get("evidence", "")[:20]) for e in got if "machine" in e)
+
+    assert eventually(lambda: len(told()) == 4, 60), told()
+    assert told() == [
+        ("clicked", False, ""),
+        ("clicked", True, "a HEAD request: a li"),
+        ("opened", False, ""),
+        ("opened", True, "Apple Mail Privacy P"),
+    ]
 
     msg = spec.__class__(user, sender, "Hi", body, "untracked")
     plain = next(messages(msg, [{"email": "bob@example.org", "metadata": {"name": "bob"}}]))

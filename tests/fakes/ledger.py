@@ -13,7 +13,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from chalicelib.stores.ledger_model import FAILED, FINAL, QUEUED, REJECTED, SCHEDULED
-from chalicelib.stores.ports.ledger import Claim, Entry
+from chalicelib.stores.ports.ledger import Claim, Entry, HitContext
 from infra.local.dynamodb_limits import HASH_KEY_MAX_BYTES, HASH_TOO_LONG, RANGE_KEY_MAX_BYTES, RANGE_TOO_LONG
 
 OPEN = (None, QUEUED, SCHEDULED)
@@ -104,7 +104,14 @@ class FakeLedger:
         return sum(self._record(user, campaign, e, "suppressed", r) for e, r in suppressed)
 
     def record_feedback(
-        self, user: str, campaign: str, email: str, kind: str, detail: str, message_id: str | None = None
+        self,
+        user: str,
+        campaign: str,
+        email: str,
+        kind: str,
+        detail: str,
+        message_id: str | None = None,
+        evidence: str | None = None,
     ) -> bool:
         with self.lock:
             row = self._row(user, campaign, email)
@@ -112,10 +119,22 @@ class FakeLedger:
                 return False
             if message_id and row.get("message_id") not in (None, message_id):
                 return False
-            row[f"{kind}_at"] = 1
+            row[f"{kind}_at"] = int(time.time() * 1000)
             if kind != "delivered" or not row.get("feedback"):  # a late Delivery hides nothing said after it
                 row["feedback"] = f"{kind}: {detail}"
+            if kind in ("clicked", "machine_clicked"):
+                row.setdefault("first_click", detail)
+            if evidence is not None:
+                row["machine_evidence"] = evidence
             return True
+
+    def hit_context(self, user: str, campaign: str, email: str) -> HitContext | None:
+        row = self.rows.get(self._key(user, campaign, email))
+        if row is None:
+            return None
+        clicks = [t for t in (row.get("clicked_at"), row.get("machine_clicked_at")) if t]
+        first = min(clicks, default=None)
+        return HitContext(row.get("sent_at"), row.get("delivered_at"), first, row.get("first_click"))
 
     def claim(self, user: str, campaign: str, email: str, hold_s: float) -> Claim | Entry:
         now = time.time()
@@ -141,6 +160,8 @@ class FakeLedger:
             if row.get("claim_token") != claim.token or row.get("state") not in OPEN:
                 return False
             row.update(state=state, message_id=message_id, reason=reason, claimed_until=0)
+            if state == "sent":
+                row["sent_at"] = int(time.time() * 1000)
             return True
 
     def with_outcome(self, recipients: Iterable[tuple[str, str, str]]) -> set[tuple[str, str, str]]:
@@ -157,6 +178,7 @@ class FakeLedger:
             if row.get("state") not in OPEN:
                 return False
             row.update(state="sent", message_id=message_id, reason="recorded from SES's Send event")
+            row["sent_at"] = int(time.time() * 1000)
             return True
 
     def record_failed_event(self, user: str, campaign: str, email: str, message_id: str, reason: str) -> str | None:

@@ -122,7 +122,8 @@ def webhooks_off(stack: Any, c: Campaign, receiver: Any) -> list[str]:
     for _headers, body in list(receiver.requests):
         for event in json.loads(body).get("data", {}).get("events", []):
             if event.get("campaignId") == c.campaign_id:
-                delivered.add((str(event["recipient"]).lower(), event["type"]))
+                marked = "/machine" if event.get("machine") is True else ""  # as ledger_events tells it
+                delivered.add((str(event["recipient"]).lower(), event["type"] + marked))
     table = stack.settings.resources.ledger_table.name
     missing = ledger_events(stack.client("dynamodb"), table, c.user_id, c.campaign_id) - delivered
     return [f"{who} {kind}" for who, kind in sorted(missing)]

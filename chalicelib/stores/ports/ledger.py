@@ -29,6 +29,16 @@ class Entry:
 
 
 @dataclass(frozen=True)
+class HitContext:
+    """What a recipient's open or click is judged against (chalicelib.ingest.machines), epoch ms."""
+
+    sent_at: int | None = None  # when its send was recorded
+    delivered_at: int | None = None  # SES's Delivery event, if recorded yet
+    first_click_at: int | None = None  # its first click recorded, a person's or a machine's
+    first_click: str | None = None  # that click's link
+
+
+@dataclass(frozen=True)
 class Tally:
     counts: Mapping[str, int] = field(default_factory=dict)  # every counter in STATED
     rows: int = 0
@@ -72,7 +82,14 @@ class LedgerRecords(Protocol):
     ) -> str | None: ...
 
     def record_feedback(
-        self, user_id: str, campaign_id: str, email: str, kind: str, detail: str, message_id: str | None = None
+        self,
+        user_id: str,
+        campaign_id: str,
+        email: str,
+        kind: str,
+        detail: str,
+        message_id: str | None = None,
+        evidence: str | None = None,
     ) -> bool: ...
 
 
@@ -89,13 +106,16 @@ class LedgerClaims(Protocol):
 
 class LedgerReads(Protocol):
     """The pipeline's reads of recipients: which are recorded already (precompile: a redelivered message queues
-    none again), and a campaign's failed and stale retried ones (retry-failed)."""
+    none again), a campaign's failed and stale retried ones (retry-failed), and what an open or click is judged
+    against (the tracking routes)."""
 
     def recorded(self, user_id: str, campaign_id: str, emails: Iterable[str]) -> dict[str, str | None]: ...
 
     def entries(
         self, user_id: str, campaign_id: str, state: str | None = None, *, states: tuple[str, ...] = ()
     ) -> Iterator[Entry]: ...
+
+    def hit_context(self, user_id: str, campaign_id: str, email: str) -> HitContext | None: ...
 
 
 class LedgerPages(Protocol):

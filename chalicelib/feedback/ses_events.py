@@ -40,6 +40,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from chalicelib.core import log
@@ -253,8 +254,13 @@ class SesEvents:
         return "recorded failed"
 
     def _on_delivery(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
+        """Recorded with SES's own time of the delivery, which the tracking routes time a machine's hit by (its
+        event may be handled minutes later)."""
         smtp = str(event.detail.get("smtpResponse", ""))
-        return _feedback(rec, user, campaign, to, "delivered", smtp, event.message_id)
+        at = _epoch_ms(event.detail.get("timestamp"))
+        if rec.feedback(user, campaign, to, "delivered", smtp, event.message_id, happened_at_ms=at):
+            return "recorded delivered"
+        return "already recorded"
 
     def _on_bounce(self, rec: Recorder, event: SesEvent, user: str, campaign: str, to: str) -> str:
         """Recorded; a permanent one also suppresses the address everywhere and counts for the guard."""
@@ -375,6 +381,14 @@ def _feedback(rec: Recorder, user: str, campaign: str, to: str, kind: str, detai
     if rec.feedback(user, campaign, to, kind, detail, message_id):
         return f"recorded {kind}"
     return "already recorded"
+
+
+def _epoch_ms(timestamp: Any) -> int | None:
+    """SES's ISO 8601 timestamp (`2016-10-19T23:21:04.133Z`) in epoch ms; None for anything else."""
+    try:
+        return int(datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp() * 1000)
+    except (TypeError, ValueError, OverflowError):
+        return None
 
 
 def _bounce_diagnostic(bounce: dict[str, Any], to: str) -> str:

@@ -3,8 +3,8 @@
 Many opens and clicks are not a person's: a privacy proxy fetches every image of an email when it arrives
 (Apple Mail Privacy Protection), and a security scanner follows every link of it within seconds of delivery.
 Counted as people's, they make every open rate high and an A/B test's winner a coin toss. moonsend counts them
-apart (`machine_opened`, `machine_clicked`), marks them in webhooks and on GET /events, and never counts a
-machine's hit as a person's.
+apart (`machine_opened`, `machine_clicked`) and marks them in webhooks and on GET /events; a hit nothing
+below marks is counted as a person's.
 
 The evidence moonsend has, asked in this order (the first that speaks is the hit's `evidence`):
 
@@ -12,7 +12,8 @@ The evidence moonsend has, asked in this order (the first that speaks is the hit
    `Sec-Purpose: prefetch`); no User-Agent at all; the bare `Mozilla/5.0` of Apple's privacy proxy; Gmail's
    prefetch; or a User-Agent naming a scanner, a crawler or an HTTP library (`MACHINE_AGENTS`).
 2. Its time: within `OPEN_SOON_S` (an open) or `CLICK_SOON_S` (a click) of the send being recorded, or of the
-   delivery SES reported. A scanner acts as the email arrives; a person has yet to see it.
+   delivery as SES timed it (its Delivery event's own timestamp, not when moonsend handled the event: events
+   can be handled minutes late). A scanner acts as the email arrives; a person has yet to see it.
 3. For a click: another link of the same email clicked within `ANOTHER_LINK_S` of the first click (a
    scanner follows every link at once; a person follows one, and reads).
 
@@ -22,11 +23,13 @@ network addresses (Apple publishes them online; none is kept here, so a bare `Mo
 taken for Apple's too); a scanner recognised only by its network (no address list is kept); a person behind
 a security vendor's browser isolation, who is a person. A machine's fetch that Apple's or Gmail's cache then
 serves hides the person's own open from every ESP. Gmail's and Yahoo's image proxies fetch when the
-reader opens the email, so their fetches are people's opens. docs/contract.md says this to tenants.
+reader opens the email, so their fetches are people's opens. docs/operations.md says this to tenants
+("People's opens and clicks, not machines'").
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -41,14 +44,19 @@ CLICK_SOON_S = 30.0
 # A person follows one link and reads; a scanner follows every link of the email within seconds (Warmbly: two
 # links within 5 s; Mautic's users report every link within 10 s).
 ANOTHER_LINK_S = 5.0
+# How much of the first click's link the ledger keeps (chalicelib.stores.ledger.record_feedback).
+FIRST_CLICK_KEPT = 1000
 # Apple Mail Privacy Protection's proxy fetches images with this User-Agent and nothing after it.
 APPLE_PRIVACY_PROXY = "mozilla/5.0"
 # Gmail's prefetch of images while its web client is open (SparkPost measured it at 1 to 6% of Gmail's opens).
 GMAIL_PREFETCH = "chrome/42.0.2311.135 safari/537.36 edge/12.246"
+# A bot names itself as a word ending in "bot" followed by its version or a separator (Googlebot/2.1,
+# Slackbot-LinkExpanding, bingbot; ...): "bot" inside a word is not one (a CUBOT phone's User-Agent).
+_BOT = re.compile(r"bot(?:[/;)\-]|$)")
 # Words in a User-Agent that no person's browser or mail client sends (lower case). Gmail's and Yahoo's image
-# proxies (GoogleImageProxy, YahooMailProxy) are not among them: they fetch when the reader opens.
+# proxies (GoogleImageProxy, YahooMailProxy) are not among them: they fetch when the reader opens. Android's
+# stock HTTP library (okhttp) is not either: a mail app may fetch a person's images with it.
 MACHINE_AGENTS = (
-    "bot",
     "crawler",
     "spider",
     "scanner",
@@ -59,7 +67,6 @@ MACHINE_AGENTS = (
     "curl/",
     "wget/",
     "go-http-client",
-    "okhttp",
     "java/",
     "libwww",
     "httpclient",
@@ -98,7 +105,7 @@ def _by_request(hit: Hit) -> str | None:
         return "a HEAD request: a link checker's, not a browser's"
     for name in ("purpose", "sec-purpose", "x-purpose", "x-moz"):
         if "prefetch" in hit.headers.get(name, "").lower():
-            return f"a prefetch ({name}: {hit.headers[name][:60]})"
+            return f"a prefetch ({name}: {_shown(hit.headers[name], 60)})"
     agent = hit.headers.get("user-agent", "").strip()
     if not agent:
         return "no User-Agent"
@@ -107,10 +114,15 @@ def _by_request(hit: Hit) -> str | None:
         return "Apple Mail Privacy Protection's proxy (User-Agent: Mozilla/5.0 alone)"
     if GMAIL_PREFETCH in lowered:
         return "Gmail's prefetch of images (its User-Agent), not an open"
-    found = next((word for word in MACHINE_AGENTS if word in lowered), None)
-    if found is not None:
-        return f"a machine's User-Agent ({agent[:80]})"
+    if _BOT.search(lowered) or any(word in lowered for word in MACHINE_AGENTS):
+        return f"a machine's User-Agent ({_shown(agent, 80)})"
     return None
+
+
+def _shown(text: str, most: int) -> str:
+    """Up to `most` characters of a request's text, in ASCII (a character outside it escaped): an event's
+    evidence stays small whatever the request sent (chalicelib.stores.event_log's MAX_EVENT_BYTES)."""
+    return text[:most].encode("ascii", "backslashreplace").decode("ascii")[:most]
 
 
 def _by_time(hit: Hit, context: HitContext) -> str | None:
@@ -122,7 +134,7 @@ def _by_time(hit: Hit, context: HitContext) -> str | None:
         hit.link is not None
         and context.first_click_at is not None
         and context.first_click is not None
-        and context.first_click != hit.link
+        and context.first_click != hit.link[:FIRST_CLICK_KEPT]  # the ledger keeps that much of it
         and 0 <= hit.at_ms - context.first_click_at < ANOTHER_LINK_S * 1000
     ):
         return f"another link {(hit.at_ms - context.first_click_at) / 1000:.1f} s after the first: every link at once"

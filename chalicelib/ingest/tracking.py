@@ -17,7 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from chalicelib.core import html_scan, log
 from chalicelib.core.errors import LinkInvalid
@@ -97,7 +97,8 @@ class Tracking:
             return Redirect(404, None)
         if not claims.url or not redirectable(claims.url):
             return Redirect(404, None)
-        self._record(claims.user_id, claims.campaign_id, claims.email, "clicked", claims.url, hit)
+        at_link = replace(hit, link=claims.url)  # what the route cannot know: which link of the email it is
+        self._record(claims.user_id, claims.campaign_id, claims.email, "clicked", claims.url, at_link)
         return Redirect(302, claims.url)
 
     def _record(self, user: str, campaign: str, email: str, kind: str, detail: str, hit: Hit) -> None:

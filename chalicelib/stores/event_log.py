@@ -40,9 +40,10 @@ MAX_READ_BYTES = 2 * 1024 * 1024
 # The largest item the log writes, so that a Query's Limit can keep its read within what is left: an event's
 # data holds one text of at most 1,000 characters (a ledger reason, or SES's feedback detail), which JSON's
 # ASCII escapes make at most 12,000 bytes (a character outside the BMP is two \uXXXX), besides its id, type,
-# time, campaign (128), recipient (254 characters: 3,048 bytes escaped at worst) and message id (about 70);
+# time, campaign (128), recipient (254 characters: 3,048 bytes escaped at worst) and message id (about 70), and
+# for a machine's open or click its evidence (at most about 130 ASCII characters: chalicelib.ingest.machines);
 # the item adds its key, type, campaign and expiry. 16 KiB holds all of it (a contract test writes the
-# largest and measures it).
+# largest of each and measures them).
 MAX_EVENT_BYTES = 16 * 1024
 # And at most this many rounds of a Query per partition a page (8 each): small events, whose shares of the
 # budget are read many to a round, would otherwise take dozens of rounds to spend it.

@@ -54,7 +54,13 @@ from chalicelib.stores.write_batch import Write, apply_all, apply_one
 
 # A retry that was started (failed -> queued) but whose email never reached the queue (its runner died)
 # is taken again by the next retry after this long; an extra copy is harmless (the claim sends one).
-_HIT_CONTEXT = ("sent_at", "delivered_at", "clicked_at", "machine_clicked_at", "first_click")
+_HIT_CONTEXT = ("sent_at", "delivered_at", "ses_delivered_at", "clicked_at", "machine_clicked_at", "first_click")
+
+
+def _ms_or_none(value: float | None) -> int | None:
+    return int(value) if value is not None else None
+
+
 RETENTION_S = 180 * 24 * 3600
 T = TypeVar("T")
 Recipient = tuple[str, str, str]  # (tenant, campaign, address)
@@ -340,6 +346,7 @@ class Ledger:
         detail: str,
         message_id: str | None = None,
         evidence: str | None = None,
+        happened_at_ms: int | None = None,
     ) -> bool:
         """What the receiving side said of a sent email (delivered, bounced, complained), once per kind.
 
@@ -349,7 +356,8 @@ class Ledger:
         whose message id is not yet recorded is taken: the Send event or the drainer's record may still
         be on its way). True the first time this kind is recorded, so that it is counted once. A machine's open or
         click keeps what marked it (`evidence`); the first click of either keeps its link (`detail`), which the
-        next click's judgement reads (chalicelib.ingest.machines)."""
+        next click's judgement reads (chalicelib.ingest.machines); a delivery keeps SES's time of it
+        (`happened_at_ms`) beside moonsend's."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind}")
         m = self._model
@@ -364,6 +372,8 @@ class Ledger:
             actions.append(m.first_click.set(m.first_click | detail[:1000]))
         if evidence is not None:
             actions.append(m.machine_evidence.set(evidence[:1000]))
+        if kind == "delivered" and happened_at_ms is not None:
+            actions.append(m.ses_delivered_at.set(happened_at_ms))
         try:
             m(pk_of(user_id, campaign_id), email.lower()).update(
                 actions=actions,
@@ -399,8 +409,8 @@ class Ledger:
             return None
         clicks = [int(t) for t in (item.clicked_at, item.machine_clicked_at) if t is not None]
         return HitContext(
-            sent_at=int(item.sent_at) if item.sent_at is not None else None,
-            delivered_at=int(item.delivered_at) if item.delivered_at is not None else None,
+            sent_at=_ms_or_none(item.sent_at),
+            delivered_at=_ms_or_none(item.ses_delivered_at if item.ses_delivered_at is not None else item.delivered_at),
             first_click_at=min(clicks, default=None),
             first_click=item.first_click,
         )

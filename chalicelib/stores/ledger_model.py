@@ -72,6 +72,7 @@ class LedgerModel(Model):
     machine_evidence = UnicodeAttribute(null=True)  # what marked the latest machine's open or click
     first_click = UnicodeAttribute(null=True)  # the link of the first click recorded, a person's or a machine's
     sent_at = NumberAttribute(null=True)  # epoch ms: when its send was recorded (what a machine's speed is timed by)
+    ses_delivered_at = NumberAttribute(null=True)  # epoch ms: the delivery as SES timed it (`delivered_at`: recorded)
     feedback = UnicodeAttribute(null=True)  # the latest of them, with its detail
     # When it first entered the queue (precompile's record, a release, or the claim of a drainer that was faster),
     # was kept in the schedule store, was released from it: with the states and `<kind>_at`, what the campaign's

@@ -185,10 +185,14 @@ class Recorder:
         detail: str,
         message_id: str | None = None,
         evidence: str | None = None,
+        happened_at_ms: int | None = None,
     ) -> bool:
         """What happened after sending (delivered, bounced, complained, opened, clicked, unsubscribed; a
-        machine's open or click, with what marked it): the first of each kind per recipient."""
-        if not self._ledger.record_feedback(user_id, campaign_id, address, kind, detail, message_id, evidence):
+        machine's open or click, with what marked it): the first of each kind per recipient. `happened_at_ms`:
+        when SES says a delivery happened (kept beside when moonsend recorded it)."""
+        if not self._ledger.record_feedback(
+            user_id, campaign_id, address, kind, detail, message_id, evidence, happened_at_ms
+        ):
             return False
         self._counts.add(user_id, campaign_id, error=None, **{kind: 1})
         log.debug(kind, user=user_id, campaign=campaign_id, recipient=address)

@@ -186,12 +186,13 @@ class TestLedgerContract:
         context = ledger.hit_context(user, "c1", "a@example.org")
         assert context is not None and context.sent_at is not None and before <= context.sent_at <= before + 60_000
         assert (context.delivered_at, context.first_click_at, context.first_click) == (None, None, None)
-        assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1")
+        ses_time = before - 1234  # SES's own time of the delivery, before moonsend handled its event
+        assert ledger.record_feedback(user, "c1", "a@example.org", "delivered", "ok", "m-1", happened_at_ms=ses_time)
         url = "https://shop.example/a"
         assert ledger.record_feedback(user, "c1", "a@example.org", "machine_clicked", url, evidence="a HEAD request")
         assert ledger.record_feedback(user, "c1", "a@example.org", "clicked", "https://shop.example/b")
         context = ledger.hit_context(user, "c1", "a@example.org")
-        assert context is not None and context.delivered_at is not None and context.first_click_at is not None
+        assert context is not None and context.delivered_at == ses_time and context.first_click_at is not None
         assert context.first_click == url  # the first click's link, whoever's it was
         # The machine's is recorded once, apart from the person's.
         assert not ledger.record_feedback(user, "c1", "a@example.org", "machine_clicked", url, evidence="again")

@@ -125,6 +125,7 @@ def test_the_largest_event_the_log_keeps_fits_the_size_its_reads_are_bounded_by(
     """A page's bound in bytes holds only if no event is larger than MAX_EVENT_BYTES: the largest one, a
     1,000-character reason of characters outside the BMP (JSON escapes each as 12 bytes) for a recipient of
     254 such characters' worth, kept and read back, measured as DynamoDB counts it."""
+    from chalicelib.ingest.machines import Hit, machine_evidence
     from chalicelib.stores.event_log import MAX_EVENT_BYTES, item_bytes
 
     log, user = wiring.container().event_log, "u" * 100 + uid
@@ -138,10 +139,17 @@ def test_the_largest_event_the_log_keeps_fits_the_size_its_reads_are_bounded_by(
         "reason": "\U0001f600" * 1000,
         "messageId": "0100018c" + "a" * 60,
     }
-    log.keep([(WebhookEvent(user, "failed", data, 1_790_000_000_000), 1_790_000_000_000)])
+    # And a machine's click (chalicelib.ingest.machines): its link as long, with its evidence beside it.
+    evidence = machine_evidence(Hit("GET", {"user-agent": "\U0001f600" * 500 + " Googlebot/2.1"}, 0), None)
+    assert evidence is not None
+    click = {k: v for k, v in data.items() if k != "reason"}
+    click.update(id=f"evt_{'e' * 32}", type="clicked", detail=data["reason"], machine=True, evidence=evidence)
+    at = 1_790_000_000_000
+    log.keep([(WebhookEvent(user, "failed", data, at), at), (WebhookEvent(user, "clicked", click, at), at)])
     model = log._model
-    (item,) = model._get_connection().query(f"{user}#{int('f', 16) % event_log_module.SHARDS}")["Items"]
-    assert 12_000 < item_bytes(item) <= MAX_EVENT_BYTES
+    for shard in "fe":
+        (item,) = model._get_connection().query(f"{user}#{int(shard, 16) % event_log_module.SHARDS}")["Items"]
+        assert 12_000 < item_bytes(item) <= MAX_EVENT_BYTES
 
 
 def test_a_free_tenants_from_addresses_are_listed_on_its_row_and_follow_an_operators_assignment(stack, uid):

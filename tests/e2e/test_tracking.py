@@ -165,7 +165,8 @@ def test_tracked_email_through_the_local_api_redirects_and_counts_and_tracking_f
     assert eventually(lambda: (c.ledger.hit_context(user, "tracked", "ann@example.org") or HitContext()).delivered_at)
     ledger, an_hour_ago = c.ledger._model, int(time.time() * 1000) - 3_600_000
     row = ledger(f"{user}#tracked", "ann@example.org")
-    row.update(actions=[ledger.sent_at.set(an_hour_ago), ledger.delivered_at.set(an_hour_ago + 2000)])
+    moved = [ledger.sent_at.set(an_hour_ago), ledger.ses_delivered_at.set(an_hour_ago + 2000)]
+    row.update(actions=[*moved, ledger.delivered_at.set(an_hour_ago + 5000)])
     person = follow(BROWSER)
     assert person.code == 302 and person.headers["Location"] == "https://shop.example/ann"
     fetch_pixel(BROWSER)

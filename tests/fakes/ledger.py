@@ -112,6 +112,7 @@ class FakeLedger:
         detail: str,
         message_id: str | None = None,
         evidence: str | None = None,
+        happened_at_ms: int | None = None,
     ) -> bool:
         with self.lock:
             row = self._row(user, campaign, email)
@@ -126,6 +127,8 @@ class FakeLedger:
                 row.setdefault("first_click", detail)
             if evidence is not None:
                 row["machine_evidence"] = evidence
+            if kind == "delivered" and happened_at_ms is not None:
+                row["ses_delivered_at"] = happened_at_ms
             return True
 
     def hit_context(self, user: str, campaign: str, email: str) -> HitContext | None:
@@ -134,7 +137,8 @@ class FakeLedger:
             return None
         clicks = [t for t in (row.get("clicked_at"), row.get("machine_clicked_at")) if t]
         first = min(clicks, default=None)
-        return HitContext(row.get("sent_at"), row.get("delivered_at"), first, row.get("first_click"))
+        delivered = row.get("ses_delivered_at") or row.get("delivered_at")
+        return HitContext(row.get("sent_at"), delivered, first, row.get("first_click"))
 
     def claim(self, user: str, campaign: str, email: str, hold_s: float) -> Claim | Entry:
         now = time.time()

@@ -80,11 +80,22 @@ def test_a_request_a_person_would_not_make_is_a_machines_whenever_it_comes(reque
     assert machine_evidence(request_hit, None) == evidence  # the request alone says it
 
 
-@pytest.mark.parametrize("agent", [CHROME, IPHONE_MAIL, GMAIL_PROXY, YAHOO_PROXY])
+CUBOT_PHONE = "Mozilla/5.0 (Linux; Android 10; CUBOT_X30) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile"
+ANDROID_APP = "okhttp/4.12.0"  # Android's stock HTTP library: a mail app may fetch a person's images with it
+
+
+@pytest.mark.parametrize("agent", [CHROME, IPHONE_MAIL, GMAIL_PROXY, YAHOO_PROXY, CUBOT_PHONE, ANDROID_APP])
 def test_browsers_mail_clients_and_the_proxies_that_fetch_on_opening_are_people(agent):
-    """Gmail's and Yahoo's proxies fetch images when the reader opens the email: a person's open."""
+    """Gmail's and Yahoo's proxies fetch images when the reader opens the email: a person's open. "bot" inside a
+    word (a CUBOT phone) is no bot."""
     assert machine_evidence(hit(agent), SENT) is None
     assert machine_evidence(hit(agent, link="https://shop.example/a"), SENT) is None
+
+
+def test_what_a_request_sent_is_shown_short_and_in_ascii_whatever_it_was():
+    """An event's evidence stays within the event log's size bound (MAX_EVENT_BYTES) whatever the request sent."""
+    evidence = machine_evidence(hit("\U0001f600" * 500 + " Googlebot/2.1"), None)
+    assert evidence is not None and evidence.isascii() and len(evidence) < 130
 
 
 # --- its time, against the send and the delivery ------------------------------------------------------------
@@ -133,6 +144,12 @@ def test_another_link_of_the_same_email_within_seconds_of_the_first_click_is_a_m
     assert machine_evidence(hit(at=later, link="https://shop.example/b"), context) is None
 
 
+def test_a_link_kept_shortened_by_the_ledger_is_still_the_same_link():
+    long_link = "https://shop.example/" + "a" * 1500
+    context = HitContext(sent_at=SENT_AT, first_click_at=LONG_AFTER, first_click=long_link[:1000])
+    assert machine_evidence(hit(at=LONG_AFTER + 500, link=long_link), context) is None  # a double click
+
+
 # --- recorded apart, through the tracking routes ----------------------------------------------------------
 
 
@@ -167,14 +184,24 @@ def test_a_scanner_following_every_link_is_counted_apart_and_still_redirected(tr
     # An hour after the send, with a browser's User-Agent: only its speed over every link gives it away. The
     # ledger keeps the first click's time as it records it (now), so the hits are timed now too.
     at = int(time.time() * 1000)
-    first = tracking.clicked(tokens[0], hit(CHROME, at=at, link=urls[0]))
-    rest = [
-        tracking.clicked(t, hit(CHROME, at=at + 300 * (i + 1), link=u))
-        for i, (t, u) in enumerate(zip(tokens[1:], urls[1:], strict=True))
-    ]
+    first = tracking.clicked(tokens[0], hit(CHROME, at=at))  # as the route builds it: no link
+    rest = [tracking.clicked(t, hit(CHROME, at=at + 300 * (i + 1))) for i, t in enumerate(tokens[1:])]
     assert [r.location for r in (first, *rest)] == urls  # every redirect answered
     # Its first link looked like a person's (documented: only the links after it are marked).
     assert (stats.total("clicked"), stats.total("machine_clicked")) == (1, 1)
+
+
+def test_a_click_is_judged_as_a_click_of_its_own_link_though_the_route_cannot_say_which(tracked):
+    """The route builds its hit from the request alone (no link): Tracking adds the token's link, so a click is
+    timed by the click's window and a second link is seen as another."""
+    tracking, ledger, stats = tracked
+    now = int(time.time() * 1000)
+    ledger.rows[("acme#c1", "ann@example.org")]["sent_at"] = now - 20_000  # 20 s ago: an open's window is past
+    url = "https://shop.example/a"
+    tracking.clicked(_token(links().click_url("acme", "c1", "ann@example.org", url)), hit(CHROME, at=now))
+    assert (stats.total("clicked"), stats.total("machine_clicked")) == (0, 1)  # a click's window is not
+    row = ledger.rows[("acme#c1", "ann@example.org")]
+    assert row["first_click"] == url and row["machine_evidence"].startswith("20.0 s after it was sent")
 
 
 def test_a_head_request_is_answered_and_counted_as_a_machines_click(tracked):

@@ -221,6 +221,9 @@ def test_a_delivery_is_recorded_beside_the_sent_state():
     row = ledger.rows[("acme#spring", "ann@x.io")]
     assert row["state"] == "sent" and row["feedback"] == "delivered: 250 2.6.0 Message received"
     assert stats.total("delivered") == 1
+    # SES's own time of the delivery (AWS's example event: 2016-10-19T23:21:04.133Z), kept beside moonsend's
+    # for timing a machine's open (chalicelib.ingest.machines); its event may be handled much later.
+    assert row["ses_delivered_at"] == 1476919264133
 
 
 def test_an_event_from_an_account_that_did_not_send_the_tenants_email_is_dropped():

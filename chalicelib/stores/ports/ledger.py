@@ -33,7 +33,7 @@ class HitContext:
     """What a recipient's open or click is judged against (chalicelib.ingest.machines), epoch ms."""
 
     sent_at: int | None = None  # when its send was recorded
-    delivered_at: int | None = None  # SES's Delivery event, if recorded yet
+    delivered_at: int | None = None  # the delivery as SES timed it, once its event is recorded
     first_click_at: int | None = None  # its first click recorded, a person's or a machine's
     first_click: str | None = None  # that click's link
 
@@ -90,6 +90,7 @@ class LedgerRecords(Protocol):
         detail: str,
         message_id: str | None = None,
         evidence: str | None = None,
+        happened_at_ms: int | None = None,
     ) -> bool: ...
 
 

@@ -93,7 +93,7 @@ def _raw() -> dict:
 def _method_not_taken(x: Exchange) -> str | None:
     """A method the path does not take: no operation to check it by, so as the document's description
     says: 405, `Allow` naming the path's methods, a problem."""
-    taken = {m.upper() for m in _raw()["paths"][x.route] if m in ("get", "put", "post", "delete", "patch")}
+    taken = {m.upper() for m in _raw()["paths"][x.route] if m in ("get", "head", "put", "post", "delete", "patch")}
     allowed = {m.strip() for m in x.response_headers.get("Allow", "").split(",")}
     if x.status != 405 or allowed != taken:
         return f"{x}: a method the path does not take, answered {x.status}, Allow {x.response_headers.get('Allow')}"

@@ -10,7 +10,7 @@ import urllib.request
 from typing import Any
 
 from chalicelib.core.webhook_contract import EVENT_TYPES
-from chalicelib.stores.ledger_model import FEEDBACK, MACHINE_OF
+from chalicelib.stores.ledger_model import FEEDBACK, PERSON_OF
 from chalicelib.stores.ledger_tally import ENTRIES, STATED
 
 
@@ -44,7 +44,7 @@ def ledger_events(dynamodb: Any, table: str, user: str, campaign: str) -> set[tu
 
 def _told_as(kind: str) -> str:
     """A feedback kind as its event tells it: a machine's open is an `opened` event marked `machine`."""
-    person = next((p for p, machine in MACHINE_OF.items() if machine == kind), None)
+    person = PERSON_OF.get(kind)
     return f"{person}/machine" if person else kind
 
 

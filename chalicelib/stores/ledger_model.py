@@ -33,6 +33,7 @@ FEEDBACK = (
 # A person's open or click, and the one a machine made (a privacy proxy, a security scanner): counted apart,
 # each once per recipient (chalicelib.ingest.machines says what marks a machine's).
 MACHINE_OF = {"opened": "machine_opened", "clicked": "machine_clicked"}
+PERSON_OF = {machine: person for person, machine in MACHINE_OF.items()}  # a machine's kind -> a person's
 
 
 def feedback_parts(line: str | None) -> tuple[str | None, str | None]:

@@ -27,10 +27,9 @@ from boto3.dynamodb.types import TypeDeserializer
 
 from chalicelib.core.contract import iso_ms
 from chalicelib.core.webhook_contract import EVENT_TYPES
-from chalicelib.stores.ledger_model import FEEDBACK, MACHINE_OF, UNATTRIBUTED
+from chalicelib.stores.ledger_model import FEEDBACK, MACHINE_OF, PERSON_OF, UNATTRIBUTED
 
 _STATE_EVENTS = frozenset(EVENT_TYPES) - frozenset(FEEDBACK)
-_PERSON_OF = {machine: person for person, machine in MACHINE_OF.items()}
 _deserialize = TypeDeserializer().deserialize
 
 
@@ -81,7 +80,7 @@ def _marked(event: WebhookEvent, kind: str, item: dict[str, Any]) -> WebhookEven
     """An open or click says whose it is: a machine's (a privacy proxy's, a scanner's) is the same type as a
     person's, with `machine: true` and what marked it, so that a subscriber to `opened` hears both and tells
     them apart (chalicelib.ingest.machines)."""
-    person = _PERSON_OF.get(kind)
+    person = PERSON_OF.get(kind)
     if person is None and kind not in MACHINE_OF:
         return event
     data = dict(event.data)
